@@ -1,0 +1,103 @@
+//! The CPU benchmark of ../shared/DESIGN.md, the Rust side of `torch_bench.py`: BERT masked
+//! LM (vocab 30522, hidden 256, 4 layers, 4 heads, FFN 1024, dropout 0.1), one fixed batch of
+//! 16 × 128 random ids in [1000, 30522) with 19 masked positions per sequence, loss = MLM CE +
+//! word-level Soft Regularization, AdamW (lr 5e-4, wd 0.01 on all parameters, ε 1e-6).
+//! One step = forward + loss + backward + optimizer update + reading the loss.
+
+use std::time::Instant;
+
+use burn::prelude::*;
+use rand::seq::index::sample;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::model::{BertMlm, EncoderConfig, Inputs};
+use crate::objective::{masked_cross_entropy, word_regularization};
+use crate::train::optimizer::{AdamW, AdamWConfig, Grads};
+
+pub const VOCAB: usize = 30522;
+pub const BATCH: usize = 16;
+pub const SEQ: usize = 128;
+pub const MASKED_PER_SEQ: usize = 19;
+
+pub fn bench_config() -> EncoderConfig {
+    EncoderConfig {
+        vocab_size: VOCAB,
+        embedding_size: 256,
+        hidden_size: 256,
+        num_hidden_layers: 4,
+        num_attention_heads: 4,
+        intermediate_size: 1024,
+        max_position_embeddings: 512,
+        type_vocab_size: 2,
+        layer_norm_eps: 1e-12,
+        hidden_dropout_prob: 0.1,
+        attention_probs_dropout_prob: 0.1,
+        pad_token_id: 0,
+    }
+}
+
+pub struct BenchReport {
+    pub step_ms: Vec<f64>,
+    pub losses: Vec<f64>,
+    pub median_ms: f64,
+}
+
+/// Runs `warmup` untimed and `steps` timed steps on `device` (an autodiff device).
+pub fn run_bench(device: &Device, warmup: usize, steps: usize, soft_regularization: bool, mut on_step: impl FnMut(usize, f64, f64)) -> BenchReport {
+    device.seed(0);
+    let mut model = BertMlm::new(&bench_config(), device);
+    let mut rng = ChaCha8Rng::seed_from_u64(1234);
+    let ids: Vec<i64> = (0..BATCH * SEQ).map(|_| rng.random_range(1000..VOCAB as i64)).collect();
+    let mut input = ids.clone();
+    let (mut positions, mut labels) = (Vec::new(), Vec::new());
+    for b in 0..BATCH {
+        let mut pos: Vec<usize> = sample(&mut rng, SEQ, MASKED_PER_SEQ).into_vec();
+        pos.sort_unstable();
+        for p in pos {
+            positions.push((b * SEQ + p) as i64);
+            labels.push(ids[b * SEQ + p]);
+            input[b * SEQ + p] = 103;
+        }
+    }
+    let n = positions.len();
+    let x = Inputs {
+        ids: Tensor::from_data(TensorData::new(input, [BATCH, SEQ]), device),
+        token_types: Tensor::zeros([BATCH, SEQ], device),
+        attention_mask: None,
+    };
+    let positions: Tensor<1, Int> = Tensor::from_data(TensorData::new(positions, [n]), device);
+    let labels: Tensor<1, Int> = Tensor::from_data(TensorData::new(labels, [n]), device);
+    let mut opt = AdamW::new(AdamWConfig { lr: 5e-4, weight_decay: 0.01, decay_all: true, eps: 1e-6, max_grad_norm: 0.0, warmup_steps: 0, ..Default::default() });
+
+    let (mut step_ms, mut losses) = (Vec::new(), Vec::new());
+    for step in 0..warmup + steps {
+        let t0 = Instant::now();
+        let logits = model.mlm_logits(&x, positions.clone());
+        let mut loss = masked_cross_entropy(logits.clone(), labels.clone(), None);
+        if soft_regularization {
+            let pred = logits.detach().argmax(1).squeeze_dim::<1>(1);
+            loss = loss + word_regularization(model.embeddings.word_matrix(), pred, labels.clone());
+        }
+        let g = loss.backward();
+        let grads = Grads::collect(&g, |w| model.walk(w));
+        opt.update(5e-4, &grads, |w| model.walk(w));
+        let value = loss.into_scalar::<f32>() as f64;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        on_step(step, value, ms);
+        if step >= warmup {
+            step_ms.push(ms);
+            losses.push(value);
+        }
+    }
+    let mut sorted = step_ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median_ms = if sorted.is_empty() {
+        f64::NAN
+    } else if sorted.len() % 2 == 1 {
+        sorted[sorted.len() / 2]
+    } else {
+        (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
+    };
+    BenchReport { step_ms, losses, median_ms }
+}

@@ -1,0 +1,51 @@
+//! The library's error type: every variant renders as one line naming the file, line or field.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// Malformed input data; the message names the file (and line / field where known).
+    #[error("{0}")]
+    Input(String),
+    /// A configuration value is missing, unknown or out of range.
+    #[error("{0}")]
+    Config(String),
+    /// A checkpoint or weight file does not fit the model.
+    #[error("{0}")]
+    Checkpoint(String),
+    /// Training hit a non-finite loss.
+    #[error("{0}")]
+    Diverged(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}
+
+/// `std::fs::read` with the path in the error.
+pub fn read(path: &std::path::Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::io(path, e))
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync, rename.
+/// A reader never sees a half-written file, and a crash leaves the old file in place.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+    ));
+    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+    f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}

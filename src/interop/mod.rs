@@ -1,0 +1,8 @@
+//! transformers-compatible weights: `config.json` + `model.safetensors`, in and out.
+
+pub mod export;
+pub mod hf_config;
+pub mod tensors;
+
+pub use hf_config::{HfConfig, read_hf_config, write_hf_config};
+pub use tensors::{Exporter, Loader, TensorMap, read_safetensors, write_safetensors};

@@ -1,0 +1,15 @@
+//! trueneg: pre-train BERT / ELECTRA encoders on true negatives, fine-tune and evaluate them.
+//!
+//! The data path reads top to bottom in the module names: [`text`] (corpus → shards → masked
+//! batches), [`model`], [`objective`] (losses), [`train`] (loop, optimizer, checkpoints) and
+//! [`interop`] (transformers' file layout).
+
+pub mod bench;
+pub mod error;
+pub mod interop;
+pub mod model;
+pub mod objective;
+pub mod text;
+pub mod train;
+
+pub use error::{Error, Result};

@@ -1,0 +1,58 @@
+//! Encoder hyper-parameters, read from and written to transformers' `config.json` field names.
+
+use serde::{Deserialize, Serialize};
+
+/// The shape of one BERT / ELECTRA encoder (embeddings + transformer layers).
+///
+/// Field names are those of transformers' `BertConfig` / `ElectraConfig`, so a `config.json`
+/// deserialises into it directly (unknown fields are ignored there, see [`crate::interop`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EncoderConfig {
+    pub vocab_size: usize,
+    /// Width of the token/position/type embeddings; projected to `hidden_size` when it differs.
+    pub embedding_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub max_position_embeddings: usize,
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    pub hidden_dropout_prob: f64,
+    pub attention_probs_dropout_prob: f64,
+    pub pad_token_id: usize,
+}
+
+impl EncoderConfig {
+    /// Checks the invariants the model code relies on; `what` names the config in the error.
+    pub fn validate(&self, what: &str) -> crate::Result<()> {
+        let bad = |field: &str, why: &str| {
+            Err(crate::Error::Config(format!("{what}: field `{field}` {why}")))
+        };
+        if self.vocab_size == 0 {
+            return bad("vocab_size", "must be > 0");
+        }
+        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+            return bad(
+                "num_attention_heads",
+                &format!("must divide hidden_size {}", self.hidden_size),
+            );
+        }
+        if self.embedding_size == 0 || self.intermediate_size == 0 || self.num_hidden_layers == 0 {
+            return bad("embedding_size/intermediate_size/num_hidden_layers", "must be > 0");
+        }
+        if !(0.0..1.0).contains(&self.hidden_dropout_prob)
+            || !(0.0..1.0).contains(&self.attention_probs_dropout_prob)
+        {
+            return bad("hidden_dropout_prob", "must be in [0, 1)");
+        }
+        Ok(())
+    }
+
+    /// The same encoder with dropout switched off (evaluation, parity tests).
+    pub fn without_dropout(mut self) -> Self {
+        self.hidden_dropout_prob = 0.0;
+        self.attention_probs_dropout_prob = 0.0;
+        self
+    }
+}

@@ -1,0 +1,216 @@
+//! The shared transformer encoder: embeddings (word + position + type → LayerNorm → dropout),
+//! an optional projection from `embedding_size` to `hidden_size`, and post-LayerNorm layers,
+//! numerically the same as transformers' `BertModel` / `ElectraModel` (exact erf GELU).
+
+use burn::module::Module;
+use burn::nn::{
+    Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig,
+    Linear, LinearConfig,
+};
+use burn::prelude::*;
+use burn::tensor::activation::{gelu, softmax};
+
+use super::EncoderConfig;
+use crate::model::params::{ParamWalker, walk_layer_norm, walk_linear};
+
+/// BERT's initialiser: N(0, 0.02) for every weight matrix; biases are set to zero afterwards.
+pub(crate) fn normal_init() -> Initializer {
+    Initializer::Normal { mean: 0.0, std: 0.02 }
+}
+
+pub(crate) fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
+    let mut l = LinearConfig::new(d_in, d_out)
+        .with_initializer(normal_init())
+        .init(device);
+    if let Some(b) = l.bias.take() {
+        l.bias = Some(b.map(|t| t.zeros_like()));
+    }
+    l
+}
+
+pub(crate) fn layer_norm(d: usize, eps: f64, device: &Device) -> LayerNorm {
+    LayerNormConfig::new(d).with_epsilon(eps).init(device)
+}
+
+/// Token, position and segment embeddings.
+#[derive(Module, Debug)]
+pub struct Embeddings {
+    pub word: Embedding,
+    pub position: Embedding,
+    pub token_type: Embedding,
+    pub norm: LayerNorm,
+    pub dropout: Dropout,
+}
+
+impl Embeddings {
+    pub fn new(c: &EncoderConfig, device: &Device) -> Self {
+        let emb = |n| {
+            EmbeddingConfig::new(n, c.embedding_size)
+                .with_initializer(normal_init())
+                .init(device)
+        };
+        Self {
+            word: emb(c.vocab_size),
+            position: emb(c.max_position_embeddings),
+            token_type: emb(c.type_vocab_size),
+            norm: layer_norm(c.embedding_size, c.layer_norm_eps, device),
+            dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
+        }
+    }
+
+    /// `ids`, `token_types`: [batch, len] → [batch, len, embedding_size].
+    pub fn forward(&self, ids: Tensor<2, Int>, token_types: Tensor<2, Int>) -> Tensor<3> {
+        let [batch, len] = ids.dims();
+        let device = ids.device();
+        let positions = Tensor::<1, Int>::arange(0..len as i64, &device)
+            .unsqueeze::<2>()
+            .expand([batch, len]);
+        let x = self.word.forward(ids)
+            + self.position.forward(positions)
+            + self.token_type.forward(token_types);
+        self.dropout.forward(self.norm.forward(x))
+    }
+
+    /// The word-embedding matrix [vocab, embedding_size] (tied to the MLM decoder).
+    pub fn word_matrix(&self) -> Tensor<2> {
+        self.word.weight.val()
+    }
+
+    pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
+        w.table(&format!("{prefix}.word_embeddings.weight"), &mut self.word.weight);
+        w.table(&format!("{prefix}.position_embeddings.weight"), &mut self.position.weight);
+        w.table(&format!("{prefix}.token_type_embeddings.weight"), &mut self.token_type.weight);
+        walk_layer_norm(w, &format!("{prefix}.LayerNorm"), &mut self.norm);
+    }
+}
+
+/// One post-LayerNorm transformer layer.
+#[derive(Module, Debug)]
+pub struct Layer {
+    pub query: Linear,
+    pub key: Linear,
+    pub value: Linear,
+    pub attention_out: Linear,
+    pub attention_norm: LayerNorm,
+    pub intermediate: Linear,
+    pub output: Linear,
+    pub output_norm: LayerNorm,
+    pub attention_dropout: Dropout,
+    pub hidden_dropout: Dropout,
+    pub heads: usize,
+}
+
+impl Layer {
+    pub fn new(c: &EncoderConfig, device: &Device) -> Self {
+        let h = c.hidden_size;
+        Self {
+            query: linear(h, h, device),
+            key: linear(h, h, device),
+            value: linear(h, h, device),
+            attention_out: linear(h, h, device),
+            attention_norm: layer_norm(h, c.layer_norm_eps, device),
+            intermediate: linear(h, c.intermediate_size, device),
+            output: linear(c.intermediate_size, h, device),
+            output_norm: layer_norm(h, c.layer_norm_eps, device),
+            attention_dropout: DropoutConfig::new(c.attention_probs_dropout_prob).init(),
+            hidden_dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
+            heads: c.num_attention_heads,
+        }
+    }
+
+    /// `x`: [batch, len, hidden]; `mask_bias`: [batch, 1, 1, len] additive (0 or a large negative
+    /// number on padded keys), `None` when no position is padded.
+    pub fn forward(&self, x: Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Tensor<3> {
+        let [b, l, h] = x.dims();
+        let dh = h / self.heads;
+        let split = |t: Tensor<3>| t.reshape([b, l, self.heads, dh]).swap_dims(1, 2);
+        let q = split(self.query.forward(x.clone())).mul_scalar(1.0 / (dh as f64).sqrt());
+        let k = split(self.key.forward(x.clone()));
+        let v = split(self.value.forward(x.clone()));
+        let mut scores = q.matmul(k.swap_dims(2, 3));
+        if let Some(bias) = mask_bias {
+            scores = scores + bias.clone();
+        }
+        let probs = self.attention_dropout.forward(softmax(scores, 3));
+        let ctx = probs.matmul(v).swap_dims(1, 2).reshape([b, l, h]);
+        let attn = self.hidden_dropout.forward(self.attention_out.forward(ctx));
+        let a = self.attention_norm.forward(attn + x);
+        let inter = gelu(self.intermediate.forward(a.clone()));
+        let out = self.hidden_dropout.forward(self.output.forward(inter));
+        self.output_norm.forward(out + a)
+    }
+
+    pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
+        walk_linear(w, &format!("{prefix}.attention.self.query"), &mut self.query);
+        walk_linear(w, &format!("{prefix}.attention.self.key"), &mut self.key);
+        walk_linear(w, &format!("{prefix}.attention.self.value"), &mut self.value);
+        walk_linear(w, &format!("{prefix}.attention.output.dense"), &mut self.attention_out);
+        walk_layer_norm(w, &format!("{prefix}.attention.output.LayerNorm"), &mut self.attention_norm);
+        walk_linear(w, &format!("{prefix}.intermediate.dense"), &mut self.intermediate);
+        walk_linear(w, &format!("{prefix}.output.dense"), &mut self.output);
+        walk_layer_norm(w, &format!("{prefix}.output.LayerNorm"), &mut self.output_norm);
+    }
+}
+
+/// The layers of one encoder, with the optional `embeddings_project` in front of them. The
+/// embeddings themselves live outside, so that ELECTRA's generator and discriminator share them.
+#[derive(Module, Debug)]
+pub struct Encoder {
+    pub project: Option<Linear>,
+    pub layers: Vec<Layer>,
+}
+
+/// Additive attention bias from a 0/1 attention mask [batch, len] → [batch, 1, 1, len].
+pub fn attention_bias(attention_mask: Tensor<2, Int>) -> Tensor<4> {
+    let [b, l] = attention_mask.dims();
+    let pad = attention_mask.equal_elem(0).float().mul_scalar(f32::MIN as f64);
+    pad.reshape([b, 1, 1, l])
+}
+
+impl Encoder {
+    pub fn new(c: &EncoderConfig, device: &Device) -> Self {
+        Self {
+            project: (c.embedding_size != c.hidden_size)
+                .then(|| linear(c.embedding_size, c.hidden_size, device)),
+            layers: (0..c.num_hidden_layers).map(|_| Layer::new(c, device)).collect(),
+        }
+    }
+
+    /// Every hidden state: index 0 the layers' input (after the projection), i the output of
+    /// layer i. `attention_mask` is [batch, len] with 1 on real tokens, or `None` (no padding).
+    pub fn forward_all(
+        &self,
+        embedded: Tensor<3>,
+        attention_mask: Option<Tensor<2, Int>>,
+    ) -> Vec<Tensor<3>> {
+        let bias = attention_mask.map(attention_bias);
+        let mut x = match &self.project {
+            Some(p) => p.forward(embedded),
+            None => embedded,
+        };
+        let mut states = Vec::with_capacity(self.layers.len() + 1);
+        for layer in &self.layers {
+            states.push(x.clone());
+            x = layer.forward(x, bias.as_ref());
+        }
+        states.push(x);
+        states
+    }
+
+    /// The last hidden state [batch, len, hidden].
+    pub fn forward(&self, embedded: Tensor<3>, attention_mask: Option<Tensor<2, Int>>) -> Tensor<3> {
+        let mut states = self.forward_all(embedded, attention_mask);
+        states.pop().expect("forward_all returns at least the input")
+    }
+
+    /// `prefix` is the model prefix (`bert`, `electra`): names `{prefix}.embeddings_project`
+    /// and `{prefix}.encoder.layer.{i}`.
+    pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
+        if let Some(p) = &mut self.project {
+            walk_linear(w, &format!("{prefix}.embeddings_project"), p);
+        }
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            layer.walk(&format!("{prefix}.encoder.layer.{i}"), w);
+        }
+    }
+}

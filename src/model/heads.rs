@@ -1,0 +1,75 @@
+//! Prediction heads on top of an encoder.
+
+use burn::module::{Module, Param};
+use burn::nn::{LayerNorm, Linear};
+use burn::prelude::*;
+use burn::tensor::activation::gelu;
+
+use super::encoder::{layer_norm, linear};
+use super::params::{ParamWalker, walk_layer_norm, walk_linear};
+
+/// Masked-LM head: dense (hidden → embedding) → GELU → LayerNorm → decoder tied to the word
+/// embeddings, plus its own bias. Used by BERT (`cls.predictions`) and by ELECTRA's generator
+/// (`generator_predictions` + `generator_lm_head`).
+#[derive(Module, Debug)]
+pub struct MlmHead {
+    pub dense: Linear,
+    pub norm: LayerNorm,
+    pub bias: Param<Tensor<1>>,
+}
+
+impl MlmHead {
+    pub fn new(hidden: usize, embedding: usize, vocab: usize, eps: f64, device: &Device) -> Self {
+        Self {
+            dense: linear(hidden, embedding, device),
+            norm: layer_norm(embedding, eps, device),
+            bias: Param::from_tensor(Tensor::zeros([vocab], device)),
+        }
+    }
+
+    /// `hidden`: [n, hidden] rows (only the positions to predict); `words`: the tied word
+    /// embedding matrix [vocab, embedding]. Returns logits [n, vocab].
+    pub fn forward(&self, hidden: Tensor<2>, words: Tensor<2>) -> Tensor<2> {
+        let h = self.norm.forward(gelu(self.dense.forward(hidden)));
+        h.matmul(words.transpose()) + self.bias.val().unsqueeze::<2>()
+    }
+
+    /// `transform` names dense and LayerNorm's prefix, `bias` the decoder bias' full name.
+    pub fn walk(&mut self, transform: &str, bias: &str, w: &mut dyn ParamWalker) {
+        walk_linear(w, &format!("{transform}.dense"), &mut self.dense);
+        walk_layer_norm(w, &format!("{transform}.LayerNorm"), &mut self.norm);
+        w.vector(bias, &mut self.bias);
+    }
+}
+
+/// ELECTRA's replaced-token-detection head: dense → GELU → dense to one logit per token.
+#[derive(Module, Debug)]
+pub struct RtdHead {
+    pub dense: Linear,
+    pub prediction: Linear,
+}
+
+impl RtdHead {
+    pub fn new(hidden: usize, device: &Device) -> Self {
+        Self {
+            dense: linear(hidden, hidden, device),
+            prediction: linear(hidden, 1, device),
+        }
+    }
+
+    /// [batch, len, hidden] → logits [batch, len] (positive = "replaced").
+    pub fn forward(&self, hidden: Tensor<3>) -> Tensor<3> {
+        self.prediction.forward(gelu(self.dense.forward(hidden)))
+    }
+
+    pub fn walk(&mut self, w: &mut dyn ParamWalker) {
+        walk_linear(w, "discriminator_predictions.dense", &mut self.dense);
+        walk_linear(w, "discriminator_predictions.dense_prediction", &mut self.prediction);
+    }
+}
+
+/// Rows of a [batch, len, hidden] tensor at flat positions (`b * len + t`) → [n, hidden].
+pub fn gather_rows(hidden: Tensor<3>, flat_positions: Tensor<1, Int>) -> Tensor<2> {
+    let [b, l, h] = hidden.dims();
+    hidden.reshape([b * l, h]).select(0, flat_positions)
+}

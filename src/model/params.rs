@@ -1,0 +1,70 @@
+//! Named traversal of a model's parameters, with transformers' parameter names.
+//!
+//! Every model implements `walk(&mut self, .., &mut dyn ParamWalker)` and hands each parameter
+//! to the walker under its transformers name (`bert.encoder.layer.0.attention.self.query.weight`).
+//! Loading and exporting safetensors, the optimizer step, gradient norms and checkpoints are all
+//! walkers, so the name table lives in one place.
+
+use burn::module::Param;
+use burn::nn::{LayerNorm, Linear};
+use burn::prelude::*;
+
+/// How a 2-D parameter is stored in transformers' files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Matrix {
+    /// An `nn.Linear` weight: transformers stores [out, in], burn keeps [in, out].
+    Linear,
+    /// An embedding table [rows, dim], stored as is.
+    Table,
+}
+
+/// A visitor over named parameters that may replace them.
+pub trait ParamWalker {
+    fn matrix(&mut self, name: &str, kind: Matrix, param: &mut Param<Tensor<2>>);
+    fn vector(&mut self, name: &str, param: &mut Param<Tensor<1>>);
+
+    fn table(&mut self, name: &str, param: &mut Param<Tensor<2>>) {
+        self.matrix(name, Matrix::Table, param)
+    }
+}
+
+pub fn walk_linear(w: &mut dyn ParamWalker, prefix: &str, l: &mut Linear) {
+    w.matrix(&format!("{prefix}.weight"), Matrix::Linear, &mut l.weight);
+    if let Some(b) = &mut l.bias {
+        w.vector(&format!("{prefix}.bias"), b);
+    }
+}
+
+pub fn walk_layer_norm(w: &mut dyn ParamWalker, prefix: &str, n: &mut LayerNorm) {
+    w.vector(&format!("{prefix}.weight"), &mut n.gamma);
+    if let Some(b) = &mut n.beta {
+        w.vector(&format!("{prefix}.bias"), b);
+    }
+}
+
+/// Replaces a parameter's value, keeping its id and its autodiff / require-grad state.
+pub fn replace<const D: usize>(param: &mut Param<Tensor<D>>, value: Tensor<D>) {
+    let (id, old, mapper) = param.clone().consume();
+    let require_grad = old.is_require_grad();
+    let mut value = value.inner().autodiff();
+    if !old.is_autodiff() {
+        value = value.inner();
+    }
+    if require_grad {
+        value = value.require_grad();
+    }
+    *param = Param::from_mapped_value(id, value, mapper);
+}
+
+/// Collects every parameter's name and shape (used for listings and shape checks).
+#[derive(Default)]
+pub struct ShapeLister(pub Vec<(String, Vec<usize>)>);
+
+impl ParamWalker for ShapeLister {
+    fn matrix(&mut self, name: &str, _kind: Matrix, param: &mut Param<Tensor<2>>) {
+        self.0.push((name.to_string(), param.val().dims().to_vec()));
+    }
+    fn vector(&mut self, name: &str, param: &mut Param<Tensor<1>>) {
+        self.0.push((name.to_string(), param.val().dims().to_vec()));
+    }
+}

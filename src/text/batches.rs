@@ -1,0 +1,90 @@
+//! Batches from shards: a seeded shuffle per epoch, a resumable position, padding.
+
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::examples::Example;
+use super::shards::ShardSet;
+
+/// Host-side batch, row-major [batch, len], padded with `pad` to the longest example.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    pub batch: usize,
+    pub len: usize,
+    pub ids: Vec<u32>,
+    pub token_types: Vec<u32>,
+    pub attention_mask: Vec<u32>,
+}
+
+impl Batch {
+    pub fn from_examples(examples: &[Example], pad: u32) -> Self {
+        let len = examples.iter().map(|e| e.tokens.len()).max().unwrap_or(0);
+        let batch = examples.len();
+        let mut b = Batch {
+            batch,
+            len,
+            ids: vec![pad; batch * len],
+            token_types: vec![0; batch * len],
+            attention_mask: vec![0; batch * len],
+        };
+        for (r, e) in examples.iter().enumerate() {
+            for (t, &id) in e.tokens.iter().enumerate() {
+                b.ids[r * len + t] = id;
+                b.attention_mask[r * len + t] = 1;
+                b.token_types[r * len + t] = u32::from(t >= e.segment_a_len);
+            }
+        }
+        b
+    }
+
+    /// True when no position is padding (the attention mask can be skipped).
+    pub fn is_dense(&self) -> bool {
+        self.attention_mask.iter().all(|&m| m == 1)
+    }
+}
+
+/// Where the data stream stands: epoch and index into that epoch's permutation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataPosition {
+    pub epoch: u64,
+    pub index: usize,
+}
+
+/// An endless, deterministic stream of batches over a [`ShardSet`].
+pub struct BatchStream<'a> {
+    shards: &'a ShardSet,
+    seed: u64,
+    batch_size: usize,
+    pub position: DataPosition,
+    order: Vec<usize>,
+}
+
+impl<'a> BatchStream<'a> {
+    pub fn new(shards: &'a ShardSet, seed: u64, batch_size: usize, position: DataPosition) -> Self {
+        let mut s = Self { shards, seed, batch_size, position, order: Vec::new() };
+        s.shuffle();
+        s
+    }
+
+    fn shuffle(&mut self) {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ (self.position.epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+        self.order = (0..self.shards.len()).collect();
+        self.order.shuffle(&mut rng);
+    }
+
+    /// The next batch (wrapping into a new, reshuffled epoch when one runs out).
+    pub fn next_batch(&mut self) -> Batch {
+        let mut examples = Vec::with_capacity(self.batch_size);
+        while examples.len() < self.batch_size {
+            if self.position.index >= self.order.len() {
+                self.position = DataPosition { epoch: self.position.epoch + 1, index: 0 };
+                self.shuffle();
+            }
+            examples.push(self.shards.get(self.order[self.position.index]));
+            self.position.index += 1;
+        }
+        Batch::from_examples(&examples, self.shards.manifest.special_ids.pad)
+    }
+}

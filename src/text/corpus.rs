@@ -1,0 +1,95 @@
+//! Reading a corpus: plain text (one paragraph per line, a blank line ends a document) or
+//! `.jsonl` with a `text` field (one document per line), either of them gzipped.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// One document: its non-empty lines, in order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Document {
+    pub lines: Vec<String>,
+}
+
+/// Expands directories (recursively, sorted by path) into the files they hold; missing paths
+/// are an error naming the path.
+pub fn list_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in inputs {
+        if p.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| Error::io(p, e))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+                .collect();
+            entries.sort();
+            out.extend(list_inputs(&entries)?);
+        } else if p.is_file() {
+            out.push(p.clone());
+        } else {
+            return Err(Error::Input(format!("{}: no such file or directory", p.display())));
+        }
+    }
+    Ok(out)
+}
+
+fn open(path: &Path) -> Result<(Box<dyn Read + Send>, bool)> {
+    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let name = path.to_string_lossy();
+    let (stem, gz) = match name.strip_suffix(".gz") {
+        Some(s) => (s.to_string(), true),
+        None => (name.to_string(), false),
+    };
+    let reader: Box<dyn Read + Send> = if gz { Box::new(flate2::read::MultiGzDecoder::new(f)) } else { Box::new(f) };
+    Ok((reader, stem.ends_with(".jsonl")))
+}
+
+/// Reads all documents of one file. Errors name the file and line (invalid UTF-8, bad JSON, a
+/// JSON line without a string `text` field).
+pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
+    let (reader, jsonl) = open(path)?;
+    let mut reader = BufReader::with_capacity(1 << 20, reader);
+    let mut docs = Vec::new();
+    let mut current = Document::default();
+    let mut buf = Vec::new();
+    let mut line_no = 0usize;
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let line = std::str::from_utf8(&buf).map_err(|e| {
+            Error::Input(format!("{}:{line_no}: invalid UTF-8 ({e})", path.display()))
+        })?;
+        let line = line.trim_end_matches(['\n', '\r']);
+        if jsonl {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+                Error::Input(format!("{}:{line_no}: invalid JSON ({e})", path.display()))
+            })?;
+            let text = v.get("text").and_then(|t| t.as_str()).ok_or_else(|| {
+                Error::Input(format!("{}:{line_no}: no string field `text`", path.display()))
+            })?;
+            let lines: Vec<String> =
+                text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+            if !lines.is_empty() {
+                docs.push(Document { lines });
+            }
+        } else if line.trim().is_empty() {
+            if !current.lines.is_empty() {
+                docs.push(std::mem::take(&mut current));
+            }
+        } else {
+            current.lines.push(line.trim().to_string());
+        }
+    }
+    if !current.lines.is_empty() {
+        docs.push(current);
+    }
+    Ok(docs)
+}

@@ -1,0 +1,154 @@
+//! `prepare`: corpus files → tokenized, packed examples → shards + manifest.
+//!
+//! Documents are tokenized and packed in parallel; each document draws its packing randomness
+//! from its own RNG seeded by (seed, document index), so the output is the same for a given seed
+//! whatever the number of threads.
+
+use std::path::{Path, PathBuf};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+use super::corpus::{list_inputs, read_documents};
+use super::examples::{Example, PackingConfig, pack_document};
+use super::shards::{FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, encode_records};
+use super::tokenizer::WordPieceTokenizer;
+use crate::{Error, Result};
+
+pub struct PrepareOptions {
+    pub inputs: Vec<PathBuf>,
+    /// `tokenizer.json` or `vocab.txt`; `None` with `train_vocab` set trains one.
+    pub tokenizer: Option<PathBuf>,
+    pub train_vocab: Option<usize>,
+    pub max_seq_len: usize,
+    pub out: PathBuf,
+    pub seed: u64,
+    pub examples_per_shard: usize,
+    pub show_progress: bool,
+}
+
+pub struct PrepareReport {
+    pub manifest: Manifest,
+    pub seconds: f64,
+    pub bytes: u64,
+}
+
+fn doc_rng(seed: u64, doc: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ doc)
+}
+
+pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
+    let start = std::time::Instant::now();
+    if opts.out.join(MANIFEST).exists() {
+        return Err(Error::Input(format!(
+            "{}: already holds a prepared corpus; choose another --out (nothing was changed)",
+            opts.out.display()
+        )));
+    }
+    if !(8..=u16::MAX as usize).contains(&opts.max_seq_len) {
+        return Err(Error::Config(format!("--max-seq-len {} must be in [8, 65535]", opts.max_seq_len)));
+    }
+    let files = list_inputs(&opts.inputs)?;
+    if files.is_empty() {
+        return Err(Error::Input("no input files".into()));
+    }
+    let total_bytes: u64 = files.iter().map(|f| f.metadata().map(|m| m.len()).unwrap_or(0)).sum();
+
+    let tokenizer = match (&opts.tokenizer, opts.train_vocab) {
+        (Some(p), None) => WordPieceTokenizer::load(p)?,
+        (None, Some(n)) => {
+            let mut texts = Vec::new();
+            for f in &files {
+                for d in read_documents(f)? {
+                    texts.extend(d.lines);
+                }
+            }
+            if texts.is_empty() {
+                return Err(Error::Input(format!("{}: the corpus has no text", files[0].display())));
+            }
+            WordPieceTokenizer::train(texts.into_iter(), n)?
+        }
+        _ => return Err(Error::Config("give exactly one of --tokenizer and --train-vocab".into())),
+    };
+    let vocab_size = tokenizer.vocab_size();
+    let token_bytes = if vocab_size <= 1 << 16 { 2 } else { 4 };
+    let s = tokenizer.special;
+    let packing = PackingConfig::new(opts.max_seq_len, s.cls, s.sep);
+
+    std::fs::create_dir_all(&opts.out).map_err(|e| Error::io(&opts.out, e))?;
+    let bar = if opts.show_progress { ProgressBar::new(total_bytes) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("prepare {bar:40} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}")
+            .expect("template"),
+    );
+
+    let mut pending: Vec<Example> = Vec::new();
+    let mut shards = Vec::new();
+    let (mut examples, mut tokens, mut single) = (0usize, 0u64, 0usize);
+    let mut doc_index = 0u64;
+    let flush = |pending: &mut Vec<Example>, all: bool, shards: &mut Vec<ShardInfo>| -> Result<()> {
+        while pending.len() >= opts.examples_per_shard || (all && !pending.is_empty()) {
+            let take = pending.len().min(opts.examples_per_shard);
+            let chunk: Vec<Example> = pending.drain(..take).collect();
+            let file = format!("shard-{:05}.bin", shards.len());
+            crate::error::write_atomic(&opts.out.join(&file), &encode_records(&chunk, opts.max_seq_len, token_bytes))?;
+            shards.push(ShardInfo { file, examples: chunk.len() });
+        }
+        Ok(())
+    };
+    for f in &files {
+        let docs = read_documents(f)?;
+        let first = doc_index;
+        doc_index += docs.len() as u64;
+        let packed: Vec<Vec<Example>> = docs
+            .par_iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let lines: Vec<Vec<u32>> = d.lines.iter().map(|l| tokenizer.encode(l)).collect();
+                pack_document(&lines, &packing, &mut doc_rng(opts.seed, first + i as u64))
+            })
+            .collect();
+        for ex in packed.into_iter().flatten() {
+            examples += 1;
+            tokens += ex.tokens.len() as u64;
+            single += usize::from(ex.segment_a_len == ex.tokens.len());
+            pending.push(ex);
+        }
+        flush(&mut pending, false, &mut shards)?;
+        bar.inc(f.metadata().map(|m| m.len()).unwrap_or(0));
+    }
+    flush(&mut pending, true, &mut shards)?;
+    bar.finish_and_clear();
+    if examples == 0 {
+        let _ = std::fs::remove_dir(&opts.out);
+        return Err(Error::Input(format!(
+            "{}: the corpus has no text (empty input)",
+            files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    tokenizer.save(&opts.out.join("tokenizer.json"))?;
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        max_seq_len: opts.max_seq_len,
+        token_bytes,
+        vocab_size,
+        tokenizer_fingerprint: tokenizer.fingerprint(),
+        special_ids: s,
+        seed: opts.seed,
+        examples,
+        tokens,
+        single_segment_examples: single,
+        inputs: files.iter().map(|p| p.display().to_string()).collect(),
+        shards,
+    };
+    let json = serde_json::to_string_pretty(&manifest).expect("json") + "\n";
+    crate::error::write_atomic(&opts.out.join(MANIFEST), json.as_bytes())?;
+    Ok(PrepareReport { manifest, seconds: start.elapsed().as_secs_f64(), bytes: total_bytes })
+}
+
+/// The tokenizer saved next to the shards.
+pub fn shard_tokenizer(dir: &Path) -> Result<WordPieceTokenizer> {
+    WordPieceTokenizer::load(&dir.join("tokenizer.json"))
+}

@@ -1,0 +1,136 @@
+//! WordPiece tokenizers through the `tokenizers` crate: a `tokenizer.json`, a BERT `vocab.txt`
+//! (uncased BERT normalisation), or a vocabulary trained on the corpus.
+
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+use tokenizers::models::TrainerWrapper;
+use tokenizers::models::wordpiece::{WordPiece, WordPieceTrainer};
+use tokenizers::normalizers::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::processors::bert::BertProcessing;
+use tokenizers::{AddedToken, Tokenizer};
+
+use crate::{Error, Result};
+
+/// The special tokens every BERT-style vocabulary has.
+pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
+
+/// Ids of the special tokens in a vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpecialIds {
+    pub pad: u32,
+    pub unk: u32,
+    pub cls: u32,
+    pub sep: u32,
+    pub mask: u32,
+}
+
+pub struct WordPieceTokenizer {
+    pub inner: Tokenizer,
+    pub special: SpecialIds,
+}
+
+fn tok_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Input(format!("{}: {e}", path.display()))
+}
+
+fn bert_pipeline(model: WordPiece) -> Tokenizer {
+    let mut t = Tokenizer::new(model);
+    t.with_normalizer(Some(BertNormalizer::new(true, true, None, true)));
+    t.with_pre_tokenizer(Some(BertPreTokenizer));
+    t
+}
+
+impl WordPieceTokenizer {
+    /// Loads `tokenizer.json` (any file ending in `.json`) or a WordPiece `vocab.txt`.
+    pub fn load(path: &Path) -> Result<Self> {
+        if !path.exists() {
+            return Err(Error::Input(format!("{}: tokenizer file not found", path.display())));
+        }
+        let inner = if path.extension().is_some_and(|e| e == "json") {
+            Tokenizer::from_file(path).map_err(|e| tok_err(path, e))?
+        } else {
+            let wp = WordPiece::from_file(&path.to_string_lossy())
+                .build()
+                .map_err(|e| tok_err(path, e))?;
+            bert_pipeline(wp)
+        };
+        Self::from_tokenizer(inner, path)
+    }
+
+    fn from_tokenizer(mut inner: Tokenizer, source: &Path) -> Result<Self> {
+        let id = |tok: &str| {
+            inner.token_to_id(tok).ok_or_else(|| {
+                Error::Input(format!("{}: vocabulary has no `{tok}` token", source.display()))
+            })
+        };
+        let special = SpecialIds {
+            pad: id("[PAD]")?,
+            unk: id("[UNK]")?,
+            cls: id("[CLS]")?,
+            sep: id("[SEP]")?,
+            mask: id("[MASK]")?,
+        };
+        inner.with_post_processor(Some(BertProcessing::new(
+            ("[SEP]".into(), special.sep),
+            ("[CLS]".into(), special.cls),
+        )));
+        Ok(Self { inner, special })
+    }
+
+    /// Trains an uncased WordPiece vocabulary of `vocab_size` on `texts`.
+    pub fn train<I>(texts: I, vocab_size: usize) -> Result<Self>
+    where
+        I: Iterator<Item = String> + Send,
+    {
+        let mut trainer: TrainerWrapper = WordPieceTrainer::builder()
+            .vocab_size(vocab_size)
+            .min_frequency(2)
+            .show_progress(false)
+            .special_tokens(SPECIAL_TOKENS.iter().map(|s| AddedToken::from(*s, true)).collect())
+            .build()
+            .into();
+        let mut t = bert_pipeline(WordPiece::default());
+        t.train(&mut trainer, texts)
+            .map_err(|e| Error::Input(format!("training the vocabulary: {e}")))?;
+        Self::from_tokenizer(t, Path::new("<trained vocabulary>"))
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// Token ids without special tokens.
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        self.inner
+            .encode_fast(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// The tokenizer serialised as `tokenizer.json`.
+    pub fn to_json(&self) -> String {
+        self.inner.to_string(true).expect("tokenizer serialises")
+    }
+
+    /// sha256 of the vocabulary (token → id, sorted by id) and the normaliser's JSON: two
+    /// tokenizers with the same fingerprint produce the same ids.
+    pub fn fingerprint(&self) -> String {
+        let mut vocab: Vec<(String, u32)> = self.inner.get_vocab(true).into_iter().collect();
+        vocab.sort_by_key(|(_, id)| *id);
+        let mut h = Sha256::new();
+        for (tok, id) in vocab {
+            h.update(tok.as_bytes());
+            h.update(id.to_le_bytes());
+        }
+        if let Some(n) = self.inner.get_normalizer() {
+            h.update(serde_json::to_string(n).unwrap_or_default().as_bytes());
+        }
+        format!("{:x}", h.finalize())
+    }
+
+    pub fn save(&self, path: &Path) -> Result<()> {
+        crate::error::write_atomic(path, self.to_json().as_bytes())
+    }
+}

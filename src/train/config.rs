@@ -1,0 +1,239 @@
+//! Pre-training configuration: TOML presets (embedded), files, and `--set key=value` overrides.
+//! Unknown keys are errors that name the key and the file.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::optimizer::AdamWConfig;
+use crate::model::EncoderConfig;
+use crate::text::masking::MaskingConfig;
+use crate::{Error, Result};
+
+pub const PRESETS: [(&str, &str); 4] = [
+    ("tiny", include_str!("../../configs/tiny.toml")),
+    ("electra-small", include_str!("../../configs/electra-small.toml")),
+    ("electra-base", include_str!("../../configs/electra-base.toml")),
+    ("bert-base", include_str!("../../configs/bert-base.toml")),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    Bert,
+    Electra,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelSection {
+    pub kind: ModelKind,
+    /// 0 = take the vocabulary size of the prepared shards.
+    pub vocab_size: usize,
+    pub embedding_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub max_position_embeddings: usize,
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    pub hidden_dropout_prob: f64,
+    pub attention_probs_dropout_prob: f64,
+    /// ELECTRA: generator hidden size, heads and FFN as a fraction of the discriminator's.
+    pub generator_size: f64,
+    /// A transformers directory (BERT), or a directory with `generator/` and
+    /// `discriminator/` (ELECTRA), to continue pre-training from.
+    pub init_from: Option<PathBuf>,
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        Self {
+            kind: ModelKind::Electra,
+            vocab_size: 0,
+            embedding_size: 128,
+            hidden_size: 256,
+            num_hidden_layers: 12,
+            num_attention_heads: 4,
+            intermediate_size: 1024,
+            max_position_embeddings: 512,
+            type_vocab_size: 2,
+            layer_norm_eps: 1e-12,
+            hidden_dropout_prob: 0.1,
+            attention_probs_dropout_prob: 0.1,
+            generator_size: 0.25,
+            init_from: None,
+        }
+    }
+}
+
+impl ModelSection {
+    pub fn encoder(&self, vocab_size: usize) -> EncoderConfig {
+        EncoderConfig {
+            vocab_size,
+            embedding_size: self.embedding_size,
+            hidden_size: self.hidden_size,
+            num_hidden_layers: self.num_hidden_layers,
+            num_attention_heads: self.num_attention_heads,
+            intermediate_size: self.intermediate_size,
+            max_position_embeddings: self.max_position_embeddings,
+            type_vocab_size: self.type_vocab_size,
+            layer_norm_eps: self.layer_norm_eps,
+            hidden_dropout_prob: self.hidden_dropout_prob,
+            attention_probs_dropout_prob: self.attention_probs_dropout_prob,
+            pad_token_id: 0,
+        }
+    }
+
+    /// The generator: same embeddings and depth, width scaled by `generator_size`.
+    pub fn generator(&self, vocab_size: usize) -> EncoderConfig {
+        let r = self.generator_size;
+        let scale = |x: usize| ((x as f64 * r).round() as usize).max(1);
+        let mut g = self.encoder(vocab_size);
+        g.hidden_size = scale(self.hidden_size);
+        g.num_attention_heads = scale(self.num_attention_heads);
+        g.intermediate_size = scale(self.intermediate_size);
+        g
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataSection {
+    /// Directory written by `trueneg prepare`; empty = the embedded default corpus.
+    pub shards: Option<PathBuf>,
+    pub batch_size: usize,
+    pub max_seq_len: usize,
+    /// Vocabulary size trained for the embedded default corpus.
+    pub default_corpus_vocab: usize,
+}
+
+impl Default for DataSection {
+    fn default() -> Self {
+        Self { shards: None, batch_size: 128, max_seq_len: 128, default_corpus_vocab: 8000 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainSection {
+    pub steps: u64,
+    pub grad_accum: usize,
+    pub seed: u64,
+    /// λ in L = L_G + λ·L_D (ELECTRA).
+    pub disc_weight: f64,
+    pub checkpoint_every: u64,
+    pub keep_checkpoints: usize,
+    pub log_every: u64,
+    /// `cpu` (the default CPU backend) or `cuda` (built with the `cuda` feature).
+    pub device: String,
+}
+
+impl Default for TrainSection {
+    fn default() -> Self {
+        Self {
+            steps: 1000,
+            grad_accum: 1,
+            seed: 1,
+            disc_weight: 50.0,
+            checkpoint_every: 1000,
+            keep_checkpoints: 3,
+            log_every: 10,
+            device: "cpu".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PretrainConfig {
+    pub model: ModelSection,
+    pub data: DataSection,
+    pub masking: MaskingConfig,
+    pub optimizer: AdamWConfig,
+    pub train: TrainSection,
+}
+
+/// Parses `value` as TOML if it can (numbers, booleans, arrays), else as a plain string.
+fn parse_value(value: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()))
+}
+
+impl PretrainConfig {
+    /// Loads a preset name (`tiny`, `electra-small`, …) or a TOML file, then applies
+    /// `key=value` overrides (`train.steps=100`).
+    pub fn load(source: &str, overrides: &[String]) -> Result<Self> {
+        let (text, origin) = match PRESETS.iter().find(|(n, _)| *n == source) {
+            Some((n, t)) => (t.to_string(), format!("preset `{n}`")),
+            None => {
+                let path = Path::new(source);
+                if !path.exists() {
+                    let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+                    return Err(Error::Config(format!(
+                        "{source}: no such config file or preset (presets: {})",
+                        names.join(", ")
+                    )));
+                }
+                let bytes = crate::error::read(path)?;
+                (String::from_utf8_lossy(&bytes).into_owned(), path.display().to_string())
+            }
+        };
+        let mut table: toml::Table =
+            toml::from_str(&text).map_err(|e| Error::Config(format!("{origin}: {}", e.message())))?;
+        for o in overrides {
+            let (key, value) = o
+                .split_once('=')
+                .ok_or_else(|| Error::Config(format!("--set {o}: expected key=value")))?;
+            let parts: Vec<&str> = key.trim().split('.').collect();
+            let mut t = &mut table;
+            for p in &parts[..parts.len() - 1] {
+                t = t
+                    .entry(p.to_string())
+                    .or_insert_with(|| toml::Value::Table(Default::default()))
+                    .as_table_mut()
+                    .ok_or_else(|| Error::Config(format!("--set {o}: `{p}` is not a section")))?;
+            }
+            t.insert(parts[parts.len() - 1].to_string(), parse_value(value.trim()));
+        }
+        let cfg: PretrainConfig = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| Error::Config(format!("{origin}: {}", e.message())))?;
+        cfg.validate(&origin)?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self, origin: &str) -> Result<()> {
+        let bad = |f: &str, why: &str| Err(Error::Config(format!("{origin}: field `{f}` {why}")));
+        if self.data.batch_size == 0 {
+            return bad("data.batch_size", "must be > 0");
+        }
+        if self.train.grad_accum == 0 {
+            return bad("train.grad_accum", "must be > 0");
+        }
+        if self.train.steps == 0 {
+            return bad("train.steps", "must be > 0");
+        }
+        if self.data.max_seq_len > self.model.max_position_embeddings {
+            return bad("data.max_seq_len", "exceeds model.max_position_embeddings");
+        }
+        let m = &self.masking;
+        if !(0.0..=1.0).contains(&m.prob) || m.mask_frac + m.random_frac > 1.0 + 1e-9 {
+            return bad("masking", "needs prob in [0, 1] and mask_frac + random_frac <= 1");
+        }
+        if !(0.0..=1.0).contains(&self.model.generator_size) {
+            return bad("model.generator_size", "must be in (0, 1]");
+        }
+        if self.train.device != "cpu" && self.train.device != "cuda" {
+            return bad("train.device", "must be \"cpu\" or \"cuda\"");
+        }
+        self.model.encoder(1).validate(origin)
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("config serialises")
+    }
+}

@@ -1,0 +1,30 @@
+//! Shards for a run without `data.shards`: the embedded default corpus (WordNet glosses),
+//! with a WordPiece vocabulary trained on it, prepared once into `<run>/data`.
+
+use std::path::{Path, PathBuf};
+
+use super::config::PretrainConfig;
+use crate::Result;
+use crate::text::default_corpus::{default_wordnet_dir, write_wordnet_glosses};
+use crate::text::prepare::{PrepareOptions, prepare};
+use crate::text::shards::MANIFEST;
+
+pub fn ensure_default_shards(run: &Path, cfg: &PretrainConfig, progress: bool) -> Result<PathBuf> {
+    let data = run.join("data");
+    if data.join(MANIFEST).exists() {
+        return Ok(data);
+    }
+    let corpus = run.join("corpus").join("wordnet-glosses.txt");
+    write_wordnet_glosses(&default_wordnet_dir(), &corpus)?;
+    prepare(&PrepareOptions {
+        inputs: vec![corpus],
+        tokenizer: None,
+        train_vocab: Some(cfg.data.default_corpus_vocab),
+        max_seq_len: cfg.data.max_seq_len,
+        out: data.clone(),
+        seed: cfg.train.seed,
+        examples_per_shard: 65536,
+        show_progress: progress,
+    })?;
+    Ok(data)
+}

@@ -1,0 +1,11 @@
+//! Training: configuration, optimizer and schedule, the pre-training loop, checkpoints.
+
+pub mod checkpoint;
+pub mod config;
+pub mod default_data;
+pub mod model;
+pub mod optimizer;
+pub mod pretrain;
+
+pub use config::PretrainConfig;
+pub use pretrain::{RunOptions, pretrain};

@@ -1,0 +1,308 @@
+//! The pre-training loop: masked batches → loss → gradients (accumulated) → global-norm clip →
+//! AdamW with warmup + linear decay, with metrics, progress, checkpoints and exact resume.
+//!
+//! Every random draw of step s (masking, dropout, generator sampling) comes from RNGs seeded
+//! by (seed, s), and the data position is saved in each checkpoint, so a resumed run repeats
+//! the uninterrupted one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use super::checkpoint::{self, TrainState};
+use super::config::PretrainConfig;
+use super::model::{PretrainModel, read_transformers_weights};
+use super::optimizer::{AdamW, Grads, scheduled_lr};
+use crate::interop::tensors::TensorMap;
+use crate::model::Inputs;
+use crate::objective::{masked_cross_entropy, replaced_token_loss};
+use crate::text::batches::{Batch, BatchStream, DataPosition};
+use crate::text::masking::{Masked, mask_batch};
+use crate::text::shards::ShardSet;
+use crate::{Error, Result};
+
+/// One line of `metrics.jsonl`.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct StepMetrics {
+    pub step: u64,
+    pub loss: f64,
+    pub mlm_loss: f64,
+    /// ELECTRA only: the discriminator's replaced-token loss (before the weight λ).
+    pub disc_loss: Option<f64>,
+    /// ELECTRA only: accuracy of the discriminator over real tokens.
+    pub disc_accuracy: Option<f64>,
+    pub lr: f64,
+    pub grad_norm: f64,
+    pub masked: usize,
+    pub tokens_per_s: f64,
+}
+
+pub struct RunOptions {
+    pub run_dir: PathBuf,
+    pub resume: bool,
+    pub show_progress: bool,
+}
+
+pub fn device_for(name: &str) -> Result<Device> {
+    match name {
+        "cpu" => Ok(Device::flex()),
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(Device::cuda(0)),
+        other => Err(Error::Config(format!(
+            "train.device = {other:?} is not available in this build (cargo feature missing)"
+        ))),
+    }
+}
+
+pub(crate) fn ints(values: &[u32], shape: [usize; 2], device: &Device) -> Tensor<2, Int> {
+    let v: Vec<i64> = values.iter().map(|&x| x as i64).collect();
+    Tensor::from_data(TensorData::new(v, shape), device)
+}
+
+fn ints1(values: impl Iterator<Item = i64>, device: &Device) -> Tensor<1, Int> {
+    let v: Vec<i64> = values.collect();
+    let n = v.len();
+    Tensor::from_data(TensorData::new(v, [n]), device)
+}
+
+fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
+    let shape = [batch.batch, batch.len];
+    Inputs {
+        ids: ints(ids, shape, device),
+        token_types: ints(&batch.token_types, shape, device),
+        attention_mask: (!batch.is_dense()).then(|| ints(&batch.attention_mask, shape, device)),
+    }
+}
+
+/// Loss terms of one micro-batch, still on the device.
+pub struct StepLoss {
+    pub total: Tensor<1>,
+    pub mlm: Tensor<1>,
+    pub disc: Option<Tensor<1>>,
+    pub disc_correct: Option<Tensor<1>>,
+    pub real_tokens: usize,
+}
+
+/// Forward pass and loss of one masked micro-batch.
+pub fn step_loss(model: &PretrainModel, cfg: &PretrainConfig, batch: &Batch, m: &Masked, device: &Device) -> StepLoss {
+    let x = inputs(batch, &m.input_ids, device);
+    let positions = ints1(m.positions.iter().map(|&p| p as i64), device);
+    let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
+    let real_tokens = batch.attention_mask.iter().filter(|&&v| v == 1).count();
+    match model {
+        PretrainModel::Bert(bert) => {
+            let mlm = masked_cross_entropy(bert.mlm_logits(&x, positions), labels, None);
+            StepLoss { total: mlm.clone(), mlm, disc: None, disc_correct: None, real_tokens }
+        }
+        PretrainModel::Electra(electra) => {
+            let logits = electra.generator_logits(&x, positions);
+            // Gumbel-max sampling at temperature 1: argmax(z − log(−log u)).
+            let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
+            let gumbel = u.log().neg().log().neg();
+            let sampled = (logits.clone().detach() + gumbel).argmax(1).squeeze_dim::<1>(1);
+            let sampled: Vec<i64> = sampled.into_data().convert::<i64>().try_into_vec::<i64>().expect("ids");
+            let mlm = masked_cross_entropy(logits, labels, None);
+
+            let mut disc_ids = batch.ids.clone();
+            let mut replaced = vec![0u32; batch.ids.len()];
+            for ((&p, &s), &gold) in m.positions.iter().zip(&sampled).zip(&m.labels) {
+                disc_ids[p] = s as u32;
+                replaced[p] = u32::from(s as u32 != gold);
+            }
+            let shape = [batch.batch, batch.len];
+            let dx = Inputs { ids: ints(&disc_ids, shape, device), ..x };
+            let d_logits = electra.discriminator_logits(&dx);
+            let target = ints(&replaced, shape, device).float();
+            let weights = ints(&batch.attention_mask, shape, device).float();
+            let correct = (d_logits.clone().detach().greater_elem(0.0).float().equal(target.clone()).float() * weights.clone()).sum();
+            let disc = replaced_token_loss(d_logits, target, weights);
+            let total = mlm.clone() + disc.clone().mul_scalar(cfg.train.disc_weight);
+            StepLoss { total, mlm, disc: Some(disc), disc_correct: Some(correct), real_tokens }
+        }
+    }
+}
+
+fn scalar(t: Tensor<1>) -> f64 {
+    t.into_scalar::<f32>() as f64
+}
+
+/// Summary of a finished run.
+pub struct RunSummary {
+    pub steps: u64,
+    pub last: Option<StepMetrics>,
+    pub run_dir: PathBuf,
+}
+
+/// Truncates `metrics.jsonl` to the lines with step ≤ `step` (after a resume).
+fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+    let kept: String = text
+        .lines()
+        .filter(|l| serde_json::from_str::<StepMetrics>(l).is_ok_and(|m| m.step <= step))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    crate::error::write_atomic(path, kept.as_bytes())
+}
+
+pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> Result<RunSummary> {
+    let run = &opts.run_dir;
+    let vocab = shards.manifest.vocab_size;
+    if cfg.model.vocab_size != 0 && cfg.model.vocab_size != vocab {
+        return Err(Error::Config(format!(
+            "field `model.vocab_size` is {}, but the tokenizer of {} has {vocab} tokens",
+            cfg.model.vocab_size,
+            shards.dir.display()
+        )));
+    }
+    if shards.manifest.max_seq_len > cfg.model.max_position_embeddings {
+        return Err(Error::Config(format!(
+            "{}: examples of {} tokens exceed model.max_position_embeddings = {}",
+            shards.dir.display(),
+            shards.manifest.max_seq_len,
+            cfg.model.max_position_embeddings
+        )));
+    }
+    let base_device = device_for(&cfg.train.device)?;
+    let device = base_device.clone().autodiff();
+    let mut model = PretrainModel::new(cfg, vocab, &device);
+    let mut opt = AdamW::new(cfg.optimizer.clone());
+    let mut position = DataPosition::default();
+    let metrics_path = run.join("metrics.jsonl");
+
+    let mut start_step = 0;
+    if opts.resume {
+        let Some((step, dir)) = checkpoint::list(run).pop() else {
+            return Err(Error::Checkpoint(format!("{}: no checkpoint to resume from", run.display())));
+        };
+        let ck = checkpoint::load(&dir)?;
+        if ck.state.tokenizer_fingerprint != shards.manifest.tokenizer_fingerprint {
+            return Err(Error::Checkpoint(format!(
+                "{}: written with another tokenizer than {}",
+                dir.display(),
+                shards.dir.display()
+            )));
+        }
+        model.load(&TensorMap { tensors: ck.model, source: dir.join("model.safetensors") }, &device)?;
+        opt.load_state(step, &ck.optimizer, &device)?;
+        position = ck.state.data;
+        start_step = step;
+        truncate_metrics(&metrics_path, step)?;
+    } else {
+        if checkpoint::list(run).last().is_some() || metrics_path.exists() {
+            return Err(Error::Config(format!(
+                "{}: holds an earlier run; pass --resume to continue it or choose another run directory",
+                run.display()
+            )));
+        }
+        if let Some(init) = &cfg.model.init_from {
+            let weights = read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
+            model.load(&weights, &device)?;
+        }
+    }
+    std::fs::create_dir_all(run).map_err(|e| Error::io(run, e))?;
+    crate::error::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
+    let tokenizer = shards.dir.join("tokenizer.json");
+    if tokenizer.exists() {
+        crate::error::write_atomic(&run.join("tokenizer.json"), &crate::error::read(&tokenizer)?)?;
+    }
+
+    let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, position);
+    let mut metrics_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&metrics_path)
+        .map_err(|e| Error::io(&metrics_path, e))?;
+
+    let total = cfg.train.steps;
+    let bar = if opts.show_progress { ProgressBar::new(total) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("pretrain {bar:30} {pos}/{len} steps  {msg}  eta {eta}").expect("template"),
+    );
+    bar.set_position(start_step);
+    let special = shards.manifest.special_ids;
+    let mut last = None;
+    let mut window_tokens = 0usize;
+    let mut window_start = Instant::now();
+
+    for step in start_step..total {
+        let mut grads = Grads::default();
+        let (mut loss_sum, mut mlm_sum, mut disc_sum, mut correct, mut real, mut masked) = (0.0, 0.0, 0.0, 0.0, 0usize, 0usize);
+        for micro in 0..cfg.train.grad_accum {
+            let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
+            base_device.seed(step_seed);
+            let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
+            let batch = stream.next_batch();
+            let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);
+            let l = step_loss(&model, cfg, &batch, &m, &device);
+            masked += m.positions.len();
+            real += l.real_tokens;
+            let g = l.total.backward();
+            grads.accumulate(Grads::collect(&g, |w| model.walk(w)));
+            loss_sum += scalar(l.total);
+            mlm_sum += scalar(l.mlm);
+            if let Some(d) = l.disc {
+                disc_sum += scalar(d);
+            }
+            if let Some(c) = l.disc_correct {
+                correct += scalar(c);
+            }
+            window_tokens += batch.batch * batch.len;
+        }
+        let k = cfg.train.grad_accum as f64;
+        if !loss_sum.is_finite() {
+            let last_good = checkpoint::list(run).pop().map(|(_, p)| p.display().to_string());
+            return Err(Error::Diverged(format!(
+                "step {}: loss is {loss_sum} (not finite); stopped. Last good checkpoint: {}",
+                step + 1,
+                last_good.unwrap_or_else(|| "none".into())
+            )));
+        }
+        if cfg.train.grad_accum > 1 {
+            grads.scale(1.0 / k);
+        }
+        let grad_norm = grads.clip_global_norm(cfg.optimizer.max_grad_norm);
+        let lr = scheduled_lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
+        opt.update(lr, &grads, |w| model.walk(w));
+        let done = step + 1;
+
+        let is_electra = matches!(model, PretrainModel::Electra(_));
+        let metrics = StepMetrics {
+            step: done,
+            loss: loss_sum / k,
+            mlm_loss: mlm_sum / k,
+            disc_loss: is_electra.then_some(disc_sum / k),
+            disc_accuracy: is_electra.then(|| correct / real.max(1) as f64),
+            lr,
+            grad_norm,
+            masked,
+            tokens_per_s: window_tokens as f64 / window_start.elapsed().as_secs_f64().max(1e-9),
+        };
+        if done % cfg.train.log_every.max(1) == 0 || done == total {
+            let line = serde_json::to_string(&metrics).expect("json");
+            writeln!(metrics_file, "{line}").map_err(|e| Error::io(&metrics_path, e))?;
+            metrics_file.flush().map_err(|e| Error::io(&metrics_path, e))?;
+            window_tokens = 0;
+            window_start = Instant::now();
+        }
+        bar.set_message(format!("loss {:.4}  {:.0} tok/s", metrics.loss, metrics.tokens_per_s));
+        bar.inc(1);
+        if done % cfg.train.checkpoint_every.max(1) == 0 || done == total {
+            let state = TrainState {
+                step: done,
+                data: stream.position,
+                tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
+            };
+            checkpoint::save(run, &state, &model.export(), &opt.state(), cfg.train.keep_checkpoints)?;
+        }
+        last = Some(metrics);
+    }
+    bar.finish_and_clear();
+    Ok(RunSummary { steps: total, last, run_dir: run.clone() })
+}

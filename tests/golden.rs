@@ -1,0 +1,254 @@
+//! Parity with transformers' own outputs and gradients (../shared/golden, see its README):
+//! outputs and losses within 1e-4 absolute, gradients within 1e-3 relative, and three AdamW
+//! steps of the tiny BERT.
+
+use std::path::PathBuf;
+
+use burn::prelude::*;
+use burn::tensor::Gradients;
+use trueneg::interop::tensors::{HostTensor, Loader, TensorMap, read_safetensors};
+use trueneg::interop::read_hf_config;
+use trueneg::model::{BertMlm, Electra, Inputs};
+use trueneg::objective::{masked_cross_entropy, replaced_token_loss, word_regularization};
+use trueneg::train::optimizer::{AdamW, AdamWConfig, Grads};
+
+fn golden() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden")
+}
+
+fn device() -> Device {
+    Device::flex().autodiff()
+}
+
+fn get<'a>(m: &'a TensorMap, k: &str) -> &'a HostTensor {
+    m.tensors.get(k).unwrap_or_else(|| panic!("golden key {k} missing"))
+}
+
+fn ints<const D: usize>(m: &TensorMap, k: &str, d: &Device) -> Tensor<D, Int> {
+    let t = get(m, k);
+    let v: Vec<i64> = t.values.iter().map(|x| *x as i64).collect();
+    Tensor::from_data(TensorData::new(v, t.shape.clone()), d)
+}
+
+fn host<const D: usize>(t: Tensor<D>) -> HostTensor {
+    HostTensor::from_tensor(t)
+}
+
+/// max |a - b| over all elements, after checking the shapes.
+fn max_abs(a: &HostTensor, b: &HostTensor, what: &str) -> f32 {
+    assert_eq!(a.shape, b.shape, "{what}: shape");
+    a.values.iter().zip(&b.values).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn assert_close(a: &HostTensor, b: &HostTensor, tol: f32, what: &str) {
+    let d = max_abs(a, b, what);
+    assert!(d <= tol, "{what}: max |diff| {d} > {tol}");
+}
+
+/// Relative error: max |a - b| / max |b| (the scale of the reference gradient).
+fn assert_rel(a: &HostTensor, b: &HostTensor, tol: f32, what: &str) {
+    let scale = b.values.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-12);
+    let d = max_abs(a, b, what) / scale;
+    assert!(d <= tol, "{what}: relative diff {d} > {tol}");
+}
+
+fn scalar(t: &HostTensor) -> f32 {
+    t.values[0]
+}
+
+fn inputs(m: &TensorMap, ids_key: &str, d: &Device) -> Inputs {
+    Inputs {
+        ids: ints(m, ids_key, d),
+        token_types: ints(m, "inputs.token_type_ids", d),
+        attention_mask: Some(ints(m, "inputs.attention_mask", d)),
+    }
+}
+
+/// Flat positions of the masked tokens and their labels.
+fn masked(m: &TensorMap, d: &Device) -> (Tensor<1, Int>, Tensor<1, Int>) {
+    let mask = get(m, "inputs.mlm_mask");
+    let labels = get(m, "inputs.mlm_labels");
+    let (mut pos, mut lab) = (vec![], vec![]);
+    for (i, (&mk, &l)) in mask.values.iter().zip(&labels.values).enumerate() {
+        if mk != 0.0 {
+            pos.push(i as i64);
+            lab.push(l as i64);
+        }
+    }
+    let n = pos.len();
+    (
+        Tensor::from_data(TensorData::new(pos, [n]), d),
+        Tensor::from_data(TensorData::new(lab, [n]), d),
+    )
+}
+
+fn all_positions(b: usize, l: usize, d: &Device) -> Tensor<1, Int> {
+    Tensor::arange(0..(b * l) as i64, d)
+}
+
+fn load_bert(d: &Device) -> BertMlm {
+    let cfg = read_hf_config(&golden().join("bert_tiny/config.json")).unwrap();
+    let mut model = BertMlm::new(&cfg.encoder.without_dropout(), d);
+    let weights = read_safetensors(&golden().join("bert_tiny/model.safetensors")).unwrap();
+    let mut loader = Loader::new(&weights, d);
+    model.walk(&mut loader);
+    loader.finish().unwrap();
+    model
+}
+
+/// The fixture's loss: MLM CE + mean masked (1 − cos(E[argmax], E[gold])).
+fn bert_loss(model: &BertMlm, x: &Inputs, pos: Tensor<1, Int>, labels: Tensor<1, Int>) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
+    let logits = model.mlm_logits(x, pos);
+    let pred = logits.clone().detach().argmax(1).squeeze_dim(1);
+    let mlm = masked_cross_entropy(logits, labels.clone(), None);
+    let reg = word_regularization(model.embeddings.word_matrix(), pred, labels);
+    (mlm.clone() + reg.clone(), mlm, reg)
+}
+
+fn check_grads(grads: &Grads, golden: &TensorMap, prefix: &str, rename: impl Fn(&str) -> Option<String>) -> usize {
+    let mut checked = 0;
+    for name in grads.entries.keys() {
+        let Some(g) = rename(name) else { continue };
+        let key = format!("{prefix}{g}");
+        let expected = get(golden, &key);
+        assert_rel(&grads.host(name).unwrap(), expected, 1e-3, &key);
+        checked += 1;
+    }
+    checked
+}
+
+#[test]
+fn bert_outputs_losses_and_gradients_match_transformers() {
+    let d = device();
+    let g = read_safetensors(&golden().join("bert_tiny_golden.safetensors")).unwrap();
+    let model = load_bert(&d);
+    let x = inputs(&g, "inputs.masked_input_ids", &d);
+    let states = model.hidden_states(&x);
+    assert_eq!(states.len(), 3);
+    for (i, s) in states.iter().enumerate() {
+        assert_close(&host(s.clone()), get(&g, &format!("bert.hidden_states.{i}")), 1e-4, &format!("hidden {i}"));
+    }
+    let logits = model.mlm_logits(&x, all_positions(3, 20, &d)).reshape([3, 20, 100]);
+    assert_close(&host(logits), get(&g, "bert.logits"), 1e-4, "logits");
+
+    let (pos, labels) = masked(&g, &d);
+    let (loss, mlm, reg) = bert_loss(&model, &x, pos, labels);
+    let l = |t: Tensor<1>| t.into_scalar::<f32>();
+    assert!((l(mlm.clone()) - scalar(get(&g, "bert.mlm_loss"))).abs() < 1e-4);
+    assert!((l(reg.clone()) - scalar(get(&g, "bert.reg_loss"))).abs() < 1e-4);
+    assert!((l(loss.clone()) - scalar(get(&g, "bert.loss"))).abs() < 1e-4);
+
+    let mut model = model;
+    let grads: Gradients = loss.backward();
+    let grads = Grads::collect(&grads, |w| model.walk(w));
+    let n = check_grads(&grads, &g, "bert.grad.", |n| Some(n.to_string()));
+    assert_eq!(n, 39, "every parameter has a gradient");
+}
+
+#[test]
+fn bert_three_adamw_steps_match_transformers() {
+    let d = device();
+    let g = read_safetensors(&golden().join("bert_tiny_golden.safetensors")).unwrap();
+    let mut model = load_bert(&d);
+    let x = inputs(&g, "inputs.masked_input_ids", &d);
+    let (pos, labels) = masked(&g, &d);
+    let cfg = AdamWConfig { lr: 5e-4, weight_decay: 0.01, decay_all: true, eps: 1e-6, max_grad_norm: 0.0, warmup_steps: 0, ..Default::default() };
+    let mut opt = AdamW::new(cfg);
+    let expected = get(&g, "bert.loss_per_step").values.clone();
+    for want in expected.iter() {
+        let (loss, _, _) = bert_loss(&model, &x, pos.clone(), labels.clone());
+        let got: f32 = loss.clone().into_scalar::<f32>();
+        assert!((got - want).abs() < 1e-4, "loss {got} vs {want}");
+        let grads = Grads::collect(&loss.backward(), |w| model.walk(w));
+        opt.update(5e-4, &grads, |w| model.walk(w));
+    }
+    let mut ex = trueneg::interop::Exporter::default();
+    model.walk(&mut ex);
+    assert_eq!(ex.tensors.len(), 39);
+    for (name, t) in &ex.tensors {
+        assert_close(t, get(&g, &format!("bert.after_3_adamw.{name}")), 1e-5, name);
+    }
+}
+
+fn load_electra(d: &Device) -> Electra {
+    let gc = read_hf_config(&golden().join("electra_generator/config.json")).unwrap();
+    let dc = read_hf_config(&golden().join("electra_discriminator/config.json")).unwrap();
+    let mut model = Electra::new(&dc.encoder.without_dropout(), &gc.encoder.without_dropout(), d);
+    let disc = read_safetensors(&golden().join("electra_discriminator/model.safetensors")).unwrap();
+    let gen_w = read_safetensors(&golden().join("electra_generator/model.safetensors")).unwrap();
+    let mut merged = disc.clone();
+    for (k, v) in gen_w.tensors {
+        if !k.starts_with("electra.embeddings.") {
+            merged.tensors.insert(format!("generator.{k}"), v);
+        }
+    }
+    let mut loader = Loader::new(&merged, d);
+    model.walk(&mut loader);
+    loader.finish().unwrap();
+    model
+}
+
+#[test]
+fn electra_generator_matches_transformers() {
+    let d = device();
+    let g = read_safetensors(&golden().join("electra_golden.safetensors")).unwrap();
+    let model = load_electra(&d);
+    let x = inputs(&g, "inputs.masked_input_ids", &d);
+    let emb = model.embeddings.forward(x.ids.clone(), x.token_types.clone());
+    assert_close(&host(emb), get(&g, "gen.embeddings_output"), 1e-4, "gen embeddings");
+    for (i, s) in model.generator_hidden_states(&x).iter().enumerate() {
+        assert_close(&host(s.clone()), get(&g, &format!("gen.hidden_states.{i}")), 1e-4, "gen hidden");
+    }
+    let logits = model.generator_logits(&x, all_positions(3, 20, &d)).reshape([3, 20, 100]);
+    assert_close(&host(logits.clone()), get(&g, "gen.logits"), 1e-4, "gen logits");
+    let argmax: Vec<i64> = logits.argmax(2).into_data().convert::<i64>().into_vec().unwrap();
+    let want: Vec<i64> = get(&g, "gen.argmax").values.iter().map(|v| *v as i64).collect();
+    assert_eq!(argmax, want);
+
+    let (pos, labels) = masked(&g, &d);
+    let loss = masked_cross_entropy(model.generator_logits(&x, pos), labels, None);
+    let got: f32 = loss.clone().into_scalar::<f32>();
+    assert!((got - scalar(get(&g, "gen.loss"))).abs() < 1e-4, "gen loss {got}");
+    let mut model = model;
+    let grads = Grads::collect(&loss.backward(), |w| model.walk(w));
+    let n = check_grads(&grads, &g, "gen.grad.", |n| {
+        if let Some(rest) = n.strip_prefix("generator.") {
+            Some(rest.to_string())
+        } else if n.starts_with("electra.embeddings.") {
+            Some(n.to_string())
+        } else {
+            None
+        }
+    });
+    assert_eq!(n, 30);
+}
+
+#[test]
+fn electra_discriminator_matches_transformers() {
+    let d = device();
+    let g = read_safetensors(&golden().join("electra_golden.safetensors")).unwrap();
+    let model = load_electra(&d);
+    let x = inputs(&g, "disc.input_ids", &d);
+    let emb = model.embeddings.forward(x.ids.clone(), x.token_types.clone());
+    assert_close(&host(emb), get(&g, "disc.embeddings_output"), 1e-4, "disc embeddings");
+    let states = model.discriminator_hidden_states(&x);
+    assert_eq!(states.len(), 3);
+    for (i, s) in states.iter().enumerate() {
+        assert_close(&host(s.clone()), get(&g, &format!("disc.hidden_states.{i}")), 1e-4, "disc hidden");
+    }
+    let logits = model.discriminator_logits(&x);
+    assert_close(&host(logits.clone()), get(&g, "disc.logits"), 1e-4, "disc logits");
+
+    let labels = ints::<2>(&g, "disc.labels", &d).float();
+    let weights = ints::<2>(&g, "inputs.attention_mask", &d).float();
+    let loss = replaced_token_loss(logits, labels, weights);
+    let got: f32 = loss.clone().into_scalar::<f32>();
+    assert!((got - scalar(get(&g, "disc.loss"))).abs() < 1e-4, "disc loss {got}");
+    let total = scalar(get(&g, "gen.loss")) + 50.0 * got;
+    assert!((total - scalar(get(&g, "electra.loss"))).abs() < 1e-3);
+
+    let mut model = model;
+    let grads = Grads::collect(&loss.backward(), |w| model.walk(w));
+    let n = check_grads(&grads, &g, "disc.grad.", |n| (!n.starts_with("generator.")).then(|| n.to_string()));
+    assert_eq!(n, 41);
+}

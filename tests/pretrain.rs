@@ -1,0 +1,165 @@
+//! End-to-end pre-training through the `trueneg` binary: a run, kill -9 + resume, export to
+//! transformers' layout and back, and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use trueneg::interop::tensors::read_safetensors;
+use trueneg::interop::read_hf_config;
+use trueneg::train::pretrain::StepMetrics;
+
+fn shared(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared").join(p)
+}
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_trueneg"));
+    c.arg("--quiet");
+    c
+}
+
+fn ok(out: Output) -> String {
+    assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Fails with exit code ≠ 0 and a one-line error; returns that line.
+fn fails(out: Output) -> String {
+    assert!(!out.status.success(), "should fail: {}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err
+}
+
+/// WikiText-2 test split prepared once for all tests (vocabulary trained on it).
+fn shards() -> &'static Path {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("wiki");
+        ok(bin()
+            .args(["prepare", "--input"])
+            .arg(shared("data/wikitext-2/wiki.test.raw"))
+            .args(["--train-vocab", "2000", "--max-seq-len", "64", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap());
+        (dir, out)
+    })
+    .1
+}
+
+fn pretrain_cmd(run: &Path, extra: &[&str]) -> Command {
+    let mut c = bin();
+    c.args(["pretrain", "--config", "tiny", "--run"]).arg(run);
+    c.arg("--set").arg(format!("data.shards={}", shards().display()));
+    for s in ["train.steps=12", "train.checkpoint_every=3", "train.keep_checkpoints=10", "train.log_every=1", "data.batch_size=8", "optimizer.warmup_steps=4"] {
+        c.args(["--set", s]);
+    }
+    for s in extra {
+        c.args(["--set", s]);
+    }
+    c
+}
+
+fn losses(run: &Path) -> Vec<(u64, f64, f64)> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<StepMetrics>(l).unwrap())
+        .map(|m| (m.step, m.loss, m.grad_norm))
+        .collect()
+}
+
+#[test]
+fn killed_and_resumed_run_repeats_the_uninterrupted_curve() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    ok(pretrain_cmd(&a, &[]).output().unwrap());
+    let full = losses(&a);
+    assert_eq!(full.len(), 12);
+    assert!(full.iter().all(|(_, l, g)| l.is_finite() && *g > 0.0));
+    assert!(full[11].1 < full[0].1, "loss goes down: {full:?}");
+
+    let b = dir.path().join("b");
+    let mut child = pretrain_cmd(&b, &[]).spawn().unwrap();
+    let marker = b.join("checkpoints/step-00000006/state.json");
+    let t0 = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(t0.elapsed().as_secs() < 300, "no checkpoint at step 6");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(losses(&b).len() < 12, "killed before the end");
+    ok(bin().args(["pretrain", "--resume"]).arg(&b).output().unwrap());
+    assert_eq!(losses(&b), full, "resumed curve = uninterrupted curve");
+
+    // Starting a new run over an old one is refused.
+    let e = fails(pretrain_cmd(&a, &[]).output().unwrap());
+    assert!(e.contains("--resume"), "{e}");
+}
+
+#[test]
+fn export_loads_back_and_matches_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    ok(pretrain_cmd(&run, &["train.steps=3"]).output().unwrap());
+    let out = dir.path().join("hf");
+    ok(bin().args(["export", "--run"]).arg(&run).arg("--out").arg(&out).output().unwrap());
+    let ck = read_safetensors(&run.join("checkpoints/step-00000003/model.safetensors")).unwrap();
+    let disc = read_safetensors(&out.join("discriminator/model.safetensors")).unwrap();
+    let generator = read_safetensors(&out.join("generator/model.safetensors")).unwrap();
+    let dc = read_hf_config(&out.join("discriminator/config.json")).unwrap();
+    let gc = read_hf_config(&out.join("generator/config.json")).unwrap();
+    assert_eq!(dc.architectures, vec!["ElectraForPreTraining"]);
+    assert_eq!(gc.architectures, vec!["ElectraForMaskedLM"]);
+    assert_eq!(dc.encoder.hidden_size, 64);
+    assert_eq!(gc.encoder.hidden_size, 32);
+    assert_eq!(dc.encoder.vocab_size, 2000);
+    assert!(out.join("generator/tokenizer.json").exists());
+    // Same names as transformers' modules, same values as the checkpoint.
+    assert_eq!(disc.tensors["electra.embeddings.word_embeddings.weight"], ck.tensors["electra.embeddings.word_embeddings.weight"]);
+    assert_eq!(generator.tensors["electra.encoder.layer.1.output.dense.weight"], ck.tensors["generator.electra.encoder.layer.1.output.dense.weight"]);
+    assert_eq!(generator.tensors["electra.embeddings.word_embeddings.weight"].shape, vec![2000, 64]);
+    assert!(generator.tensors.contains_key("generator_lm_head.bias"));
+    assert!(disc.tensors.contains_key("discriminator_predictions.dense_prediction.weight"));
+    assert_eq!(disc.tensors["electra.encoder.layer.0.intermediate.dense.weight"].shape, vec![256, 64], "Linear weights stored [out, in]");
+
+    // Continue pre-training from the exported folder: starts at the exported weights.
+    let run2 = dir.path().join("run2");
+    ok(pretrain_cmd(&run2, &["train.steps=1", &format!("model.init_from={}", out.display())]).output().unwrap());
+    // Exporting twice into the same folder is refused.
+    let e = fails(bin().args(["export", "--run"]).arg(&run).arg("--out").arg(&out).output().unwrap());
+    assert!(e.contains("already holds"), "{e}");
+}
+
+#[test]
+fn bad_configs_and_checkpoints_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = fails(pretrain_cmd(&dir.path().join("x"), &["train.stepz=3"]).output().unwrap());
+    assert!(e.contains("stepz"), "{e}");
+    let e = fails(pretrain_cmd(&dir.path().join("y"), &["model.vocab_size=999"]).output().unwrap());
+    assert!(e.contains("model.vocab_size") && e.contains("2000"), "{e}");
+    let e = fails(bin().args(["pretrain", "--config", "nope.toml"]).output().unwrap());
+    assert!(e.contains("nope.toml"), "{e}");
+
+    // A checkpoint whose tensors have other shapes (a golden BERT for an ELECTRA run).
+    let e = fails(pretrain_cmd(&dir.path().join("z"), &["model.kind=bert", &format!("model.init_from={}", shared("golden/bert_tiny").display())]).output().unwrap());
+    assert!(e.contains("config.json") && e.contains("vocab_size"), "{e}");
+
+    // A truncated checkpoint.
+    let run = dir.path().join("t");
+    ok(pretrain_cmd(&run, &["train.steps=3"]).output().unwrap());
+    let f = run.join("checkpoints/step-00000003/model.safetensors");
+    let bytes = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
+    let e = fails(bin().args(["pretrain", "--resume"]).arg(&run).output().unwrap());
+    assert!(e.contains("model.safetensors"), "{e}");
+
+    // A diverging run stops with the step number and keeps the last good checkpoint.
+    let run = dir.path().join("nan");
+    let e = fails(pretrain_cmd(&run, &["optimizer.lr=1e30", "optimizer.max_grad_norm=0.0", "optimizer.warmup_steps=0"]).output().unwrap());
+    assert!(e.contains("step") && e.contains("not finite"), "{e}");
+}

@@ -1,0 +1,215 @@
+//! Corpus reading, packing, shards and masking, on the real WikiText-2 files.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use trueneg::text::batches::{Batch, BatchStream, DataPosition};
+use trueneg::text::corpus::read_documents;
+use trueneg::text::examples::{Example, PackingConfig, pack_document};
+use trueneg::text::masking::{MaskingConfig, mask_batch};
+use trueneg::text::prepare::{PrepareOptions, prepare};
+use trueneg::text::shards::{Manifest, ShardSet};
+use trueneg::text::tokenizer::{SpecialIds, WordPieceTokenizer};
+
+fn shared(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(p)
+}
+
+fn prepare_opts(inputs: Vec<PathBuf>, out: PathBuf, vocab: usize) -> PrepareOptions {
+    PrepareOptions { inputs, tokenizer: None, train_vocab: Some(vocab), max_seq_len: 128, out, seed: 7, examples_per_shard: 500, show_progress: false }
+}
+
+#[test]
+fn reads_real_wikitext_and_packs_electra_examples() {
+    let docs = read_documents(&shared("wikitext-2/wiki.valid.tokens")).unwrap();
+    let lines: usize = docs.iter().map(|d| d.lines.len()).sum();
+    assert!(lines > 1000, "{lines} non-empty lines");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shards");
+    let r = prepare(&prepare_opts(vec![shared("wikitext-2/wiki.test.raw")], out.clone(), 3000)).unwrap();
+    let m = &r.manifest;
+    assert!(m.examples > 1000, "{} examples", m.examples);
+    assert!(m.shards.len() >= 3, "several shards");
+    assert_eq!(m.token_bytes, 2);
+    let single = m.single_segment_examples as f64 / m.examples as f64;
+    assert!((0.03..0.3).contains(&single), "single-segment share {single}");
+
+    let set = ShardSet::open(&out).unwrap();
+    let s = m.special_ids;
+    let mut full = 0;
+    for i in 0..set.len() {
+        let e = set.get(i);
+        assert!(e.tokens.len() <= 128);
+        assert_eq!(e.tokens[0], s.cls);
+        assert_eq!(e.tokens[e.segment_a_len - 1], s.sep);
+        assert_eq!(*e.tokens.last().unwrap(), s.sep);
+        full += usize::from(e.tokens.len() == 128);
+    }
+    assert!(full * 2 > set.len(), "most examples fill max_seq_len");
+    // Re-running into the same folder is refused and leaves the files alone.
+    let before = std::fs::read(out.join("manifest.json")).unwrap();
+    let err = prepare(&prepare_opts(vec![shared("wikitext-2/wiki.test.raw")], out.clone(), 3000)).unwrap_err();
+    assert!(err.to_string().contains("already holds"), "{err}");
+    assert_eq!(before, std::fs::read(out.join("manifest.json")).unwrap());
+}
+
+#[test]
+fn prepare_is_deterministic_and_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = shared("wikitext-2/wiki.test.raw");
+    let a = prepare(&prepare_opts(vec![input.clone()], dir.path().join("a"), 2000)).unwrap();
+    let b = prepare(&prepare_opts(vec![input], dir.path().join("b"), 2000)).unwrap();
+    assert_eq!(a.manifest.examples, b.manifest.examples);
+    assert_eq!(a.manifest.tokenizer_fingerprint, b.manifest.tokenizer_fingerprint);
+    for s in &a.manifest.shards {
+        assert_eq!(std::fs::read(dir.path().join("a").join(&s.file)).unwrap(), std::fs::read(dir.path().join("b").join(&s.file)).unwrap());
+    }
+    // Shard round trip: examples written = examples read.
+    let examples = vec![
+        Example { tokens: vec![2, 10, 11, 3, 12, 3], segment_a_len: 4 },
+        Example { tokens: vec![2, 40000, 3], segment_a_len: 3 },
+    ];
+    for tb in [2usize, 4] {
+        let ex: Vec<Example> = if tb == 2 { examples[..1].to_vec() } else { examples.clone() };
+        let sub = dir.path().join(format!("rt{tb}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("shard-00000.bin"), trueneg::text::shards::encode_records(&ex, 8, tb)).unwrap();
+        let mut m: Manifest = serde_json::from_slice(&std::fs::read(dir.path().join("a/manifest.json")).unwrap()).unwrap();
+        m.token_bytes = tb;
+        m.max_seq_len = 8;
+        m.examples = ex.len();
+        m.shards = vec![trueneg::text::shards::ShardInfo { file: "shard-00000.bin".into(), examples: ex.len() }];
+        std::fs::write(sub.join("manifest.json"), serde_json::to_string(&m).unwrap()).unwrap();
+        let set = ShardSet::open(&sub).unwrap();
+        let back: Vec<Example> = (0..set.len()).map(|i| set.get(i)).collect();
+        assert_eq!(back, ex);
+    }
+}
+
+#[test]
+fn packing_follows_electra_rules() {
+    let cfg = PackingConfig::new(16, 2, 3);
+    let lines: Vec<Vec<u32>> = (0..40).map(|i| vec![100 + i; 5]).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let ex = pack_document(&lines, &cfg, &mut rng);
+    assert!(ex.len() >= 10);
+    for e in &ex {
+        assert!(e.tokens.len() <= 16);
+        assert_eq!(e.tokens[0], 2);
+        assert_eq!(e.tokens[e.segment_a_len - 1], 3);
+    }
+}
+
+#[test]
+fn bad_corpus_input_gives_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.txt");
+    let mut f = std::fs::File::create(&bad).unwrap();
+    f.write_all(b"fine line\nbroken \xff\xfe bytes\n").unwrap();
+    let e = read_documents(&bad).unwrap_err().to_string();
+    assert!(e.contains("bad.txt:2") && e.contains("UTF-8"), "{e}");
+    assert!(!e.contains('\n'));
+
+    let jsonl = dir.path().join("x.jsonl");
+    std::fs::write(&jsonl, "{\"text\": \"a b\"}\n{\"title\": 1}\n").unwrap();
+    let e = read_documents(&jsonl).unwrap_err().to_string();
+    assert!(e.contains("x.jsonl:2") && e.contains("text"), "{e}");
+
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, "\n\n").unwrap();
+    let vocab = dir.path().join("vocab.txt");
+    std::fs::write(&vocab, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n").unwrap();
+    let mut o = prepare_opts(vec![empty], dir.path().join("out"), 0);
+    o.train_vocab = None;
+    o.tokenizer = Some(vocab);
+    let e = prepare(&o).unwrap_err().to_string();
+    assert!(e.contains("empty.txt") && e.contains("no text"), "{e}");
+
+    let o = prepare_opts(vec![dir.path().join("missing.txt")], dir.path().join("out2"), 100);
+    let e = prepare(&o).unwrap_err().to_string();
+    assert!(e.contains("missing.txt") && e.contains("no such file"), "{e}");
+}
+
+#[test]
+fn gzipped_jsonl_corpus_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.jsonl.gz");
+    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&p).unwrap(), flate2::Compression::default());
+    gz.write_all(b"{\"text\": \"first line\\nsecond line\"}\n{\"text\": \"another doc\"}\n").unwrap();
+    gz.finish().unwrap();
+    let docs = read_documents(&p).unwrap();
+    assert_eq!(docs.len(), 2);
+    assert_eq!(docs[0].lines, vec!["first line", "second line"]);
+}
+
+#[test]
+fn vocab_txt_tokenizer_is_uncased_wordpiece() {
+    let dir = tempfile::tempdir().unwrap();
+    let vocab = dir.path().join("vocab.txt");
+    std::fs::write(&vocab, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nplay\n##ing\n,\n").unwrap();
+    let t = WordPieceTokenizer::load(&vocab).unwrap();
+    assert_eq!(t.special, SpecialIds { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 });
+    assert_eq!(t.encode("The Playing, zzz"), vec![5, 6, 7, 8, 1]);
+}
+
+fn masking_stats(cfg: &MaskingConfig) -> (f64, f64, f64, f64) {
+    let special = SpecialIds { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 };
+    let examples: Vec<Example> = (0..64)
+        .map(|i| {
+            let n = 20 + i % 100;
+            let mut t = vec![2];
+            t.extend((0..n).map(|k| 10 + ((k * 7 + i) % 900) as u32));
+            t.push(3);
+            Example { segment_a_len: t.len(), tokens: t }
+        })
+        .collect();
+    let batch = Batch::from_examples(&examples, 0);
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let (mut masked, mut candidates, mut as_mask, mut kept) = (0usize, 0usize, 0usize, 0usize);
+    for _ in 0..50 {
+        let m = mask_batch(&batch, cfg, &special, 1000, &mut rng);
+        for (&p, &l) in m.positions.iter().zip(&m.labels) {
+            assert_eq!(batch.ids[p], l);
+            assert!(![0, 1, 2, 3, 4].contains(&l), "special token masked");
+            if m.input_ids[p] == 4 { as_mask += 1 } else if m.input_ids[p] == l { kept += 1 }
+        }
+        let per_row: Vec<usize> = (0..batch.batch).map(|r| m.positions.iter().filter(|&&p| p / batch.len == r).count()).collect();
+        assert!(per_row.iter().all(|&n| n <= cfg.max_predictions));
+        masked += m.positions.len();
+        candidates += examples.iter().map(|e| e.tokens.len() - 2).sum::<usize>();
+    }
+    let random = masked - as_mask - kept;
+    (masked as f64 / candidates as f64, as_mask as f64 / masked as f64, random as f64 / masked as f64, kept as f64 / masked as f64)
+}
+
+#[test]
+fn masking_statistics_follow_the_config() {
+    let bert = MaskingConfig { prob: 0.15, mask_frac: 0.8, random_frac: 0.1, max_predictions: 1000 };
+    let (rate, m, r, k) = masking_stats(&bert);
+    assert!((rate - 0.15).abs() < 0.01, "rate {rate}");
+    assert!((m - 0.8).abs() < 0.02 && (r - 0.1).abs() < 0.02 && (k - 0.1).abs() < 0.02, "{m} {r} {k}");
+    let electra = MaskingConfig { max_predictions: 19, ..MaskingConfig::default() };
+    let (_, m, r, k) = masking_stats(&electra);
+    assert!((m - 0.85).abs() < 0.02 && r == 0.0 && (k - 0.15).abs() < 0.02, "{m} {r} {k}");
+}
+
+#[test]
+fn batch_stream_resumes_at_a_saved_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    prepare(&prepare_opts(vec![shared("wikitext-2/wiki.test.raw")], out.clone(), 2000)).unwrap();
+    let set = ShardSet::open(&out).unwrap();
+    let mut a = BatchStream::new(&set, 5, 64, DataPosition::default());
+    let all: Vec<Batch> = (0..60).map(|_| a.next_batch()).collect();
+    assert!(a.position.epoch >= 1, "wrapped into a second epoch");
+    let mut b = BatchStream::new(&set, 5, 64, DataPosition::default());
+    for _ in 0..37 {
+        b.next_batch();
+    }
+    let mut c = BatchStream::new(&set, 5, 64, b.position);
+    for want in &all[37..] {
+        assert_eq!(&c.next_batch(), want);
+    }
+}
