@@ -45,11 +45,17 @@ fn assert_close(a: &HostTensor, b: &HostTensor, tol: f32, what: &str) {
     assert!(d <= tol, "{what}: max |diff| {d} > {tol}");
 }
 
-/// Relative error: max |a - b| / max |b| (the scale of the reference gradient).
+/// Relative error: max |a - b| / max |b| (the scale of the reference gradient). A gradient that
+/// is zero in exact arithmetic (the attention key bias: softmax ignores a per-row constant) is
+/// float noise of ~1e-9 in both implementations; it is compared with an absolute 1e-6.
 fn assert_rel(a: &HostTensor, b: &HostTensor, tol: f32, what: &str) {
-    let scale = b.values.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-12);
-    let d = max_abs(a, b, what) / scale;
-    assert!(d <= tol, "{what}: relative diff {d} > {tol}");
+    let scale = b.values.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let d = max_abs(a, b, what);
+    if scale < 1e-6 {
+        assert!(d <= 1e-6, "{what}: abs diff {d} on a ~zero gradient");
+        return;
+    }
+    assert!(d / scale <= tol, "{what}: relative diff {} > {tol}", d / scale);
 }
 
 fn scalar(t: &HostTensor) -> f32 {
@@ -142,7 +148,8 @@ fn bert_outputs_losses_and_gradients_match_transformers() {
     let grads: Gradients = loss.backward();
     let grads = Grads::collect(&grads, |w| model.walk(w));
     let n = check_grads(&grads, &g, "bert.grad.", |n| Some(n.to_string()));
-    assert_eq!(n, 39, "every parameter has a gradient");
+    let names: Vec<&String> = grads.entries.keys().collect();
+    assert_eq!(n, 42, "every parameter has a gradient: {names:?}");
 }
 
 #[test]
@@ -164,7 +171,7 @@ fn bert_three_adamw_steps_match_transformers() {
     }
     let mut ex = trueneg::interop::Exporter::default();
     model.walk(&mut ex);
-    assert_eq!(ex.tensors.len(), 39);
+    assert_eq!(ex.tensors.len(), 42);
     for (name, t) in &ex.tensors {
         assert_close(t, get(&g, &format!("bert.after_3_adamw.{name}")), 1e-5, name);
     }
@@ -220,7 +227,7 @@ fn electra_generator_matches_transformers() {
             None
         }
     });
-    assert_eq!(n, 30);
+    assert_eq!(n, 28);
 }
 
 #[test]
@@ -250,5 +257,5 @@ fn electra_discriminator_matches_transformers() {
     let mut model = model;
     let grads = Grads::collect(&loss.backward(), |w| model.walk(w));
     let n = check_grads(&grads, &g, "disc.grad.", |n| (!n.starts_with("generator.")).then(|| n.to_string()));
-    assert_eq!(n, 41);
+    assert_eq!(n, 43);
 }

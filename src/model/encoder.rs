@@ -2,10 +2,10 @@
 //! an optional projection from `embedding_size` to `hidden_size`, and post-LayerNorm layers,
 //! numerically the same as transformers' `BertModel` / `ElectraModel` (exact erf GELU).
 
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig,
-    Linear, LinearConfig,
+    Linear,
 };
 use burn::prelude::*;
 use burn::tensor::activation::{gelu, softmax};
@@ -19,13 +19,10 @@ pub(crate) fn normal_init() -> Initializer {
 }
 
 pub(crate) fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
-    let mut l = LinearConfig::new(d_in, d_out)
-        .with_initializer(normal_init())
-        .init(device);
-    if let Some(b) = l.bias.take() {
-        l.bias = Some(b.map(|t| t.zeros_like()));
+    Linear {
+        weight: normal_init().init([d_in, d_out], device),
+        bias: Some(Param::from_tensor(Tensor::zeros([d_out], device))),
     }
-    l
 }
 
 pub(crate) fn layer_norm(d: usize, eps: f64, device: &Device) -> LayerNorm {
