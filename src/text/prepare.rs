@@ -1,6 +1,7 @@
 //! `prepare`: corpus files → tokenized, packed examples → shards + manifest.
 //!
-//! Documents are tokenized and packed in parallel; each document draws its packing randomness
+//! Each line (paragraph) is split into sentences ([`split_sentences`]) so that segments A and B
+//! hold whole sentences. Documents are tokenized and packed in parallel; each document draws its packing randomness
 //! from its own RNG seeded by (seed, document index), so the output is the same for a given seed
 //! whatever the number of threads.
 
@@ -11,7 +12,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::corpus::{list_inputs, read_documents};
+use super::corpus::{list_inputs, read_documents, split_sentences};
 use super::examples::{Example, PackingConfig, pack_document};
 use super::shards::{FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, encode_records};
 use super::tokenizer::WordPieceTokenizer;
@@ -29,6 +30,7 @@ pub struct PrepareOptions {
     pub show_progress: bool,
 }
 
+#[derive(Debug)]
 pub struct PrepareReport {
     pub manifest: Manifest,
     pub seconds: f64,
@@ -106,7 +108,12 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
             .par_iter()
             .enumerate()
             .map(|(i, d)| {
-                let lines: Vec<Vec<u32>> = d.lines.iter().map(|l| tokenizer.encode(l)).collect();
+                let lines: Vec<Vec<u32>> = d
+                    .lines
+                    .iter()
+                    .flat_map(|l| split_sentences(l))
+                    .map(|s| tokenizer.encode(s))
+                    .collect();
                 pack_document(&lines, &packing, &mut doc_rng(opts.seed, first + i as u64))
             })
             .collect();
