@@ -44,11 +44,19 @@ pub struct BenchReport {
 }
 
 /// Runs `warmup` untimed and `steps` timed steps on `device` (an autodiff device).
-pub fn run_bench(device: &Device, warmup: usize, steps: usize, soft_regularization: bool, mut on_step: impl FnMut(usize, f64, f64)) -> BenchReport {
+pub fn run_bench(
+    device: &Device,
+    warmup: usize,
+    steps: usize,
+    soft_regularization: bool,
+    mut on_step: impl FnMut(usize, f64, f64),
+) -> BenchReport {
     device.seed(0);
     let mut model = BertMlm::new(&bench_config(), device);
     let mut rng = ChaCha8Rng::seed_from_u64(1234);
-    let ids: Vec<i64> = (0..BATCH * SEQ).map(|_| rng.random_range(1000..VOCAB as i64)).collect();
+    let ids: Vec<i64> = (0..BATCH * SEQ)
+        .map(|_| rng.random_range(1000..VOCAB as i64))
+        .collect();
     let mut input = ids.clone();
     let (mut positions, mut labels) = (Vec::new(), Vec::new());
     for b in 0..BATCH {
@@ -68,7 +76,15 @@ pub fn run_bench(device: &Device, warmup: usize, steps: usize, soft_regularizati
     };
     let positions: Tensor<1, Int> = Tensor::from_data(TensorData::new(positions, [n]), device);
     let labels: Tensor<1, Int> = Tensor::from_data(TensorData::new(labels, [n]), device);
-    let mut opt = AdamW::new(AdamWConfig { lr: 5e-4, weight_decay: 0.01, decay_all: true, eps: 1e-6, max_grad_norm: 0.0, warmup_steps: 0, ..Default::default() });
+    let mut opt = AdamW::new(AdamWConfig {
+        lr: 5e-4,
+        weight_decay: 0.01,
+        decay_all: true,
+        eps: 1e-6,
+        max_grad_norm: 0.0,
+        warmup_steps: 0,
+        ..Default::default()
+    });
 
     let (mut step_ms, mut losses) = (Vec::new(), Vec::new());
     for step in 0..warmup + steps {
@@ -99,5 +115,9 @@ pub fn run_bench(device: &Device, warmup: usize, steps: usize, soft_regularizati
     } else {
         (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
     };
-    BenchReport { step_ms, losses, median_ms }
+    BenchReport {
+        step_ms,
+        losses,
+        median_ms,
+    }
 }

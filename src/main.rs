@@ -12,7 +12,11 @@ use trueneg::train::{PretrainConfig, RunOptions, pretrain};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "trueneg", version, about = "Pre-train BERT / ELECTRA encoders on true negatives")]
+#[command(
+    name = "trueneg",
+    version,
+    about = "Pre-train BERT / ELECTRA encoders on true negatives"
+)]
 struct Cli {
     /// Hide progress bars.
     #[arg(long, global = true)]
@@ -84,8 +88,25 @@ enum Command {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let progress = !cli.quiet;
     match cli.command {
-        Command::Prepare { input, tokenizer, train_vocab, max_seq_len, out, seed, examples_per_shard } => {
-            let r = prepare(&PrepareOptions { inputs: input, tokenizer, train_vocab, max_seq_len, out: out.clone(), seed, examples_per_shard, show_progress: progress })?;
+        Command::Prepare {
+            input,
+            tokenizer,
+            train_vocab,
+            max_seq_len,
+            out,
+            seed,
+            examples_per_shard,
+        } => {
+            let r = prepare(&PrepareOptions {
+                inputs: input,
+                tokenizer,
+                train_vocab,
+                max_seq_len,
+                out: out.clone(),
+                seed,
+                examples_per_shard,
+                show_progress: progress,
+            })?;
             let m = &r.manifest;
             println!(
                 "prepared {} examples ({} tokens, {} single-segment) in {} shards, vocab {}, {:.1} MB/s -> {}",
@@ -98,31 +119,57 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 out.display()
             );
         }
-        Command::Pretrain { config, set, run, resume } => {
+        Command::Pretrain {
+            config,
+            set,
+            run,
+            resume,
+        } => {
             let (cfg, run_dir) = match (&resume, &config) {
                 (Some(dir), _) => {
                     let cfg_path = dir.join("config.toml");
-                    (PretrainConfig::load(&cfg_path.to_string_lossy(), &set)?, dir.clone())
+                    (
+                        PretrainConfig::load(&cfg_path.to_string_lossy(), &set)?,
+                        dir.clone(),
+                    )
                 }
                 (None, Some(c)) => {
-                    let name = std::path::Path::new(c).file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| c.clone());
-                    (PretrainConfig::load(c, &set)?, run.unwrap_or_else(|| PathBuf::from("runs").join(name)))
+                    let name = std::path::Path::new(c)
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().to_string())
+                        .unwrap_or_else(|| c.clone());
+                    (
+                        PretrainConfig::load(c, &set)?,
+                        run.unwrap_or_else(|| PathBuf::from("runs").join(name)),
+                    )
                 }
                 (None, None) => unreachable!("clap requires --config or --resume"),
             };
             let shards_dir = match &cfg.data.shards {
                 Some(d) => d.clone(),
-                None => trueneg::train::default_data::ensure_default_shards(&run_dir, &cfg, progress)?,
+                None => {
+                    trueneg::train::default_data::ensure_default_shards(&run_dir, &cfg, progress)?
+                }
             };
             let shards = ShardSet::open(&shards_dir)?;
-            let s = pretrain(&cfg, &shards, &RunOptions { run_dir: run_dir.clone(), resume: resume.is_some(), show_progress: progress })?;
+            let s = pretrain(
+                &cfg,
+                &shards,
+                &RunOptions {
+                    run_dir: run_dir.clone(),
+                    resume: resume.is_some(),
+                    show_progress: progress,
+                },
+            )?;
             if let Some(m) = s.last {
                 println!(
                     "pre-trained {} steps: loss {:.4} (mlm {:.4}{}) -> {}",
                     s.steps,
                     m.loss,
                     m.mlm_loss,
-                    m.disc_loss.map(|d| format!(", disc {d:.4}")).unwrap_or_default(),
+                    m.disc_loss
+                        .map(|d| format!(", disc {d:.4}"))
+                        .unwrap_or_default(),
                     run_dir.display()
                 );
             }
@@ -132,9 +179,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("exported {}", dir.display());
             }
         }
-        Command::Bench { steps, warmup, no_sr } => {
+        Command::Bench {
+            steps,
+            warmup,
+            no_sr,
+        } => {
             let device = burn::prelude::Device::flex().autodiff();
-            println!("# trueneg bench: backend=flex threads={} batch=16x128 masked=304 sr={}", rayon::current_num_threads(), !no_sr);
+            println!(
+                "# trueneg bench: backend=flex threads={} batch=16x128 masked=304 sr={}",
+                rayon::current_num_threads(),
+                !no_sr
+            );
             let r = trueneg::bench::run_bench(&device, warmup, steps, !no_sr, |step, loss, ms| {
                 let tag = if step < warmup { "warmup" } else { "step" };
                 println!("{tag} {step:4} loss={loss:.6} ms={ms:.1}");
@@ -146,7 +201,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use burn::prelude::*;
 use burn::tensor::Gradients;
-use trueneg::interop::tensors::{HostTensor, Loader, TensorMap, read_safetensors};
 use trueneg::interop::read_hf_config;
+use trueneg::interop::tensors::{HostTensor, Loader, TensorMap, read_safetensors};
 use trueneg::model::{BertMlm, Electra, Inputs};
 use trueneg::objective::{masked_cross_entropy, replaced_token_loss, word_regularization};
 use trueneg::train::optimizer::{AdamW, AdamWConfig, Grads};
@@ -21,7 +21,9 @@ fn device() -> Device {
 }
 
 fn get<'a>(m: &'a TensorMap, k: &str) -> &'a HostTensor {
-    m.tensors.get(k).unwrap_or_else(|| panic!("golden key {k} missing"))
+    m.tensors
+        .get(k)
+        .unwrap_or_else(|| panic!("golden key {k} missing"))
 }
 
 fn ints<const D: usize>(m: &TensorMap, k: &str, d: &Device) -> Tensor<D, Int> {
@@ -37,7 +39,11 @@ fn host<const D: usize>(t: Tensor<D>) -> HostTensor {
 /// max |a - b| over all elements, after checking the shapes.
 fn max_abs(a: &HostTensor, b: &HostTensor, what: &str) -> f32 {
     assert_eq!(a.shape, b.shape, "{what}: shape");
-    a.values.iter().zip(&b.values).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.values
+        .iter()
+        .zip(&b.values)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 fn assert_close(a: &HostTensor, b: &HostTensor, tol: f32, what: &str) {
@@ -55,7 +61,11 @@ fn assert_rel(a: &HostTensor, b: &HostTensor, tol: f32, what: &str) {
         assert!(d <= 1e-6, "{what}: abs diff {d} on a ~zero gradient");
         return;
     }
-    assert!(d / scale <= tol, "{what}: relative diff {} > {tol}", d / scale);
+    assert!(
+        d / scale <= tol,
+        "{what}: relative diff {} > {tol}",
+        d / scale
+    );
 }
 
 fn scalar(t: &HostTensor) -> f32 {
@@ -103,7 +113,12 @@ fn load_bert(d: &Device) -> BertMlm {
 }
 
 /// The fixture's loss: MLM CE + mean masked (1 − cos(E[argmax], E[gold])).
-fn bert_loss(model: &BertMlm, x: &Inputs, pos: Tensor<1, Int>, labels: Tensor<1, Int>) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
+fn bert_loss(
+    model: &BertMlm,
+    x: &Inputs,
+    pos: Tensor<1, Int>,
+    labels: Tensor<1, Int>,
+) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
     let logits = model.mlm_logits(x, pos);
     let pred = logits.clone().detach().argmax(1).squeeze_dim(1);
     let mlm = masked_cross_entropy(logits, labels.clone(), None);
@@ -111,7 +126,12 @@ fn bert_loss(model: &BertMlm, x: &Inputs, pos: Tensor<1, Int>, labels: Tensor<1,
     (mlm.clone() + reg.clone(), mlm, reg)
 }
 
-fn check_grads(grads: &Grads, golden: &TensorMap, prefix: &str, rename: impl Fn(&str) -> Option<String>) -> usize {
+fn check_grads(
+    grads: &Grads,
+    golden: &TensorMap,
+    prefix: &str,
+    rename: impl Fn(&str) -> Option<String>,
+) -> usize {
     let mut checked = 0;
     for name in grads.entries.keys() {
         let Some(g) = rename(name) else { continue };
@@ -132,9 +152,16 @@ fn bert_outputs_losses_and_gradients_match_transformers() {
     let states = model.hidden_states(&x);
     assert_eq!(states.len(), 3);
     for (i, s) in states.iter().enumerate() {
-        assert_close(&host(s.clone()), get(&g, &format!("bert.hidden_states.{i}")), 1e-4, &format!("hidden {i}"));
+        assert_close(
+            &host(s.clone()),
+            get(&g, &format!("bert.hidden_states.{i}")),
+            1e-4,
+            &format!("hidden {i}"),
+        );
     }
-    let logits = model.mlm_logits(&x, all_positions(3, 20, &d)).reshape([3, 20, 100]);
+    let logits = model
+        .mlm_logits(&x, all_positions(3, 20, &d))
+        .reshape([3, 20, 100]);
     assert_close(&host(logits), get(&g, "bert.logits"), 1e-4, "logits");
 
     let (pos, labels) = masked(&g, &d);
@@ -159,7 +186,15 @@ fn bert_three_adamw_steps_match_transformers() {
     let mut model = load_bert(&d);
     let x = inputs(&g, "inputs.masked_input_ids", &d);
     let (pos, labels) = masked(&g, &d);
-    let cfg = AdamWConfig { lr: 5e-4, weight_decay: 0.01, decay_all: true, eps: 1e-6, max_grad_norm: 0.0, warmup_steps: 0, ..Default::default() };
+    let cfg = AdamWConfig {
+        lr: 5e-4,
+        weight_decay: 0.01,
+        decay_all: true,
+        eps: 1e-6,
+        max_grad_norm: 0.0,
+        warmup_steps: 0,
+        ..Default::default()
+    };
     let mut opt = AdamW::new(cfg);
     let expected = get(&g, "bert.loss_per_step").values.clone();
     for want in expected.iter() {
@@ -173,14 +208,23 @@ fn bert_three_adamw_steps_match_transformers() {
     model.walk(&mut ex);
     assert_eq!(ex.tensors.len(), 42);
     for (name, t) in &ex.tensors {
-        assert_close(t, get(&g, &format!("bert.after_3_adamw.{name}")), 1e-5, name);
+        assert_close(
+            t,
+            get(&g, &format!("bert.after_3_adamw.{name}")),
+            1e-5,
+            name,
+        );
     }
 }
 
 fn load_electra(d: &Device) -> Electra {
     let gc = read_hf_config(&golden().join("electra_generator/config.json")).unwrap();
     let dc = read_hf_config(&golden().join("electra_discriminator/config.json")).unwrap();
-    let mut model = Electra::new(&dc.encoder.without_dropout(), &gc.encoder.without_dropout(), d);
+    let mut model = Electra::new(
+        &dc.encoder.without_dropout(),
+        &gc.encoder.without_dropout(),
+        d,
+    );
     let disc = read_safetensors(&golden().join("electra_discriminator/model.safetensors")).unwrap();
     let gen_w = read_safetensors(&golden().join("electra_generator/model.safetensors")).unwrap();
     let mut merged = disc.clone();
@@ -201,21 +245,52 @@ fn electra_generator_matches_transformers() {
     let g = read_safetensors(&golden().join("electra_golden.safetensors")).unwrap();
     let model = load_electra(&d);
     let x = inputs(&g, "inputs.masked_input_ids", &d);
-    let emb = model.embeddings.forward(x.ids.clone(), x.token_types.clone());
-    assert_close(&host(emb), get(&g, "gen.embeddings_output"), 1e-4, "gen embeddings");
+    let emb = model
+        .embeddings
+        .forward(x.ids.clone(), x.token_types.clone());
+    assert_close(
+        &host(emb),
+        get(&g, "gen.embeddings_output"),
+        1e-4,
+        "gen embeddings",
+    );
     for (i, s) in model.generator_hidden_states(&x).iter().enumerate() {
-        assert_close(&host(s.clone()), get(&g, &format!("gen.hidden_states.{i}")), 1e-4, "gen hidden");
+        assert_close(
+            &host(s.clone()),
+            get(&g, &format!("gen.hidden_states.{i}")),
+            1e-4,
+            "gen hidden",
+        );
     }
-    let logits = model.generator_logits(&x, all_positions(3, 20, &d)).reshape([3, 20, 100]);
-    assert_close(&host(logits.clone()), get(&g, "gen.logits"), 1e-4, "gen logits");
-    let argmax: Vec<i64> = logits.argmax(2).into_data().convert::<i64>().into_vec().unwrap();
-    let want: Vec<i64> = get(&g, "gen.argmax").values.iter().map(|v| *v as i64).collect();
+    let logits = model
+        .generator_logits(&x, all_positions(3, 20, &d))
+        .reshape([3, 20, 100]);
+    assert_close(
+        &host(logits.clone()),
+        get(&g, "gen.logits"),
+        1e-4,
+        "gen logits",
+    );
+    let argmax: Vec<i64> = logits
+        .argmax(2)
+        .into_data()
+        .convert::<i64>()
+        .try_into_vec::<i64>()
+        .unwrap();
+    let want: Vec<i64> = get(&g, "gen.argmax")
+        .values
+        .iter()
+        .map(|v| *v as i64)
+        .collect();
     assert_eq!(argmax, want);
 
     let (pos, labels) = masked(&g, &d);
     let loss = masked_cross_entropy(model.generator_logits(&x, pos), labels, None);
     let got: f32 = loss.clone().into_scalar::<f32>();
-    assert!((got - scalar(get(&g, "gen.loss"))).abs() < 1e-4, "gen loss {got}");
+    assert!(
+        (got - scalar(get(&g, "gen.loss"))).abs() < 1e-4,
+        "gen loss {got}"
+    );
     let mut model = model;
     let grads = Grads::collect(&loss.backward(), |w| model.walk(w));
     let n = check_grads(&grads, &g, "gen.grad.", |n| {
@@ -236,26 +311,48 @@ fn electra_discriminator_matches_transformers() {
     let g = read_safetensors(&golden().join("electra_golden.safetensors")).unwrap();
     let model = load_electra(&d);
     let x = inputs(&g, "disc.input_ids", &d);
-    let emb = model.embeddings.forward(x.ids.clone(), x.token_types.clone());
-    assert_close(&host(emb), get(&g, "disc.embeddings_output"), 1e-4, "disc embeddings");
+    let emb = model
+        .embeddings
+        .forward(x.ids.clone(), x.token_types.clone());
+    assert_close(
+        &host(emb),
+        get(&g, "disc.embeddings_output"),
+        1e-4,
+        "disc embeddings",
+    );
     let states = model.discriminator_hidden_states(&x);
     assert_eq!(states.len(), 3);
     for (i, s) in states.iter().enumerate() {
-        assert_close(&host(s.clone()), get(&g, &format!("disc.hidden_states.{i}")), 1e-4, "disc hidden");
+        assert_close(
+            &host(s.clone()),
+            get(&g, &format!("disc.hidden_states.{i}")),
+            1e-4,
+            "disc hidden",
+        );
     }
     let logits = model.discriminator_logits(&x);
-    assert_close(&host(logits.clone()), get(&g, "disc.logits"), 1e-4, "disc logits");
+    assert_close(
+        &host(logits.clone()),
+        get(&g, "disc.logits"),
+        1e-4,
+        "disc logits",
+    );
 
     let labels = ints::<2>(&g, "disc.labels", &d).float();
     let weights = ints::<2>(&g, "inputs.attention_mask", &d).float();
     let loss = replaced_token_loss(logits, labels, weights);
     let got: f32 = loss.clone().into_scalar::<f32>();
-    assert!((got - scalar(get(&g, "disc.loss"))).abs() < 1e-4, "disc loss {got}");
+    assert!(
+        (got - scalar(get(&g, "disc.loss"))).abs() < 1e-4,
+        "disc loss {got}"
+    );
     let total = scalar(get(&g, "gen.loss")) + 50.0 * got;
     assert!((total - scalar(get(&g, "electra.loss"))).abs() < 1e-3);
 
     let mut model = model;
     let grads = Grads::collect(&loss.backward(), |w| model.walk(w));
-    let n = check_grads(&grads, &g, "disc.grad.", |n| (!n.starts_with("generator.")).then(|| n.to_string()));
+    let n = check_grads(&grads, &g, "disc.grad.", |n| {
+        (!n.starts_with("generator.")).then(|| n.to_string())
+    });
     assert_eq!(n, 43);
 }

@@ -5,12 +5,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use trueneg::interop::tensors::read_safetensors;
 use trueneg::interop::read_hf_config;
+use trueneg::interop::tensors::read_safetensors;
 use trueneg::train::pretrain::StepMetrics;
 
 fn shared(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared").join(p)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared")
+        .join(p)
 }
 
 fn bin() -> Command {
@@ -20,13 +22,21 @@ fn bin() -> Command {
 }
 
 fn ok(out: Output) -> String {
-    assert!(out.status.success(), "failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Fails with exit code ≠ 0 and a one-line error; returns that line.
 fn fails(out: Output) -> String {
-    assert!(!out.status.success(), "should fail: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !out.status.success(),
+        "should fail: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     err
@@ -53,8 +63,16 @@ fn shards() -> &'static Path {
 fn pretrain_cmd(run: &Path, extra: &[&str]) -> Command {
     let mut c = bin();
     c.args(["pretrain", "--config", "tiny", "--run"]).arg(run);
-    c.arg("--set").arg(format!("data.shards={}", shards().display()));
-    for s in ["train.steps=12", "train.checkpoint_every=3", "train.keep_checkpoints=10", "train.log_every=1", "data.batch_size=8", "optimizer.warmup_steps=4"] {
+    c.arg("--set")
+        .arg(format!("data.shards={}", shards().display()));
+    for s in [
+        "train.steps=12",
+        "train.checkpoint_every=3",
+        "train.keep_checkpoints=10",
+        "train.log_every=1",
+        "data.batch_size=8",
+        "optimizer.warmup_steps=4",
+    ] {
         c.args(["--set", s]);
     }
     for s in extra {
@@ -93,7 +111,11 @@ fn killed_and_resumed_run_repeats_the_uninterrupted_curve() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert!(losses(&b).len() < 12, "killed before the end");
-    ok(bin().args(["pretrain", "--resume"]).arg(&b).output().unwrap());
+    ok(bin()
+        .args(["pretrain", "--resume"])
+        .arg(&b)
+        .output()
+        .unwrap());
     assert_eq!(losses(&b), full, "resumed curve = uninterrupted curve");
 
     // Starting a new run over an old one is refused.
@@ -107,7 +129,13 @@ fn export_loads_back_and_matches_the_checkpoint() {
     let run = dir.path().join("run");
     ok(pretrain_cmd(&run, &["train.steps=3"]).output().unwrap());
     let out = dir.path().join("hf");
-    ok(bin().args(["export", "--run"]).arg(&run).arg("--out").arg(&out).output().unwrap());
+    ok(bin()
+        .args(["export", "--run"])
+        .arg(&run)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap());
     let ck = read_safetensors(&run.join("checkpoints/step-00000003/model.safetensors")).unwrap();
     let disc = read_safetensors(&out.join("discriminator/model.safetensors")).unwrap();
     let generator = read_safetensors(&out.join("generator/model.safetensors")).unwrap();
@@ -120,33 +148,88 @@ fn export_loads_back_and_matches_the_checkpoint() {
     assert_eq!(dc.encoder.vocab_size, 2000);
     assert!(out.join("generator/tokenizer.json").exists());
     // Same names as transformers' modules, same values as the checkpoint.
-    assert_eq!(disc.tensors["electra.embeddings.word_embeddings.weight"], ck.tensors["electra.embeddings.word_embeddings.weight"]);
-    assert_eq!(generator.tensors["electra.encoder.layer.1.output.dense.weight"], ck.tensors["generator.electra.encoder.layer.1.output.dense.weight"]);
-    assert_eq!(generator.tensors["electra.embeddings.word_embeddings.weight"].shape, vec![2000, 64]);
+    assert_eq!(
+        disc.tensors["electra.embeddings.word_embeddings.weight"],
+        ck.tensors["electra.embeddings.word_embeddings.weight"]
+    );
+    assert_eq!(
+        generator.tensors["electra.encoder.layer.1.output.dense.weight"],
+        ck.tensors["generator.electra.encoder.layer.1.output.dense.weight"]
+    );
+    assert_eq!(
+        generator.tensors["electra.embeddings.word_embeddings.weight"].shape,
+        vec![2000, 64]
+    );
     assert!(generator.tensors.contains_key("generator_lm_head.bias"));
-    assert!(disc.tensors.contains_key("discriminator_predictions.dense_prediction.weight"));
-    assert_eq!(disc.tensors["electra.encoder.layer.0.intermediate.dense.weight"].shape, vec![256, 64], "Linear weights stored [out, in]");
+    assert!(
+        disc.tensors
+            .contains_key("discriminator_predictions.dense_prediction.weight")
+    );
+    assert_eq!(
+        disc.tensors["electra.encoder.layer.0.intermediate.dense.weight"].shape,
+        vec![256, 64],
+        "Linear weights stored [out, in]"
+    );
 
     // Continue pre-training from the exported folder: starts at the exported weights.
     let run2 = dir.path().join("run2");
-    ok(pretrain_cmd(&run2, &["train.steps=1", &format!("model.init_from={}", out.display())]).output().unwrap());
+    ok(pretrain_cmd(
+        &run2,
+        &[
+            "train.steps=1",
+            &format!("model.init_from={}", out.display()),
+        ],
+    )
+    .output()
+    .unwrap());
     // Exporting twice into the same folder is refused.
-    let e = fails(bin().args(["export", "--run"]).arg(&run).arg("--out").arg(&out).output().unwrap());
+    let e = fails(
+        bin()
+            .args(["export", "--run"])
+            .arg(&run)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap(),
+    );
     assert!(e.contains("already holds"), "{e}");
 }
 
 #[test]
 fn bad_configs_and_checkpoints_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let e = fails(pretrain_cmd(&dir.path().join("x"), &["train.stepz=3"]).output().unwrap());
+    let e = fails(
+        pretrain_cmd(&dir.path().join("x"), &["train.stepz=3"])
+            .output()
+            .unwrap(),
+    );
     assert!(e.contains("stepz"), "{e}");
-    let e = fails(pretrain_cmd(&dir.path().join("y"), &["model.vocab_size=999"]).output().unwrap());
+    let e = fails(
+        pretrain_cmd(&dir.path().join("y"), &["model.vocab_size=999"])
+            .output()
+            .unwrap(),
+    );
     assert!(e.contains("model.vocab_size") && e.contains("2000"), "{e}");
-    let e = fails(bin().args(["pretrain", "--config", "nope.toml"]).output().unwrap());
+    let e = fails(
+        bin()
+            .args(["pretrain", "--config", "nope.toml"])
+            .output()
+            .unwrap(),
+    );
     assert!(e.contains("nope.toml"), "{e}");
 
     // A checkpoint whose tensors have other shapes (a golden BERT for an ELECTRA run).
-    let e = fails(pretrain_cmd(&dir.path().join("z"), &["model.kind=bert", &format!("model.init_from={}", shared("golden/bert_tiny").display())]).output().unwrap());
+    let e = fails(
+        pretrain_cmd(
+            &dir.path().join("z"),
+            &[
+                "model.kind=bert",
+                &format!("model.init_from={}", shared("golden/bert_tiny").display()),
+            ],
+        )
+        .output()
+        .unwrap(),
+    );
     assert!(e.contains("config.json") && e.contains("vocab_size"), "{e}");
 
     // A truncated checkpoint.
@@ -155,11 +238,28 @@ fn bad_configs_and_checkpoints_are_clear_errors() {
     let f = run.join("checkpoints/step-00000003/model.safetensors");
     let bytes = std::fs::read(&f).unwrap();
     std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
-    let e = fails(bin().args(["pretrain", "--resume"]).arg(&run).output().unwrap());
+    let e = fails(
+        bin()
+            .args(["pretrain", "--resume"])
+            .arg(&run)
+            .output()
+            .unwrap(),
+    );
     assert!(e.contains("model.safetensors"), "{e}");
 
     // A diverging run stops with the step number and keeps the last good checkpoint.
     let run = dir.path().join("nan");
-    let e = fails(pretrain_cmd(&run, &["optimizer.lr=1e30", "optimizer.max_grad_norm=0.0", "optimizer.warmup_steps=0"]).output().unwrap());
+    let e = fails(
+        pretrain_cmd(
+            &run,
+            &[
+                "optimizer.lr=1e30",
+                "optimizer.max_grad_norm=0.0",
+                "optimizer.warmup_steps=0",
+            ],
+        )
+        .output()
+        .unwrap(),
+    );
     assert!(e.contains("step") && e.contains("not finite"), "{e}");
 }

@@ -14,11 +14,22 @@ use trueneg::text::shards::{Manifest, ShardSet};
 use trueneg::text::tokenizer::{SpecialIds, WordPieceTokenizer};
 
 fn shared(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(p)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(p)
 }
 
 fn prepare_opts(inputs: Vec<PathBuf>, out: PathBuf, vocab: usize) -> PrepareOptions {
-    PrepareOptions { inputs, tokenizer: None, train_vocab: Some(vocab), max_seq_len: 128, out, seed: 7, examples_per_shard: 500, show_progress: false }
+    PrepareOptions {
+        inputs,
+        tokenizer: None,
+        train_vocab: Some(vocab),
+        max_seq_len: 128,
+        out,
+        seed: 7,
+        examples_per_shard: 500,
+        show_progress: false,
+    }
 }
 
 #[test]
@@ -28,13 +39,21 @@ fn reads_real_wikitext_and_packs_electra_examples() {
     assert!(lines > 1000, "{lines} non-empty lines");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("shards");
-    let r = prepare(&prepare_opts(vec![shared("wikitext-2/wiki.test.raw")], out.clone(), 3000)).unwrap();
+    let r = prepare(&prepare_opts(
+        vec![shared("wikitext-2/wiki.test.raw")],
+        out.clone(),
+        3000,
+    ))
+    .unwrap();
     let m = &r.manifest;
     assert!(m.examples > 1000, "{} examples", m.examples);
     assert!(m.shards.len() >= 3, "several shards");
     assert_eq!(m.token_bytes, 2);
     let single = m.single_segment_examples as f64 / m.examples as f64;
-    assert!((0.03..0.3).contains(&single), "single-segment share {single}");
+    assert!(
+        (0.03..0.3).contains(&single),
+        "single-segment share {single}"
+    );
 
     let set = ShardSet::open(&out).unwrap();
     let s = m.special_ids;
@@ -50,7 +69,12 @@ fn reads_real_wikitext_and_packs_electra_examples() {
     assert!(full * 2 > set.len(), "most examples fill max_seq_len");
     // Re-running into the same folder is refused and leaves the files alone.
     let before = std::fs::read(out.join("manifest.json")).unwrap();
-    let err = prepare(&prepare_opts(vec![shared("wikitext-2/wiki.test.raw")], out.clone(), 3000)).unwrap_err();
+    let err = prepare(&prepare_opts(
+        vec![shared("wikitext-2/wiki.test.raw")],
+        out.clone(),
+        3000,
+    ))
+    .unwrap_err();
     assert!(err.to_string().contains("already holds"), "{err}");
     assert_eq!(before, std::fs::read(out.join("manifest.json")).unwrap());
 }
@@ -61,35 +85,72 @@ fn prepare_is_deterministic_and_round_trips() {
     let input = shared("wikitext-2/wiki.test.raw");
     // A trained vocabulary follows the tokenizers trainer's tie-breaking; with a given
     // tokenizer the shards are byte-identical for a given seed.
-    let first = prepare(&prepare_opts(vec![input.clone()], dir.path().join("t"), 2000)).unwrap();
+    let first = prepare(&prepare_opts(
+        vec![input.clone()],
+        dir.path().join("t"),
+        2000,
+    ))
+    .unwrap();
     let mut o = prepare_opts(vec![input.clone()], dir.path().join("a"), 0);
     o.train_vocab = None;
     o.tokenizer = Some(dir.path().join("t/tokenizer.json"));
     let a = prepare(&o).unwrap();
     o.out = dir.path().join("b");
     let b = prepare(&o).unwrap();
-    assert_eq!(a.manifest.tokenizer_fingerprint, first.manifest.tokenizer_fingerprint);
+    assert_eq!(
+        a.manifest.tokenizer_fingerprint,
+        first.manifest.tokenizer_fingerprint
+    );
     assert_eq!(a.manifest.examples, b.manifest.examples);
-    assert_eq!(a.manifest.tokenizer_fingerprint, b.manifest.tokenizer_fingerprint);
+    assert_eq!(
+        a.manifest.tokenizer_fingerprint,
+        b.manifest.tokenizer_fingerprint
+    );
     for s in &a.manifest.shards {
-        assert_eq!(std::fs::read(dir.path().join("a").join(&s.file)).unwrap(), std::fs::read(dir.path().join("b").join(&s.file)).unwrap());
+        assert_eq!(
+            std::fs::read(dir.path().join("a").join(&s.file)).unwrap(),
+            std::fs::read(dir.path().join("b").join(&s.file)).unwrap()
+        );
     }
     // Shard round trip: examples written = examples read.
     let examples = vec![
-        Example { tokens: vec![2, 10, 11, 3, 12, 3], segment_a_len: 4 },
-        Example { tokens: vec![2, 40000, 3], segment_a_len: 3 },
+        Example {
+            tokens: vec![2, 10, 11, 3, 12, 3],
+            segment_a_len: 4,
+        },
+        Example {
+            tokens: vec![2, 40000, 3],
+            segment_a_len: 3,
+        },
     ];
     for tb in [2usize, 4] {
-        let ex: Vec<Example> = if tb == 2 { examples[..1].to_vec() } else { examples.clone() };
+        let ex: Vec<Example> = if tb == 2 {
+            examples[..1].to_vec()
+        } else {
+            examples.clone()
+        };
         let sub = dir.path().join(format!("rt{tb}"));
         std::fs::create_dir_all(&sub).unwrap();
-        std::fs::write(sub.join("shard-00000.bin"), trueneg::text::shards::encode_records(&ex, 8, tb)).unwrap();
-        let mut m: Manifest = serde_json::from_slice(&std::fs::read(dir.path().join("a/manifest.json")).unwrap()).unwrap();
+        std::fs::write(
+            sub.join("shard-00000.bin"),
+            trueneg::text::shards::encode_records(&ex, 8, tb),
+        )
+        .unwrap();
+        let mut m: Manifest =
+            serde_json::from_slice(&std::fs::read(dir.path().join("a/manifest.json")).unwrap())
+                .unwrap();
         m.token_bytes = tb;
         m.max_seq_len = 8;
         m.examples = ex.len();
-        m.shards = vec![trueneg::text::shards::ShardInfo { file: "shard-00000.bin".into(), examples: ex.len() }];
-        std::fs::write(sub.join("manifest.json"), serde_json::to_string(&m).unwrap()).unwrap();
+        m.shards = vec![trueneg::text::shards::ShardInfo {
+            file: "shard-00000.bin".into(),
+            examples: ex.len(),
+        }];
+        std::fs::write(
+            sub.join("manifest.json"),
+            serde_json::to_string(&m).unwrap(),
+        )
+        .unwrap();
         let set = ShardSet::open(&sub).unwrap();
         let back: Vec<Example> = (0..set.len()).map(|i| set.get(i)).collect();
         assert_eq!(back, ex);
@@ -100,9 +161,21 @@ fn prepare_is_deterministic_and_round_trips() {
 fn paragraphs_split_into_sentences() {
     use trueneg::text::corpus::split_sentences;
     let p = "Mr. Smith met J. R. Tolkien in 1950. It rained! Did it? \"Yes.\" The end";
-    assert_eq!(split_sentences(p), vec!["Mr. Smith met J. R. Tolkien in 1950.", "It rained!", "Did it?", "\"Yes.\"", "The end"]);
+    assert_eq!(
+        split_sentences(p),
+        vec![
+            "Mr. Smith met J. R. Tolkien in 1950.",
+            "It rained!",
+            "Did it?",
+            "\"Yes.\"",
+            "The end"
+        ]
+    );
     assert_eq!(split_sentences("no end mark"), vec!["no end mark"]);
-    assert_eq!(split_sentences("version 2.5 is out. ok"), vec!["version 2.5 is out. ok"]);
+    assert_eq!(
+        split_sentences("version 2.5 is out. ok"),
+        vec!["version 2.5 is out. ok"]
+    );
 }
 
 #[test]
@@ -144,17 +217,28 @@ fn bad_corpus_input_gives_one_line_errors() {
     let e = prepare(&o).unwrap_err().to_string();
     assert!(e.contains("empty.txt") && e.contains("no text"), "{e}");
 
-    let o = prepare_opts(vec![dir.path().join("missing.txt")], dir.path().join("out2"), 100);
+    let o = prepare_opts(
+        vec![dir.path().join("missing.txt")],
+        dir.path().join("out2"),
+        100,
+    );
     let e = prepare(&o).unwrap_err().to_string();
-    assert!(e.contains("missing.txt") && e.contains("no such file"), "{e}");
+    assert!(
+        e.contains("missing.txt") && e.contains("no such file"),
+        "{e}"
+    );
 }
 
 #[test]
 fn gzipped_jsonl_corpus_is_read() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("c.jsonl.gz");
-    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&p).unwrap(), flate2::Compression::default());
-    gz.write_all(b"{\"text\": \"first line\\nsecond line\"}\n{\"text\": \"another doc\"}\n").unwrap();
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&p).unwrap(),
+        flate2::Compression::default(),
+    );
+    gz.write_all(b"{\"text\": \"first line\\nsecond line\"}\n{\"text\": \"another doc\"}\n")
+        .unwrap();
     gz.finish().unwrap();
     let docs = read_documents(&p).unwrap();
     assert_eq!(docs.len(), 2);
@@ -165,21 +249,43 @@ fn gzipped_jsonl_corpus_is_read() {
 fn vocab_txt_tokenizer_is_uncased_wordpiece() {
     let dir = tempfile::tempdir().unwrap();
     let vocab = dir.path().join("vocab.txt");
-    std::fs::write(&vocab, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nplay\n##ing\n,\n").unwrap();
+    std::fs::write(
+        &vocab,
+        "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nplay\n##ing\n,\n",
+    )
+    .unwrap();
     let t = WordPieceTokenizer::load(&vocab).unwrap();
-    assert_eq!(t.special, SpecialIds { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 });
+    assert_eq!(
+        t.special,
+        SpecialIds {
+            pad: 0,
+            unk: 1,
+            cls: 2,
+            sep: 3,
+            mask: 4
+        }
+    );
     assert_eq!(t.encode("The Playing, zzz"), vec![5, 6, 7, 8, 1]);
 }
 
 fn masking_stats(cfg: &MaskingConfig) -> (f64, f64, f64, f64) {
-    let special = SpecialIds { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 };
+    let special = SpecialIds {
+        pad: 0,
+        unk: 1,
+        cls: 2,
+        sep: 3,
+        mask: 4,
+    };
     let examples: Vec<Example> = (0..64)
         .map(|i| {
             let n = 20 + i % 100;
             let mut t = vec![2];
             t.extend((0..n).map(|k| 10 + ((k * 7 + i) % 900) as u32));
             t.push(3);
-            Example { segment_a_len: t.len(), tokens: t }
+            Example {
+                segment_a_len: t.len(),
+                tokens: t,
+            }
         })
         .collect();
     let batch = Batch::from_examples(&examples, 0);
@@ -190,33 +296,63 @@ fn masking_stats(cfg: &MaskingConfig) -> (f64, f64, f64, f64) {
         for (&p, &l) in m.positions.iter().zip(&m.labels) {
             assert_eq!(batch.ids[p], l);
             assert!(![0, 1, 2, 3, 4].contains(&l), "special token masked");
-            if m.input_ids[p] == 4 { as_mask += 1 } else if m.input_ids[p] == l { kept += 1 }
+            if m.input_ids[p] == 4 {
+                as_mask += 1
+            } else if m.input_ids[p] == l {
+                kept += 1
+            }
         }
-        let per_row: Vec<usize> = (0..batch.batch).map(|r| m.positions.iter().filter(|&&p| p / batch.len == r).count()).collect();
+        let per_row: Vec<usize> = (0..batch.batch)
+            .map(|r| m.positions.iter().filter(|&&p| p / batch.len == r).count())
+            .collect();
         assert!(per_row.iter().all(|&n| n <= cfg.max_predictions));
         masked += m.positions.len();
         candidates += examples.iter().map(|e| e.tokens.len() - 2).sum::<usize>();
     }
     let random = masked - as_mask - kept;
-    (masked as f64 / candidates as f64, as_mask as f64 / masked as f64, random as f64 / masked as f64, kept as f64 / masked as f64)
+    (
+        masked as f64 / candidates as f64,
+        as_mask as f64 / masked as f64,
+        random as f64 / masked as f64,
+        kept as f64 / masked as f64,
+    )
 }
 
 #[test]
 fn masking_statistics_follow_the_config() {
-    let bert = MaskingConfig { prob: 0.15, mask_frac: 0.8, random_frac: 0.1, max_predictions: 1000 };
+    let bert = MaskingConfig {
+        prob: 0.15,
+        mask_frac: 0.8,
+        random_frac: 0.1,
+        max_predictions: 1000,
+    };
     let (rate, m, r, k) = masking_stats(&bert);
     assert!((rate - 0.15).abs() < 0.01, "rate {rate}");
-    assert!((m - 0.8).abs() < 0.02 && (r - 0.1).abs() < 0.02 && (k - 0.1).abs() < 0.02, "{m} {r} {k}");
-    let electra = MaskingConfig { max_predictions: 19, ..MaskingConfig::default() };
+    assert!(
+        (m - 0.8).abs() < 0.02 && (r - 0.1).abs() < 0.02 && (k - 0.1).abs() < 0.02,
+        "{m} {r} {k}"
+    );
+    let electra = MaskingConfig {
+        max_predictions: 19,
+        ..MaskingConfig::default()
+    };
     let (_, m, r, k) = masking_stats(&electra);
-    assert!((m - 0.85).abs() < 0.02 && r == 0.0 && (k - 0.15).abs() < 0.02, "{m} {r} {k}");
+    assert!(
+        (m - 0.85).abs() < 0.02 && r == 0.0 && (k - 0.15).abs() < 0.02,
+        "{m} {r} {k}"
+    );
 }
 
 #[test]
 fn batch_stream_resumes_at_a_saved_position() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s");
-    prepare(&prepare_opts(vec![shared("wikitext-2/wiki.test.raw")], out.clone(), 2000)).unwrap();
+    prepare(&prepare_opts(
+        vec![shared("wikitext-2/wiki.test.raw")],
+        out.clone(),
+        2000,
+    ))
+    .unwrap();
     let set = ShardSet::open(&out).unwrap();
     let mut a = BatchStream::new(&set, 5, 64, DataPosition::default());
     let all: Vec<Batch> = (0..60).map(|_| a.next_batch()).collect();

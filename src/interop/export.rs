@@ -22,7 +22,13 @@ pub fn export_run(run: &Path, step: Option<u64>, out: &Path) -> Result<Vec<PathB
         None => all.last().map(|(_, d)| d.clone()),
         Some(s) => all.iter().find(|(k, _)| *k == s).map(|(_, d)| d.clone()),
     }
-    .ok_or_else(|| Error::Checkpoint(format!("{}: no checkpoint{}", run.display(), step.map(|s| format!(" at step {s}")).unwrap_or_default())))?;
+    .ok_or_else(|| {
+        Error::Checkpoint(format!(
+            "{}: no checkpoint{}",
+            run.display(),
+            step.map(|s| format!(" at step {s}")).unwrap_or_default()
+        ))
+    })?;
     let ck = checkpoint::load(&dir)?;
     let vocab = ck
         .model
@@ -31,23 +37,31 @@ pub fn export_run(run: &Path, step: Option<u64>, out: &Path) -> Result<Vec<PathB
         .map(|t| t.shape[0])
         .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", dir.display())))?;
     let tokenizer = run.join("tokenizer.json");
-    let write = |sub: &Path, tensors: &BTreeMap<String, HostTensor>, hf: HfConfig| -> Result<PathBuf> {
-        if sub.join("config.json").exists() {
-            return Err(Error::Config(format!("{}: already holds a model; choose another --out", sub.display())));
-        }
-        std::fs::create_dir_all(sub).map_err(|e| Error::io(sub, e))?;
-        let meta = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
-        write_safetensors(&sub.join("model.safetensors"), tensors, Some(meta))?;
-        write_hf_config(&sub.join("config.json"), &hf)?;
-        if tokenizer.exists() {
-            let bytes = crate::error::read(&tokenizer)?;
-            crate::error::write_atomic(&sub.join("tokenizer.json"), &bytes)?;
-        }
-        Ok(sub.to_path_buf())
-    };
+    let write =
+        |sub: &Path, tensors: &BTreeMap<String, HostTensor>, hf: HfConfig| -> Result<PathBuf> {
+            if sub.join("config.json").exists() {
+                return Err(Error::Config(format!(
+                    "{}: already holds a model; choose another --out",
+                    sub.display()
+                )));
+            }
+            std::fs::create_dir_all(sub).map_err(|e| Error::io(sub, e))?;
+            let meta = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
+            write_safetensors(&sub.join("model.safetensors"), tensors, Some(meta))?;
+            write_hf_config(&sub.join("config.json"), &hf)?;
+            if tokenizer.exists() {
+                let bytes = crate::error::read(&tokenizer)?;
+                crate::error::write_atomic(&sub.join("tokenizer.json"), &bytes)?;
+            }
+            Ok(sub.to_path_buf())
+        };
     match cfg.model.kind {
         ModelKind::Bert => {
-            let hf = HfConfig { model_type: "bert".into(), architectures: vec!["BertForMaskedLM".into()], encoder: cfg.model.encoder(vocab) };
+            let hf = HfConfig {
+                model_type: "bert".into(),
+                architectures: vec!["BertForMaskedLM".into()],
+                encoder: cfg.model.encoder(vocab),
+            };
             Ok(vec![write(out, &ck.model, hf)?])
         }
         ModelKind::Electra => {
@@ -62,9 +76,20 @@ pub fn export_run(run: &Path, step: Option<u64>, out: &Path) -> Result<Vec<PathB
                     disc.insert(k, v);
                 }
             }
-            let d = HfConfig { model_type: "electra".into(), architectures: vec!["ElectraForPreTraining".into()], encoder: cfg.model.encoder(vocab) };
-            let g = HfConfig { model_type: "electra".into(), architectures: vec!["ElectraForMaskedLM".into()], encoder: cfg.model.generator(vocab) };
-            Ok(vec![write(&out.join("discriminator"), &disc, d)?, write(&out.join("generator"), &generator, g)?])
+            let d = HfConfig {
+                model_type: "electra".into(),
+                architectures: vec!["ElectraForPreTraining".into()],
+                encoder: cfg.model.encoder(vocab),
+            };
+            let g = HfConfig {
+                model_type: "electra".into(),
+                architectures: vec!["ElectraForMaskedLM".into()],
+                encoder: cfg.model.generator(vocab),
+            };
+            Ok(vec![
+                write(&out.join("discriminator"), &disc, d)?,
+                write(&out.join("generator"), &generator, g)?,
+            ])
         }
     }
 }

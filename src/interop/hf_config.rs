@@ -22,12 +22,22 @@ pub fn read_hf_config(path: &Path) -> Result<HfConfig> {
     let v: Value = serde_json::from_slice(&bytes)
         .map_err(|e| Error::Config(format!("{}: invalid JSON ({e})", path.display())))?;
     let field = |name: &str| -> Result<usize> {
-        v.get(name).and_then(Value::as_u64).map(|x| x as usize).ok_or_else(|| {
-            Error::Config(format!("{}: field `{name}` missing or not an integer", path.display()))
-        })
+        v.get(name)
+            .and_then(Value::as_u64)
+            .map(|x| x as usize)
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "{}: field `{name}` missing or not an integer",
+                    path.display()
+                ))
+            })
     };
     let float = |name: &str, default: f64| v.get(name).and_then(Value::as_f64).unwrap_or(default);
-    let model_type = v.get("model_type").and_then(Value::as_str).unwrap_or("").to_string();
+    let model_type = v
+        .get("model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if model_type != "bert" && model_type != "electra" {
         return Err(Error::Config(format!(
             "{}: field `model_type` is {model_type:?}; trueneg reads \"bert\" and \"electra\"",
@@ -45,7 +55,11 @@ pub fn read_hf_config(path: &Path) -> Result<HfConfig> {
     let hidden = field("hidden_size")?;
     let encoder = EncoderConfig {
         vocab_size: field("vocab_size")?,
-        embedding_size: if v.get("embedding_size").is_some() { field("embedding_size")? } else { hidden },
+        embedding_size: if v.get("embedding_size").is_some() {
+            field("embedding_size")?
+        } else {
+            hidden
+        },
         hidden_size: hidden,
         num_hidden_layers: field("num_hidden_layers")?,
         num_attention_heads: field("num_attention_heads")?,
@@ -61,9 +75,17 @@ pub fn read_hf_config(path: &Path) -> Result<HfConfig> {
     let architectures = v
         .get("architectures")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
-    Ok(HfConfig { model_type, architectures, encoder })
+    Ok(HfConfig {
+        model_type,
+        architectures,
+        encoder,
+    })
 }
 
 /// Writes a `config.json` that transformers' `from_pretrained` accepts.

@@ -20,12 +20,19 @@ pub struct HostTensor {
 impl HostTensor {
     pub fn from_tensor<const D: usize>(t: Tensor<D>) -> Self {
         let shape = t.dims().to_vec();
-        let values = t.into_data().convert::<f32>().try_into_vec::<f32>().expect("f32 data");
+        let values = t
+            .into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .expect("f32 data");
         Self { shape, values }
     }
 
     pub fn to_tensor<const D: usize>(&self, device: &Device) -> Tensor<D> {
-        Tensor::from_data(TensorData::new(self.values.clone(), self.shape.clone()), device)
+        Tensor::from_data(
+            TensorData::new(self.values.clone(), self.shape.clone()),
+            device,
+        )
     }
 
     pub fn transposed(&self) -> Self {
@@ -36,7 +43,10 @@ impl HostTensor {
                 values[j * r + i] = self.values[i * c + j];
             }
         }
-        Self { shape: vec![c, r], values }
+        Self {
+            shape: vec![c, r],
+            values,
+        }
     }
 }
 
@@ -51,7 +61,10 @@ pub struct TensorMap {
 pub fn read_safetensors(path: &Path) -> Result<TensorMap> {
     let bytes = crate::error::read(path)?;
     let st = SafeTensors::deserialize(&bytes).map_err(|e| {
-        Error::Checkpoint(format!("{}: not a valid safetensors file ({e})", path.display()))
+        Error::Checkpoint(format!(
+            "{}: not a valid safetensors file ({e})",
+            path.display()
+        ))
     })?;
     let mut tensors = BTreeMap::new();
     for (name, view) in st.tensors() {
@@ -62,15 +75,27 @@ pub fn read_safetensors(path: &Path) -> Result<TensorMap> {
                 view.dtype()
             ))
         })?;
-        tensors.insert(name, HostTensor { shape: view.shape().to_vec(), values });
+        tensors.insert(
+            name,
+            HostTensor {
+                shape: view.shape().to_vec(),
+                values,
+            },
+        );
     }
-    Ok(TensorMap { tensors, source: path.to_path_buf() })
+    Ok(TensorMap {
+        tensors,
+        source: path.to_path_buf(),
+    })
 }
 
 fn to_f32(view: &TensorView<'_>) -> Option<Vec<f32>> {
     let d = view.data();
     Some(match view.dtype() {
-        Dtype::F32 => d.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect(),
+        Dtype::F32 => d
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect(),
         Dtype::F64 => d
             .chunks_exact(8)
             .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32)
@@ -99,11 +124,22 @@ pub fn write_safetensors(
 ) -> Result<()> {
     let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = tensors
         .iter()
-        .map(|(k, t)| (k.clone(), t.values.iter().flat_map(|v| v.to_le_bytes()).collect(), t.shape.clone()))
+        .map(|(k, t)| {
+            (
+                k.clone(),
+                t.values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                t.shape.clone(),
+            )
+        })
         .collect();
     let views: Vec<(String, TensorView<'_>)> = bytes
         .iter()
-        .map(|(k, b, s)| (k.clone(), TensorView::new(Dtype::F32, s.clone(), b).expect("consistent view")))
+        .map(|(k, b, s)| {
+            (
+                k.clone(),
+                TensorView::new(Dtype::F32, s.clone(), b).expect("consistent view"),
+            )
+        })
         .collect();
     let data = safetensors::serialize(views, metadata)
         .map_err(|e| Error::Checkpoint(format!("{}: {e}", path.display())))?;
@@ -122,7 +158,13 @@ pub struct Loader<'a> {
 
 impl<'a> Loader<'a> {
     pub fn new(map: &'a TensorMap, device: &Device) -> Self {
-        Self { map, device: device.clone(), rename: Box::new(|n| n.to_string()), used: BTreeSet::new(), error: None }
+        Self {
+            map,
+            device: device.clone(),
+            rename: Box::new(|n| n.to_string()),
+            used: BTreeSet::new(),
+            error: None,
+        }
     }
 
     /// Looks each walked name up as `rename(name)` instead.
@@ -139,7 +181,12 @@ impl<'a> Loader<'a> {
         }
     }
 
-    fn fetch(&mut self, name: &str, expected: &[usize], kind: Option<Matrix>) -> Option<HostTensor> {
+    fn fetch(
+        &mut self,
+        name: &str,
+        expected: &[usize],
+        kind: Option<Matrix>,
+    ) -> Option<HostTensor> {
         if self.error.is_some() {
             return None;
         }
@@ -149,7 +196,11 @@ impl<'a> Loader<'a> {
             self.error = Some(Error::Checkpoint(format!("{src}: missing tensor `{key}`")));
             return None;
         };
-        let t = if kind == Some(Matrix::Linear) && t.shape.len() == 2 { t.transposed() } else { t.clone() };
+        let t = if kind == Some(Matrix::Linear) && t.shape.len() == 2 {
+            t.transposed()
+        } else {
+            t.clone()
+        };
         if t.shape != expected {
             let file_shape = if kind == Some(Matrix::Linear) {
                 vec![expected[1], expected[0]]
@@ -191,10 +242,15 @@ pub struct Exporter {
 impl ParamWalker for Exporter {
     fn matrix(&mut self, name: &str, kind: Matrix, param: &mut Param<Tensor<2>>) {
         let t = HostTensor::from_tensor(param.val());
-        let t = if kind == Matrix::Linear { t.transposed() } else { t };
+        let t = if kind == Matrix::Linear {
+            t.transposed()
+        } else {
+            t
+        };
         self.tensors.insert(name.to_string(), t);
     }
     fn vector(&mut self, name: &str, param: &mut Param<Tensor<1>>) {
-        self.tensors.insert(name.to_string(), HostTensor::from_tensor(param.val()));
+        self.tensors
+            .insert(name.to_string(), HostTensor::from_tensor(param.val()));
     }
 }

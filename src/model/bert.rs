@@ -20,18 +20,28 @@ impl BertMlm {
         Self {
             embeddings: Embeddings::new(c, device),
             encoder: Encoder::new(c, device),
-            head: MlmHead::new(c.hidden_size, c.embedding_size, c.vocab_size, c.layer_norm_eps, device),
+            head: MlmHead::new(
+                c.hidden_size,
+                c.embedding_size,
+                c.vocab_size,
+                c.layer_norm_eps,
+                device,
+            ),
         }
     }
 
     /// Hidden states: index 0 = the first layer's input, i = output of layer i.
     pub fn hidden_states(&self, x: &Inputs) -> Vec<Tensor<3>> {
-        let e = self.embeddings.forward(x.ids.clone(), x.token_types.clone());
+        let e = self
+            .embeddings
+            .forward(x.ids.clone(), x.token_types.clone());
         self.encoder.forward_all(e, x.attention_mask.clone())
     }
 
     pub fn encode(&self, x: &Inputs) -> Tensor<3> {
-        let e = self.embeddings.forward(x.ids.clone(), x.token_types.clone());
+        let e = self
+            .embeddings
+            .forward(x.ids.clone(), x.token_types.clone());
         self.encoder.forward(e, x.attention_mask.clone())
     }
 
@@ -44,6 +54,7 @@ impl BertMlm {
     pub fn walk(&mut self, w: &mut dyn ParamWalker) {
         self.embeddings.walk("bert.embeddings", w);
         self.encoder.walk("bert", w);
-        self.head.walk("cls.predictions.transform", "cls.predictions.bias", w);
+        self.head
+            .walk("cls.predictions.transform", "cls.predictions.bias", w);
     }
 }

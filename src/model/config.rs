@@ -27,19 +27,26 @@ impl EncoderConfig {
     /// Checks the invariants the model code relies on; `what` names the config in the error.
     pub fn validate(&self, what: &str) -> crate::Result<()> {
         let bad = |field: &str, why: &str| {
-            Err(crate::Error::Config(format!("{what}: field `{field}` {why}")))
+            Err(crate::Error::Config(format!(
+                "{what}: field `{field}` {why}"
+            )))
         };
         if self.vocab_size == 0 {
             return bad("vocab_size", "must be > 0");
         }
-        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+        if self.num_attention_heads == 0
+            || !self.hidden_size.is_multiple_of(self.num_attention_heads)
+        {
             return bad(
                 "num_attention_heads",
                 &format!("must divide hidden_size {}", self.hidden_size),
             );
         }
         if self.embedding_size == 0 || self.intermediate_size == 0 || self.num_hidden_layers == 0 {
-            return bad("embedding_size/intermediate_size/num_hidden_layers", "must be > 0");
+            return bad(
+                "embedding_size/intermediate_size/num_hidden_layers",
+                "must be > 0",
+            );
         }
         if !(0.0..1.0).contains(&self.hidden_dropout_prob)
             || !(0.0..1.0).contains(&self.attention_probs_dropout_prob)

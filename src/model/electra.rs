@@ -43,33 +43,45 @@ impl Electra {
     }
 
     pub fn generator_hidden_states(&self, x: &Inputs) -> Vec<Tensor<3>> {
-        let e = self.embeddings.forward(x.ids.clone(), x.token_types.clone());
+        let e = self
+            .embeddings
+            .forward(x.ids.clone(), x.token_types.clone());
         self.generator.forward_all(e, x.attention_mask.clone())
     }
 
     pub fn discriminator_hidden_states(&self, x: &Inputs) -> Vec<Tensor<3>> {
-        let e = self.embeddings.forward(x.ids.clone(), x.token_types.clone());
+        let e = self
+            .embeddings
+            .forward(x.ids.clone(), x.token_types.clone());
         self.discriminator.forward_all(e, x.attention_mask.clone())
     }
 
     /// Generator MLM logits [n, vocab] at the flat positions `b * len + t`.
     pub fn generator_logits(&self, x: &Inputs, flat_positions: Tensor<1, Int>) -> Tensor<2> {
-        let e = self.embeddings.forward(x.ids.clone(), x.token_types.clone());
+        let e = self
+            .embeddings
+            .forward(x.ids.clone(), x.token_types.clone());
         let h = self.generator.forward(e, x.attention_mask.clone());
-        self.generator_head
-            .forward(gather_rows(h, flat_positions), self.embeddings.word_matrix())
+        self.generator_head.forward(
+            gather_rows(h, flat_positions),
+            self.embeddings.word_matrix(),
+        )
     }
 
     /// Discriminator logits [batch, len] ("replaced" > 0).
     pub fn discriminator_logits(&self, x: &Inputs) -> Tensor<2> {
-        let e = self.embeddings.forward(x.ids.clone(), x.token_types.clone());
+        let e = self
+            .embeddings
+            .forward(x.ids.clone(), x.token_types.clone());
         let h = self.discriminator.forward(e, x.attention_mask.clone());
         self.discriminator_head.forward(h).squeeze_dim(2)
     }
 
     /// The discriminator's encoder output (what fine-tuning uses).
     pub fn encode(&self, x: &Inputs) -> Tensor<3> {
-        let e = self.embeddings.forward(x.ids.clone(), x.token_types.clone());
+        let e = self
+            .embeddings
+            .forward(x.ids.clone(), x.token_types.clone());
         self.discriminator.forward(e, x.attention_mask.clone())
     }
 

@@ -15,7 +15,10 @@ use crate::model::params::{ParamWalker, walk_layer_norm, walk_linear};
 
 /// BERT's initialiser: N(0, 0.02) for every weight matrix; biases are set to zero afterwards.
 pub(crate) fn normal_init() -> Initializer {
-    Initializer::Normal { mean: 0.0, std: 0.02 }
+    Initializer::Normal {
+        mean: 0.0,
+        std: 0.02,
+    }
 }
 
 pub(crate) fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
@@ -74,9 +77,18 @@ impl Embeddings {
     }
 
     pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
-        w.table(&format!("{prefix}.word_embeddings.weight"), &mut self.word.weight);
-        w.table(&format!("{prefix}.position_embeddings.weight"), &mut self.position.weight);
-        w.table(&format!("{prefix}.token_type_embeddings.weight"), &mut self.token_type.weight);
+        w.table(
+            &format!("{prefix}.word_embeddings.weight"),
+            &mut self.word.weight,
+        );
+        w.table(
+            &format!("{prefix}.position_embeddings.weight"),
+            &mut self.position.weight,
+        );
+        w.table(
+            &format!("{prefix}.token_type_embeddings.weight"),
+            &mut self.token_type.weight,
+        );
         walk_layer_norm(w, &format!("{prefix}.LayerNorm"), &mut self.norm);
     }
 }
@@ -138,14 +150,38 @@ impl Layer {
     }
 
     pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
-        walk_linear(w, &format!("{prefix}.attention.self.query"), &mut self.query);
+        walk_linear(
+            w,
+            &format!("{prefix}.attention.self.query"),
+            &mut self.query,
+        );
         walk_linear(w, &format!("{prefix}.attention.self.key"), &mut self.key);
-        walk_linear(w, &format!("{prefix}.attention.self.value"), &mut self.value);
-        walk_linear(w, &format!("{prefix}.attention.output.dense"), &mut self.attention_out);
-        walk_layer_norm(w, &format!("{prefix}.attention.output.LayerNorm"), &mut self.attention_norm);
-        walk_linear(w, &format!("{prefix}.intermediate.dense"), &mut self.intermediate);
+        walk_linear(
+            w,
+            &format!("{prefix}.attention.self.value"),
+            &mut self.value,
+        );
+        walk_linear(
+            w,
+            &format!("{prefix}.attention.output.dense"),
+            &mut self.attention_out,
+        );
+        walk_layer_norm(
+            w,
+            &format!("{prefix}.attention.output.LayerNorm"),
+            &mut self.attention_norm,
+        );
+        walk_linear(
+            w,
+            &format!("{prefix}.intermediate.dense"),
+            &mut self.intermediate,
+        );
         walk_linear(w, &format!("{prefix}.output.dense"), &mut self.output);
-        walk_layer_norm(w, &format!("{prefix}.output.LayerNorm"), &mut self.output_norm);
+        walk_layer_norm(
+            w,
+            &format!("{prefix}.output.LayerNorm"),
+            &mut self.output_norm,
+        );
     }
 }
 
@@ -160,7 +196,10 @@ pub struct Encoder {
 /// Additive attention bias from a 0/1 attention mask [batch, len] → [batch, 1, 1, len].
 pub fn attention_bias(attention_mask: Tensor<2, Int>) -> Tensor<4> {
     let [b, l] = attention_mask.dims();
-    let pad = attention_mask.equal_elem(0).float().mul_scalar(f32::MIN as f64);
+    let pad = attention_mask
+        .equal_elem(0)
+        .float()
+        .mul_scalar(f32::MIN as f64);
     pad.reshape([b, 1, 1, l])
 }
 
@@ -169,7 +208,9 @@ impl Encoder {
         Self {
             project: (c.embedding_size != c.hidden_size)
                 .then(|| linear(c.embedding_size, c.hidden_size, device)),
-            layers: (0..c.num_hidden_layers).map(|_| Layer::new(c, device)).collect(),
+            layers: (0..c.num_hidden_layers)
+                .map(|_| Layer::new(c, device))
+                .collect(),
         }
     }
 
@@ -195,9 +236,15 @@ impl Encoder {
     }
 
     /// The last hidden state [batch, len, hidden].
-    pub fn forward(&self, embedded: Tensor<3>, attention_mask: Option<Tensor<2, Int>>) -> Tensor<3> {
+    pub fn forward(
+        &self,
+        embedded: Tensor<3>,
+        attention_mask: Option<Tensor<2, Int>>,
+    ) -> Tensor<3> {
         let mut states = self.forward_all(embedded, attention_mask);
-        states.pop().expect("forward_all returns at least the input")
+        states
+            .pop()
+            .expect("forward_all returns at least the input")
     }
 
     /// `prefix` is the model prefix (`bert`, `electra`): names `{prefix}.embeddings_project`

@@ -64,7 +64,11 @@ impl RtdHead {
 
     pub fn walk(&mut self, w: &mut dyn ParamWalker) {
         walk_linear(w, "discriminator_predictions.dense", &mut self.dense);
-        walk_linear(w, "discriminator_predictions.dense_prediction", &mut self.prediction);
+        walk_linear(
+            w,
+            "discriminator_predictions.dense_prediction",
+            &mut self.prediction,
+        );
     }
 }
 

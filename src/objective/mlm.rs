@@ -16,7 +16,10 @@ pub fn masked_cross_entropy(
     weights: Option<Tensor<1>>,
 ) -> Tensor<1> {
     let [n, _] = logits.dims();
-    let nll = log_softmax(logits, 1).gather(1, labels.reshape([n, 1])).reshape([n]).neg();
+    let nll = log_softmax(logits, 1)
+        .gather(1, labels.reshape([n, 1]))
+        .reshape([n])
+        .neg();
     match weights {
         None => nll.mean(),
         Some(w) => {

@@ -9,7 +9,11 @@ use burn::prelude::*;
 use burn::tensor::activation::relu;
 
 /// `logits`, `replaced` (0/1) and `weights` (0/1) all [batch, len]. Returns a [1] tensor.
-pub fn replaced_token_loss(logits: Tensor<2>, replaced: Tensor<2>, weights: Tensor<2>) -> Tensor<1> {
+pub fn replaced_token_loss(
+    logits: Tensor<2>,
+    replaced: Tensor<2>,
+    weights: Tensor<2>,
+) -> Tensor<1> {
     let per = relu(logits.clone()) - logits.clone() * replaced + logits.abs().neg().exp().log1p();
     let total = weights.clone().sum().clamp_min(1.0);
     (per * weights).sum() / total

@@ -63,13 +63,21 @@ pub struct BatchStream<'a> {
 
 impl<'a> BatchStream<'a> {
     pub fn new(shards: &'a ShardSet, seed: u64, batch_size: usize, position: DataPosition) -> Self {
-        let mut s = Self { shards, seed, batch_size, position, order: Vec::new() };
+        let mut s = Self {
+            shards,
+            seed,
+            batch_size,
+            position,
+            order: Vec::new(),
+        };
         s.shuffle();
         s
     }
 
     fn shuffle(&mut self) {
-        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ (self.position.epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+        let mut rng = ChaCha8Rng::seed_from_u64(
+            self.seed ^ (self.position.epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        );
         self.order = (0..self.shards.len()).collect();
         self.order.shuffle(&mut rng);
     }
@@ -79,7 +87,10 @@ impl<'a> BatchStream<'a> {
         let mut examples = Vec::with_capacity(self.batch_size);
         while examples.len() < self.batch_size {
             if self.position.index >= self.order.len() {
-                self.position = DataPosition { epoch: self.position.epoch + 1, index: 0 };
+                self.position = DataPosition {
+                    epoch: self.position.epoch + 1,
+                    index: 0,
+                };
                 self.shuffle();
             }
             examples.push(self.shards.get(self.order[self.position.index]));

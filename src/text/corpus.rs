@@ -21,14 +21,20 @@ pub fn list_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
             let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
                 .map_err(|e| Error::io(p, e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+                .filter(|p| {
+                    !p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                })
                 .collect();
             entries.sort();
             out.extend(list_inputs(&entries)?);
         } else if p.is_file() {
             out.push(p.clone());
         } else {
-            return Err(Error::Input(format!("{}: no such file or directory", p.display())));
+            return Err(Error::Input(format!(
+                "{}: no such file or directory",
+                p.display()
+            )));
         }
     }
     Ok(out)
@@ -41,7 +47,11 @@ fn open(path: &Path) -> Result<(Box<dyn Read + Send>, bool)> {
         Some(s) => (s.to_string(), true),
         None => (name.to_string(), false),
     };
-    let reader: Box<dyn Read + Send> = if gz { Box::new(flate2::read::MultiGzDecoder::new(f)) } else { Box::new(f) };
+    let reader: Box<dyn Read + Send> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(f))
+    } else {
+        Box::new(f)
+    };
     Ok((reader, stem.ends_with(".jsonl")))
 }
 
@@ -56,7 +66,9 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
     let mut line_no = 0usize;
     loop {
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf).map_err(|e| Error::io(path, e))?;
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Error::io(path, e))?;
         if n == 0 {
             break;
         }
@@ -73,10 +85,17 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
                 Error::Input(format!("{}:{line_no}: invalid JSON ({e})", path.display()))
             })?;
             let text = v.get("text").and_then(|t| t.as_str()).ok_or_else(|| {
-                Error::Input(format!("{}:{line_no}: no string field `text`", path.display()))
+                Error::Input(format!(
+                    "{}:{line_no}: no string field `text`",
+                    path.display()
+                ))
             })?;
-            let lines: Vec<String> =
-                text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect();
+            let lines: Vec<String> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect();
             if !lines.is_empty() {
                 docs.push(Document { lines });
             }
@@ -100,7 +119,10 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
 /// letter, digit or opening quote — except after a single letter (initials) or a common
 /// abbreviation (Mr, Mrs, Ms, Dr, Prof, St, Jr, Sr, vs, etc, e.g, i.e, No, Vol, Fig).
 pub fn split_sentences(paragraph: &str) -> Vec<&str> {
-    const ABBREV: [&str; 15] = ["mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "no", "vol", "fig"];
+    const ABBREV: [&str; 15] = [
+        "mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "no", "vol",
+        "fig",
+    ];
     let chars: Vec<(usize, char)> = paragraph.char_indices().collect();
     let mut out = Vec::new();
     let mut start = 0;
@@ -118,9 +140,17 @@ pub fn split_sentences(paragraph: &str) -> Vec<&str> {
             while k < chars.len() && chars[k].1.is_whitespace() {
                 k += 1;
             }
-            let next_ok = k < chars.len() && (chars[k].1.is_uppercase() || chars[k].1.is_ascii_digit() || matches!(chars[k].1, '"' | '“' | '\'' | '('));
-            let word = paragraph[start..pos].rsplit(char::is_whitespace).next().unwrap_or("");
-            let abbrev = c == '.' && ((word.chars().count() == 1 && word.chars().all(char::is_alphabetic)) || ABBREV.contains(&word.to_lowercase().as_str()));
+            let next_ok = k < chars.len()
+                && (chars[k].1.is_uppercase()
+                    || chars[k].1.is_ascii_digit()
+                    || matches!(chars[k].1, '"' | '“' | '\'' | '('));
+            let word = paragraph[start..pos]
+                .rsplit(char::is_whitespace)
+                .next()
+                .unwrap_or("");
+            let abbrev = c == '.'
+                && ((word.chars().count() == 1 && word.chars().all(char::is_alphabetic))
+                    || ABBREV.contains(&word.to_lowercase().as_str()));
             if spaced && next_ok && !abbrev {
                 let s = paragraph[start..end].trim();
                 if !s.is_empty() {

@@ -29,7 +29,7 @@ pub fn write_wordnet_glosses(wordnet: &Path, out: &Path) -> Result<usize> {
                 text.push_str(gloss.trim());
                 text.push('\n');
                 count += 1;
-                if count % 16 == 0 {
+                if count.is_multiple_of(16) {
                     text.push('\n');
                 }
             }
@@ -40,5 +40,9 @@ pub fn write_wordnet_glosses(wordnet: &Path, out: &Path) -> Result<usize> {
 }
 
 pub fn default_wordnet_dir() -> PathBuf {
-    PathBuf::from(std::env::var("WNHOME").map(|h| format!("{h}/dict")).unwrap_or_else(|_| DEFAULT_WORDNET_DIR.to_string()))
+    PathBuf::from(
+        std::env::var("WNHOME")
+            .map(|h| format!("{h}/dict"))
+            .unwrap_or_else(|_| DEFAULT_WORDNET_DIR.to_string()),
+    )
 }

@@ -30,7 +30,13 @@ pub struct PackingConfig {
 
 impl PackingConfig {
     pub fn new(max_len: usize, cls: u32, sep: u32) -> Self {
-        Self { max_len, cls, sep, single_segment_prob: 0.1, short_target_prob: 0.05 }
+        Self {
+            max_len,
+            cls,
+            sep,
+            single_segment_prob: 0.1,
+            short_target_prob: 0.05,
+        }
     }
 }
 
@@ -75,7 +81,11 @@ fn make_example(sentences: &[&[u32]], cfg: &PackingConfig, rng: &mut impl Rng) -
         let to_a = a.is_empty()
             || a.len() + s.len() < first_target
             || (b.is_empty() && a.len() < first_target && rng.random::<f64>() < 0.5);
-        if to_a { a.extend_from_slice(s) } else { b.extend_from_slice(s) }
+        if to_a {
+            a.extend_from_slice(s)
+        } else {
+            b.extend_from_slice(s)
+        }
     }
     a.truncate(cfg.max_len - 2);
     b.truncate(cfg.max_len.saturating_sub(a.len() + 3));
@@ -88,5 +98,8 @@ fn make_example(sentences: &[&[u32]], cfg: &PackingConfig, rng: &mut impl Rng) -
         tokens.extend_from_slice(&b);
         tokens.push(cfg.sep);
     }
-    Example { tokens, segment_a_len }
+    Example {
+        tokens,
+        segment_a_len,
+    }
 }

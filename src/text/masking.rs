@@ -24,7 +24,12 @@ pub struct MaskingConfig {
 
 impl Default for MaskingConfig {
     fn default() -> Self {
-        Self { prob: 0.15, mask_frac: 0.85, random_frac: 0.0, max_predictions: 19 }
+        Self {
+            prob: 0.15,
+            mask_frac: 0.85,
+            random_frac: 0.0,
+            max_predictions: 19,
+        }
     }
 }
 
@@ -45,14 +50,22 @@ pub fn mask_batch(
     vocab_size: usize,
     rng: &mut impl Rng,
 ) -> Masked {
-    let specials = [special.pad, special.unk, special.cls, special.sep, special.mask];
+    let specials = [
+        special.pad,
+        special.unk,
+        special.cls,
+        special.sep,
+        special.mask,
+    ];
     let mut input_ids = batch.ids.clone();
     let mut positions = Vec::new();
     let mut labels = Vec::new();
     for r in 0..batch.batch {
         let row = r * batch.len;
         let candidates: Vec<usize> = (0..batch.len)
-            .filter(|&t| batch.attention_mask[row + t] == 1 && !specials.contains(&batch.ids[row + t]))
+            .filter(|&t| {
+                batch.attention_mask[row + t] == 1 && !specials.contains(&batch.ids[row + t])
+            })
             .collect();
         if candidates.is_empty() {
             continue;
@@ -61,7 +74,10 @@ pub fn mask_batch(
             .max(1)
             .min(cfg.max_predictions)
             .min(candidates.len());
-        let mut chosen: Vec<usize> = sample(rng, candidates.len(), n).into_iter().map(|i| candidates[i]).collect();
+        let mut chosen: Vec<usize> = sample(rng, candidates.len(), n)
+            .into_iter()
+            .map(|i| candidates[i])
+            .collect();
         chosen.sort_unstable();
         for t in chosen {
             let at = row + t;
@@ -80,5 +96,9 @@ pub fn mask_batch(
             }
         }
     }
-    Masked { input_ids, positions, labels }
+    Masked {
+        input_ids,
+        positions,
+        labels,
+    }
 }

@@ -50,13 +50,19 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
         )));
     }
     if !(8..=u16::MAX as usize).contains(&opts.max_seq_len) {
-        return Err(Error::Config(format!("--max-seq-len {} must be in [8, 65535]", opts.max_seq_len)));
+        return Err(Error::Config(format!(
+            "--max-seq-len {} must be in [8, 65535]",
+            opts.max_seq_len
+        )));
     }
     let files = list_inputs(&opts.inputs)?;
     if files.is_empty() {
         return Err(Error::Input("no input files".into()));
     }
-    let total_bytes: u64 = files.iter().map(|f| f.metadata().map(|m| m.len()).unwrap_or(0)).sum();
+    let total_bytes: u64 = files
+        .iter()
+        .map(|f| f.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum();
 
     let tokenizer = match (&opts.tokenizer, opts.train_vocab) {
         (Some(p), None) => WordPieceTokenizer::load(p)?,
@@ -68,11 +74,18 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
                 }
             }
             if texts.is_empty() {
-                return Err(Error::Input(format!("{}: the corpus has no text", files[0].display())));
+                return Err(Error::Input(format!(
+                    "{}: the corpus has no text",
+                    files[0].display()
+                )));
             }
             WordPieceTokenizer::train(texts.into_iter(), n)?
         }
-        _ => return Err(Error::Config("give exactly one of --tokenizer and --train-vocab".into())),
+        _ => {
+            return Err(Error::Config(
+                "give exactly one of --tokenizer and --train-vocab".into(),
+            ));
+        }
     };
     let vocab_size = tokenizer.vocab_size();
     let token_bytes = if vocab_size <= 1 << 16 { 2 } else { 4 };
@@ -80,7 +93,11 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
     let packing = PackingConfig::new(opts.max_seq_len, s.cls, s.sep);
 
     std::fs::create_dir_all(&opts.out).map_err(|e| Error::io(&opts.out, e))?;
-    let bar = if opts.show_progress { ProgressBar::new(total_bytes) } else { ProgressBar::hidden() };
+    let bar = if opts.show_progress {
+        ProgressBar::new(total_bytes)
+    } else {
+        ProgressBar::hidden()
+    };
     bar.set_style(
         ProgressStyle::with_template("prepare {bar:40} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}")
             .expect("template"),
@@ -90,16 +107,23 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
     let mut shards = Vec::new();
     let (mut examples, mut tokens, mut single) = (0usize, 0u64, 0usize);
     let mut doc_index = 0u64;
-    let flush = |pending: &mut Vec<Example>, all: bool, shards: &mut Vec<ShardInfo>| -> Result<()> {
-        while pending.len() >= opts.examples_per_shard || (all && !pending.is_empty()) {
-            let take = pending.len().min(opts.examples_per_shard);
-            let chunk: Vec<Example> = pending.drain(..take).collect();
-            let file = format!("shard-{:05}.bin", shards.len());
-            crate::error::write_atomic(&opts.out.join(&file), &encode_records(&chunk, opts.max_seq_len, token_bytes))?;
-            shards.push(ShardInfo { file, examples: chunk.len() });
-        }
-        Ok(())
-    };
+    let flush =
+        |pending: &mut Vec<Example>, all: bool, shards: &mut Vec<ShardInfo>| -> Result<()> {
+            while pending.len() >= opts.examples_per_shard || (all && !pending.is_empty()) {
+                let take = pending.len().min(opts.examples_per_shard);
+                let chunk: Vec<Example> = pending.drain(..take).collect();
+                let file = format!("shard-{:05}.bin", shards.len());
+                crate::error::write_atomic(
+                    &opts.out.join(&file),
+                    &encode_records(&chunk, opts.max_seq_len, token_bytes),
+                )?;
+                shards.push(ShardInfo {
+                    file,
+                    examples: chunk.len(),
+                });
+            }
+            Ok(())
+        };
     for f in &files {
         let docs = read_documents(f)?;
         let first = doc_index;
@@ -132,7 +156,11 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
         let _ = std::fs::remove_dir(&opts.out);
         return Err(Error::Input(format!(
             "{}: the corpus has no text (empty input)",
-            files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
     tokenizer.save(&opts.out.join("tokenizer.json"))?;
@@ -152,7 +180,11 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
     };
     let json = serde_json::to_string_pretty(&manifest).expect("json") + "\n";
     crate::error::write_atomic(&opts.out.join(MANIFEST), json.as_bytes())?;
-    Ok(PrepareReport { manifest, seconds: start.elapsed().as_secs_f64(), bytes: total_bytes })
+    Ok(PrepareReport {
+        manifest,
+        seconds: start.elapsed().as_secs_f64(),
+        bytes: total_bytes,
+    })
 }
 
 /// The tokenizer saved next to the shards.

@@ -121,7 +121,12 @@ impl ShardSet {
                 manifest.examples
             )));
         }
-        Ok(Self { manifest, dir: dir.to_path_buf(), maps, starts })
+        Ok(Self {
+            manifest,
+            dir: dir.to_path_buf(),
+            maps,
+            starts,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -151,6 +156,9 @@ impl ShardSet {
                 }
             })
             .collect();
-        Example { tokens, segment_a_len }
+        Example {
+            tokens,
+            segment_a_len,
+        }
     }
 }

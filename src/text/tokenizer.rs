@@ -46,7 +46,10 @@ impl WordPieceTokenizer {
     /// Loads `tokenizer.json` (any file ending in `.json`) or a WordPiece `vocab.txt`.
     pub fn load(path: &Path) -> Result<Self> {
         if !path.exists() {
-            return Err(Error::Input(format!("{}: tokenizer file not found", path.display())));
+            return Err(Error::Input(format!(
+                "{}: tokenizer file not found",
+                path.display()
+            )));
         }
         let inner = if path.extension().is_some_and(|e| e == "json") {
             Tokenizer::from_file(path).map_err(|e| tok_err(path, e))?
@@ -62,7 +65,10 @@ impl WordPieceTokenizer {
     fn from_tokenizer(mut inner: Tokenizer, source: &Path) -> Result<Self> {
         let id = |tok: &str| {
             inner.token_to_id(tok).ok_or_else(|| {
-                Error::Input(format!("{}: vocabulary has no `{tok}` token", source.display()))
+                Error::Input(format!(
+                    "{}: vocabulary has no `{tok}` token",
+                    source.display()
+                ))
             })
         };
         let special = SpecialIds {
@@ -88,7 +94,12 @@ impl WordPieceTokenizer {
             .vocab_size(vocab_size)
             .min_frequency(2)
             .show_progress(false)
-            .special_tokens(SPECIAL_TOKENS.iter().map(|s| AddedToken::from(*s, true)).collect())
+            .special_tokens(
+                SPECIAL_TOKENS
+                    .iter()
+                    .map(|s| AddedToken::from(*s, true))
+                    .collect(),
+            )
             .build()
             .into();
         let mut t = bert_pipeline(WordPiece::default());

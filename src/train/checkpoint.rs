@@ -39,7 +39,10 @@ pub fn list(run: &Path) -> Vec<(u64, PathBuf)> {
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().to_string();
             let step = name.strip_prefix("step-")?.parse().ok()?;
-            e.path().join("state.json").exists().then(|| (step, e.path()))
+            e.path()
+                .join("state.json")
+                .exists()
+                .then(|| (step, e.path()))
         })
         .collect();
     out.sort();

@@ -12,8 +12,14 @@ use crate::{Error, Result};
 
 pub const PRESETS: [(&str, &str); 4] = [
     ("tiny", include_str!("../../configs/tiny.toml")),
-    ("electra-small", include_str!("../../configs/electra-small.toml")),
-    ("electra-base", include_str!("../../configs/electra-base.toml")),
+    (
+        "electra-small",
+        include_str!("../../configs/electra-small.toml"),
+    ),
+    (
+        "electra-base",
+        include_str!("../../configs/electra-base.toml"),
+    ),
     ("bert-base", include_str!("../../configs/bert-base.toml")),
 ];
 
@@ -111,7 +117,12 @@ pub struct DataSection {
 
 impl Default for DataSection {
     fn default() -> Self {
-        Self { shards: None, batch_size: 128, max_seq_len: 128, default_corpus_vocab: 8000 }
+        Self {
+            shards: None,
+            batch_size: 128,
+            max_seq_len: 128,
+            default_corpus_vocab: 8000,
+        }
     }
 }
 
@@ -179,11 +190,14 @@ impl PretrainConfig {
                     )));
                 }
                 let bytes = crate::error::read(path)?;
-                (String::from_utf8_lossy(&bytes).into_owned(), path.display().to_string())
+                (
+                    String::from_utf8_lossy(&bytes).into_owned(),
+                    path.display().to_string(),
+                )
             }
         };
-        let mut table: toml::Table =
-            toml::from_str(&text).map_err(|e| Error::Config(format!("{origin}: {}", e.message())))?;
+        let mut table: toml::Table = toml::from_str(&text)
+            .map_err(|e| Error::Config(format!("{origin}: {}", e.message())))?;
         for o in overrides {
             let (key, value) = o
                 .split_once('=')
@@ -197,7 +211,10 @@ impl PretrainConfig {
                     .as_table_mut()
                     .ok_or_else(|| Error::Config(format!("--set {o}: `{p}` is not a section")))?;
             }
-            t.insert(parts[parts.len() - 1].to_string(), parse_value(value.trim()));
+            t.insert(
+                parts[parts.len() - 1].to_string(),
+                parse_value(value.trim()),
+            );
         }
         let cfg: PretrainConfig = toml::Value::Table(table)
             .try_into()
@@ -222,7 +239,10 @@ impl PretrainConfig {
         }
         let m = &self.masking;
         if !(0.0..=1.0).contains(&m.prob) || m.mask_frac + m.random_frac > 1.0 + 1e-9 {
-            return bad("masking", "needs prob in [0, 1] and mask_frac + random_frac <= 1");
+            return bad(
+                "masking",
+                "needs prob in [0, 1] and mask_frac + random_frac <= 1",
+            );
         }
         if !(0.0..=1.0).contains(&self.model.generator_size) {
             return bad("model.generator_size", "must be in (0, 1]");

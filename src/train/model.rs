@@ -10,6 +10,7 @@ use crate::model::{BertMlm, Electra, EncoderConfig};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one value per run, never moved in a hot loop
 pub enum PretrainModel {
     Bert(BertMlm),
     Electra(Electra),
@@ -39,7 +40,12 @@ impl PretrainModel {
         let mut loader = Loader::new(map, device);
         self.walk(&mut loader);
         let used = loader.finish()?;
-        if let Some(extra) = map.tensors.keys().find(|k| !used.contains(*k) && !k.ends_with("position_ids") && !k.contains("decoder.weight") && !k.contains("generator_lm_head.weight")) {
+        if let Some(extra) = map.tensors.keys().find(|k| {
+            !used.contains(*k)
+                && !k.ends_with("position_ids")
+                && !k.contains("decoder.weight")
+                && !k.contains("generator_lm_head.weight")
+        }) {
             return Err(Error::Checkpoint(format!(
                 "{}: tensor `{extra}` does not belong to this model",
                 map.source.display()
@@ -48,7 +54,9 @@ impl PretrainModel {
         Ok(())
     }
 
-    pub fn export(&mut self) -> std::collections::BTreeMap<String, crate::interop::tensors::HostTensor> {
+    pub fn export(
+        &mut self,
+    ) -> std::collections::BTreeMap<String, crate::interop::tensors::HostTensor> {
         let mut ex = crate::interop::Exporter::default();
         self.walk(&mut ex);
         ex.tensors
@@ -57,7 +65,11 @@ impl PretrainModel {
 
 /// Reads transformers weights for `init_from`: a BERT directory, or an ELECTRA directory
 /// with `discriminator/` and `generator/`. Checks the configs against the run's encoder.
-pub fn read_transformers_weights(dir: &std::path::Path, kind: ModelKind, expect: &EncoderConfig) -> Result<TensorMap> {
+pub fn read_transformers_weights(
+    dir: &std::path::Path,
+    kind: ModelKind,
+    expect: &EncoderConfig,
+) -> Result<TensorMap> {
     let check = |sub: &std::path::Path, hidden_ok: bool| -> Result<TensorMap> {
         let cfg = read_hf_config(&sub.join("config.json"))?;
         if cfg.encoder.vocab_size != expect.vocab_size {
@@ -85,7 +97,8 @@ pub fn read_transformers_weights(dir: &std::path::Path, kind: ModelKind, expect:
             let generator = check(&dir.join("generator"), false)?;
             for (k, v) in generator.tensors {
                 if !k.starts_with("electra.embeddings.") {
-                    disc.tensors.insert(format!("{}{k}", crate::model::electra::GENERATOR_PREFIX), v);
+                    disc.tensors
+                        .insert(format!("{}{k}", crate::model::electra::GENERATOR_PREFIX), v);
                 }
             }
             Ok(disc)

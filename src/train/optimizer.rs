@@ -73,7 +73,9 @@ impl Grads {
                 if let Some(g) = param.val().grad(self.0) {
                     let dims = g.dims().to_vec();
                     let n: usize = dims.iter().product();
-                    self.1.entries.insert(name.into(), (g.reshape([n]), dims, Some(kind)));
+                    self.1
+                        .entries
+                        .insert(name.into(), (g.reshape([n]), dims, Some(kind)));
                 }
             }
             fn vector(&mut self, name: &str, param: &mut Param<Tensor<1>>) {
@@ -108,7 +110,11 @@ impl Grads {
 
     /// The global L2 norm over all gradients (one host sync).
     pub fn global_norm(&self) -> f64 {
-        let parts: Vec<Tensor<1>> = self.entries.values().map(|(g, _, _)| g.clone().square().sum()).collect();
+        let parts: Vec<Tensor<1>> = self
+            .entries
+            .values()
+            .map(|(g, _, _)| g.clone().square().sum())
+            .collect();
         if parts.is_empty() {
             return 0.0;
         }
@@ -131,8 +137,15 @@ impl Grads {
     /// One gradient in transformers' layout (Linear weights as [out, in]).
     pub fn host(&self, name: &str) -> Option<HostTensor> {
         let (g, dims, kind) = self.entries.get(name)?;
-        let t = HostTensor { shape: dims.clone(), values: HostTensor::from_tensor(g.clone()).values };
-        Some(if *kind == Some(Matrix::Linear) { t.transposed() } else { t })
+        let t = HostTensor {
+            shape: dims.clone(),
+            values: HostTensor::from_tensor(g.clone()).values,
+        };
+        Some(if *kind == Some(Matrix::Linear) {
+            t.transposed()
+        } else {
+            t
+        })
     }
 }
 
@@ -149,7 +162,11 @@ fn no_decay(name: &str) -> bool {
 
 impl AdamW {
     pub fn new(config: AdamWConfig) -> Self {
-        Self { config, step: 0, moments: HashMap::new() }
+        Self {
+            config,
+            step: 0,
+            moments: HashMap::new(),
+        }
     }
 
     /// Applies one update with learning rate `lr` to every walked parameter that has a gradient.
@@ -159,7 +176,14 @@ impl AdamW {
         let t = self.step as i32;
         let bc1 = 1.0 - c.beta1.powi(t);
         let bc2_sqrt = (1.0 - c.beta2.powi(t)).sqrt();
-        let mut stepper = Stepper { opt: self, grads, lr, bc1, bc2_sqrt, c };
+        let mut stepper = Stepper {
+            opt: self,
+            grads,
+            lr,
+            bc1,
+            bc2_sqrt,
+            c,
+        };
         walk(&mut stepper);
     }
 
@@ -174,15 +198,23 @@ impl AdamW {
     }
 
     /// Restores moments written by [`AdamW::state`].
-    pub fn load_state(&mut self, step: u64, state: &BTreeMap<String, HostTensor>, device: &Device) -> Result<()> {
+    pub fn load_state(
+        &mut self,
+        step: u64,
+        state: &BTreeMap<String, HostTensor>,
+        device: &Device,
+    ) -> Result<()> {
         self.step = step;
         self.moments.clear();
         for (k, m) in state {
-            let Some(name) = k.strip_prefix("m.") else { continue };
+            let Some(name) = k.strip_prefix("m.") else {
+                continue;
+            };
             let v = state
                 .get(&format!("v.{name}"))
                 .ok_or_else(|| Error::Checkpoint(format!("optimizer state: `v.{name}` missing")))?;
-            self.moments.insert(name.to_string(), (m.to_tensor(device), v.to_tensor(device)));
+            self.moments
+                .insert(name.to_string(), (m.to_tensor(device), v.to_tensor(device)));
         }
         Ok(())
     }
@@ -208,8 +240,16 @@ impl Stepper<'_> {
             .unwrap_or_else(|| (g.zeros_like(), g.zeros_like()));
         let m = m.mul_scalar(c.beta1) + g.clone().mul_scalar(1.0 - c.beta1);
         let v = v.mul_scalar(c.beta2) + g.clone().square().mul_scalar(1.0 - c.beta2);
-        let wd = if c.decay_all || !no_decay(name) { c.weight_decay } else { 0.0 };
-        let p = if wd != 0.0 { p.mul_scalar(1.0 - self.lr * wd) } else { p };
+        let wd = if c.decay_all || !no_decay(name) {
+            c.weight_decay
+        } else {
+            0.0
+        };
+        let p = if wd != 0.0 {
+            p.mul_scalar(1.0 - self.lr * wd)
+        } else {
+            p
+        };
         let denom = v.clone().sqrt().div_scalar(self.bc2_sqrt).add_scalar(c.eps);
         let p = p - (m.clone() / denom).mul_scalar(self.lr / self.bc1);
         self.opt.moments.insert(name.to_string(), (m, v));

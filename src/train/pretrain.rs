@@ -91,7 +91,13 @@ pub struct StepLoss {
 }
 
 /// Forward pass and loss of one masked micro-batch.
-pub fn step_loss(model: &PretrainModel, cfg: &PretrainConfig, batch: &Batch, m: &Masked, device: &Device) -> StepLoss {
+pub fn step_loss(
+    model: &PretrainModel,
+    cfg: &PretrainConfig,
+    batch: &Batch,
+    m: &Masked,
+    device: &Device,
+) -> StepLoss {
     let x = inputs(batch, &m.input_ids, device);
     let positions = ints1(m.positions.iter().map(|&p| p as i64), device);
     let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
@@ -99,15 +105,27 @@ pub fn step_loss(model: &PretrainModel, cfg: &PretrainConfig, batch: &Batch, m: 
     match model {
         PretrainModel::Bert(bert) => {
             let mlm = masked_cross_entropy(bert.mlm_logits(&x, positions), labels, None);
-            StepLoss { total: mlm.clone(), mlm, disc: None, disc_correct: None, real_tokens }
+            StepLoss {
+                total: mlm.clone(),
+                mlm,
+                disc: None,
+                disc_correct: None,
+                real_tokens,
+            }
         }
         PretrainModel::Electra(electra) => {
             let logits = electra.generator_logits(&x, positions);
             // Gumbel-max sampling at temperature 1: argmax(z − log(−log u)).
             let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
             let gumbel = u.log().neg().log().neg();
-            let sampled = (logits.clone().detach() + gumbel).argmax(1).squeeze_dim::<1>(1);
-            let sampled: Vec<i64> = sampled.into_data().convert::<i64>().try_into_vec::<i64>().expect("ids");
+            let sampled = (logits.clone().detach() + gumbel)
+                .argmax(1)
+                .squeeze_dim::<1>(1);
+            let sampled: Vec<i64> = sampled
+                .into_data()
+                .convert::<i64>()
+                .try_into_vec::<i64>()
+                .expect("ids");
             let mlm = masked_cross_entropy(logits, labels, None);
 
             let mut disc_ids = batch.ids.clone();
@@ -117,14 +135,31 @@ pub fn step_loss(model: &PretrainModel, cfg: &PretrainConfig, batch: &Batch, m: 
                 replaced[p] = u32::from(s as u32 != gold);
             }
             let shape = [batch.batch, batch.len];
-            let dx = Inputs { ids: ints(&disc_ids, shape, device), ..x };
+            let dx = Inputs {
+                ids: ints(&disc_ids, shape, device),
+                ..x
+            };
             let d_logits = electra.discriminator_logits(&dx);
             let target = ints(&replaced, shape, device).float();
             let weights = ints(&batch.attention_mask, shape, device).float();
-            let correct = (d_logits.clone().detach().greater_elem(0.0).float().equal(target.clone()).float() * weights.clone()).sum();
+            let correct = (d_logits
+                .clone()
+                .detach()
+                .greater_elem(0.0)
+                .float()
+                .equal(target.clone())
+                .float()
+                * weights.clone())
+            .sum();
             let disc = replaced_token_loss(d_logits, target, weights);
             let total = mlm.clone() + disc.clone().mul_scalar(cfg.train.disc_weight);
-            StepLoss { total, mlm, disc: Some(disc), disc_correct: Some(correct), real_tokens }
+            StepLoss {
+                total,
+                mlm,
+                disc: Some(disc),
+                disc_correct: Some(correct),
+                real_tokens,
+            }
         }
     }
 }
@@ -142,7 +177,9 @@ pub struct RunSummary {
 
 /// Truncates `metrics.jsonl` to the lines with step ≤ `step` (after a resume).
 fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(());
+    };
     let kept: String = text
         .lines()
         .filter(|l| serde_json::from_str::<StepMetrics>(l).is_ok_and(|m| m.step <= step))
@@ -179,7 +216,10 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     let mut start_step = 0;
     if opts.resume {
         let Some((step, dir)) = checkpoint::list(run).pop() else {
-            return Err(Error::Checkpoint(format!("{}: no checkpoint to resume from", run.display())));
+            return Err(Error::Checkpoint(format!(
+                "{}: no checkpoint to resume from",
+                run.display()
+            )));
         };
         let ck = checkpoint::load(&dir)?;
         if ck.state.tokenizer_fingerprint != shards.manifest.tokenizer_fingerprint {
@@ -189,7 +229,13 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 shards.dir.display()
             )));
         }
-        model.load(&TensorMap { tensors: ck.model, source: dir.join("model.safetensors") }, &device)?;
+        model.load(
+            &TensorMap {
+                tensors: ck.model,
+                source: dir.join("model.safetensors"),
+            },
+            &device,
+        )?;
         opt.load_state(step, &ck.optimizer, &device)?;
         position = ck.state.data;
         start_step = step;
@@ -202,7 +248,8 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             )));
         }
         if let Some(init) = &cfg.model.init_from {
-            let weights = read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
+            let weights =
+                read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
             model.load(&weights, &device)?;
         }
     }
@@ -210,7 +257,10 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     crate::error::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
     let tokenizer = shards.dir.join("tokenizer.json");
     if tokenizer.exists() {
-        crate::error::write_atomic(&run.join("tokenizer.json"), &crate::error::read(&tokenizer)?)?;
+        crate::error::write_atomic(
+            &run.join("tokenizer.json"),
+            &crate::error::read(&tokenizer)?,
+        )?;
     }
 
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, position);
@@ -221,9 +271,14 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         .map_err(|e| Error::io(&metrics_path, e))?;
 
     let total = cfg.train.steps;
-    let bar = if opts.show_progress { ProgressBar::new(total) } else { ProgressBar::hidden() };
+    let bar = if opts.show_progress {
+        ProgressBar::new(total)
+    } else {
+        ProgressBar::hidden()
+    };
     bar.set_style(
-        ProgressStyle::with_template("pretrain {bar:30} {pos}/{len} steps  {msg}  eta {eta}").expect("template"),
+        ProgressStyle::with_template("pretrain {bar:30} {pos}/{len} steps  {msg}  eta {eta}")
+            .expect("template"),
     );
     bar.set_position(start_step);
     let special = shards.manifest.special_ids;
@@ -233,7 +288,8 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
 
     for step in start_step..total {
         let mut grads = Grads::default();
-        let (mut loss_sum, mut mlm_sum, mut disc_sum, mut correct, mut real, mut masked) = (0.0, 0.0, 0.0, 0.0, 0usize, 0usize);
+        let (mut loss_sum, mut mlm_sum, mut disc_sum, mut correct, mut real, mut masked) =
+            (0.0, 0.0, 0.0, 0.0, 0usize, 0usize);
         for micro in 0..cfg.train.grad_accum {
             let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
             base_device.seed(step_seed);
@@ -257,7 +313,9 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         }
         let k = cfg.train.grad_accum as f64;
         if !loss_sum.is_finite() {
-            let last_good = checkpoint::list(run).pop().map(|(_, p)| p.display().to_string());
+            let last_good = checkpoint::list(run)
+                .pop()
+                .map(|(_, p)| p.display().to_string());
             return Err(Error::Diverged(format!(
                 "step {}: loss is {loss_sum} (not finite); stopped. Last good checkpoint: {}",
                 step + 1,
@@ -287,11 +345,16 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         if done % cfg.train.log_every.max(1) == 0 || done == total {
             let line = serde_json::to_string(&metrics).expect("json");
             writeln!(metrics_file, "{line}").map_err(|e| Error::io(&metrics_path, e))?;
-            metrics_file.flush().map_err(|e| Error::io(&metrics_path, e))?;
+            metrics_file
+                .flush()
+                .map_err(|e| Error::io(&metrics_path, e))?;
             window_tokens = 0;
             window_start = Instant::now();
         }
-        bar.set_message(format!("loss {:.4}  {:.0} tok/s", metrics.loss, metrics.tokens_per_s));
+        bar.set_message(format!(
+            "loss {:.4}  {:.0} tok/s",
+            metrics.loss, metrics.tokens_per_s
+        ));
         bar.inc(1);
         if done % cfg.train.checkpoint_every.max(1) == 0 || done == total {
             let state = TrainState {
@@ -299,10 +362,20 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 data: stream.position,
                 tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
             };
-            checkpoint::save(run, &state, &model.export(), &opt.state(), cfg.train.keep_checkpoints)?;
+            checkpoint::save(
+                run,
+                &state,
+                &model.export(),
+                &opt.state(),
+                cfg.train.keep_checkpoints,
+            )?;
         }
         last = Some(metrics);
     }
     bar.finish_and_clear();
-    Ok(RunSummary { steps: total, last, run_dir: run.clone() })
+    Ok(RunSummary {
+        steps: total,
+        last,
+        run_dir: run.clone(),
+    })
 }
