@@ -41,6 +41,8 @@ pub struct BenchReport {
     pub step_ms: Vec<f64>,
     pub losses: Vec<f64>,
     pub median_ms: f64,
+    /// Mean ms of the timed steps in forward + loss, backward (+ reading gradients), optimizer.
+    pub phase_ms: [f64; 3],
 }
 
 /// Runs `warmup` untimed and `steps` timed steps on `device` (an autodiff device).
@@ -49,7 +51,7 @@ pub fn run_bench(
     warmup: usize,
     steps: usize,
     soft_regularization: bool,
-    mut on_step: impl FnMut(usize, f64, f64),
+    mut on_step: impl FnMut(usize, f64, f64, [f64; 3]),
 ) -> BenchReport {
     device.seed(0);
     let mut model = BertMlm::new(&bench_config(), device);
@@ -87,6 +89,7 @@ pub fn run_bench(
     });
 
     let (mut step_ms, mut losses) = (Vec::new(), Vec::new());
+    let mut phase_ms = [0.0; 3];
     for step in 0..warmup + steps {
         let t0 = Instant::now();
         let logits = model.mlm_logits(&x, positions.clone());
@@ -95,15 +98,22 @@ pub fn run_bench(
             let pred = logits.detach().argmax(1).squeeze_dim::<1>(1);
             loss = loss + word_regularization(model.embeddings.word_matrix(), pred, labels.clone());
         }
+        let t_fwd = t0.elapsed();
         let g = loss.backward();
         let grads = Grads::collect(&g, |w| model.walk(w));
+        let t_bwd = t0.elapsed();
         opt.update(5e-4, &grads, |w| model.walk(w));
         let value = loss.into_scalar::<f32>() as f64;
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
-        on_step(step, value, ms);
+        let total = t0.elapsed();
+        let ms = total.as_secs_f64() * 1e3;
+        let parts = [t_fwd.as_secs_f64() * 1e3, (t_bwd - t_fwd).as_secs_f64() * 1e3, (total - t_bwd).as_secs_f64() * 1e3];
+        on_step(step, value, ms, parts);
         if step >= warmup {
             step_ms.push(ms);
             losses.push(value);
+            for (acc, p) in phase_ms.iter_mut().zip(parts) {
+                *acc += p / steps as f64;
+            }
         }
     }
     let mut sorted = step_ms.clone();
@@ -119,5 +129,13 @@ pub fn run_bench(
         step_ms,
         losses,
         median_ms,
+        phase_ms,
     }
+}
+
+/// Peak resident memory of this process (Linux `VmHWM`), in KiB.
+pub fn peak_rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }

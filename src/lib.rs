@@ -7,8 +7,10 @@
 pub mod bench;
 pub mod error;
 pub mod interop;
+pub mod lexicon;
 pub mod model;
 pub mod objective;
+pub mod plot;
 pub mod text;
 pub mod train;
 

@@ -68,6 +68,12 @@ impl Electra {
         )
     }
 
+    /// The generator's encoder output [batch, len, generator hidden].
+    pub fn generator_encode(&self, x: &Inputs) -> Tensor<3> {
+        let e = self.embeddings.forward(x.ids.clone(), x.token_types.clone());
+        self.generator.forward(e, x.attention_mask.clone())
+    }
+
     /// Discriminator logits [batch, len] ("replaced" > 0).
     pub fn discriminator_logits(&self, x: &Inputs) -> Tensor<2> {
         let e = self

@@ -1,9 +1,86 @@
 //! Training objectives, one small file each, formula in its doc comment.
 
+pub mod hard_correction;
 pub mod mlm;
 pub mod rtd;
+pub mod sentence_regularization;
 pub mod soft_regularization;
 
+pub use hard_correction::{CorrectionCounts, Prediction, correction_weights};
 pub use mlm::masked_cross_entropy;
 pub use rtd::replaced_token_loss;
+pub use sentence_regularization::sentence_regularization;
 pub use soft_regularization::word_regularization;
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Which true-negative objective a run trains with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObjectiveKind {
+    #[default]
+    #[serde(rename = "baseline")]
+    Baseline,
+    #[serde(rename = "hc")]
+    Hc,
+    #[serde(rename = "sr")]
+    Sr,
+    #[serde(rename = "sr-sent")]
+    SrSent,
+    #[serde(rename = "hc+sr")]
+    HcSr,
+}
+
+impl ObjectiveKind {
+    pub fn hard_correction(self) -> bool {
+        matches!(self, Self::Hc | Self::HcSr)
+    }
+    pub fn word_regularization(self) -> bool {
+        matches!(self, Self::Sr | Self::HcSr)
+    }
+    pub fn sentence_regularization(self) -> bool {
+        matches!(self, Self::SrSent)
+    }
+}
+
+/// HC on ELECTRA's discriminator (our extension): a sampled replacement that is a synonym of
+/// the original is labelled "original" (`relabel`) or left out of L_D (`ignore`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiscriminatorCorrection {
+    #[default]
+    Off,
+    Relabel,
+    Ignore,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ObjectiveConfig {
+    pub kind: ObjectiveKind,
+    /// Weight of word-level SR.
+    pub sr_weight: f64,
+    /// Weight of sentence-level SR.
+    pub sr_sent_weight: f64,
+    /// HC compares the gold token with the argmax (paper) or the generator's sample.
+    pub hc_prediction: Prediction,
+    pub hc_discriminator: DiscriminatorCorrection,
+    /// Count multi-piece words whose predicted pieces spell a synonym (extension, off).
+    pub hc_multi_piece: bool,
+    /// Synonym table file (`trueneg lexicon build`); unset = WordNet table built for the run.
+    pub lexicon: Option<PathBuf>,
+}
+
+impl Default for ObjectiveConfig {
+    fn default() -> Self {
+        Self {
+            kind: ObjectiveKind::Baseline,
+            sr_weight: 1.0,
+            sr_sent_weight: 1.0,
+            hc_prediction: Prediction::Argmax,
+            hc_discriminator: DiscriminatorCorrection::Off,
+            hc_multi_piece: false,
+            lexicon: None,
+        }
+    }
+}

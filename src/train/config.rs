@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::optimizer::AdamWConfig;
 use crate::model::EncoderConfig;
+use crate::objective::ObjectiveConfig;
 use crate::text::masking::MaskingConfig;
 use crate::{Error, Result};
 
@@ -163,6 +164,7 @@ pub struct PretrainConfig {
     pub data: DataSection,
     pub masking: MaskingConfig,
     pub optimizer: AdamWConfig,
+    pub objective: ObjectiveConfig,
     pub train: TrainSection,
 }
 

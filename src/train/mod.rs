@@ -6,6 +6,8 @@ pub mod default_data;
 pub mod model;
 pub mod optimizer;
 pub mod pretrain;
+pub mod stats;
+pub mod step;
 
 pub use config::PretrainConfig;
 pub use pretrain::{RunOptions, pretrain};

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use burn::prelude::*;
-use burn::tensor::Distribution;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -21,10 +20,11 @@ use super::config::PretrainConfig;
 use super::model::{PretrainModel, read_transformers_weights};
 use super::optimizer::{AdamW, Grads, scheduled_lr};
 use crate::interop::tensors::TensorMap;
-use crate::model::Inputs;
-use crate::objective::{masked_cross_entropy, replaced_token_loss};
-use crate::text::batches::{Batch, BatchStream, DataPosition};
-use crate::text::masking::{Masked, mask_batch};
+use super::step::step_loss;
+use crate::lexicon::SynonymTable;
+use crate::objective::CorrectionCounts;
+use crate::text::batches::{BatchStream, DataPosition};
+use crate::text::masking::mask_batch;
 use crate::text::shards::ShardSet;
 use crate::{Error, Result};
 
@@ -38,9 +38,21 @@ pub struct StepMetrics {
     pub disc_loss: Option<f64>,
     /// ELECTRA only: accuracy of the discriminator over real tokens.
     pub disc_accuracy: Option<f64>,
+    /// Word-level Soft Regularization term (before its weight).
+    pub sr_loss: Option<f64>,
+    /// Sentence-level Soft Regularization term (before its weight).
+    pub sr_sent_loss: Option<f64>,
     pub lr: f64,
     pub grad_norm: f64,
     pub masked: usize,
+    /// Hard Correction: masked positions whose prediction differs from the gold token.
+    pub mismatched: Option<usize>,
+    /// Hard Correction: mismatched positions dropped as synonyms.
+    pub corrected: Option<usize>,
+    /// Prediction-level ratio corrected / mismatched.
+    pub corrected_ratio: Option<f64>,
+    /// Iteration-level ratio: share of sequences with at least one correction.
+    pub sequences_corrected_ratio: Option<f64>,
     pub tokens_per_s: f64,
 }
 
@@ -58,109 +70,6 @@ pub fn device_for(name: &str) -> Result<Device> {
         other => Err(Error::Config(format!(
             "train.device = {other:?} is not available in this build (cargo feature missing)"
         ))),
-    }
-}
-
-pub(crate) fn ints(values: &[u32], shape: [usize; 2], device: &Device) -> Tensor<2, Int> {
-    let v: Vec<i64> = values.iter().map(|&x| x as i64).collect();
-    Tensor::from_data(TensorData::new(v, shape), device)
-}
-
-fn ints1(values: impl Iterator<Item = i64>, device: &Device) -> Tensor<1, Int> {
-    let v: Vec<i64> = values.collect();
-    let n = v.len();
-    Tensor::from_data(TensorData::new(v, [n]), device)
-}
-
-fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
-    let shape = [batch.batch, batch.len];
-    Inputs {
-        ids: ints(ids, shape, device),
-        token_types: ints(&batch.token_types, shape, device),
-        attention_mask: (!batch.is_dense()).then(|| ints(&batch.attention_mask, shape, device)),
-    }
-}
-
-/// Loss terms of one micro-batch, still on the device.
-pub struct StepLoss {
-    pub total: Tensor<1>,
-    pub mlm: Tensor<1>,
-    pub disc: Option<Tensor<1>>,
-    pub disc_correct: Option<Tensor<1>>,
-    pub real_tokens: usize,
-}
-
-/// Forward pass and loss of one masked micro-batch.
-pub fn step_loss(
-    model: &PretrainModel,
-    cfg: &PretrainConfig,
-    batch: &Batch,
-    m: &Masked,
-    device: &Device,
-) -> StepLoss {
-    let x = inputs(batch, &m.input_ids, device);
-    let positions = ints1(m.positions.iter().map(|&p| p as i64), device);
-    let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
-    let real_tokens = batch.attention_mask.iter().filter(|&&v| v == 1).count();
-    match model {
-        PretrainModel::Bert(bert) => {
-            let mlm = masked_cross_entropy(bert.mlm_logits(&x, positions), labels, None);
-            StepLoss {
-                total: mlm.clone(),
-                mlm,
-                disc: None,
-                disc_correct: None,
-                real_tokens,
-            }
-        }
-        PretrainModel::Electra(electra) => {
-            let logits = electra.generator_logits(&x, positions);
-            // Gumbel-max sampling at temperature 1: argmax(z − log(−log u)).
-            let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
-            let gumbel = u.log().neg().log().neg();
-            let sampled = (logits.clone().detach() + gumbel)
-                .argmax(1)
-                .squeeze_dim::<1>(1);
-            let sampled: Vec<i64> = sampled
-                .into_data()
-                .convert::<i64>()
-                .try_into_vec::<i64>()
-                .expect("ids");
-            let mlm = masked_cross_entropy(logits, labels, None);
-
-            let mut disc_ids = batch.ids.clone();
-            let mut replaced = vec![0u32; batch.ids.len()];
-            for ((&p, &s), &gold) in m.positions.iter().zip(&sampled).zip(&m.labels) {
-                disc_ids[p] = s as u32;
-                replaced[p] = u32::from(s as u32 != gold);
-            }
-            let shape = [batch.batch, batch.len];
-            let dx = Inputs {
-                ids: ints(&disc_ids, shape, device),
-                ..x
-            };
-            let d_logits = electra.discriminator_logits(&dx);
-            let target = ints(&replaced, shape, device).float();
-            let weights = ints(&batch.attention_mask, shape, device).float();
-            let correct = (d_logits
-                .clone()
-                .detach()
-                .greater_elem(0.0)
-                .float()
-                .equal(target.clone())
-                .float()
-                * weights.clone())
-            .sum();
-            let disc = replaced_token_loss(d_logits, target, weights);
-            let total = mlm.clone() + disc.clone().mul_scalar(cfg.train.disc_weight);
-            StepLoss {
-                total,
-                mlm,
-                disc: Some(disc),
-                disc_correct: Some(correct),
-                real_tokens,
-            }
-        }
     }
 }
 
@@ -186,6 +95,27 @@ fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
         .map(|l| format!("{l}\n"))
         .collect();
     crate::error::write_atomic(path, kept.as_bytes())
+}
+
+/// The synonym table Hard Correction needs: `objective.lexicon`, else the WordNet table of the
+/// run's tokenizer, built once into `<run>/lexicon.safetensors`.
+fn load_lexicon(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> Result<Option<SynonymTable>> {
+    let o = &cfg.objective;
+    if !o.kind.hard_correction() && o.hc_discriminator == crate::objective::DiscriminatorCorrection::Off {
+        return Ok(None);
+    }
+    let fp = &shards.manifest.tokenizer_fingerprint;
+    if let Some(p) = &o.lexicon {
+        return SynonymTable::load_for(p, fp).map(Some);
+    }
+    let path = run.join("lexicon.safetensors");
+    if path.exists() {
+        return SynonymTable::load_for(&path, fp).map(Some);
+    }
+    let tokenizer = crate::text::prepare::shard_tokenizer(&shards.dir)?;
+    let table = crate::lexicon::wordnet_table(&tokenizer, &crate::text::default_corpus::default_wordnet_dir())?;
+    table.save(&path)?;
+    Ok(Some(table))
 }
 
 pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> Result<RunSummary> {
@@ -263,6 +193,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         )?;
     }
 
+    let table = load_lexicon(cfg, shards, run)?;
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, position);
     let mut metrics_file = std::fs::OpenOptions::new()
         .create(true)
@@ -290,13 +221,15 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         let mut grads = Grads::default();
         let (mut loss_sum, mut mlm_sum, mut disc_sum, mut correct, mut real, mut masked) =
             (0.0, 0.0, 0.0, 0.0, 0usize, 0usize);
+        let (mut sr_sum, mut sr_sent_sum) = (0.0, 0.0);
+        let mut counts: Option<CorrectionCounts> = None;
         for micro in 0..cfg.train.grad_accum {
             let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
             base_device.seed(step_seed);
             let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
             let batch = stream.next_batch();
             let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);
-            let l = step_loss(&model, cfg, &batch, &m, &device);
+            let l = step_loss(&model, cfg, table.as_ref(), &batch, &m, &device);
             masked += m.positions.len();
             real += l.real_tokens;
             let g = l.total.backward();
@@ -308,6 +241,15 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             }
             if let Some(c) = l.disc_correct {
                 correct += scalar(c);
+            }
+            if let Some(r) = l.sr {
+                sr_sum += scalar(r);
+            }
+            if let Some(r) = l.sr_sent {
+                sr_sent_sum += scalar(r);
+            }
+            if let Some(c) = l.corrections {
+                counts.get_or_insert_with(Default::default).add(&c);
             }
             window_tokens += batch.batch * batch.len;
         }
@@ -337,9 +279,15 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             mlm_loss: mlm_sum / k,
             disc_loss: is_electra.then_some(disc_sum / k),
             disc_accuracy: is_electra.then(|| correct / real.max(1) as f64),
+            sr_loss: cfg.objective.kind.word_regularization().then_some(sr_sum / k),
+            sr_sent_loss: cfg.objective.kind.sentence_regularization().then_some(sr_sent_sum / k),
             lr,
             grad_norm,
             masked,
+            mismatched: counts.map(|c| c.mismatched),
+            corrected: counts.map(|c| c.corrected),
+            corrected_ratio: counts.map(|c| c.corrected as f64 / c.mismatched.max(1) as f64),
+            sequences_corrected_ratio: counts.map(|c| c.sequences_corrected as f64 / c.sequences.max(1) as f64),
             tokens_per_s: window_tokens as f64 / window_start.elapsed().as_secs_f64().max(1e-9),
         };
         if done % cfg.train.log_every.max(1) == 0 || done == total {

@@ -1,0 +1,105 @@
+//! Hard Correction (Zhang et al., AAAI 2023, §3.2).
+//!
+//! At a masked position k with gold token `y_k` and prediction `p_k` (the argmax of the MLM
+//! logits by default, or the generator's sample), the position is *corrected* when
+//! `p_k ≠ y_k` and `p_k ∈ V[y_k]` (the synonym table, symmetric). Corrected positions get weight
+//! `I_k = 0` in `L_cor = −Σ_k I_k · log p(y_k | s') / Σ_k I_k` — they leave the loss and its
+//! normaliser (see [`super::mlm`]).
+//!
+//! Multi-piece extension (`multi_piece`, off by default): when a whole word is split into
+//! several WordPieces that are all masked, the word counts as corrected when the predictions at
+//! its pieces, joined, spell a synonym of the gold word; every piece of it is then dropped.
+
+use serde::{Deserialize, Serialize};
+
+use crate::lexicon::SynonymTable;
+
+/// Which prediction Hard Correction compares with the gold token.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Prediction {
+    #[default]
+    Argmax,
+    Sampled,
+}
+
+/// Counts of one batch, for the statistics in `metrics.jsonl`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorrectionCounts {
+    pub masked: usize,
+    /// Masked positions whose prediction differs from the gold token.
+    pub mismatched: usize,
+    /// Mismatched positions whose prediction is a synonym of the gold token.
+    pub corrected: usize,
+    pub sequences: usize,
+    /// Sequences with at least one corrected position.
+    pub sequences_corrected: usize,
+}
+
+impl CorrectionCounts {
+    pub fn add(&mut self, o: &CorrectionCounts) {
+        self.masked += o.masked;
+        self.mismatched += o.mismatched;
+        self.corrected += o.corrected;
+        self.sequences += o.sequences;
+        self.sequences_corrected += o.sequences_corrected;
+    }
+}
+
+/// Per masked position the weight `I_k` (1 = keep, 0 = corrected), and the counts.
+/// `rows[k]` is the sequence of position k; `batch` the number of sequences.
+pub fn correction_weights(
+    predicted: &[u32],
+    gold: &[u32],
+    rows: &[usize],
+    batch: usize,
+    table: &SynonymTable,
+) -> (Vec<f32>, CorrectionCounts) {
+    let mut weights = vec![1.0; gold.len()];
+    let mut c = CorrectionCounts { masked: gold.len(), sequences: batch, ..Default::default() };
+    let mut hit = vec![false; batch];
+    for k in 0..gold.len() {
+        if predicted[k] != gold[k] {
+            c.mismatched += 1;
+            if table.are_synonyms(gold[k], predicted[k]) {
+                c.corrected += 1;
+                weights[k] = 0.0;
+                hit[rows[k]] = true;
+            }
+        }
+    }
+    c.sequences_corrected = hit.iter().filter(|&&h| h).count();
+    (weights, c)
+}
+
+/// The multi-piece rule on top of [`correction_weights`]: `words` lists, per masked whole word
+/// split into pieces, the indices (into `gold`) of its pieces in order; `spell` joins token ids
+/// into a word (`##` pieces glued) and `lookup` maps a word to its token id when the vocabulary
+/// has it as one token. Returns how many extra positions were corrected.
+pub fn correct_multi_piece(
+    words: &[Vec<usize>],
+    predicted: &[u32],
+    gold: &[u32],
+    weights: &mut [f32],
+    spell: &dyn Fn(&[u32]) -> String,
+    synonyms_of_word: &dyn Fn(&str) -> Vec<String>,
+) -> usize {
+    let mut extra = 0;
+    for pieces in words.iter().filter(|p| p.len() > 1) {
+        let pred: Vec<u32> = pieces.iter().map(|&k| predicted[k]).collect();
+        let gold_ids: Vec<u32> = pieces.iter().map(|&k| gold[k]).collect();
+        if pred == gold_ids {
+            continue;
+        }
+        let (p, g) = (spell(&pred), spell(&gold_ids));
+        if synonyms_of_word(&g).iter().any(|s| *s == p) {
+            for &k in pieces {
+                if weights[k] != 0.0 {
+                    weights[k] = 0.0;
+                    extra += 1;
+                }
+            }
+        }
+    }
+    extra
+}

@@ -1,0 +1,133 @@
+//! Correction statistics over a run's checkpoints, in the layout of the paper's Table 8: for
+//! each checkpoint, how many masked predictions mismatch the gold token, how many of those Hard
+//! Correction would drop as synonyms (prediction level), and the share of sequences with at
+//! least one correction (iteration level). The same masked batches are used for every
+//! checkpoint (fixed seed).
+
+use std::path::Path;
+
+use burn::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use super::checkpoint;
+use super::config::PretrainConfig;
+use super::model::PretrainModel;
+use super::step::ints;
+use crate::interop::tensors::TensorMap;
+use crate::lexicon::SynonymTable;
+use crate::model::Inputs;
+use crate::objective::{CorrectionCounts, correction_weights};
+use crate::text::batches::Batch;
+use crate::text::corpus::{read_documents, split_sentences};
+use crate::text::examples::{Example, PackingConfig, pack_document};
+use crate::text::masking::mask_batch;
+use crate::text::WordPieceTokenizer;
+use crate::{Error, Result};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckpointStats {
+    pub step: u64,
+    pub counts: CorrectionCounts,
+    pub prediction_level: f64,
+    pub iteration_level: f64,
+}
+
+/// Packs a text corpus into examples with the run's tokenizer (seed 0).
+pub fn corpus_examples(corpus: &Path, tokenizer: &WordPieceTokenizer, max_len: usize) -> Result<Vec<Example>> {
+    let s = tokenizer.special;
+    let cfg = PackingConfig::new(max_len, s.cls, s.sep);
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let mut out = Vec::new();
+    for d in read_documents(corpus)? {
+        let lines: Vec<Vec<u32>> = d.lines.iter().flat_map(|l| split_sentences(l)).map(|t| tokenizer.encode(t)).collect();
+        out.extend(pack_document(&lines, &cfg, &mut rng));
+    }
+    if out.is_empty() {
+        return Err(Error::Input(format!("{}: the corpus has no text", corpus.display())));
+    }
+    Ok(out)
+}
+
+/// Statistics of every checkpoint of `run` on up to `max_batches` batches of `corpus`.
+pub fn correction_stats(run: &Path, corpus: &Path, table: &SynonymTable, max_batches: usize, batch_size: usize) -> Result<Vec<CheckpointStats>> {
+    let cfg = PretrainConfig::load(&run.join("config.toml").to_string_lossy(), &[])?;
+    let tokenizer = WordPieceTokenizer::load(&run.join("tokenizer.json"))?;
+    if table.fingerprint != tokenizer.fingerprint() {
+        return Err(Error::Input(format!("{}: the lexicon was built for another tokenizer", run.display())));
+    }
+    let examples = corpus_examples(corpus, &tokenizer, cfg.data.max_seq_len)?;
+    let device = crate::train::pretrain::device_for(&cfg.train.device)?;
+    let vocab = tokenizer.vocab_size();
+    let mut rng = ChaCha8Rng::seed_from_u64(12345);
+    let batches: Vec<_> = examples
+        .chunks(batch_size)
+        .take(max_batches)
+        .map(|c| {
+            let b = Batch::from_examples(c, tokenizer.special.pad);
+            let m = mask_batch(&b, &cfg.masking, &tokenizer.special, vocab, &mut rng);
+            (b, m)
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (step, dir) in checkpoint::list(run) {
+        let ck = checkpoint::load(&dir)?;
+        let mut model = PretrainModel::new(&cfg, vocab, &device);
+        model.load(&TensorMap { tensors: ck.model, source: dir.join("model.safetensors") }, &device)?;
+        let mut counts = CorrectionCounts::default();
+        for (b, m) in &batches {
+            let shape = [b.batch, b.len];
+            let x = Inputs {
+                ids: ints(&m.input_ids, shape, &device),
+                token_types: ints(&b.token_types, shape, &device),
+                attention_mask: Some(ints(&b.attention_mask, shape, &device)),
+            };
+            let n = m.positions.len();
+            let pos: Tensor<1, Int> = Tensor::from_data(TensorData::new(m.positions.iter().map(|&p| p as i64).collect::<Vec<_>>(), [n]), &device);
+            let logits = match &model {
+                PretrainModel::Bert(bm) => bm.mlm_logits(&x, pos),
+                PretrainModel::Electra(e) => e.generator_logits(&x, pos),
+            };
+            let pred: Vec<u32> = logits
+                .argmax(1)
+                .into_data()
+                .convert::<i64>()
+                .try_into_vec::<i64>()
+                .expect("ids")
+                .into_iter()
+                .map(|v| v as u32)
+                .collect();
+            let rows: Vec<usize> = m.positions.iter().map(|&p| p / b.len).collect();
+            let (_, c) = correction_weights(&pred, &m.labels, &rows, b.batch, table);
+            counts.add(&c);
+        }
+        out.push(CheckpointStats {
+            step,
+            prediction_level: counts.corrected as f64 / counts.mismatched.max(1) as f64,
+            iteration_level: counts.sequences_corrected as f64 / counts.sequences.max(1) as f64,
+            counts,
+        });
+    }
+    if out.is_empty() {
+        return Err(Error::Checkpoint(format!("{}: no checkpoints", run.display())));
+    }
+    Ok(out)
+}
+
+/// The statistics as a Markdown table (the layout of the paper's Table 8).
+pub fn stats_table(stats: &[CheckpointStats]) -> String {
+    let mut s = String::from("| step | masked | mismatched | corrected | prediction-level (corrected / mismatched) | iteration-level (sequences with a correction) |\n|---:|---:|---:|---:|---:|---:|\n");
+    for r in stats {
+        s += &format!(
+            "| {} | {} | {} | {} | {:.2} % | {:.2} % |\n",
+            r.step,
+            r.counts.masked,
+            r.counts.mismatched,
+            r.counts.corrected,
+            100.0 * r.prediction_level,
+            100.0 * r.iteration_level
+        );
+    }
+    s
+}

@@ -1,0 +1,163 @@
+//! One pre-training micro-step: forward passes and the loss of the configured objective.
+//!
+//! BERT: `L = L_mlm` (+ SR / HC). ELECTRA: the generator predicts the masked tokens, samples
+//! replacements (Gumbel-max, temperature 1), the discriminator detects them:
+//! `L = L_G + λ·L_D` (+ SR on the shared embeddings / generator, HC on L_G).
+
+use burn::prelude::*;
+use burn::tensor::Distribution;
+
+use super::config::PretrainConfig;
+use super::model::PretrainModel;
+use crate::lexicon::SynonymTable;
+use crate::model::Inputs;
+use crate::objective::{
+    CorrectionCounts, DiscriminatorCorrection, Prediction, correction_weights, masked_cross_entropy,
+    replaced_token_loss, sentence_regularization, word_regularization,
+};
+use crate::text::batches::Batch;
+use crate::text::masking::Masked;
+
+pub(crate) fn ints(values: &[u32], shape: [usize; 2], device: &Device) -> Tensor<2, Int> {
+    let v: Vec<i64> = values.iter().map(|&x| x as i64).collect();
+    Tensor::from_data(TensorData::new(v, shape), device)
+}
+
+fn ints1(values: impl Iterator<Item = i64>, device: &Device) -> Tensor<1, Int> {
+    let v: Vec<i64> = values.collect();
+    let n = v.len();
+    Tensor::from_data(TensorData::new(v, [n]), device)
+}
+
+fn floats1(values: Vec<f32>, device: &Device) -> Tensor<1> {
+    let n = values.len();
+    Tensor::from_data(TensorData::new(values, [n]), device)
+}
+
+fn host_ids(t: Tensor<1, Int>) -> Vec<u32> {
+    t.into_data().convert::<i64>().try_into_vec::<i64>().expect("ids").into_iter().map(|v| v as u32).collect()
+}
+
+fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
+    let shape = [batch.batch, batch.len];
+    Inputs {
+        ids: ints(ids, shape, device),
+        token_types: ints(&batch.token_types, shape, device),
+        attention_mask: (!batch.is_dense()).then(|| ints(&batch.attention_mask, shape, device)),
+    }
+}
+
+/// Loss terms of one micro-batch, still on the device, and host-side counts.
+pub struct StepLoss {
+    pub total: Tensor<1>,
+    pub mlm: Tensor<1>,
+    pub disc: Option<Tensor<1>>,
+    pub disc_correct: Option<Tensor<1>>,
+    pub sr: Option<Tensor<1>>,
+    pub sr_sent: Option<Tensor<1>>,
+    pub corrections: Option<CorrectionCounts>,
+    pub real_tokens: usize,
+}
+
+/// The masked ids with each masked position replaced by `predicted`.
+fn filled(batch: &Batch, m: &Masked, predicted: &[u32]) -> Vec<u32> {
+    let mut ids = batch.ids.clone();
+    for (&p, &t) in m.positions.iter().zip(predicted) {
+        ids[p] = t;
+    }
+    ids
+}
+
+/// Forward pass and loss of one masked micro-batch. `table` is needed for Hard Correction.
+pub fn step_loss(
+    model: &PretrainModel,
+    cfg: &PretrainConfig,
+    table: Option<&SynonymTable>,
+    batch: &Batch,
+    m: &Masked,
+    device: &Device,
+) -> StepLoss {
+    let obj = &cfg.objective;
+    let x = inputs(batch, &m.input_ids, device);
+    let positions = ints1(m.positions.iter().map(|&p| p as i64), device);
+    let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
+    let real_tokens = batch.attention_mask.iter().filter(|&&v| v == 1).count();
+    let rows: Vec<usize> = m.positions.iter().map(|&p| p / batch.len.max(1)).collect();
+    let shape = [batch.batch, batch.len];
+
+    let (logits, words) = match model {
+        PretrainModel::Bert(b) => (b.mlm_logits(&x, positions), b.embeddings.word_matrix()),
+        PretrainModel::Electra(e) => (e.generator_logits(&x, positions), e.embeddings.word_matrix()),
+    };
+    let argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
+    let sampled = match model {
+        PretrainModel::Electra(_) => {
+            // Gumbel-max sampling at temperature 1: argmax(z − log(−log u)).
+            let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
+            let gumbel = u.log().neg().log().neg();
+            Some(host_ids((logits.clone().detach() + gumbel).argmax(1).squeeze_dim::<1>(1)))
+        }
+        PretrainModel::Bert(_) => None,
+    };
+    let needs_argmax_host = obj.kind.sentence_regularization() || (obj.kind.hard_correction() && (obj.hc_prediction == Prediction::Argmax || sampled.is_none()));
+    let argmax_host = needs_argmax_host.then(|| host_ids(argmax.clone()));
+
+    let (weights, corrections) = if obj.kind.hard_correction() {
+        let table = table.expect("a synonym table for Hard Correction");
+        let pred = match (obj.hc_prediction, &sampled) {
+            (Prediction::Sampled, Some(s)) => s,
+            _ => argmax_host.as_ref().expect("argmax on host"),
+        };
+        let (w, c) = correction_weights(pred, &m.labels, &rows, batch.batch, table);
+        (Some(floats1(w, device)), Some(c))
+    } else {
+        (None, None)
+    };
+    let mlm = masked_cross_entropy(logits, labels.clone(), weights);
+    let mut total = mlm.clone();
+
+    let sr = obj.kind.word_regularization().then(|| word_regularization(words, argmax, labels));
+    if let Some(r) = &sr {
+        total = total + r.clone().mul_scalar(obj.sr_weight);
+    }
+    let sr_sent = obj.kind.sentence_regularization().then(|| {
+        let pred_ids = filled(batch, m, argmax_host.as_ref().expect("argmax on host"));
+        let xp = Inputs { ids: ints(&pred_ids, shape, device), ..x.clone() };
+        let xs = Inputs { ids: ints(&batch.ids, shape, device), ..x.clone() };
+        let (hp, hs) = match model {
+            PretrainModel::Bert(b) => (b.encode(&xp), b.encode(&xs)),
+            PretrainModel::Electra(e) => (e.generator_encode(&xp), e.generator_encode(&xs)),
+        };
+        sentence_regularization(hp, hs, ints(&batch.attention_mask, shape, device).float())
+    });
+    if let Some(r) = &sr_sent {
+        total = total + r.clone().mul_scalar(obj.sr_sent_weight);
+    }
+
+    let (disc, disc_correct) = match (model, &sampled) {
+        (PretrainModel::Electra(e), Some(sampled)) => {
+            let disc_ids = filled(batch, m, sampled);
+            let mut replaced = vec![0u32; batch.ids.len()];
+            let mut weights: Vec<u32> = batch.attention_mask.clone();
+            for ((&p, &s), &gold) in m.positions.iter().zip(sampled).zip(&m.labels) {
+                let synonym = obj.hc_discriminator != DiscriminatorCorrection::Off && table.is_some_and(|t| t.are_synonyms(gold, s));
+                replaced[p] = u32::from(s != gold);
+                match obj.hc_discriminator {
+                    DiscriminatorCorrection::Relabel if synonym => replaced[p] = 0,
+                    DiscriminatorCorrection::Ignore if synonym => weights[p] = 0,
+                    _ => {}
+                }
+            }
+            let dx = Inputs { ids: ints(&disc_ids, shape, device), ..x };
+            let d_logits = e.discriminator_logits(&dx);
+            let target = ints(&replaced, shape, device).float();
+            let w = ints(&weights, shape, device).float();
+            let correct = (d_logits.clone().detach().greater_elem(0.0).float().equal(target.clone()).float() * w.clone()).sum();
+            let disc = replaced_token_loss(d_logits, target, w);
+            total = total + disc.clone().mul_scalar(cfg.train.disc_weight);
+            (Some(disc), Some(correct))
+        }
+        _ => (None, None),
+    };
+    StepLoss { total, mlm, disc, disc_correct, sr, sr_sent, corrections, real_tokens }
+}
