@@ -106,7 +106,11 @@ pub fn run_bench(
         let value = loss.into_scalar::<f32>() as f64;
         let total = t0.elapsed();
         let ms = total.as_secs_f64() * 1e3;
-        let parts = [t_fwd.as_secs_f64() * 1e3, (t_bwd - t_fwd).as_secs_f64() * 1e3, (total - t_bwd).as_secs_f64() * 1e3];
+        let parts = [
+            t_fwd.as_secs_f64() * 1e3,
+            (t_bwd - t_fwd).as_secs_f64() * 1e3,
+            (total - t_bwd).as_secs_f64() * 1e3,
+        ];
         on_step(step, value, ms, parts);
         if step >= warmup {
             step_ms.push(ms);

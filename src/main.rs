@@ -139,15 +139,26 @@ enum LexiconCommand {
     },
 }
 
-fn lexicon_build(tokenizer: PathBuf, out: PathBuf, wordnet: Option<PathBuf>, embeddings: Option<PathBuf>, checkpoint: Option<PathBuf>, top_k: usize) -> anyhow::Result<()> {
+fn lexicon_build(
+    tokenizer: PathBuf,
+    out: PathBuf,
+    wordnet: Option<PathBuf>,
+    embeddings: Option<PathBuf>,
+    checkpoint: Option<PathBuf>,
+    top_k: usize,
+) -> anyhow::Result<()> {
     use trueneg::lexicon::{embedding_table, embeddings::read_vectors, whole_words, wordnet_table};
     if out.exists() {
-        anyhow::bail!("{}: already exists; choose another --out (nothing was changed)", out.display());
+        anyhow::bail!(
+            "{}: already exists; choose another --out (nothing was changed)",
+            out.display()
+        );
     }
     let tok = trueneg::text::WordPieceTokenizer::load(&tokenizer)?;
     let words = whole_words(&tok);
     let table = if let Some(e) = embeddings {
-        let keep: std::collections::HashSet<String> = words.iter().map(|(w, _)| w.to_lowercase()).collect();
+        let keep: std::collections::HashSet<String> =
+            words.iter().map(|(w, _)| w.to_lowercase()).collect();
         let v = read_vectors(&e, &|w| keep.contains(w))?;
         embedding_table(&tok, &v, top_k, &format!("embeddings:{}", e.display()))
     } else if let Some(c) = checkpoint {
@@ -157,19 +168,35 @@ fn lexicon_build(tokenizer: PathBuf, out: PathBuf, wordnet: Option<PathBuf>, emb
             .iter()
             .find(|(k, _)| k.ends_with("embeddings.word_embeddings.weight"))
             .map(|(_, t)| t.clone())
-            .ok_or_else(|| anyhow::anyhow!("{}: no `*.embeddings.word_embeddings.weight` tensor", c.display()))?;
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: no `*.embeddings.word_embeddings.weight` tensor",
+                    c.display()
+                )
+            })?;
         if m.shape[0] != tok.vocab_size() {
-            anyhow::bail!("{}: {} embedding rows, the tokenizer has {} tokens", c.display(), m.shape[0], tok.vocab_size());
+            anyhow::bail!(
+                "{}: {} embedding rows, the tokenizer has {} tokens",
+                c.display(),
+                m.shape[0],
+                tok.vocab_size()
+            );
         }
         let dim = m.shape[1];
         let v = trueneg::lexicon::embeddings::WordVectors {
             words: words.iter().map(|(w, _)| w.to_lowercase()).collect(),
             dim,
-            values: words.iter().flat_map(|(_, id)| m.values[*id as usize * dim..(*id as usize + 1) * dim].to_vec()).collect(),
+            values: words
+                .iter()
+                .flat_map(|(_, id)| m.values[*id as usize * dim..(*id as usize + 1) * dim].to_vec())
+                .collect(),
         };
         embedding_table(&tok, &v, top_k, &format!("checkpoint:{}", c.display()))
     } else {
-        wordnet_table(&tok, &wordnet.unwrap_or_else(trueneg::text::default_corpus::default_wordnet_dir))?
+        wordnet_table(
+            &tok,
+            &wordnet.unwrap_or_else(trueneg::text::default_corpus::default_wordnet_dir),
+        )?
     };
     table.save(&out)?;
     let c = table.coverage(words.len());
@@ -279,24 +306,69 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("exported {}", dir.display());
             }
         }
-        Command::Lexicon { command: LexiconCommand::Build { tokenizer, out, wordnet, embeddings, checkpoint, top_k } } => {
+        Command::Lexicon {
+            command:
+                LexiconCommand::Build {
+                    tokenizer,
+                    out,
+                    wordnet,
+                    embeddings,
+                    checkpoint,
+                    top_k,
+                },
+        } => {
             lexicon_build(tokenizer, out, wordnet, embeddings, checkpoint, top_k)?;
         }
-        Command::Stats { checkpoints, corpus, lexicon, batches, batch_size } => {
+        Command::Stats {
+            checkpoints,
+            corpus,
+            lexicon,
+            batches,
+            batch_size,
+        } => {
             let tok = trueneg::text::WordPieceTokenizer::load(&checkpoints.join("tokenizer.json"))?;
-            let table = match lexicon.or_else(|| Some(checkpoints.join("lexicon.safetensors")).filter(|p| p.exists())) {
+            let table = match lexicon
+                .or_else(|| Some(checkpoints.join("lexicon.safetensors")).filter(|p| p.exists()))
+            {
                 Some(p) => trueneg::lexicon::SynonymTable::load_for(&p, &tok.fingerprint())?,
-                None => trueneg::lexicon::wordnet_table(&tok, &trueneg::text::default_corpus::default_wordnet_dir())?,
+                None => trueneg::lexicon::wordnet_table(
+                    &tok,
+                    &trueneg::text::default_corpus::default_wordnet_dir(),
+                )?,
             };
-            let stats = trueneg::train::stats::correction_stats(&checkpoints, &corpus, &table, batches, batch_size)?;
+            let stats = trueneg::train::stats::correction_stats(
+                &checkpoints,
+                &corpus,
+                &table,
+                batches,
+                batch_size,
+            )?;
             let md = trueneg::train::stats::stats_table(&stats);
             print!("{md}");
             let png = checkpoints.join("correction-stats.png");
             let series = vec![
-                trueneg::plot::Series { name: "prediction level (corrected / mismatched)".into(), points: stats.iter().map(|s| (s.step as f64, 100.0 * s.prediction_level)).collect() },
-                trueneg::plot::Series { name: "iteration level (sequences with a correction)".into(), points: stats.iter().map(|s| (s.step as f64, 100.0 * s.iteration_level)).collect() },
+                trueneg::plot::Series {
+                    name: "prediction level (corrected / mismatched)".into(),
+                    points: stats
+                        .iter()
+                        .map(|s| (s.step as f64, 100.0 * s.prediction_level))
+                        .collect(),
+                },
+                trueneg::plot::Series {
+                    name: "iteration level (sequences with a correction)".into(),
+                    points: stats
+                        .iter()
+                        .map(|s| (s.step as f64, 100.0 * s.iteration_level))
+                        .collect(),
+                },
             ];
-            trueneg::plot::line_plot(&png, "Hard Correction rates over training", "step", "%", &series)?;
+            trueneg::plot::line_plot(
+                &png,
+                "Hard Correction rates over training",
+                "step",
+                "%",
+                &series,
+            )?;
             let json = serde_json::to_string_pretty(&stats)?;
             std::fs::write(checkpoints.join("correction-stats.json"), json)?;
             std::fs::write(checkpoints.join("correction-stats.md"), md)?;
@@ -306,10 +378,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mut series = Vec::new();
             for r in &runs {
                 let path = r.join("metrics.jsonl");
-                let text = std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
                 let mut points = Vec::new();
                 for (i, line) in text.lines().enumerate() {
-                    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), i + 1))?;
+                    let v: serde_json::Value = serde_json::from_str(line)
+                        .map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), i + 1))?;
                     if let (Some(s), Some(y)) = (v["step"].as_f64(), v[metric.as_str()].as_f64()) {
                         points.push((s, y));
                     }
@@ -317,7 +391,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 if points.is_empty() {
                     anyhow::bail!("{}: no field `{metric}`", path.display());
                 }
-                series.push(trueneg::plot::Series { name: r.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(), points });
+                series.push(trueneg::plot::Series {
+                    name: r
+                        .file_name()
+                        .map(|n| n.to_string_lossy().to_string())
+                        .unwrap_or_default(),
+                    points,
+                });
             }
             trueneg::plot::line_plot(&out, &format!("{metric} by run"), "step", &metric, &series)?;
             println!("wrote {}", out.display());
@@ -333,10 +413,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 rayon::current_num_threads(),
                 !no_sr
             );
-            let r = trueneg::bench::run_bench(&device, warmup, steps, !no_sr, |step, loss, ms, [f, b, o]| {
-                let tag = if step < warmup { "warmup" } else { "step" };
-                println!("{tag} {step:4} loss={loss:.6} ms={ms:.1} (forward {f:.0}, backward {b:.0}, optimizer {o:.0})");
-            });
+            let r = trueneg::bench::run_bench(
+                &device,
+                warmup,
+                steps,
+                !no_sr,
+                |step, loss, ms, [f, b, o]| {
+                    let tag = if step < warmup { "warmup" } else { "step" };
+                    println!(
+                        "{tag} {step:4} loss={loss:.6} ms={ms:.1} (forward {f:.0}, backward {b:.0}, optimizer {o:.0})"
+                    );
+                },
+            );
             let [f, b, o] = r.phase_ms;
             println!("# mean ms: forward+loss {f:.1}, backward {b:.1}, optimizer {o:.1}");
             if let Some(kb) = trueneg::bench::peak_rss_kb() {

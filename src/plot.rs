@@ -33,7 +33,13 @@ pub struct Series {
 }
 
 /// Draws `series` as lines into a PNG at `path` (written atomically).
-pub fn line_plot(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<()> {
+pub fn line_plot(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<()> {
     let pts = series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in pts.filter(|(x, y)| x.is_finite() && y.is_finite()) {
@@ -54,14 +60,20 @@ pub fn line_plot(path: &Path, title: &str, x_label: &str, y_label: &str, series:
     let text = font_available();
     {
         let root = BitMapBackend::new(&tmp, (900, 560)).into_drawing_area();
-        let draw_err = |e: String| Error::Input(format!("{}: drawing failed ({e})", path.display()));
+        let draw_err =
+            |e: String| Error::Input(format!("{}: drawing failed ({e})", path.display()));
         root.fill(&WHITE).map_err(|e| draw_err(e.to_string()))?;
         let mut builder = ChartBuilder::on(&root);
-        builder.margin(16).x_label_area_size(if text { 40 } else { 0 }).y_label_area_size(if text { 60 } else { 0 });
+        builder
+            .margin(16)
+            .x_label_area_size(if text { 40 } else { 0 })
+            .y_label_area_size(if text { 60 } else { 0 });
         if text {
             builder.caption(title, ("sans-serif", 22));
         }
-        let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1).map_err(|e| draw_err(e.to_string()))?;
+        let mut chart = builder
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(|e| draw_err(e.to_string()))?;
         let mut mesh = chart.configure_mesh();
         if text {
             mesh.x_desc(x_label).y_desc(y_label);
@@ -72,10 +84,15 @@ pub fn line_plot(path: &Path, title: &str, x_label: &str, y_label: &str, series:
         for (i, s) in series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             let line = chart
-                .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
+                .draw_series(LineSeries::new(
+                    s.points.iter().copied(),
+                    color.stroke_width(2),
+                ))
                 .map_err(|e| draw_err(e.to_string()))?;
             if text {
-                line.label(s.name.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                line.label(s.name.clone()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
             }
         }
         if text {

@@ -23,7 +23,11 @@ fn id(t: &WordPieceTokenizer, w: &str) -> u32 {
 #[test]
 fn wordnet_synonyms_of_the_papers_examples() {
     let wn = WordNet::open(Path::new(WORDNET)).unwrap();
-    assert!(wn.lemma_count() > 80_000, "{} single-word lemmas", wn.lemma_count());
+    assert!(
+        wn.lemma_count() > 80_000,
+        "{} single-word lemmas",
+        wn.lemma_count()
+    );
     assert!(wn.synonyms("main").contains("primary"));
     assert!(wn.synonyms("main").contains("chief"));
     assert!(wn.synonyms("stay").contains("remain"));
@@ -40,12 +44,27 @@ fn wordnet_table_projects_onto_the_vocabulary() {
     let dir = tempfile::tempdir().unwrap();
     let t = tokenizer(dir.path());
     let table = wordnet_table(&t, Path::new(WORDNET)).unwrap();
-    for (a, b) in [("main", "primary"), ("stay", "remain"), ("effort", "attempt"), ("stayed", "remained"), ("happy", "glad")] {
+    for (a, b) in [
+        ("main", "primary"),
+        ("stay", "remain"),
+        ("effort", "attempt"),
+        ("stayed", "remained"),
+        ("happy", "glad"),
+    ] {
         assert!(table.are_synonyms(id(&t, a), id(&t, b)), "{a} ~ {b}");
-        assert!(table.are_synonyms(id(&t, b), id(&t, a)), "symmetric: {b} ~ {a}");
+        assert!(
+            table.are_synonyms(id(&t, b), id(&t, a)),
+            "symmetric: {b} ~ {a}"
+        );
     }
-    assert!(table.synonyms(id(&t, "xyzzy")).is_empty(), "no synsets, no synonyms");
-    assert!(table.synonyms(id(&t, "##s")).is_empty(), "word pieces are left out");
+    assert!(
+        table.synonyms(id(&t, "xyzzy")).is_empty(),
+        "no synsets, no synonyms"
+    );
+    assert!(
+        table.synonyms(id(&t, "##s")).is_empty(),
+        "word pieces are left out"
+    );
     assert!(table.synonyms(id(&t, "[MASK]")).is_empty());
     let c = table.coverage(trueneg::lexicon::whole_words(&t).len());
     assert!(c.with_synonyms >= 12 && c.mean_list_length >= 1.0, "{c:?}");
@@ -54,15 +73,23 @@ fn wordnet_table_projects_onto_the_vocabulary() {
     let p = dir.path().join("lex.safetensors");
     table.save(&p).unwrap();
     assert_eq!(SynonymTable::load_for(&p, &t.fingerprint()).unwrap(), table);
-    let e = SynonymTable::load_for(&p, "0123456789abcdef").unwrap_err().to_string();
-    assert!(e.contains("lex.safetensors") && e.contains("another tokenizer"), "{e}");
+    let e = SynonymTable::load_for(&p, "0123456789abcdef")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("lex.safetensors") && e.contains("another tokenizer"),
+        "{e}"
+    );
     let e = table.save(&p).unwrap_err().to_string();
     assert!(e.contains("already exists"), "{e}");
 }
 
 #[test]
 fn missing_wordnet_says_how_to_install_it() {
-    let e = WordNet::open(Path::new("/nonexistent/wordnet")).err().unwrap().to_string();
+    let e = WordNet::open(Path::new("/nonexistent/wordnet"))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("wordnet-base") && e.contains("data.noun"), "{e}");
 }
 
@@ -76,7 +103,11 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 fn embedding_files_are_read_and_bad_ones_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let all = |_: &str| true;
-    let w2v = write(dir.path(), "v.txt", "3 2\nmain 1 0\nprimary 0.9 0.1\nstay 0 1\n");
+    let w2v = write(
+        dir.path(),
+        "v.txt",
+        "3 2\nmain 1 0\nprimary 0.9 0.1\nstay 0 1\n",
+    );
     let v = read_vectors(&w2v, &all).unwrap();
     assert_eq!((v.words.len(), v.dim), (3, 2));
     let glove = write(dir.path(), "g.txt", "main 1 0 0\nprimary 0.9 0.1 0\n");
@@ -106,7 +137,12 @@ fn embedding_files_are_read_and_bad_ones_rejected() {
 #[test]
 fn embedding_neighbours_are_cosine_top_k() {
     let v = WordVectors {
-        words: vec!["main".into(), "primary".into(), "stay".into(), "remain".into()],
+        words: vec![
+            "main".into(),
+            "primary".into(),
+            "stay".into(),
+            "remain".into(),
+        ],
         dim: 2,
         values: vec![1.0, 0.0, 10.0, 1.0, 0.0, 1.0, 0.1, 3.0],
     };

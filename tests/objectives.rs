@@ -3,7 +3,9 @@
 
 use burn::prelude::*;
 use trueneg::lexicon::SynonymTable;
-use trueneg::objective::{correction_weights, masked_cross_entropy, sentence_regularization, word_regularization};
+use trueneg::objective::{
+    correction_weights, masked_cross_entropy, sentence_regularization, word_regularization,
+};
 
 fn dev() -> Device {
     Device::flex().autodiff()
@@ -19,7 +21,10 @@ fn i1(v: Vec<i64>, d: &Device) -> Tensor<1, Int> {
 }
 
 fn host<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-    t.into_data().convert::<f32>().try_into_vec::<f32>().unwrap()
+    t.into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap()
 }
 
 fn log_softmax_row(row: &[f64], k: usize) -> f64 {
@@ -61,9 +66,18 @@ fn hard_correction_drops_exactly_the_synonym_mismatches_and_renormalises() {
     let lt = t2(logits.clone(), [4, 8], &d).require_grad();
     let n = 4;
     let wt = Tensor::<1>::from_data(TensorData::new(w.clone(), [n]), &d);
-    let loss = masked_cross_entropy(lt.clone(), i1(gold.iter().map(|&g| g as i64).collect(), &d), Some(wt));
+    let loss = masked_cross_entropy(
+        lt.clone(),
+        i1(gold.iter().map(|&g| g as i64).collect(), &d),
+        Some(wt),
+    );
     // By hand: mean over kept positions 1 and 2 only.
-    let row = |r: usize| logits[r * 8..(r + 1) * 8].iter().map(|&x| x as f64).collect::<Vec<_>>();
+    let row = |r: usize| {
+        logits[r * 8..(r + 1) * 8]
+            .iter()
+            .map(|&x| x as f64)
+            .collect::<Vec<_>>()
+    };
     let want = -(log_softmax_row(&row(1), 5) + log_softmax_row(&row(2), 7)) / 2.0;
     let got = loss.clone().into_scalar::<f32>() as f64;
     assert!((got - want).abs() < 1e-5, "{got} vs {want}");
@@ -74,8 +88,16 @@ fn hard_correction_drops_exactly_the_synonym_mismatches_and_renormalises() {
     assert!(g[8..16].iter().any(|&x| x != 0.0) && g[16..24].iter().any(|&x| x != 0.0));
 
     // Without weights: the plain mean over all four positions.
-    let plain = masked_cross_entropy(t2(logits.clone(), [4, 8], &d), i1(vec![5, 5, 7, 7], &d), None).into_scalar::<f32>() as f64;
-    let want_all = -(0..4).map(|r| log_softmax_row(&row(r), gold[r] as usize)).sum::<f64>() / 4.0;
+    let plain = masked_cross_entropy(
+        t2(logits.clone(), [4, 8], &d),
+        i1(vec![5, 5, 7, 7], &d),
+        None,
+    )
+    .into_scalar::<f32>() as f64;
+    let want_all = -(0..4)
+        .map(|r| log_softmax_row(&row(r), gold[r] as usize))
+        .sum::<f64>()
+        / 4.0;
     assert!((plain - want_all).abs() < 1e-5);
 }
 
@@ -95,18 +117,31 @@ fn word_regularization_is_one_minus_cosine_with_gradient_into_both_rows() {
     let g = host(e.grad(&loss.backward()).unwrap());
     // Row 0 (pred) and row 2 (gold) get gradient from the first pair; rows 3 and 1 from the third.
     for r in [0usize, 1, 3] {
-        assert!(g[2 * r..2 * r + 2].iter().any(|&x| x.abs() > 1e-6), "row {r} has gradient");
+        assert!(
+            g[2 * r..2 * r + 2].iter().any(|&x| x.abs() > 1e-6),
+            "row {r} has gradient"
+        );
     }
     // d/d e0 of (1 - cos(e0, e2)) / 3 at e0 = (1,0), e2 = (1,1): -(e2/|e2| - cos·e0/|e0|)/|e0| / 3.
     let want_e0 = [-(cos02 - cos02) / 3.0, -(cos02 - 0.0) / 3.0];
-    assert!((g[0] as f64 - want_e0[0]).abs() < 1e-5 && (g[1] as f64 - want_e0[1]).abs() < 1e-5, "{:?}", &g[0..2]);
+    assert!(
+        (g[0] as f64 - want_e0[0]).abs() < 1e-5 && (g[1] as f64 - want_e0[1]).abs() < 1e-5,
+        "{:?}",
+        &g[0..2]
+    );
 }
 
 #[test]
 fn sentence_regularization_is_token_kl_over_real_tokens() {
     let d = dev();
-    let hp: Tensor<3> = Tensor::from_data(TensorData::new(vec![0.0f32, 1.0, 2.0, 0.5, 0.5, 0.5], [1, 2, 3]), &d);
-    let hs: Tensor<3> = Tensor::from_data(TensorData::new(vec![1.0f32, 1.0, 0.0, 9.0, 9.0, 9.0], [1, 2, 3]), &d);
+    let hp: Tensor<3> = Tensor::from_data(
+        TensorData::new(vec![0.0f32, 1.0, 2.0, 0.5, 0.5, 0.5], [1, 2, 3]),
+        &d,
+    );
+    let hs: Tensor<3> = Tensor::from_data(
+        TensorData::new(vec![1.0f32, 1.0, 0.0, 9.0, 9.0, 9.0], [1, 2, 3]),
+        &d,
+    );
     let real = t2(vec![1.0, 0.0], [1, 2], &d);
     let got = sentence_regularization(hp.clone(), hs, real).into_scalar::<f32>() as f64;
     let sm = |v: [f64; 3]| {
@@ -116,6 +151,42 @@ fn sentence_regularization_is_token_kl_over_real_tokens() {
     let (p, q) = (sm([0.0, 1.0, 2.0]), sm([1.0, 1.0, 0.0]));
     let want: f64 = (0..3).map(|j| p[j] * (p[j].ln() - q[j].ln())).sum();
     assert!((got - want).abs() < 1e-6, "{got} vs {want}");
-    let zero = sentence_regularization(hp.clone(), hp, t2(vec![1.0, 1.0], [1, 2], &d)).into_scalar::<f32>();
+    let zero = sentence_regularization(hp.clone(), hp, t2(vec![1.0, 1.0], [1, 2], &d))
+        .into_scalar::<f32>();
     assert!(zero.abs() < 1e-7);
+}
+
+#[test]
+fn multi_piece_words_are_corrected_when_their_pieces_spell_a_synonym() {
+    use trueneg::objective::hard_correction::MultiPiece;
+    // Vocabulary: 0 [PAD] 1 stay 2 ##ed 3 remain 4 the 5 rest 6 ##ing
+    let tokens: Vec<String> = ["[PAD]", "stay", "##ed", "remain", "the", "rest", "##ing"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mp = MultiPiece {
+        tokens,
+        synonyms: Box::new(|w: &str| {
+            if w == "stayed" {
+                vec!["remained".into()]
+            } else {
+                vec![]
+            }
+        }),
+    };
+    // One row of 6: "the stay ##ed the rest ##ing"; masked: 1, 2 (the whole word "stayed"),
+    // 4 (only the first piece of "resting": not a whole masked word).
+    let ids = [4u32, 1, 2, 4, 5, 6];
+    let positions = [1usize, 2, 4];
+    let words = mp.masked_words(&ids, 6, &positions);
+    assert_eq!(words, vec![vec![0, 1]]);
+    let gold = [1u32, 2, 5];
+    let mut w = vec![1.0f32; 3];
+    // Predicted "remain ##ed" spells "remained", a synonym of "stayed".
+    assert_eq!(mp.correct(&words, &[3, 2, 4], &gold, &mut w), 2);
+    assert_eq!(w, vec![0.0, 0.0, 1.0]);
+    // Predicted "remain ##ing" spells "remaining": not a synonym.
+    let mut w = vec![1.0f32; 3];
+    assert_eq!(mp.correct(&words, &[3, 6, 4], &gold, &mut w), 0);
+    assert_eq!(w, vec![1.0; 3]);
 }

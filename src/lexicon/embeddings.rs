@@ -22,14 +22,22 @@ pub fn read_vectors(path: &Path, keep: &dyn Fn(&str) -> bool) -> Result<WordVect
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut r = BufReader::new(f);
     let mut first = Vec::new();
-    r.read_until(b'\n', &mut first).map_err(|e| Error::io(path, e))?;
+    r.read_until(b'\n', &mut first)
+        .map_err(|e| Error::io(path, e))?;
     let head = String::from_utf8_lossy(&first).trim().to_string();
     let fields: Vec<&str> = head.split_whitespace().collect();
     let header = fields.len() == 2 && fields.iter().all(|f| f.parse::<usize>().is_ok());
-    let mut out = WordVectors { words: Vec::new(), dim: 0, values: Vec::new() };
+    let mut out = WordVectors {
+        words: Vec::new(),
+        dim: 0,
+        values: Vec::new(),
+    };
     let bad = |line: usize, why: &str| Error::Input(format!("{}:{line}: {why}", path.display()));
     if header {
-        let (n, dim) = (fields[0].parse::<usize>().unwrap(), fields[1].parse::<usize>().unwrap());
+        let (n, dim) = (
+            fields[0].parse::<usize>().unwrap(),
+            fields[1].parse::<usize>().unwrap(),
+        );
         if dim == 0 {
             return Err(bad(1, "dimension line says 0 dimensions"));
         }
@@ -43,8 +51,13 @@ pub fn read_vectors(path: &Path, keep: &dyn Fn(&str) -> bool) -> Result<WordVect
             None => {
                 let mut at = 0;
                 for i in 0..n {
-                    let sp = rest[at..].iter().position(|&b| b == b' ').ok_or_else(|| bad(i + 2, "truncated binary entry"))?;
-                    let word = String::from_utf8_lossy(&rest[at..at + sp]).trim().to_lowercase();
+                    let sp = rest[at..]
+                        .iter()
+                        .position(|&b| b == b' ')
+                        .ok_or_else(|| bad(i + 2, "truncated binary entry"))?;
+                    let word = String::from_utf8_lossy(&rest[at..at + sp])
+                        .trim()
+                        .to_lowercase();
                     at += sp + 1;
                     let end = at + 4 * dim;
                     if end > rest.len() {
@@ -52,7 +65,11 @@ pub fn read_vectors(path: &Path, keep: &dyn Fn(&str) -> bool) -> Result<WordVect
                     }
                     if keep(&word) {
                         out.words.push(word);
-                        out.values.extend(rest[at..end].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+                        out.values.extend(
+                            rest[at..end]
+                                .chunks_exact(4)
+                                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                        );
                     }
                     at = end;
                     if rest.get(at) == Some(&b'\n') {
@@ -68,14 +85,22 @@ pub fn read_vectors(path: &Path, keep: &dyn Fn(&str) -> bool) -> Result<WordVect
             return Err(bad(1, "expected `N D` or `word v1 v2 …`"));
         }
         let mut rest = String::new();
-        r.read_to_string(&mut rest).map_err(|e| Error::io(path, e))?;
+        r.read_to_string(&mut rest)
+            .map_err(|e| Error::io(path, e))?;
         let all = format!("{head}\n{rest}");
         parse_text(&all, 1, out.dim, keep, &mut out, &bad)?;
     }
     Ok(out)
 }
 
-fn parse_text(text: &str, first_line: usize, dim: usize, keep: &dyn Fn(&str) -> bool, out: &mut WordVectors, bad: &dyn Fn(usize, &str) -> Error) -> Result<()> {
+fn parse_text(
+    text: &str,
+    first_line: usize,
+    dim: usize,
+    keep: &dyn Fn(&str) -> bool,
+    out: &mut WordVectors,
+    bad: &dyn Fn(usize, &str) -> Error,
+) -> Result<()> {
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -85,9 +110,13 @@ fn parse_text(text: &str, first_line: usize, dim: usize, keep: &dyn Fn(&str) -> 
         let word = it.next().unwrap_or("").to_lowercase();
         let vals: Vec<&str> = it.collect();
         if vals.len() != dim {
-            return Err(bad(n, &format!("{} values, the dimension is {dim}", vals.len())));
+            return Err(bad(
+                n,
+                &format!("{} values, the dimension is {dim}", vals.len()),
+            ));
         }
-        let parsed: std::result::Result<Vec<f32>, _> = vals.iter().map(|v| v.parse::<f32>()).collect();
+        let parsed: std::result::Result<Vec<f32>, _> =
+            vals.iter().map(|v| v.parse::<f32>()).collect();
         let v = parsed.map_err(|_| bad(n, "non-numeric value"))?;
         if keep(&word) {
             out.words.push(word);
@@ -103,7 +132,10 @@ pub fn top_k_neighbours(vectors: &WordVectors, k: usize, device: &Device) -> Vec
     if n < 2 || k == 0 {
         return vec![Vec::new(); n];
     }
-    let m: Tensor<2> = Tensor::from_data(TensorData::new(vectors.values.clone(), [n, vectors.dim]), device);
+    let m: Tensor<2> = Tensor::from_data(
+        TensorData::new(vectors.values.clone(), [n, vectors.dim]),
+        device,
+    );
     let norms = m.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
     let m = m / norms;
     let mt = m.clone().transpose();
@@ -112,24 +144,46 @@ pub fn top_k_neighbours(vectors: &WordVectors, k: usize, device: &Device) -> Vec
     let block = 1024;
     for start in (0..n).step_by(block) {
         let end = (start + block).min(n);
-        let sims = m.clone().slice([start..end, 0..vectors.dim]).matmul(mt.clone());
+        let sims = m
+            .clone()
+            .slice([start..end, 0..vectors.dim])
+            .matmul(mt.clone());
         let (_, idx) = sims.topk_with_indices(kk, 1);
-        let idx: Vec<i64> = idx.into_data().convert::<i64>().try_into_vec::<i64>().expect("indices");
+        let idx: Vec<i64> = idx
+            .into_data()
+            .convert::<i64>()
+            .try_into_vec::<i64>()
+            .expect("indices");
         for (r, row) in idx.chunks(kk).enumerate() {
             let me = start + r;
-            out.push(row.iter().map(|&j| j as usize).filter(|&j| j != me).take(k).collect());
+            out.push(
+                row.iter()
+                    .map(|&j| j as usize)
+                    .filter(|&j| j != me)
+                    .take(k)
+                    .collect(),
+            );
         }
     }
     out
 }
 
 /// Neighbour pairs (word, word) for the table builder.
-pub fn neighbour_map(vectors: &WordVectors, k: usize, device: &Device) -> HashMap<String, Vec<String>> {
+pub fn neighbour_map(
+    vectors: &WordVectors,
+    k: usize,
+    device: &Device,
+) -> HashMap<String, Vec<String>> {
     let nb = top_k_neighbours(vectors, k, device);
     vectors
         .words
         .iter()
         .zip(nb)
-        .map(|(w, list)| (w.clone(), list.into_iter().map(|j| vectors.words[j].clone()).collect()))
+        .map(|(w, list)| {
+            (
+                w.clone(),
+                list.into_iter().map(|j| vectors.words[j].clone()).collect(),
+            )
+        })
         .collect()
 }

@@ -35,7 +35,9 @@ pub fn whole_words(tokenizer: &WordPieceTokenizer) -> Vec<(String, u32)> {
         .inner
         .get_vocab(true)
         .into_iter()
-        .filter(|(t, _)| !t.starts_with("##") && !t.starts_with('[') && t.chars().all(char::is_alphabetic))
+        .filter(|(t, _)| {
+            !t.starts_with("##") && !t.starts_with('[') && t.chars().all(char::is_alphabetic)
+        })
         .collect();
     v.sort_by_key(|(_, id)| *id);
     v
@@ -44,7 +46,11 @@ pub fn whole_words(tokenizer: &WordPieceTokenizer) -> Vec<(String, u32)> {
 impl SynonymTable {
     /// Builds a table from `synonyms(word)` (lower case words) over the tokenizer's whole-word
     /// tokens; every case variant of a synonym in the vocabulary counts. Made symmetric.
-    pub fn build(tokenizer: &WordPieceTokenizer, source: &str, synonyms: impl Fn(&str) -> BTreeSet<String> + Sync) -> Self {
+    pub fn build(
+        tokenizer: &WordPieceTokenizer,
+        source: &str,
+        synonyms: impl Fn(&str) -> BTreeSet<String> + Sync,
+    ) -> Self {
         use rayon::prelude::*;
         let vocab = tokenizer.vocab_size();
         let words = whole_words(tokenizer);
@@ -71,7 +77,12 @@ impl SynonymTable {
     }
 
     /// A table from (a, b) pairs; each pair is added both ways.
-    pub fn from_pairs(vocab: usize, fingerprint: String, source: String, pairs: Vec<(u32, u32)>) -> Self {
+    pub fn from_pairs(
+        vocab: usize,
+        fingerprint: String,
+        source: String,
+        pairs: Vec<(u32, u32)>,
+    ) -> Self {
         let mut lists: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); vocab];
         for (a, b) in pairs {
             if (a as usize) < vocab && (b as usize) < vocab && a != b {
@@ -86,7 +97,12 @@ impl SynonymTable {
             ids.extend(l);
             offsets.push(ids.len() as u32);
         }
-        Self { fingerprint, source, offsets, ids }
+        Self {
+            fingerprint,
+            source,
+            offsets,
+            ids,
+        }
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -108,38 +124,55 @@ impl SynonymTable {
     }
 
     pub fn coverage(&self, whole_words: usize) -> Coverage {
-        let with = (0..self.vocab_size()).filter(|&i| !self.synonyms(i as u32).is_empty()).count();
+        let with = (0..self.vocab_size())
+            .filter(|&i| !self.synonyms(i as u32).is_empty())
+            .count();
         Coverage {
             vocab_size: self.vocab_size(),
             whole_words,
             with_synonyms: with,
-            mean_list_length: if with == 0 { 0.0 } else { self.ids.len() as f64 / with as f64 },
+            mean_list_length: if with == 0 {
+                0.0
+            } else {
+                self.ids.len() as f64 / with as f64
+            },
         }
     }
 
     /// Writes the table atomically; refuses to overwrite an existing file.
     pub fn save(&self, path: &Path) -> Result<()> {
         if path.exists() {
-            return Err(Error::Input(format!("{}: already exists; choose another --out (nothing was changed)", path.display())));
+            return Err(Error::Input(format!(
+                "{}: already exists; choose another --out (nothing was changed)",
+                path.display()
+            )));
         }
         let o: Vec<u8> = self.offsets.iter().flat_map(|v| v.to_le_bytes()).collect();
         let i: Vec<u8> = self.ids.iter().flat_map(|v| v.to_le_bytes()).collect();
         let views = vec![
-            ("offsets", TensorView::new(Dtype::U32, vec![self.offsets.len()], &o).expect("view")),
-            ("ids", TensorView::new(Dtype::U32, vec![self.ids.len()], &i).expect("view")),
+            (
+                "offsets",
+                TensorView::new(Dtype::U32, vec![self.offsets.len()], &o).expect("view"),
+            ),
+            (
+                "ids",
+                TensorView::new(Dtype::U32, vec![self.ids.len()], &i).expect("view"),
+            ),
         ];
         let meta = HashMap::from([
             ("fingerprint".to_string(), self.fingerprint.clone()),
             ("source".to_string(), self.source.clone()),
             ("format".to_string(), "trueneg-synonyms-1".to_string()),
         ]);
-        let bytes = safetensors::serialize(views, Some(meta)).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+        let bytes = safetensors::serialize(views, Some(meta))
+            .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
         crate::error::write_atomic(path, &bytes)
     }
 
     pub fn load(path: &Path) -> Result<Self> {
         let bytes = crate::error::read(path)?;
-        let bad = |why: String| Error::Input(format!("{}: not a synonym table ({why})", path.display()));
+        let bad =
+            |why: String| Error::Input(format!("{}: not a synonym table ({why})", path.display()));
         let (_, meta) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
         let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
         let md = meta.metadata().clone().unwrap_or_default();
@@ -148,7 +181,10 @@ impl SynonymTable {
             if t.dtype() != Dtype::U32 {
                 return Err(bad(format!("`{name}` is not u32")));
             }
-            Ok(t.data().chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+            Ok(t.data()
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect())
         };
         let offsets = u32s("offsets")?;
         let ids = u32s("ids")?;

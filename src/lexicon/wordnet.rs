@@ -11,8 +11,32 @@ pub const POS: [&str; 4] = ["noun", "verb", "adj", "adv"];
 
 /// Morphy's detachment rules per part of speech: (suffix to strip, ending to add).
 const RULES: [(usize, &[(&str, &str)]); 3] = [
-    (0, &[("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"), ("men", "man"), ("ies", "y")]),
-    (1, &[("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"), ("ing", "")]),
+    (
+        0,
+        &[
+            ("s", ""),
+            ("ses", "s"),
+            ("xes", "x"),
+            ("zes", "z"),
+            ("ches", "ch"),
+            ("shes", "sh"),
+            ("men", "man"),
+            ("ies", "y"),
+        ],
+    ),
+    (
+        1,
+        &[
+            ("s", ""),
+            ("ies", "y"),
+            ("es", "e"),
+            ("es", ""),
+            ("ed", "e"),
+            ("ed", ""),
+            ("ing", "e"),
+            ("ing", ""),
+        ],
+    ),
     (2, &[("er", ""), ("est", ""), ("er", "e"), ("est", "e")]),
 ];
 
@@ -56,8 +80,15 @@ impl WordNet {
                     continue;
                 }
                 let f: Vec<&str> = line.split(' ').collect();
-                let bad = || Error::Input(format!("{}:{}: malformed synset line", path.display(), n + 1));
-                let count = usize::from_str_radix(f.get(3).ok_or_else(bad)?, 16).map_err(|_| bad())?;
+                let bad = || {
+                    Error::Input(format!(
+                        "{}:{}: malformed synset line",
+                        path.display(),
+                        n + 1
+                    ))
+                };
+                let count =
+                    usize::from_str_radix(f.get(3).ok_or_else(bad)?, 16).map_err(|_| bad())?;
                 let mut words = Vec::new();
                 for i in 0..count {
                     let w = f.get(4 + 2 * i).ok_or_else(bad)?;
@@ -79,18 +110,27 @@ impl WordNet {
                 for line in text.lines() {
                     let mut it = line.split_whitespace();
                     if let Some(inflected) = it.next() {
-                        exceptions[p].insert(inflected.to_lowercase(), it.map(str::to_lowercase).collect());
+                        exceptions[p].insert(
+                            inflected.to_lowercase(),
+                            it.map(str::to_lowercase).collect(),
+                        );
                     }
                 }
             }
         }
-        Ok(Self { lemma_synsets, synsets, exceptions, dir: dir.to_path_buf() })
+        Ok(Self {
+            lemma_synsets,
+            synsets,
+            exceptions,
+            dir: dir.to_path_buf(),
+        })
     }
 
     fn has_pos(&self, lemma: &str, pos: usize) -> bool {
-        self.lemma_synsets
-            .get(lemma)
-            .is_some_and(|ids| ids.iter().any(|&i| self.synsets[i as usize].0 as usize == pos))
+        self.lemma_synsets.get(lemma).is_some_and(|ids| {
+            ids.iter()
+                .any(|&i| self.synsets[i as usize].0 as usize == pos)
+        })
     }
 
     /// Lemmas of `word` (lower case) with how they were reached; the word itself first when it
@@ -98,7 +138,10 @@ impl WordNet {
     pub fn lemmas(&self, word: &str) -> Vec<(String, Inflection, Option<usize>)> {
         let w = word.to_lowercase();
         let mut out = Vec::new();
-        let none = Inflection { strip: String::new(), add: String::new() };
+        let none = Inflection {
+            strip: String::new(),
+            add: String::new(),
+        };
         if self.lemma_synsets.contains_key(&w) {
             out.push((w.clone(), none.clone(), None));
         }
@@ -118,7 +161,14 @@ impl WordNet {
                 {
                     let lemma = format!("{stem}{add}");
                     if self.has_pos(&lemma, p) && !out.iter().any(|(l, _, _)| *l == lemma) {
-                        out.push((lemma, Inflection { strip: strip.to_string(), add: add.to_string() }, Some(p)));
+                        out.push((
+                            lemma,
+                            Inflection {
+                                strip: strip.to_string(),
+                                add: add.to_string(),
+                            },
+                            Some(p),
+                        ));
                     }
                 }
             }
@@ -130,7 +180,12 @@ impl WordNet {
     /// of speech when given.
     pub fn synonyms_of_lemma(&self, lemma: &str, pos: Option<usize>) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
-        for &id in self.lemma_synsets.get(lemma).map(Vec::as_slice).unwrap_or(&[]) {
+        for &id in self
+            .lemma_synsets
+            .get(lemma)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
             let (p, words) = &self.synsets[id as usize];
             if pos.is_some_and(|q| q != *p as usize) {
                 continue;

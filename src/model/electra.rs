@@ -70,7 +70,9 @@ impl Electra {
 
     /// The generator's encoder output [batch, len, generator hidden].
     pub fn generator_encode(&self, x: &Inputs) -> Tensor<3> {
-        let e = self.embeddings.forward(x.ids.clone(), x.token_types.clone());
+        let e = self
+            .embeddings
+            .forward(x.ids.clone(), x.token_types.clone());
         self.generator.forward(e, x.attention_mask.clone())
     }
 

@@ -56,7 +56,11 @@ pub fn correction_weights(
     table: &SynonymTable,
 ) -> (Vec<f32>, CorrectionCounts) {
     let mut weights = vec![1.0; gold.len()];
-    let mut c = CorrectionCounts { masked: gold.len(), sequences: batch, ..Default::default() };
+    let mut c = CorrectionCounts {
+        masked: gold.len(),
+        sequences: batch,
+        ..Default::default()
+    };
     let mut hit = vec![false; batch];
     for k in 0..gold.len() {
         if predicted[k] != gold[k] {
@@ -72,34 +76,93 @@ pub fn correction_weights(
     (weights, c)
 }
 
-/// The multi-piece rule on top of [`correction_weights`]: `words` lists, per masked whole word
-/// split into pieces, the indices (into `gold`) of its pieces in order; `spell` joins token ids
-/// into a word (`##` pieces glued) and `lookup` maps a word to its token id when the vocabulary
-/// has it as one token. Returns how many extra positions were corrected.
-pub fn correct_multi_piece(
-    words: &[Vec<usize>],
-    predicted: &[u32],
-    gold: &[u32],
-    weights: &mut [f32],
-    spell: &dyn Fn(&[u32]) -> String,
-    synonyms_of_word: &dyn Fn(&str) -> Vec<String>,
-) -> usize {
-    let mut extra = 0;
-    for pieces in words.iter().filter(|p| p.len() > 1) {
-        let pred: Vec<u32> = pieces.iter().map(|&k| predicted[k]).collect();
-        let gold_ids: Vec<u32> = pieces.iter().map(|&k| gold[k]).collect();
-        if pred == gold_ids {
-            continue;
+/// Word → its synonyms (WordNet), for words the vocabulary splits into pieces.
+pub type WordSynonyms = Box<dyn Fn(&str) -> Vec<String> + Send + Sync>;
+
+/// What the multi-piece rule needs: the vocabulary's token strings and word-level synonyms.
+pub struct MultiPiece {
+    pub tokens: Vec<String>,
+    pub synonyms: WordSynonyms,
+}
+
+impl MultiPiece {
+    /// Joins WordPiece tokens into a word (`##` pieces glued to the previous one).
+    pub fn spell(&self, ids: &[u32]) -> String {
+        ids.iter()
+            .map(|&i| {
+                let t = self
+                    .tokens
+                    .get(i as usize)
+                    .map(String::as_str)
+                    .unwrap_or("");
+                t.strip_prefix("##").unwrap_or(t)
+            })
+            .collect()
+    }
+
+    fn is_piece(&self, id: u32) -> bool {
+        self.tokens
+            .get(id as usize)
+            .is_some_and(|t| t.starts_with("##"))
+    }
+
+    /// Whole words split into several pieces, all of them masked: per word the indices into the
+    /// masked positions. `ids` are the original batch ids, `len` the row length, `positions`
+    /// the sorted flat masked positions.
+    pub fn masked_words(&self, ids: &[u32], len: usize, positions: &[usize]) -> Vec<Vec<usize>> {
+        let mut out = Vec::new();
+        let mut k = 0;
+        while k < positions.len() {
+            let p = positions[k];
+            let mut word = vec![k];
+            if !self.is_piece(ids[p]) {
+                while k + word.len() < positions.len() {
+                    let q = positions[k + word.len()];
+                    let prev = positions[k + word.len() - 1];
+                    if q == prev + 1 && !q.is_multiple_of(len) && self.is_piece(ids[q]) {
+                        word.push(k + word.len());
+                    } else {
+                        break;
+                    }
+                }
+                let after = positions[k + word.len() - 1] + 1;
+                let complete =
+                    after.is_multiple_of(len) || after >= ids.len() || !self.is_piece(ids[after]);
+                if word.len() > 1 && complete {
+                    out.push(word.clone());
+                }
+            }
+            k += word.len();
         }
-        let (p, g) = (spell(&pred), spell(&gold_ids));
-        if synonyms_of_word(&g).iter().any(|s| *s == p) {
-            for &k in pieces {
-                if weights[k] != 0.0 {
-                    weights[k] = 0.0;
-                    extra += 1;
+        out
+    }
+
+    /// Applies the rule: a masked multi-piece word whose predicted pieces spell a synonym of it
+    /// is corrected (all its pieces get weight 0). Returns how many positions were added.
+    pub fn correct(
+        &self,
+        words: &[Vec<usize>],
+        predicted: &[u32],
+        gold: &[u32],
+        weights: &mut [f32],
+    ) -> usize {
+        let mut extra = 0;
+        for pieces in words {
+            let pred: Vec<u32> = pieces.iter().map(|&k| predicted[k]).collect();
+            let gold_ids: Vec<u32> = pieces.iter().map(|&k| gold[k]).collect();
+            if pred == gold_ids {
+                continue;
+            }
+            let (p, g) = (self.spell(&pred), self.spell(&gold_ids));
+            if (self.synonyms)(&g).contains(&p) {
+                for &k in pieces {
+                    if weights[k] != 0.0 {
+                        weights[k] = 0.0;
+                        extra += 1;
+                    }
                 }
             }
         }
+        extra
     }
-    extra
 }

@@ -19,10 +19,11 @@ use super::checkpoint::{self, TrainState};
 use super::config::PretrainConfig;
 use super::model::{PretrainModel, read_transformers_weights};
 use super::optimizer::{AdamW, Grads, scheduled_lr};
-use crate::interop::tensors::TensorMap;
 use super::step::step_loss;
+use crate::interop::tensors::TensorMap;
 use crate::lexicon::SynonymTable;
 use crate::objective::CorrectionCounts;
+use crate::objective::hard_correction::MultiPiece;
 use crate::text::batches::{BatchStream, DataPosition};
 use crate::text::masking::mask_batch;
 use crate::text::shards::ShardSet;
@@ -45,6 +46,8 @@ pub struct StepMetrics {
     pub lr: f64,
     pub grad_norm: f64,
     pub masked: usize,
+    /// Hard Correction counts are totals over the steps since the previous line (every step with
+    /// `train.log_every = 1`).
     /// Hard Correction: masked positions whose prediction differs from the gold token.
     pub mismatched: Option<usize>,
     /// Hard Correction: mismatched positions dropped as synonyms.
@@ -99,9 +102,15 @@ fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
 
 /// The synonym table Hard Correction needs: `objective.lexicon`, else the WordNet table of the
 /// run's tokenizer, built once into `<run>/lexicon.safetensors`.
-fn load_lexicon(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> Result<Option<SynonymTable>> {
+fn load_lexicon(
+    cfg: &PretrainConfig,
+    shards: &ShardSet,
+    run: &Path,
+) -> Result<Option<SynonymTable>> {
     let o = &cfg.objective;
-    if !o.kind.hard_correction() && o.hc_discriminator == crate::objective::DiscriminatorCorrection::Off {
+    if !o.kind.hard_correction()
+        && o.hc_discriminator == crate::objective::DiscriminatorCorrection::Off
+    {
         return Ok(None);
     }
     let fp = &shards.manifest.tokenizer_fingerprint;
@@ -113,7 +122,10 @@ fn load_lexicon(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> Result<O
         return SynonymTable::load_for(&path, fp).map(Some);
     }
     let tokenizer = crate::text::prepare::shard_tokenizer(&shards.dir)?;
-    let table = crate::lexicon::wordnet_table(&tokenizer, &crate::text::default_corpus::default_wordnet_dir())?;
+    let table = crate::lexicon::wordnet_table(
+        &tokenizer,
+        &crate::text::default_corpus::default_wordnet_dir(),
+    )?;
     table.save(&path)?;
     Ok(Some(table))
 }
@@ -194,6 +206,23 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     }
 
     let table = load_lexicon(cfg, shards, run)?;
+    let multi_piece = if cfg.objective.hc_multi_piece && table.is_some() {
+        let tokenizer = crate::text::prepare::shard_tokenizer(&shards.dir)?;
+        let mut tokens = vec![String::new(); tokenizer.vocab_size()];
+        for (t, id) in tokenizer.inner.get_vocab(true) {
+            if let Some(slot) = tokens.get_mut(id as usize) {
+                *slot = t;
+            }
+        }
+        let wn =
+            crate::lexicon::WordNet::open(&crate::text::default_corpus::default_wordnet_dir())?;
+        Some(MultiPiece {
+            tokens,
+            synonyms: Box::new(move |w| wn.synonyms(w).into_iter().collect()),
+        })
+    } else {
+        None
+    };
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, position);
     let mut metrics_file = std::fs::OpenOptions::new()
         .create(true)
@@ -216,20 +245,29 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     let mut last = None;
     let mut window_tokens = 0usize;
     let mut window_start = Instant::now();
+    // Hard Correction counts since the last metrics line (the line reports the window's totals).
+    let mut window_counts: Option<CorrectionCounts> = None;
 
     for step in start_step..total {
         let mut grads = Grads::default();
         let (mut loss_sum, mut mlm_sum, mut disc_sum, mut correct, mut real, mut masked) =
             (0.0, 0.0, 0.0, 0.0, 0usize, 0usize);
         let (mut sr_sum, mut sr_sent_sum) = (0.0, 0.0);
-        let mut counts: Option<CorrectionCounts> = None;
         for micro in 0..cfg.train.grad_accum {
             let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
             base_device.seed(step_seed);
             let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
             let batch = stream.next_batch();
             let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);
-            let l = step_loss(&model, cfg, table.as_ref(), &batch, &m, &device);
+            let l = step_loss(
+                &model,
+                cfg,
+                table.as_ref(),
+                multi_piece.as_ref(),
+                &batch,
+                &m,
+                &device,
+            );
             masked += m.positions.len();
             real += l.real_tokens;
             let g = l.total.backward();
@@ -249,7 +287,9 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 sr_sent_sum += scalar(r);
             }
             if let Some(c) = l.corrections {
-                counts.get_or_insert_with(Default::default).add(&c);
+                window_counts
+                    .get_or_insert_with(CorrectionCounts::default)
+                    .add(&c);
             }
             window_tokens += batch.batch * batch.len;
         }
@@ -279,15 +319,24 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             mlm_loss: mlm_sum / k,
             disc_loss: is_electra.then_some(disc_sum / k),
             disc_accuracy: is_electra.then(|| correct / real.max(1) as f64),
-            sr_loss: cfg.objective.kind.word_regularization().then_some(sr_sum / k),
-            sr_sent_loss: cfg.objective.kind.sentence_regularization().then_some(sr_sent_sum / k),
+            sr_loss: cfg
+                .objective
+                .kind
+                .word_regularization()
+                .then_some(sr_sum / k),
+            sr_sent_loss: cfg
+                .objective
+                .kind
+                .sentence_regularization()
+                .then_some(sr_sent_sum / k),
             lr,
             grad_norm,
             masked,
-            mismatched: counts.map(|c| c.mismatched),
-            corrected: counts.map(|c| c.corrected),
-            corrected_ratio: counts.map(|c| c.corrected as f64 / c.mismatched.max(1) as f64),
-            sequences_corrected_ratio: counts.map(|c| c.sequences_corrected as f64 / c.sequences.max(1) as f64),
+            mismatched: window_counts.map(|c| c.mismatched),
+            corrected: window_counts.map(|c| c.corrected),
+            corrected_ratio: window_counts.map(|c| c.corrected as f64 / c.mismatched.max(1) as f64),
+            sequences_corrected_ratio: window_counts
+                .map(|c| c.sequences_corrected as f64 / c.sequences.max(1) as f64),
             tokens_per_s: window_tokens as f64 / window_start.elapsed().as_secs_f64().max(1e-9),
         };
         if done % cfg.train.log_every.max(1) == 0 || done == total {
@@ -298,6 +347,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 .map_err(|e| Error::io(&metrics_path, e))?;
             window_tokens = 0;
             window_start = Instant::now();
+            window_counts = None;
         }
         bar.set_message(format!(
             "loss {:.4}  {:.0} tok/s",

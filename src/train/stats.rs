@@ -19,11 +19,11 @@ use crate::interop::tensors::TensorMap;
 use crate::lexicon::SynonymTable;
 use crate::model::Inputs;
 use crate::objective::{CorrectionCounts, correction_weights};
+use crate::text::WordPieceTokenizer;
 use crate::text::batches::Batch;
 use crate::text::corpus::{read_documents, split_sentences};
 use crate::text::examples::{Example, PackingConfig, pack_document};
 use crate::text::masking::mask_batch;
-use crate::text::WordPieceTokenizer;
 use crate::{Error, Result};
 
 #[derive(Clone, Debug, Serialize)]
@@ -35,27 +35,48 @@ pub struct CheckpointStats {
 }
 
 /// Packs a text corpus into examples with the run's tokenizer (seed 0).
-pub fn corpus_examples(corpus: &Path, tokenizer: &WordPieceTokenizer, max_len: usize) -> Result<Vec<Example>> {
+pub fn corpus_examples(
+    corpus: &Path,
+    tokenizer: &WordPieceTokenizer,
+    max_len: usize,
+) -> Result<Vec<Example>> {
     let s = tokenizer.special;
     let cfg = PackingConfig::new(max_len, s.cls, s.sep);
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let mut out = Vec::new();
     for d in read_documents(corpus)? {
-        let lines: Vec<Vec<u32>> = d.lines.iter().flat_map(|l| split_sentences(l)).map(|t| tokenizer.encode(t)).collect();
+        let lines: Vec<Vec<u32>> = d
+            .lines
+            .iter()
+            .flat_map(|l| split_sentences(l))
+            .map(|t| tokenizer.encode(t))
+            .collect();
         out.extend(pack_document(&lines, &cfg, &mut rng));
     }
     if out.is_empty() {
-        return Err(Error::Input(format!("{}: the corpus has no text", corpus.display())));
+        return Err(Error::Input(format!(
+            "{}: the corpus has no text",
+            corpus.display()
+        )));
     }
     Ok(out)
 }
 
 /// Statistics of every checkpoint of `run` on up to `max_batches` batches of `corpus`.
-pub fn correction_stats(run: &Path, corpus: &Path, table: &SynonymTable, max_batches: usize, batch_size: usize) -> Result<Vec<CheckpointStats>> {
+pub fn correction_stats(
+    run: &Path,
+    corpus: &Path,
+    table: &SynonymTable,
+    max_batches: usize,
+    batch_size: usize,
+) -> Result<Vec<CheckpointStats>> {
     let cfg = PretrainConfig::load(&run.join("config.toml").to_string_lossy(), &[])?;
     let tokenizer = WordPieceTokenizer::load(&run.join("tokenizer.json"))?;
     if table.fingerprint != tokenizer.fingerprint() {
-        return Err(Error::Input(format!("{}: the lexicon was built for another tokenizer", run.display())));
+        return Err(Error::Input(format!(
+            "{}: the lexicon was built for another tokenizer",
+            run.display()
+        )));
     }
     let examples = corpus_examples(corpus, &tokenizer, cfg.data.max_seq_len)?;
     let device = crate::train::pretrain::device_for(&cfg.train.device)?;
@@ -74,7 +95,13 @@ pub fn correction_stats(run: &Path, corpus: &Path, table: &SynonymTable, max_bat
     for (step, dir) in checkpoint::list(run) {
         let ck = checkpoint::load(&dir)?;
         let mut model = PretrainModel::new(&cfg, vocab, &device);
-        model.load(&TensorMap { tensors: ck.model, source: dir.join("model.safetensors") }, &device)?;
+        model.load(
+            &TensorMap {
+                tensors: ck.model,
+                source: dir.join("model.safetensors"),
+            },
+            &device,
+        )?;
         let mut counts = CorrectionCounts::default();
         for (b, m) in &batches {
             let shape = [b.batch, b.len];
@@ -84,7 +111,13 @@ pub fn correction_stats(run: &Path, corpus: &Path, table: &SynonymTable, max_bat
                 attention_mask: Some(ints(&b.attention_mask, shape, &device)),
             };
             let n = m.positions.len();
-            let pos: Tensor<1, Int> = Tensor::from_data(TensorData::new(m.positions.iter().map(|&p| p as i64).collect::<Vec<_>>(), [n]), &device);
+            let pos: Tensor<1, Int> = Tensor::from_data(
+                TensorData::new(
+                    m.positions.iter().map(|&p| p as i64).collect::<Vec<_>>(),
+                    [n],
+                ),
+                &device,
+            );
             let logits = match &model {
                 PretrainModel::Bert(bm) => bm.mlm_logits(&x, pos),
                 PretrainModel::Electra(e) => e.generator_logits(&x, pos),
@@ -110,14 +143,19 @@ pub fn correction_stats(run: &Path, corpus: &Path, table: &SynonymTable, max_bat
         });
     }
     if out.is_empty() {
-        return Err(Error::Checkpoint(format!("{}: no checkpoints", run.display())));
+        return Err(Error::Checkpoint(format!(
+            "{}: no checkpoints",
+            run.display()
+        )));
     }
     Ok(out)
 }
 
 /// The statistics as a Markdown table (the layout of the paper's Table 8).
 pub fn stats_table(stats: &[CheckpointStats]) -> String {
-    let mut s = String::from("| step | masked | mismatched | corrected | prediction-level (corrected / mismatched) | iteration-level (sequences with a correction) |\n|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from(
+        "| step | masked | mismatched | corrected | prediction-level (corrected / mismatched) | iteration-level (sequences with a correction) |\n|---:|---:|---:|---:|---:|---:|\n",
+    );
     for r in stats {
         s += &format!(
             "| {} | {} | {} | {} | {:.2} % | {:.2} % |\n",

@@ -11,9 +11,10 @@ use super::config::PretrainConfig;
 use super::model::PretrainModel;
 use crate::lexicon::SynonymTable;
 use crate::model::Inputs;
+use crate::objective::hard_correction::MultiPiece;
 use crate::objective::{
-    CorrectionCounts, DiscriminatorCorrection, Prediction, correction_weights, masked_cross_entropy,
-    replaced_token_loss, sentence_regularization, word_regularization,
+    CorrectionCounts, DiscriminatorCorrection, Prediction, correction_weights,
+    masked_cross_entropy, replaced_token_loss, sentence_regularization, word_regularization,
 };
 use crate::text::batches::Batch;
 use crate::text::masking::Masked;
@@ -35,7 +36,13 @@ fn floats1(values: Vec<f32>, device: &Device) -> Tensor<1> {
 }
 
 fn host_ids(t: Tensor<1, Int>) -> Vec<u32> {
-    t.into_data().convert::<i64>().try_into_vec::<i64>().expect("ids").into_iter().map(|v| v as u32).collect()
+    t.into_data()
+        .convert::<i64>()
+        .try_into_vec::<i64>()
+        .expect("ids")
+        .into_iter()
+        .map(|v| v as u32)
+        .collect()
 }
 
 fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
@@ -73,6 +80,7 @@ pub fn step_loss(
     model: &PretrainModel,
     cfg: &PretrainConfig,
     table: Option<&SynonymTable>,
+    multi_piece: Option<&MultiPiece>,
     batch: &Batch,
     m: &Masked,
     device: &Device,
@@ -87,7 +95,10 @@ pub fn step_loss(
 
     let (logits, words) = match model {
         PretrainModel::Bert(b) => (b.mlm_logits(&x, positions), b.embeddings.word_matrix()),
-        PretrainModel::Electra(e) => (e.generator_logits(&x, positions), e.embeddings.word_matrix()),
+        PretrainModel::Electra(e) => (
+            e.generator_logits(&x, positions),
+            e.embeddings.word_matrix(),
+        ),
     };
     let argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
     let sampled = match model {
@@ -95,11 +106,17 @@ pub fn step_loss(
             // Gumbel-max sampling at temperature 1: argmax(z − log(−log u)).
             let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
             let gumbel = u.log().neg().log().neg();
-            Some(host_ids((logits.clone().detach() + gumbel).argmax(1).squeeze_dim::<1>(1)))
+            Some(host_ids(
+                (logits.clone().detach() + gumbel)
+                    .argmax(1)
+                    .squeeze_dim::<1>(1),
+            ))
         }
         PretrainModel::Bert(_) => None,
     };
-    let needs_argmax_host = obj.kind.sentence_regularization() || (obj.kind.hard_correction() && (obj.hc_prediction == Prediction::Argmax || sampled.is_none()));
+    let needs_argmax_host = obj.kind.sentence_regularization()
+        || (obj.kind.hard_correction()
+            && (obj.hc_prediction == Prediction::Argmax || sampled.is_none()));
     let argmax_host = needs_argmax_host.then(|| host_ids(argmax.clone()));
 
     let (weights, corrections) = if obj.kind.hard_correction() {
@@ -108,7 +125,16 @@ pub fn step_loss(
             (Prediction::Sampled, Some(s)) => s,
             _ => argmax_host.as_ref().expect("argmax on host"),
         };
-        let (w, c) = correction_weights(pred, &m.labels, &rows, batch.batch, table);
+        let (mut w, mut c) = correction_weights(pred, &m.labels, &rows, batch.batch, table);
+        if let Some(mp) = multi_piece {
+            let words = mp.masked_words(&batch.ids, batch.len, &m.positions);
+            c.corrected += mp.correct(&words, pred, &m.labels, &mut w);
+            let mut hit = vec![false; batch.batch];
+            for (k, &wk) in w.iter().enumerate() {
+                hit[rows[k]] |= wk == 0.0;
+            }
+            c.sequences_corrected = hit.iter().filter(|&&h| h).count();
+        }
         (Some(floats1(w, device)), Some(c))
     } else {
         (None, None)
@@ -116,14 +142,23 @@ pub fn step_loss(
     let mlm = masked_cross_entropy(logits, labels.clone(), weights);
     let mut total = mlm.clone();
 
-    let sr = obj.kind.word_regularization().then(|| word_regularization(words, argmax, labels));
+    let sr = obj
+        .kind
+        .word_regularization()
+        .then(|| word_regularization(words, argmax, labels));
     if let Some(r) = &sr {
         total = total + r.clone().mul_scalar(obj.sr_weight);
     }
     let sr_sent = obj.kind.sentence_regularization().then(|| {
         let pred_ids = filled(batch, m, argmax_host.as_ref().expect("argmax on host"));
-        let xp = Inputs { ids: ints(&pred_ids, shape, device), ..x.clone() };
-        let xs = Inputs { ids: ints(&batch.ids, shape, device), ..x.clone() };
+        let xp = Inputs {
+            ids: ints(&pred_ids, shape, device),
+            ..x.clone()
+        };
+        let xs = Inputs {
+            ids: ints(&batch.ids, shape, device),
+            ..x.clone()
+        };
         let (hp, hs) = match model {
             PretrainModel::Bert(b) => (b.encode(&xp), b.encode(&xs)),
             PretrainModel::Electra(e) => (e.generator_encode(&xp), e.generator_encode(&xs)),
@@ -140,7 +175,8 @@ pub fn step_loss(
             let mut replaced = vec![0u32; batch.ids.len()];
             let mut weights: Vec<u32> = batch.attention_mask.clone();
             for ((&p, &s), &gold) in m.positions.iter().zip(sampled).zip(&m.labels) {
-                let synonym = obj.hc_discriminator != DiscriminatorCorrection::Off && table.is_some_and(|t| t.are_synonyms(gold, s));
+                let synonym = obj.hc_discriminator != DiscriminatorCorrection::Off
+                    && table.is_some_and(|t| t.are_synonyms(gold, s));
                 replaced[p] = u32::from(s != gold);
                 match obj.hc_discriminator {
                     DiscriminatorCorrection::Relabel if synonym => replaced[p] = 0,
@@ -148,16 +184,36 @@ pub fn step_loss(
                     _ => {}
                 }
             }
-            let dx = Inputs { ids: ints(&disc_ids, shape, device), ..x };
+            let dx = Inputs {
+                ids: ints(&disc_ids, shape, device),
+                ..x
+            };
             let d_logits = e.discriminator_logits(&dx);
             let target = ints(&replaced, shape, device).float();
             let w = ints(&weights, shape, device).float();
-            let correct = (d_logits.clone().detach().greater_elem(0.0).float().equal(target.clone()).float() * w.clone()).sum();
+            let correct = (d_logits
+                .clone()
+                .detach()
+                .greater_elem(0.0)
+                .float()
+                .equal(target.clone())
+                .float()
+                * w.clone())
+            .sum();
             let disc = replaced_token_loss(d_logits, target, w);
             total = total + disc.clone().mul_scalar(cfg.train.disc_weight);
             (Some(disc), Some(correct))
         }
         _ => (None, None),
     };
-    StepLoss { total, mlm, disc, disc_correct, sr, sr_sent, corrections, real_tokens }
+    StepLoss {
+        total,
+        mlm,
+        disc,
+        disc_correct,
+        sr,
+        sr_sent,
+        corrections,
+        real_tokens,
+    }
 }
