@@ -110,9 +110,10 @@ enum Command {
         steps: usize,
         #[arg(long, default_value_t = 3)]
         warmup: usize,
-        /// Leave out the Soft Regularization term (plain MLM).
-        #[arg(long)]
-        no_sr: bool,
+        /// The loss: `sr` (the spec: MLM + word-level SR), `baseline` (MLM only), `hc`, `hc+sr`
+        /// or `sr-sent` (Hard Correction uses a synthetic WordNet-sized table).
+        #[arg(long, default_value = "sr")]
+        objective: String,
     },
 }
 
@@ -405,19 +406,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench {
             steps,
             warmup,
-            no_sr,
+            objective,
         } => {
+            let kind: trueneg::objective::ObjectiveKind =
+                serde_json::from_value(serde_json::Value::String(objective.clone())).map_err(|_| {
+                    anyhow::anyhow!("--objective {objective}: expected baseline, sr, hc, hc+sr or sr-sent")
+                })?;
             let device = burn::prelude::Device::flex().autodiff();
             println!(
-                "# trueneg bench: backend=flex threads={} batch=16x128 masked=304 sr={}",
+                "# trueneg bench: backend=flex threads={} batch=16x128 masked=304 objective={objective}",
                 rayon::current_num_threads(),
-                !no_sr
             );
             let r = trueneg::bench::run_bench(
                 &device,
                 warmup,
                 steps,
-                !no_sr,
+                kind,
                 |step, loss, ms, [f, b, o]| {
                     let tag = if step < warmup { "warmup" } else { "step" };
                     println!(
