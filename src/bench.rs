@@ -11,9 +11,12 @@ use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::model::{BertMlm, EncoderConfig, Inputs};
 use crate::lexicon::SynonymTable;
-use crate::objective::{ObjectiveKind, correction_weights, masked_cross_entropy, sentence_regularization, word_regularization};
+use crate::model::{BertMlm, EncoderConfig, Inputs};
+use crate::objective::{
+    ObjectiveKind, correction_weights, masked_cross_entropy, sentence_regularization,
+    word_regularization,
+};
 use crate::train::optimizer::{AdamW, AdamWConfig, Grads};
 
 pub const VOCAB: usize = 30522;
@@ -39,13 +42,26 @@ pub fn bench_config() -> EncoderConfig {
 }
 
 fn host_ids(t: Tensor<1, Int>) -> Vec<u32> {
-    t.into_data().convert::<i64>().try_into_vec::<i64>().expect("ids").into_iter().map(|v| v as u32).collect()
+    t.into_data()
+        .convert::<i64>()
+        .try_into_vec::<i64>()
+        .expect("ids")
+        .into_iter()
+        .map(|v| v as u32)
+        .collect()
 }
 
 /// A synonym table shaped like WordNet's on a BERT vocabulary (about a third of the regular
 /// tokens have synonyms, 5 on average), on random ids: the bench has no tokenizer.
 fn synthetic_table(rng: &mut ChaCha8Rng) -> SynonymTable {
-    let pairs: Vec<(u32, u32)> = (0..25_000).map(|_| (rng.random_range(1000..VOCAB as u32), rng.random_range(1000..VOCAB as u32))).collect();
+    let pairs: Vec<(u32, u32)> = (0..25_000)
+        .map(|_| {
+            (
+                rng.random_range(1000..VOCAB as u32),
+                rng.random_range(1000..VOCAB as u32),
+            )
+        })
+        .collect();
     SynonymTable::from_pairs(VOCAB, "bench".into(), "synthetic".into(), pairs)
 }
 
@@ -57,16 +73,16 @@ pub struct BenchReport {
     pub phase_ms: [f64; 3],
 }
 
-/// Runs `warmup` untimed and `steps` timed steps on `device` (an autodiff device).
+/// Runs `warmup` untimed and `steps` timed steps of each objective on `device` (an autodiff
+/// device). With several objectives, each has its own model and optimizer (same initial
+/// weights) and their steps are interleaved, so slow drifts of the machine hit all alike.
 pub fn run_bench(
     device: &Device,
     warmup: usize,
     steps: usize,
-    objective: ObjectiveKind,
-    mut on_step: impl FnMut(usize, f64, f64, [f64; 3]),
-) -> BenchReport {
-    device.seed(0);
-    let mut model = BertMlm::new(&bench_config(), device);
+    objectives: &[ObjectiveKind],
+    mut on_step: impl FnMut(usize, usize, f64, f64, [f64; 3]),
+) -> Vec<BenchReport> {
     let mut rng = ChaCha8Rng::seed_from_u64(1234);
     let ids: Vec<i64> = (0..BATCH * SEQ)
         .map(|_| rng.random_range(1000..VOCAB as i64))
@@ -93,78 +109,106 @@ pub fn run_bench(
     };
     let positions: Tensor<1, Int> = Tensor::from_data(TensorData::new(positions, [n]), device);
     let labels: Tensor<1, Int> = Tensor::from_data(TensorData::new(labels, [n]), device);
-    let mut opt = AdamW::new(AdamWConfig {
-        lr: 5e-4,
-        weight_decay: 0.01,
-        decay_all: true,
-        eps: 1e-6,
-        max_grad_norm: 0.0,
-        warmup_steps: 0,
-        ..Default::default()
-    });
+    let mut runners: Vec<(BertMlm, AdamW)> = objectives
+        .iter()
+        .map(|_| {
+            device.seed(0);
+            let opt = AdamW::new(AdamWConfig {
+                lr: 5e-4,
+                weight_decay: 0.01,
+                decay_all: true,
+                eps: 1e-6,
+                max_grad_norm: 0.0,
+                warmup_steps: 0,
+                ..Default::default()
+            });
+            (BertMlm::new(&bench_config(), device), opt)
+        })
+        .collect();
 
-    let (mut step_ms, mut losses) = (Vec::new(), Vec::new());
-    let mut phase_ms = [0.0; 3];
+    let mut step_ms = vec![Vec::new(); objectives.len()];
+    let mut losses = vec![Vec::new(); objectives.len()];
+    let mut phase_ms = vec![[0.0; 3]; objectives.len()];
     for step in 0..warmup + steps {
-        let t0 = Instant::now();
-        let logits = model.mlm_logits(&x, positions.clone());
-        let argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
-        let weights = objective.hard_correction().then(|| {
-            let pred = host_ids(argmax.clone());
-            let rows: Vec<usize> = positions_host.iter().map(|&p| p / SEQ).collect();
-            let (w, _) = correction_weights(&pred, &labels_host, &rows, BATCH, &table);
-            Tensor::<1>::from_data(TensorData::new(w, [n]), device)
-        });
-        let mut loss = masked_cross_entropy(logits, labels.clone(), weights);
-        if objective.word_regularization() {
-            loss = loss + word_regularization(model.embeddings.word_matrix(), argmax.clone(), labels.clone());
-        }
-        if objective.sentence_regularization() {
-            let mut filled = ids.clone();
-            for (&p, &t) in positions_host.iter().zip(&host_ids(argmax)) {
-                filled[p] = t as i64;
+        for (j, (&objective, (model, opt))) in objectives.iter().zip(runners.iter_mut()).enumerate()
+        {
+            let t0 = Instant::now();
+            let logits = model.mlm_logits(&x, positions.clone());
+            let argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
+            let weights = objective.hard_correction().then(|| {
+                let pred = host_ids(argmax.clone());
+                let rows: Vec<usize> = positions_host.iter().map(|&p| p / SEQ).collect();
+                let (w, _) = correction_weights(&pred, &labels_host, &rows, BATCH, &table);
+                Tensor::<1>::from_data(TensorData::new(w, [n]), device)
+            });
+            let mut loss = masked_cross_entropy(logits, labels.clone(), weights);
+            if objective.word_regularization() {
+                loss = loss
+                    + word_regularization(
+                        model.embeddings.word_matrix(),
+                        argmax.clone(),
+                        labels.clone(),
+                    );
             }
-            let xp = Inputs { ids: Tensor::from_data(TensorData::new(filled, [BATCH, SEQ]), device), ..x.clone() };
-            let xs = Inputs { ids: Tensor::from_data(TensorData::new(ids.clone(), [BATCH, SEQ]), device), ..x.clone() };
-            let ones = Tensor::<2>::ones([BATCH, SEQ], device);
-            loss = loss + sentence_regularization(model.encode(&xp), model.encode(&xs), ones);
-        }
-        let t_fwd = t0.elapsed();
-        let g = loss.backward();
-        let grads = Grads::collect(&g, |w| model.walk(w));
-        let t_bwd = t0.elapsed();
-        opt.update(5e-4, &grads, |w| model.walk(w));
-        let value = loss.into_scalar::<f32>() as f64;
-        let total = t0.elapsed();
-        let ms = total.as_secs_f64() * 1e3;
-        let parts = [
-            t_fwd.as_secs_f64() * 1e3,
-            (t_bwd - t_fwd).as_secs_f64() * 1e3,
-            (total - t_bwd).as_secs_f64() * 1e3,
-        ];
-        on_step(step, value, ms, parts);
-        if step >= warmup {
-            step_ms.push(ms);
-            losses.push(value);
-            for (acc, p) in phase_ms.iter_mut().zip(parts) {
-                *acc += p / steps as f64;
+            if objective.sentence_regularization() {
+                let mut filled = ids.clone();
+                for (&p, &t) in positions_host.iter().zip(&host_ids(argmax)) {
+                    filled[p] = t as i64;
+                }
+                let xp = Inputs {
+                    ids: Tensor::from_data(TensorData::new(filled, [BATCH, SEQ]), device),
+                    ..x.clone()
+                };
+                let xs = Inputs {
+                    ids: Tensor::from_data(TensorData::new(ids.clone(), [BATCH, SEQ]), device),
+                    ..x.clone()
+                };
+                let ones = Tensor::<2>::ones([BATCH, SEQ], device);
+                loss = loss + sentence_regularization(model.encode(&xp), model.encode(&xs), ones);
+            }
+            let t_fwd = t0.elapsed();
+            let g = loss.backward();
+            let grads = Grads::collect(&g, |w| model.walk(w));
+            let t_bwd = t0.elapsed();
+            opt.update(5e-4, &grads, |w| model.walk(w));
+            let value = loss.into_scalar::<f32>() as f64;
+            let total = t0.elapsed();
+            let ms = total.as_secs_f64() * 1e3;
+            let parts = [
+                t_fwd.as_secs_f64() * 1e3,
+                (t_bwd - t_fwd).as_secs_f64() * 1e3,
+                (total - t_bwd).as_secs_f64() * 1e3,
+            ];
+            on_step(j, step, value, ms, parts);
+            if step >= warmup {
+                step_ms[j].push(ms);
+                losses[j].push(value);
+                for (acc, p) in phase_ms[j].iter_mut().zip(parts) {
+                    *acc += p / steps as f64;
+                }
             }
         }
     }
-    let mut sorted = step_ms.clone();
+    step_ms
+        .into_iter()
+        .zip(losses)
+        .zip(phase_ms)
+        .map(|((step_ms, losses), phase_ms)| BenchReport {
+            median_ms: median(&step_ms),
+            step_ms,
+            losses,
+            phase_ms,
+        })
+        .collect()
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut sorted = v.to_vec();
     sorted.sort_by(f64::total_cmp);
-    let median_ms = if sorted.is_empty() {
-        f64::NAN
-    } else if sorted.len() % 2 == 1 {
-        sorted[sorted.len() / 2]
-    } else {
-        (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
-    };
-    BenchReport {
-        step_ms,
-        losses,
-        median_ms,
-        phase_ms,
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
     }
 }
 

@@ -11,6 +11,7 @@ pub mod lexicon;
 pub mod model;
 pub mod objective;
 pub mod plot;
+pub mod tasks;
 pub mod text;
 pub mod train;
 

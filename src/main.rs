@@ -104,6 +104,88 @@ enum Command {
         #[arg(long, default_value = "mlm_loss")]
         metric: String,
     },
+    /// Fine-tune on a GLUE task and report dev scores over seeds.
+    Finetune {
+        /// cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte.
+        #[arg(long)]
+        task: String,
+        /// The task's folder (train.tsv, dev.tsv; MNLI: dev_matched.tsv, dev_mismatched.tsv).
+        #[arg(long)]
+        data: PathBuf,
+        /// A trueneg run directory or a transformers directory.
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, value_delimiter = ',', default_value = "1")]
+        seeds: Vec<u64>,
+        /// Results, predictions and fine-tuned models go here (default: <model>/finetune/<task>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        lr: Option<f64>,
+        #[arg(long)]
+        epochs: Option<usize>,
+        #[arg(long)]
+        batch_size: Option<usize>,
+        #[arg(long)]
+        max_seq_len: Option<usize>,
+        #[arg(long)]
+        layer_decay: Option<f64>,
+        /// Train on at most this many examples (0 = all).
+        #[arg(long, default_value_t = 0)]
+        max_train_examples: usize,
+        /// SQuAD: evaluate on at most this many questions (0 = all).
+        #[arg(long, default_value_t = 0)]
+        max_eval_examples: usize,
+        /// SQuAD: tokens between the starts of two context windows.
+        #[arg(long, default_value_t = 128)]
+        doc_stride: usize,
+        /// MRPC / QQP: also train on the swapped sentence order.
+        #[arg(long)]
+        both_orders: bool,
+    },
+    /// Write a transformed copy of a data set (robustness attack).
+    Attack {
+        /// swap-syn-wordnet (GLUE, SQuAD) or add-sent-diverse (SQuAD).
+        #[arg(long)]
+        kind: String,
+        /// A GLUE task or squad.
+        #[arg(long)]
+        task: String,
+        /// The task's folder, or one file.
+        #[arg(long)]
+        data: PathBuf,
+        /// A new folder for the transformed files.
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// WordNet database folder (default: Debian's wordnet-base).
+        #[arg(long)]
+        wordnet: Option<PathBuf>,
+    },
+    /// Evaluate a fine-tuned model on a dev set; writes predictions in GLUE's submission format.
+    Evaluate {
+        /// A folder written by `finetune` (…/seed-N).
+        #[arg(long)]
+        model: PathBuf,
+        /// The task's folder or a .tsv file (SQuAD: the JSON file).
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// Also evaluate under this attack (swap-syn-wordnet, add-sent-diverse) and report
+        /// original → transformed scores and the drop.
+        #[arg(long)]
+        attack: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// WordNet database folder (default: Debian's wordnet-base).
+        #[arg(long)]
+        wordnet: Option<PathBuf>,
+        /// SQuAD: evaluate on at most this many questions (0 = all).
+        #[arg(long, default_value_t = 0)]
+        max_eval_examples: usize,
+    },
     /// The CPU benchmark of DESIGN.md (BERT MLM + word-level SR step); prints ms_per_step=.
     Bench {
         #[arg(long, default_value_t = 20)]
@@ -111,7 +193,8 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         warmup: usize,
         /// The loss: `sr` (the spec: MLM + word-level SR), `baseline` (MLM only), `hc`, `hc+sr`
-        /// or `sr-sent` (Hard Correction uses a synthetic WordNet-sized table).
+        /// or `sr-sent` (Hard Correction uses a synthetic WordNet-sized table). A comma-separated
+        /// list interleaves the objectives' steps and prints each one's ratio to the first.
         #[arg(long, default_value = "sr")]
         objective: String,
     },
@@ -213,6 +296,176 @@ fn lexicon_build(
     Ok(())
 }
 
+struct FinetuneArgs {
+    task: String,
+    data: PathBuf,
+    model: PathBuf,
+    seeds: Vec<u64>,
+    out: Option<PathBuf>,
+    lr: Option<f64>,
+    epochs: Option<usize>,
+    batch_size: Option<usize>,
+    max_seq_len: Option<usize>,
+    layer_decay: Option<f64>,
+    max_train_examples: usize,
+    max_eval_examples: usize,
+    doc_stride: usize,
+    both_orders: bool,
+}
+
+fn glue_task(name: &str) -> anyhow::Result<trueneg::tasks::glue::GlueTask> {
+    trueneg::tasks::glue::GlueTask::parse(name).ok_or_else(|| {
+        anyhow::anyhow!("--task {name}: expected cola, sst2, mrpc, stsb, qqp, mnli, qnli or rte")
+    })
+}
+
+fn finetune_cmd(a: FinetuneArgs, progress: bool) -> anyhow::Result<()> {
+    use trueneg::tasks::{finetune, qa, runner};
+    let pre = finetune::load_pretrained(&a.model)?;
+    let squad = a.task.eq_ignore_ascii_case("squad");
+    let (mut opts, name) = if squad {
+        (qa::squad_finetune_options(), "SQuAD")
+    } else {
+        let task = glue_task(&a.task)?;
+        (finetune::FinetuneOptions::electra(task), task.dir_name())
+    };
+    opts.lr = a.lr.unwrap_or(opts.lr);
+    opts.epochs = a.epochs.unwrap_or(opts.epochs);
+    opts.batch_size = a.batch_size.unwrap_or(opts.batch_size);
+    opts.max_seq_len = a.max_seq_len.unwrap_or(opts.max_seq_len);
+    opts.layer_decay = a.layer_decay.unwrap_or(opts.layer_decay);
+    opts.max_train_examples = a.max_train_examples;
+    opts.both_orders = a.both_orders;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| runner::default_out(&a.model, name));
+    let mut report = |line: String| println!("{line}");
+    let result = if squad {
+        let (train, dev) =
+            runner::squad_splits(&a.data, a.max_train_examples, a.max_eval_examples)?;
+        let qa_opts = qa::QaOptions {
+            max_seq_len: opts.max_seq_len,
+            doc_stride: a.doc_stride,
+            ..qa::QaOptions::default()
+        };
+        runner::finetune_qa(
+            &pre,
+            &train,
+            &dev,
+            &opts,
+            &qa_opts,
+            &a.seeds,
+            &out,
+            progress,
+            &mut report,
+        )?
+    } else {
+        runner::finetune_glue(
+            glue_task(&a.task)?,
+            &pre,
+            &a.data,
+            &opts,
+            &a.seeds,
+            &out,
+            progress,
+            &mut report,
+        )?
+    };
+    print!("{}", runner::write_results(&out, &result)?);
+    println!(
+        "train {:.1} examples/s, evaluate {:.1} examples/s -> {}",
+        result.train_examples_per_s,
+        result.eval_examples_per_s,
+        out.display()
+    );
+    Ok(())
+}
+
+fn open_wordnet(path: &Option<PathBuf>) -> anyhow::Result<trueneg::lexicon::wordnet::WordNet> {
+    let dir = path
+        .clone()
+        .unwrap_or_else(trueneg::text::default_corpus::default_wordnet_dir);
+    Ok(trueneg::lexicon::wordnet::WordNet::open(&dir)?)
+}
+
+fn attack_kind(kind: &str) -> anyhow::Result<trueneg::tasks::attack::AttackKind> {
+    trueneg::tasks::attack::AttackKind::parse(kind).ok_or_else(|| {
+        anyhow::anyhow!("--kind {kind}: expected swap-syn-wordnet or add-sent-diverse")
+    })
+}
+
+struct EvaluateArgs {
+    model: PathBuf,
+    data: PathBuf,
+    out: PathBuf,
+    attack: Option<String>,
+    wordnet: Option<PathBuf>,
+    seed: u64,
+    max_eval_examples: usize,
+}
+
+fn show_scores(s: &trueneg::tasks::finetune::Scores) -> String {
+    s.metrics
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn evaluate_cmd(a: EvaluateArgs, progress: bool) -> anyhow::Result<()> {
+    use trueneg::tasks::runner::{attack_table, evaluate_model};
+    let original = evaluate_model(
+        &a.model,
+        &a.data,
+        &a.out,
+        None,
+        a.max_eval_examples,
+        progress,
+    )?;
+    for e in &original {
+        if let Some(s) = &e.scores {
+            println!(
+                "{}: {} ({:.1} examples/s)",
+                e.file.display(),
+                show_scores(s),
+                e.examples_per_s
+            );
+        }
+        println!("wrote {}", e.written.display());
+    }
+    let Some(kind) = &a.attack else {
+        return Ok(());
+    };
+    let kind = attack_kind(kind)?;
+    let wn = open_wordnet(&a.wordnet)?;
+    let attacked = evaluate_model(
+        &a.model,
+        &a.data,
+        &a.out,
+        Some((kind, &wn, a.seed)),
+        a.max_eval_examples,
+        progress,
+    )?;
+    let mut md = String::new();
+    for (o, t) in original.iter().zip(&attacked) {
+        if let (Some(os), Some(ts)) = (&o.scores, &t.scores) {
+            md += &attack_table(kind.name(), os, ts);
+        }
+    }
+    if md.is_empty() {
+        anyhow::bail!(
+            "{}: no gold labels to compare under attack",
+            a.data.display()
+        );
+    }
+    let path = a.out.join(format!("attack-{}.md", kind.name()));
+    std::fs::write(&path, &md)?;
+    print!("{md}");
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     let progress = !cli.quiet;
     match cli.command {
@@ -305,6 +558,81 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Export { run, step, out } => {
             for dir in trueneg::interop::export::export_run(&run, step, &out)? {
                 println!("exported {}", dir.display());
+            }
+        }
+        Command::Finetune {
+            task,
+            data,
+            model,
+            seeds,
+            out,
+            lr,
+            epochs,
+            batch_size,
+            max_seq_len,
+            layer_decay,
+            max_train_examples,
+            max_eval_examples,
+            doc_stride,
+            both_orders,
+        } => {
+            finetune_cmd(
+                FinetuneArgs {
+                    task,
+                    data,
+                    model,
+                    seeds,
+                    out,
+                    lr,
+                    epochs,
+                    batch_size,
+                    max_seq_len,
+                    layer_decay,
+                    max_train_examples,
+                    max_eval_examples,
+                    doc_stride,
+                    both_orders,
+                },
+                progress,
+            )?;
+        }
+        Command::Evaluate {
+            model,
+            data,
+            out,
+            attack,
+            seed,
+            wordnet,
+            max_eval_examples,
+        } => evaluate_cmd(
+            EvaluateArgs {
+                model,
+                data,
+                out,
+                attack,
+                wordnet,
+                seed,
+                max_eval_examples,
+            },
+            progress,
+        )?,
+        Command::Attack {
+            kind,
+            task,
+            data,
+            out,
+            seed,
+            wordnet,
+        } => {
+            let kind = attack_kind(&kind)?;
+            let task = if task.eq_ignore_ascii_case("squad") {
+                None
+            } else {
+                Some(glue_task(&task)?)
+            };
+            let wn = open_wordnet(&wordnet)?;
+            for f in trueneg::tasks::runner::write_attacked(kind, task, &data, &out, &wn, seed)? {
+                println!("wrote {}", f.display());
             }
         }
         Command::Lexicon {
@@ -408,33 +736,59 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             warmup,
             objective,
         } => {
-            let kind: trueneg::objective::ObjectiveKind =
-                serde_json::from_value(serde_json::Value::String(objective.clone())).map_err(|_| {
-                    anyhow::anyhow!("--objective {objective}: expected baseline, sr, hc, hc+sr or sr-sent")
-                })?;
+            let kinds = objective
+                .split(',')
+                .map(|o| {
+                    serde_json::from_value::<trueneg::objective::ObjectiveKind>(
+                        serde_json::Value::String(o.trim().to_string()),
+                    )
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "--objective {o}: expected baseline, sr, hc, hc+sr or sr-sent"
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let names: Vec<&str> = objective.split(',').map(str::trim).collect();
             let device = burn::prelude::Device::flex().autodiff();
             println!(
                 "# trueneg bench: backend=flex threads={} batch=16x128 masked=304 objective={objective}",
-                rayon::current_num_threads(),
+                rayon::current_num_threads()
             );
-            let r = trueneg::bench::run_bench(
+            let reports = trueneg::bench::run_bench(
                 &device,
                 warmup,
                 steps,
-                kind,
-                |step, loss, ms, [f, b, o]| {
+                &kinds,
+                |j, step, loss, ms, [f, b, o]| {
                     let tag = if step < warmup { "warmup" } else { "step" };
                     println!(
-                        "{tag} {step:4} loss={loss:.6} ms={ms:.1} (forward {f:.0}, backward {b:.0}, optimizer {o:.0})"
+                        "{tag} {step:4} {} loss={loss:.6} ms={ms:.1} (forward {f:.0}, backward {b:.0}, optimizer {o:.0})",
+                        names[j]
                     );
                 },
             );
-            let [f, b, o] = r.phase_ms;
-            println!("# mean ms: forward+loss {f:.1}, backward {b:.1}, optimizer {o:.1}");
+            for (name, r) in names.iter().zip(&reports) {
+                let [f, b, o] = r.phase_ms;
+                println!(
+                    "# {name}: mean ms forward+loss {f:.1}, backward {b:.1}, optimizer {o:.1}"
+                );
+            }
             if let Some(kb) = trueneg::bench::peak_rss_kb() {
                 println!("# peak RSS {:.0} MiB", kb as f64 / 1024.0);
             }
-            println!("ms_per_step={:.3}", r.median_ms);
+            if reports.len() == 1 {
+                println!("ms_per_step={:.3}", reports[0].median_ms);
+            } else {
+                for (name, r) in names.iter().zip(&reports) {
+                    println!(
+                        "ms_per_step[{name}]={:.3} ratio_to_{}={:.4}",
+                        r.median_ms,
+                        names[0],
+                        r.median_ms / reports[0].median_ms
+                    );
+                }
+            }
         }
     }
     Ok(())

@@ -54,6 +54,8 @@ pub struct WordNet {
     synsets: Vec<(u8, Vec<String>)>,
     /// Inflected form → base forms, per part of speech.
     exceptions: [HashMap<String, Vec<String>>; 4],
+    /// Single-word lemma → its direct antonyms (WordNet's lexical `!` pointers).
+    antonyms: HashMap<String, BTreeSet<String>>,
     pub dir: PathBuf,
 }
 
@@ -69,6 +71,10 @@ impl WordNet {
         let mut lemma_synsets: HashMap<String, Vec<u32>> = HashMap::new();
         let mut synsets = Vec::new();
         let mut exceptions: [HashMap<String, Vec<String>>; 4] = Default::default();
+        // (part of speech, byte offset) → every word of the synset, for the antonym pointers.
+        let mut by_offset: HashMap<(usize, u64), Vec<String>> = HashMap::new();
+        // (source word, target part of speech, target offset, target word number).
+        let mut antonym_ptrs: Vec<(String, usize, u64, usize)> = Vec::new();
         for (p, pos) in POS.iter().enumerate() {
             let path = dir.join(format!("data.{pos}"));
             if !path.exists() {
@@ -90,12 +96,40 @@ impl WordNet {
                 let count =
                     usize::from_str_radix(f.get(3).ok_or_else(bad)?, 16).map_err(|_| bad())?;
                 let mut words = Vec::new();
+                let mut all_words = Vec::new();
                 for i in 0..count {
                     let w = f.get(4 + 2 * i).ok_or_else(bad)?;
                     // Adjective markers like "(a)", "(p)", "(ip)" are not part of the lemma.
                     let w = w.split('(').next().unwrap_or(w).to_lowercase();
+                    all_words.push(w.clone());
                     if !w.contains('_') && !w.is_empty() && !words.contains(&w) {
                         words.push(w);
+                    }
+                }
+                // Pointers: `symbol offset pos source/target` (source/target: two hex bytes,
+                // word numbers counted from 1; 0000 = the whole synset).
+                let offset: u64 = f[0].parse().map_err(|_| bad())?;
+                by_offset.insert((p, offset), all_words.clone());
+                let p_at = 4 + 2 * count;
+                let ptrs: usize = f.get(p_at).and_then(|v| v.parse().ok()).unwrap_or(0);
+                for k in 0..ptrs {
+                    let q = &f[(p_at + 1 + 4 * k).min(f.len())..];
+                    if q.len() < 4 || q[0] != "!" {
+                        continue;
+                    }
+                    let (Ok(target), Ok(st)) = (q[1].parse::<u64>(), u16::from_str_radix(q[3], 16))
+                    else {
+                        continue;
+                    };
+                    let tpos = match q[2] {
+                        "n" => 0,
+                        "v" => 1,
+                        "a" | "s" => 2,
+                        _ => 3,
+                    };
+                    let src = (st >> 8) as usize;
+                    if let Some(w) = src.checked_sub(1).and_then(|i| all_words.get(i)) {
+                        antonym_ptrs.push((w.clone(), tpos, target, (st & 0xff) as usize));
                     }
                 }
                 let id = synsets.len() as u32;
@@ -118,10 +152,23 @@ impl WordNet {
                 }
             }
         }
+        let mut antonyms: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for (src, tpos, target, tw) in antonym_ptrs {
+            let Some(t) = tw
+                .checked_sub(1)
+                .and_then(|i| by_offset.get(&(tpos, target))?.get(i))
+            else {
+                continue;
+            };
+            if !src.contains('_') && !t.contains('_') && *t != src {
+                antonyms.entry(src).or_default().insert(t.clone());
+            }
+        }
         Ok(Self {
             lemma_synsets,
             synsets,
             exceptions,
+            antonyms,
             dir: dir.to_path_buf(),
         })
     }
@@ -212,6 +259,80 @@ impl WordNet {
         }
         out.remove(&w);
         out
+    }
+
+    /// Direct antonyms of a word form (through its lemmas), re-inflected like [`Self::synonyms`].
+    pub fn antonyms(&self, word: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for (lemma, infl, _) in self.lemmas(word) {
+            for a in self.antonyms.get(&lemma).into_iter().flatten() {
+                match a.strip_suffix(infl.add.as_str()) {
+                    Some(stem) if !infl.strip.is_empty() => {
+                        out.insert(format!("{stem}{}", infl.strip))
+                    }
+                    _ => out.insert(a.clone()),
+                };
+            }
+        }
+        out
+    }
+
+    /// Number of synsets of a lemma per part of speech (noun, verb, adj, adv).
+    pub fn pos_counts(&self, lemma: &str) -> [usize; 4] {
+        let mut c = [0; 4];
+        for &id in self
+            .lemma_synsets
+            .get(lemma)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            c[self.synsets[id as usize].0 as usize] += 1;
+        }
+        c
+    }
+
+    /// The part of speech a word form most likely has without a tagger: the one with the most
+    /// synsets over its lemmas (ties: noun, verb, adjective, adverb), with that lemma and how
+    /// it was inflected.
+    pub fn dominant_pos(&self, word: &str) -> Option<(usize, String, Inflection)> {
+        let mut best: Option<(usize, usize, String, Inflection)> = None;
+        for (lemma, infl, pos) in self.lemmas(word) {
+            let counts = self.pos_counts(&lemma);
+            for (p, &n) in counts.iter().enumerate() {
+                if pos.is_some_and(|q| q != p) || n == 0 {
+                    continue;
+                }
+                if best.as_ref().is_none_or(|b| n > b.0) {
+                    best = Some((n, p, lemma.clone(), infl.clone()));
+                }
+            }
+        }
+        best.map(|(_, p, l, i)| (p, l, i))
+    }
+
+    /// Single-word synonyms of a word form that share a synset of its dominant part of speech
+    /// (see [`Self::dominant_pos`]), inflected as the word was.
+    pub fn same_pos_synonyms(&self, word: &str) -> Vec<String> {
+        let Some((pos, lemma, infl)) = self.dominant_pos(word) else {
+            return Vec::new();
+        };
+        let w = word.to_lowercase();
+        let mut out = BTreeSet::new();
+        for s in self.synonyms_of_lemma(&lemma, Some(pos)) {
+            let form = if infl.strip.is_empty() {
+                Some(s)
+            } else {
+                s.strip_suffix(infl.add.as_str())
+                    .map(|stem| format!("{stem}{}", infl.strip))
+            };
+            if let Some(f) = form
+                && f != w
+                && f.chars().all(|c| c.is_alphabetic())
+            {
+                out.insert(f);
+            }
+        }
+        out.into_iter().collect()
     }
 
     /// Number of single-word lemmas.

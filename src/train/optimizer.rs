@@ -171,6 +171,17 @@ impl AdamW {
 
     /// Applies one update with learning rate `lr` to every walked parameter that has a gradient.
     pub fn update(&mut self, lr: f64, grads: &Grads, walk: impl FnOnce(&mut dyn ParamWalker)) {
+        self.update_scaled(lr, &|_| 1.0, grads, walk)
+    }
+
+    /// [`AdamW::update`] with a per-parameter learning-rate factor (layer-wise decay).
+    pub fn update_scaled(
+        &mut self,
+        lr: f64,
+        lr_scale: &dyn Fn(&str) -> f64,
+        grads: &Grads,
+        walk: impl FnOnce(&mut dyn ParamWalker),
+    ) {
         self.step += 1;
         let c = self.config.clone();
         let t = self.step as i32;
@@ -180,6 +191,7 @@ impl AdamW {
             opt: self,
             grads,
             lr,
+            lr_scale,
             bc1,
             bc2_sqrt,
             c,
@@ -224,6 +236,7 @@ struct Stepper<'a> {
     opt: &'a mut AdamW,
     grads: &'a Grads,
     lr: f64,
+    lr_scale: &'a dyn Fn(&str) -> f64,
     bc1: f64,
     bc2_sqrt: f64,
     c: AdamWConfig,
@@ -232,6 +245,7 @@ struct Stepper<'a> {
 impl Stepper<'_> {
     fn new_value(&mut self, name: &str, p: Tensor<1>) -> Option<Tensor<1>> {
         let (g, _, _) = self.grads.entries.get(name)?;
+        let lr = self.lr * (self.lr_scale)(name);
         let c = &self.c;
         let (m, v) = self
             .opt
@@ -246,12 +260,12 @@ impl Stepper<'_> {
             0.0
         };
         let p = if wd != 0.0 {
-            p.mul_scalar(1.0 - self.lr * wd)
+            p.mul_scalar(1.0 - lr * wd)
         } else {
             p
         };
         let denom = v.clone().sqrt().div_scalar(self.bc2_sqrt).add_scalar(c.eps);
-        let p = p - (m.clone() / denom).mul_scalar(self.lr / self.bc1);
+        let p = p - (m.clone() / denom).mul_scalar(lr / self.bc1);
         self.opt.moments.insert(name.to_string(), (m, v));
         Some(p)
     }

@@ -1,0 +1,9 @@
+//! Downstream tasks: GLUE and SQuAD v1.1 readers, metrics.
+
+pub mod attack;
+pub mod finetune;
+pub mod glue;
+pub mod metrics;
+pub mod qa;
+pub mod runner;
+pub mod squad;

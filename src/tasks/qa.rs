@@ -1,0 +1,470 @@
+//! SQuAD v1.1 span extraction: question + context windows → start / end logits per token
+//! (a `qa_outputs` linear layer over every hidden state, as transformers'
+//! `ElectraForQuestionAnswering`), trained with the mean of the start and end cross-entropies.
+//!
+//! Features follow the original BERT / ELECTRA SQuAD code: the question is cut to 64 tokens;
+//! the context is cut into windows of at most `max_len − |question| − 3` tokens whose starts are
+//! `doc_stride` tokens apart (the last window ends at the context's end); `[CLS] question [SEP]
+//! window [SEP]`, segment ids 0 / 1. A training window that does not hold the whole answer
+//! points at `[CLS]` (start = end = 0). Prediction: per window the `n_best` highest start and
+//! end logits over context tokens, pairs with start ≤ end and at most `max_answer_len` tokens,
+//! scored by start + end logit; the best pair over all windows of a question gives the answer,
+//! cut from the original context with the tokenizer's character offsets.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::prelude::*;
+use burn::tensor::activation::log_softmax;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use super::finetune::{FinetuneOptions, PretrainedEncoder, Trainable, train_epochs};
+use super::squad::SquadExample;
+use crate::interop::tensors::{Exporter, Loader, read_safetensors, write_safetensors};
+use crate::model::encoder::{Embeddings, Encoder};
+use crate::model::params::{ParamWalker, walk_linear};
+use crate::model::{EncoderConfig, Inputs};
+use crate::text::WordPieceTokenizer;
+use crate::{Error, Result};
+
+/// Feature and decoding settings (the BERT / ELECTRA defaults).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QaOptions {
+    pub max_seq_len: usize,
+    pub doc_stride: usize,
+    pub max_query_len: usize,
+    pub n_best: usize,
+    pub max_answer_len: usize,
+}
+
+impl Default for QaOptions {
+    fn default() -> Self {
+        Self {
+            max_seq_len: 384,
+            doc_stride: 128,
+            max_query_len: 64,
+            n_best: 20,
+            max_answer_len: 30,
+        }
+    }
+}
+
+/// ELECTRA's SQuAD recipe: lr 1e-4, layer decay 0.8, 2 epochs, batch 32, warmup 10 %.
+pub fn squad_finetune_options() -> FinetuneOptions {
+    FinetuneOptions {
+        lr: 1e-4,
+        layer_decay: 0.8,
+        epochs: 2,
+        batch_size: 32,
+        max_seq_len: 384,
+        warmup_fraction: 0.1,
+        weight_decay: 0.01,
+        max_train_examples: 0,
+        both_orders: false,
+    }
+}
+
+/// One window of one question.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QaFeature {
+    /// Index of the question in the example list.
+    pub example: usize,
+    pub ids: Vec<u32>,
+    pub types: Vec<u32>,
+    /// Byte range in the context of each context token; `None` for the question and specials.
+    pub spans: Vec<Option<(usize, usize)>>,
+    /// Training target (token positions); (0, 0) when the answer is not inside the window.
+    pub start: usize,
+    pub end: usize,
+}
+
+fn char_to_byte(s: &str, c: usize) -> usize {
+    s.char_indices().nth(c).map(|(b, _)| b).unwrap_or(s.len())
+}
+
+/// Cuts every example into windows (see the module doc). The first gold answer is the
+/// training target.
+pub fn make_features(
+    tok: &WordPieceTokenizer,
+    examples: &[SquadExample],
+    o: &QaOptions,
+) -> Result<Vec<QaFeature>> {
+    let mut out = Vec::new();
+    for (ei, e) in examples.iter().enumerate() {
+        let mut q = tok.encode(&e.question);
+        q.truncate(o.max_query_len);
+        let enc = tok
+            .inner
+            .encode(e.context.as_str(), false)
+            .map_err(|err| Error::Input(format!("question {}: {err}", e.id)))?;
+        let ctx_ids = enc.get_ids();
+        let ctx_spans = enc.get_offsets();
+        let room = o.max_seq_len.saturating_sub(q.len() + 3);
+        if room == 0 {
+            return Err(Error::Config(format!(
+                "max_seq_len {} leaves no room for the context after a {}-token question",
+                o.max_seq_len,
+                q.len()
+            )));
+        }
+        // The answer's token range in the whole context.
+        let answer = e.answers.first().map(|(text, start)| {
+            let a = char_to_byte(&e.context, *start);
+            let b = a + text.len();
+            let s = ctx_spans.iter().position(|&(_, end)| end > a);
+            let t = ctx_spans.iter().rposition(|&(st, _)| st < b);
+            (s, t)
+        });
+        let mut w0 = 0;
+        loop {
+            let len = room.min(ctx_ids.len() - w0);
+            let s = tok.special;
+            let mut ids = vec![s.cls];
+            ids.extend(&q);
+            ids.push(s.sep);
+            let offset = ids.len();
+            let mut types = vec![0; offset];
+            let mut spans = vec![None; offset];
+            ids.extend(&ctx_ids[w0..w0 + len]);
+            spans.extend(ctx_spans[w0..w0 + len].iter().map(|&p| Some(p)));
+            ids.push(s.sep);
+            spans.push(None);
+            types.resize(ids.len(), 1);
+            let (start, end) = match answer {
+                Some((Some(a), Some(b))) if a >= w0 && b < w0 + len && a <= b => {
+                    (a - w0 + offset, b - w0 + offset)
+                }
+                _ => (0, 0),
+            };
+            out.push(QaFeature {
+                example: ei,
+                ids,
+                types,
+                spans,
+                start,
+                end,
+            });
+            if w0 + len >= ctx_ids.len() {
+                break;
+            }
+            w0 += len.min(o.doc_stride);
+        }
+    }
+    Ok(out)
+}
+
+/// Encoder + `qa_outputs` (hidden → 2: start, end).
+#[derive(Module, Debug)]
+pub struct SpanExtractor {
+    pub embeddings: Embeddings,
+    pub encoder: Encoder,
+    pub head: Linear,
+}
+
+impl SpanExtractor {
+    pub fn new(c: &EncoderConfig, device: &Device) -> Self {
+        Self {
+            embeddings: Embeddings::new(c, device),
+            encoder: Encoder::new(c, device),
+            head: crate::model::encoder::linear(c.hidden_size, 2, device),
+        }
+    }
+
+    /// Start and end logits, each [batch, len]; padding gets −10000.
+    pub fn forward(&self, x: &Inputs) -> (Tensor<2>, Tensor<2>) {
+        let e = self
+            .embeddings
+            .forward(x.ids.clone(), x.token_types.clone());
+        let h = self.encoder.forward(e, x.attention_mask.clone());
+        let [b, l, _] = h.dims();
+        let logits = self.head.forward(h);
+        let mut start = logits.clone().slice([0..b, 0..l, 0..1]).reshape([b, l]);
+        let mut end = logits.slice([0..b, 0..l, 1..2]).reshape([b, l]);
+        if let Some(m) = &x.attention_mask {
+            let pad = (m.clone().float() - 1.0) * 10000.0;
+            start = start + pad.clone();
+            end = end + pad;
+        }
+        (start, end)
+    }
+
+    pub fn walk_encoder(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
+        self.embeddings.walk(&format!("{prefix}.embeddings"), w);
+        self.encoder.walk(prefix, w);
+    }
+}
+
+impl Trainable for SpanExtractor {
+    fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
+        self.walk_encoder(prefix, w);
+        walk_linear(w, "qa_outputs", &mut self.head);
+    }
+}
+
+fn batch(features: &[&QaFeature], pad: u32, device: &Device) -> Inputs {
+    let rows: Vec<(Vec<u32>, Vec<u32>)> = features
+        .iter()
+        .map(|f| (f.ids.clone(), f.types.clone()))
+        .collect();
+    super::finetune::batch_inputs(&rows, pad, device)
+}
+
+/// A fine-tuned SQuAD model.
+pub struct QaModel {
+    pub model: SpanExtractor,
+    pub prefix: String,
+    pub config: EncoderConfig,
+    pub options: QaOptions,
+}
+
+/// Fine-tunes a span extractor on `train` with one seed; returns it and examples/s.
+pub fn finetune_squad(
+    pre: &PretrainedEncoder,
+    train: &[SquadExample],
+    opts: &FinetuneOptions,
+    qa: &QaOptions,
+    seed: u64,
+    progress: bool,
+) -> Result<(QaModel, f64)> {
+    if qa.max_seq_len > pre.config.max_position_embeddings {
+        return Err(Error::Config(format!(
+            "max_seq_len {} exceeds the model's max_position_embeddings {}",
+            qa.max_seq_len, pre.config.max_position_embeddings
+        )));
+    }
+    let base = Device::flex();
+    base.seed(seed);
+    let device = base.clone().autodiff();
+    let mut model = SpanExtractor::new(&pre.config, &device);
+    let mut loader = Loader::new(&pre.weights, &device);
+    model.walk_encoder(&pre.prefix, &mut loader);
+    loader.finish()?;
+    let train = if opts.max_train_examples > 0 {
+        &train[..opts.max_train_examples.min(train.len())]
+    } else {
+        train
+    };
+    let features = make_features(&pre.tokenizer, train, qa)?;
+    if features.is_empty() {
+        return Err(Error::Input("no SQuAD training questions".into()));
+    }
+    let pad = pre.tokenizer.special.pad;
+    let throughput = train_epochs(
+        &mut model,
+        &pre.prefix,
+        pre.config.num_hidden_layers,
+        features.len(),
+        opts,
+        seed,
+        progress,
+        |model, chunk| {
+            let fs: Vec<&QaFeature> = chunk.iter().map(|&i| &features[i]).collect();
+            let (start, end) = model.forward(&batch(&fs, pad, &device));
+            let n = fs.len();
+            let gold = |f: &dyn Fn(&QaFeature) -> usize| {
+                let v: Vec<i64> = fs.iter().map(|x| f(x) as i64).collect();
+                Tensor::<1, Int>::from_data(TensorData::new(v, [n]), &device).reshape([n, 1])
+            };
+            let ls = log_softmax(start, 1).gather(1, gold(&|f| f.start)).mean();
+            let le = log_softmax(end, 1).gather(1, gold(&|f| f.end)).mean();
+            (ls + le).neg().div_scalar(2.0)
+        },
+    )?;
+    Ok((
+        QaModel {
+            model: model.valid(),
+            prefix: pre.prefix.clone(),
+            config: pre.config.clone(),
+            options: qa.clone(),
+        },
+        throughput,
+    ))
+}
+
+/// The best answer of one window: (score, byte start, byte end) in the context.
+pub fn best_span(
+    f: &QaFeature,
+    start: &[f32],
+    end: &[f32],
+    n_best: usize,
+    max_answer_len: usize,
+) -> Option<(f32, usize, usize)> {
+    let top = |logits: &[f32]| {
+        let mut idx: Vec<usize> = (0..f.spans.len())
+            .filter(|&i| f.spans[i].is_some())
+            .collect();
+        idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+        idx.truncate(n_best);
+        idx
+    };
+    let mut best: Option<(f32, usize, usize)> = None;
+    for &s in &top(start) {
+        for &e in &top(end) {
+            if e < s || e - s + 1 > max_answer_len {
+                continue;
+            }
+            let score = start[s] + end[e];
+            if best.is_none_or(|b| score > b.0) {
+                best = Some((score, f.spans[s]?.0, f.spans[e]?.1));
+            }
+        }
+    }
+    best
+}
+
+/// Widens a byte range to whole words: a span starting or ending inside a word (a `##` piece)
+/// takes the whole word, as the original SQuAD code's answers are made of whole words.
+pub fn whole_words(text: &str, mut a: usize, mut z: usize) -> (usize, usize) {
+    while let Some(c) = text[..a].chars().next_back() {
+        if !c.is_alphanumeric() {
+            break;
+        }
+        a -= c.len_utf8();
+    }
+    while let Some(c) = text[z..].chars().next() {
+        if !c.is_alphanumeric() {
+            break;
+        }
+        z += c.len_utf8();
+    }
+    (a, z)
+}
+
+/// Answers (id → text) for `examples`, with questions/s.
+pub fn predict_squad(
+    m: &QaModel,
+    tok: &WordPieceTokenizer,
+    examples: &[SquadExample],
+    device: &Device,
+    progress: bool,
+) -> Result<(HashMap<String, String>, f64)> {
+    let started = Instant::now();
+    let features = make_features(tok, examples, &m.options)?;
+    let bar = if progress {
+        ProgressBar::new(features.len() as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("evaluate {bar:30} {pos}/{len} windows {per_sec} eta {eta}")
+            .expect("template"),
+    );
+    let mut best: Vec<Option<(f32, usize, usize)>> = vec![None; examples.len()];
+    for chunk in features.chunks(32) {
+        let fs: Vec<&QaFeature> = chunk.iter().collect();
+        let (s, e) = m.model.forward(&batch(&fs, tok.special.pad, device));
+        let len = s.dims()[1];
+        let host = |t: Tensor<2>| {
+            t.into_data()
+                .convert::<f32>()
+                .try_into_vec::<f32>()
+                .expect("f32")
+        };
+        let (s, e) = (host(s), host(e));
+        for (k, f) in chunk.iter().enumerate() {
+            let row = k * len..k * len + f.ids.len();
+            let cand = best_span(
+                f,
+                &s[row.clone()],
+                &e[row],
+                m.options.n_best,
+                m.options.max_answer_len,
+            );
+            if let Some(c) = cand
+                && best[f.example].is_none_or(|b| c.0 > b.0)
+            {
+                best[f.example] = Some(c);
+            }
+        }
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    let answers = examples
+        .iter()
+        .zip(best)
+        .map(|(e, b)| {
+            let text = b.map(|(_, a, z)| {
+                let (a, z) = whole_words(&e.context, a, z);
+                e.context[a..z].to_string()
+            });
+            (e.id.clone(), text.unwrap_or_default())
+        })
+        .collect();
+    Ok((
+        answers,
+        examples.len() as f64 / started.elapsed().as_secs_f64().max(1e-9),
+    ))
+}
+
+/// What `save_qa` writes next to the weights.
+#[derive(Serialize, Deserialize)]
+struct QaInfo {
+    task: String,
+    prefix: String,
+    config: EncoderConfig,
+    options: QaOptions,
+}
+
+pub fn save_qa(m: &mut QaModel, tok: &WordPieceTokenizer, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut ex = Exporter::default();
+    let prefix = m.prefix.clone();
+    m.model.walk(&prefix, &mut ex);
+    write_safetensors(&dir.join("model.safetensors"), &ex.tensors, None)?;
+    let info = QaInfo {
+        task: "squad".into(),
+        prefix,
+        config: m.config.clone(),
+        options: m.options.clone(),
+    };
+    crate::error::write_atomic(
+        &dir.join("finetuned.json"),
+        serde_json::to_string_pretty(&info)
+            .expect("json")
+            .as_bytes(),
+    )?;
+    tok.save(&dir.join("tokenizer.json"))
+}
+
+pub fn load_qa(dir: &Path, device: &Device) -> Result<(QaModel, WordPieceTokenizer)> {
+    let path = dir.join("finetuned.json");
+    let info: QaInfo = serde_json::from_slice(&crate::error::read(&path)?)
+        .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+    if info.task != "squad" {
+        return Err(Error::Input(format!(
+            "{}: field `task` is {:?}, not a SQuAD model",
+            path.display(),
+            info.task
+        )));
+    }
+    let weights = read_safetensors(&dir.join("model.safetensors"))?;
+    let mut model = SpanExtractor::new(&info.config.clone().without_dropout(), device);
+    let mut loader = Loader::new(&weights, device);
+    model.walk(&info.prefix, &mut loader);
+    loader.finish()?;
+    let tok = WordPieceTokenizer::load(&dir.join("tokenizer.json"))?;
+    Ok((
+        QaModel {
+            model,
+            prefix: info.prefix,
+            config: info.config,
+            options: info.options,
+        },
+        tok,
+    ))
+}
+
+/// The `task` field of a fine-tuned model folder (`squad` or a GLUE task name).
+pub fn finetuned_task(dir: &Path) -> Result<String> {
+    let path = dir.join("finetuned.json");
+    let v: serde_json::Value = serde_json::from_slice(&crate::error::read(&path)?)
+        .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+    v.get("task")
+        .and_then(|t| t.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| Error::Input(format!("{}: no field `task`", path.display())))
+}

@@ -1,0 +1,503 @@
+//! Fine-tuning over several seeds and the results tables: per task the dev scores of every
+//! seed, their mean, standard deviation and median, written as `results.json` and
+//! `results.md` (the layout of the paper's Table 2 for GLUE, Table 3 for SQuAD).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use burn::prelude::Device;
+use serde::{Deserialize, Serialize};
+
+use super::finetune::{
+    FinetuneOptions, PretrainedEncoder, Scores, finetune_one, load_finetuned, predict, read_task,
+    save_finetuned, score,
+};
+use super::glue::GlueTask;
+use super::qa::{QaOptions, finetune_squad, load_qa, predict_squad, save_qa};
+use super::squad::{SquadExample, evaluate_squad};
+use crate::{Error, Result};
+
+/// Mean, sample standard deviation and median of one metric over seeds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub mean: f64,
+    pub std: f64,
+    pub median: f64,
+}
+
+pub fn summary(values: &[f64]) -> Summary {
+    if values.is_empty() {
+        return Summary {
+            mean: f64::NAN,
+            std: f64::NAN,
+            median: f64::NAN,
+        };
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let std = if values.len() > 1 {
+        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    let mut s = values.to_vec();
+    s.sort_by(f64::total_cmp);
+    let median = if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    };
+    Summary { mean, std, median }
+}
+
+/// Per task: the dev scores of every seed and their summaries.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TaskResult {
+    /// GLUE's folder name (`RTE`, `STS-B`, …) or `SQuAD`.
+    pub task: String,
+    pub seeds: Vec<u64>,
+    pub per_seed: Vec<Scores>,
+    /// The task score (GLUE: the mean of the task's metrics; SQuAD: F1) over seeds.
+    pub score: Summary,
+    /// Each metric over seeds.
+    pub metrics: BTreeMap<String, Summary>,
+    pub train_examples_per_s: f64,
+    pub eval_examples_per_s: f64,
+}
+
+impl TaskResult {
+    fn new(task: &str, seeds: &[u64], per_seed: Vec<Scores>, rates: (f64, f64)) -> Self {
+        let mut metrics = BTreeMap::new();
+        for name in per_seed.iter().flat_map(|s| s.metrics.keys()) {
+            let v: Vec<f64> = per_seed
+                .iter()
+                .filter_map(|s| s.metrics.get(name).copied())
+                .collect();
+            metrics.insert(name.clone(), summary(&v));
+        }
+        Self {
+            task: task.to_string(),
+            seeds: seeds.to_vec(),
+            score: summary(&per_seed.iter().map(|s| s.score).collect::<Vec<_>>()),
+            per_seed,
+            metrics,
+            train_examples_per_s: rates.0,
+            eval_examples_per_s: rates.1,
+        }
+    }
+}
+
+fn cell(s: &Summary) -> String {
+    format!("{:.1} ± {:.1} ({:.1})", s.mean, s.std, s.median)
+}
+
+/// Markdown tables: GLUE tasks side by side with their average (the paper's Table 2; mean ±
+/// std over seeds, median in brackets), SQuAD as EM / F1 (Table 3).
+pub fn results_table(results: &[TaskResult]) -> String {
+    let mut out = String::new();
+    let glue: Vec<&TaskResult> = results.iter().filter(|r| r.task != "SQuAD").collect();
+    if !glue.is_empty() {
+        let mut head = String::from("| model |");
+        let mut sep = String::from("|---|");
+        let mut row = String::from("| trueneg |");
+        for r in &glue {
+            head += &format!(" {} |", r.task);
+            sep += "---:|";
+            row += &format!(" {} |", cell(&r.score));
+        }
+        if glue.len() > 1 {
+            let avg = glue.iter().map(|r| r.score.mean).sum::<f64>() / glue.len() as f64;
+            head += " Avg |";
+            sep += "---:|";
+            row += &format!(" {avg:.1} |");
+        }
+        out += &format!("{head}\n{sep}\n{row}\n");
+    }
+    for r in results.iter().filter(|r| r.task == "SQuAD") {
+        let get = |k: &str| r.metrics.get(k).copied().unwrap_or_default();
+        out += &format!(
+            "| model | SQuAD v1.1 EM | SQuAD v1.1 F1 |\n|---|---:|---:|\n| trueneg | {} | {} |\n",
+            cell(&get("em")),
+            cell(&get("f1"))
+        );
+    }
+    out
+}
+
+/// Writes `results.json` and `results.md` into `out`.
+pub fn write_results(out: &Path, result: &TaskResult) -> Result<String> {
+    let md = results_table(std::slice::from_ref(result));
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    crate::error::write_atomic(&out.join("results.md"), md.as_bytes())?;
+    crate::error::write_atomic(
+        &out.join("results.json"),
+        serde_json::to_string_pretty(result)
+            .expect("json")
+            .as_bytes(),
+    )?;
+    Ok(md)
+}
+
+/// One line per seed and dev file, for the caller to show.
+pub type Report<'a> = &'a mut dyn FnMut(String);
+
+fn metrics_line(m: &BTreeMap<String, f64>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k} {v:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[allow(clippy::too_many_arguments)]
+/// Fine-tunes a GLUE task once per seed (models in `out/seed-N`), scores the dev file(s).
+pub fn finetune_glue(
+    task: GlueTask,
+    pre: &PretrainedEncoder,
+    data: &Path,
+    opts: &FinetuneOptions,
+    seeds: &[u64],
+    out: &Path,
+    progress: bool,
+    report: Report,
+) -> Result<TaskResult> {
+    let (train, dev) = read_task(task, data)?;
+    let device = Device::flex();
+    let mut per_seed = Vec::new();
+    let (mut train_rate, mut eval_rate) = (0.0, 0.0);
+    for &seed in seeds {
+        let (mut ft, rate) = finetune_one(task, pre, &train, opts, seed, progress)?;
+        train_rate += rate / seeds.len() as f64;
+        let dir = out.join(format!("seed-{seed}"));
+        save_finetuned(&mut ft, &pre.tokenizer, opts.max_seq_len, &dir)?;
+        let (ft, tok, max_len) = load_finetuned(&dir, &device)?;
+        let mut scores: Vec<Scores> = Vec::new();
+        for (file, ex) in &dev {
+            let (pred, rate) = predict(&ft, &tok, ex, max_len, 64, &device, progress);
+            eval_rate += rate / (seeds.len() * dev.len()) as f64;
+            let gold: Vec<_> = ex.iter().filter_map(|e| e.label).collect();
+            let s = score(task, &pred, &gold);
+            report(format!(
+                "{} seed {seed} {}: {}",
+                task.dir_name(),
+                file.display(),
+                metrics_line(&s.metrics)
+            ));
+            scores.push(s);
+        }
+        per_seed.push(Scores {
+            score: scores.iter().map(|s| s.score).sum::<f64>() / scores.len() as f64,
+            metrics: scores.into_iter().flat_map(|s| s.metrics).collect(),
+        });
+    }
+    Ok(TaskResult::new(
+        task.dir_name(),
+        seeds,
+        per_seed,
+        (train_rate, eval_rate),
+    ))
+}
+
+/// SQuAD data: a folder with `train-v1.1.json` and `dev-v1.1.json`, or one file used for both
+/// (its first `max_train` questions to train, the rest to evaluate, so they never overlap).
+pub fn squad_splits(
+    data: &Path,
+    max_train: usize,
+    max_eval: usize,
+) -> Result<(Vec<SquadExample>, Vec<SquadExample>)> {
+    use super::squad::read_squad;
+    let (mut train, mut dev) = if data.is_dir() {
+        (
+            read_squad(&data.join("train-v1.1.json"))?,
+            read_squad(&data.join("dev-v1.1.json"))?,
+        )
+    } else {
+        let all = read_squad(data)?;
+        if max_train == 0 || max_train >= all.len() {
+            return Err(Error::Input(format!(
+                "{}: a single SQuAD file is split into train and dev; pass --max-train-examples below its {} questions",
+                data.display(),
+                all.len()
+            )));
+        }
+        let dev = all[max_train..].to_vec();
+        let mut train = all;
+        train.truncate(max_train);
+        (train, dev)
+    };
+    if max_train > 0 {
+        train.truncate(max_train);
+    }
+    if max_eval > 0 {
+        dev.truncate(max_eval);
+    }
+    Ok((train, dev))
+}
+
+/// Fine-tunes SQuAD v1.1 once per seed, evaluates EM / F1 and writes `predictions.json`
+/// (`{id: answer}`) next to each model.
+#[allow(clippy::too_many_arguments)]
+pub fn finetune_qa(
+    pre: &PretrainedEncoder,
+    train: &[SquadExample],
+    dev: &[SquadExample],
+    opts: &FinetuneOptions,
+    qa: &QaOptions,
+    seeds: &[u64],
+    out: &Path,
+    progress: bool,
+    report: Report,
+) -> Result<TaskResult> {
+    let device = Device::flex();
+    let mut per_seed = Vec::new();
+    let (mut train_rate, mut eval_rate) = (0.0, 0.0);
+    for &seed in seeds {
+        let (mut m, rate) = finetune_squad(pre, train, opts, qa, seed, progress)?;
+        train_rate += rate / seeds.len() as f64;
+        let dir = out.join(format!("seed-{seed}"));
+        save_qa(&mut m, &pre.tokenizer, &dir)?;
+        let (m, tok) = load_qa(&dir, &device)?;
+        let (answers, rate) = predict_squad(&m, &tok, dev, &device, progress)?;
+        eval_rate += rate / seeds.len() as f64;
+        write_predictions(&dir.join("predictions.json"), &answers)?;
+        let s = squad_scores(dev, &answers);
+        report(format!("SQuAD seed {seed}: {}", metrics_line(&s.metrics)));
+        per_seed.push(s);
+    }
+    Ok(TaskResult::new(
+        "SQuAD",
+        seeds,
+        per_seed,
+        (train_rate, eval_rate),
+    ))
+}
+
+/// EM and F1 (in %), the score being F1.
+pub fn squad_scores(
+    dev: &[SquadExample],
+    answers: &std::collections::HashMap<String, String>,
+) -> Scores {
+    let (em, f1) = evaluate_squad(dev, answers);
+    Scores {
+        metrics: [("em".to_string(), em), ("f1".to_string(), f1)].into(),
+        score: f1,
+    }
+}
+
+/// SQuAD's prediction file: `{id: answer}`, ids sorted.
+pub fn write_predictions(
+    path: &Path,
+    answers: &std::collections::HashMap<String, String>,
+) -> Result<()> {
+    let sorted: BTreeMap<&String, &String> = answers.iter().collect();
+    crate::error::write_atomic(
+        path,
+        serde_json::to_string_pretty(&sorted)
+            .expect("json")
+            .as_bytes(),
+    )
+}
+
+/// The default output folder of a fine-tuning run.
+pub fn default_out(model: &Path, task: &str) -> PathBuf {
+    model.join("finetune").join(task)
+}
+
+/// What `evaluate` did with one dev file.
+pub struct Evaluation {
+    pub file: PathBuf,
+    /// Scores when the file has gold labels / answers.
+    pub scores: Option<Scores>,
+    pub examples_per_s: f64,
+    /// The predictions written (GLUE submission TSV or SQuAD `{id: answer}` JSON).
+    pub written: PathBuf,
+}
+
+fn glue_files(task: GlueTask, data: &Path) -> Vec<PathBuf> {
+    if data.is_dir() {
+        task.dev_files(data)
+    } else {
+        vec![data.to_path_buf()]
+    }
+}
+
+fn squad_file(data: &Path) -> PathBuf {
+    if data.is_dir() {
+        data.join("dev-v1.1.json")
+    } else {
+        data.to_path_buf()
+    }
+}
+
+/// GLUE examples with predictions in GLUE's submission format (`index\tprediction`).
+fn submission(task: GlueTask, ex: &[super::glue::GlueExample], pred: &[f64]) -> String {
+    let labels = task.labels();
+    let mut tsv = String::from("index\tprediction\n");
+    for (e, p) in ex.iter().zip(pred) {
+        let v = if task.is_regression() {
+            format!("{:.3}", p.clamp(0.0, 5.0))
+        } else {
+            labels[*p as usize].to_string()
+        };
+        tsv += &format!("{}\t{v}\n", e.id);
+    }
+    tsv
+}
+
+/// Evaluates a fine-tuned model folder (`finetune`'s `seed-N`) on `data` (the task folder's
+/// dev file(s), or one file) and writes its predictions into `out`. `attack` transforms the
+/// data first. SQuAD: `max_eval` questions at most (0 = all).
+pub fn evaluate_model(
+    model: &Path,
+    data: &Path,
+    out: &Path,
+    attack: Option<(
+        super::attack::AttackKind,
+        &crate::lexicon::wordnet::WordNet,
+        u64,
+    )>,
+    max_eval: usize,
+    progress: bool,
+) -> Result<Vec<Evaluation>> {
+    use super::attack::{attack_glue_file, attack_squad};
+    let device = Device::flex();
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let task = super::qa::finetuned_task(model)?;
+    let tag = attack
+        .map(|(k, _, _)| format!("-{}", k.name()))
+        .unwrap_or_default();
+    if task == "squad" {
+        let (m, tok) = load_qa(model, &device)?;
+        let file = squad_file(data);
+        let mut dev = super::squad::read_squad(&file)?;
+        if max_eval > 0 {
+            dev.truncate(max_eval);
+        }
+        if let Some((kind, wn, seed)) = attack {
+            dev = attack_squad(kind, &dev, wn, seed);
+        }
+        let (answers, rate) = predict_squad(&m, &tok, &dev, &device, progress)?;
+        let written = out.join(format!("predictions{tag}.json"));
+        write_predictions(&written, &answers)?;
+        let has_gold = dev.iter().all(|e| !e.answers.is_empty());
+        return Ok(vec![Evaluation {
+            file,
+            scores: has_gold.then(|| squad_scores(&dev, &answers)),
+            examples_per_s: rate,
+            written,
+        }]);
+    }
+    let (ft, tok, max_len) = load_finetuned(model, &device)?;
+    if let Some((super::attack::AttackKind::AddSentDiverse, _, _)) = attack {
+        return Err(Error::Config(
+            "add-sent-diverse applies to SQuAD only; GLUE takes swap-syn-wordnet".into(),
+        ));
+    }
+    let mut results = Vec::new();
+    for f in glue_files(ft.task, data) {
+        let ex = match attack {
+            Some((_, wn, seed)) => {
+                let text = attack_glue_file(ft.task, &f, wn, seed)?;
+                let tmp = out.join(format!(
+                    "{}{tag}.input.tsv",
+                    f.file_stem().and_then(|s| s.to_str()).unwrap_or("dev")
+                ));
+                crate::error::write_atomic(&tmp, text.as_bytes())?;
+                super::glue::read_glue(ft.task, &tmp)?
+            }
+            None => super::glue::read_glue(ft.task, &f)?,
+        };
+        let (pred, rate) = predict(&ft, &tok, &ex, max_len, 64, &device, progress);
+        let mm = f.file_stem().is_some_and(|s| s == "dev_mismatched");
+        let written = out.join(format!(
+            "{}{}{tag}.tsv",
+            ft.task.dir_name(),
+            if mm { "-mm" } else { "" }
+        ));
+        crate::error::write_atomic(&written, submission(ft.task, &ex, &pred).as_bytes())?;
+        let gold: Vec<_> = ex.iter().filter_map(|e| e.label).collect();
+        results.push(Evaluation {
+            file: f,
+            scores: (gold.len() == ex.len()).then(|| score(ft.task, &pred, &gold)),
+            examples_per_s: rate,
+            written,
+        });
+    }
+    Ok(results)
+}
+
+/// The paper's Table 6 layout: per metric, the original score → the score under attack, and
+/// the drop.
+pub fn attack_table(kind: &str, ori: &Scores, trans: &Scores) -> String {
+    let mut md = String::from("| attack | metric | Ori → Trans | drop |\n|---|---|---:|---:|\n");
+    for (k, o) in &ori.metrics {
+        if let Some(t) = trans.metrics.get(k) {
+            md += &format!("| {kind} | {k} | {o:.1} → {t:.1} | {:.1} |\n", o - t);
+        }
+    }
+    md
+}
+
+/// Writes the transformed copy of a data set: a GLUE task folder (each of train / dev files
+/// present) or a SQuAD JSON file (or a folder of them) → `out`, which must not exist yet.
+pub fn write_attacked(
+    kind: super::attack::AttackKind,
+    task: Option<GlueTask>,
+    data: &Path,
+    out: &Path,
+    wn: &crate::lexicon::wordnet::WordNet,
+    seed: u64,
+) -> Result<Vec<PathBuf>> {
+    use super::attack::{AttackKind, attack_glue_file, attack_squad, write_squad};
+    if out.exists() {
+        return Err(Error::Input(format!(
+            "{}: already exists; nothing is overwritten",
+            out.display()
+        )));
+    }
+    let mut written = Vec::new();
+    let mut files = Vec::new();
+    match task {
+        Some(t) => {
+            if kind == AttackKind::AddSentDiverse {
+                return Err(Error::Config(
+                    "add-sent-diverse applies to SQuAD only; GLUE takes swap-syn-wordnet".into(),
+                ));
+            }
+            if data.is_dir() {
+                files.push(data.join("train.tsv"));
+                files.extend(t.dev_files(data));
+                files.retain(|f| f.exists());
+            } else {
+                files.push(data.to_path_buf());
+            }
+            let texts = files
+                .iter()
+                .map(|f| attack_glue_file(t, f, wn, seed))
+                .collect::<Result<Vec<_>>>()?;
+            for (f, text) in files.iter().zip(texts) {
+                let dst = out.join(f.file_name().expect("file name"));
+                crate::error::write_atomic(&dst, text.as_bytes())?;
+                written.push(dst);
+            }
+        }
+        None => {
+            if data.is_dir() {
+                for name in ["train-v1.1.json", "dev-v1.1.json"] {
+                    if data.join(name).exists() {
+                        files.push(data.join(name));
+                    }
+                }
+            } else {
+                files.push(data.to_path_buf());
+            }
+            for f in &files {
+                let ex = super::squad::read_squad(f)?;
+                let t = attack_squad(kind, &ex, wn, seed);
+                let dst = out.join(f.file_name().expect("file name"));
+                write_squad(&dst, &t, kind.name())?;
+                written.push(dst);
+            }
+        }
+    }
+    Ok(written)
+}

@@ -1,0 +1,187 @@
+//! Robustness attacks on the real SQuAD and GLUE files with the real WordNet: answer spans stay
+//! at their stated offsets, the number of swapped words follows the rule, same seed → same
+//! output.
+
+use std::path::{Path, PathBuf};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use trueneg::lexicon::wordnet::WordNet;
+use trueneg::tasks::attack::*;
+use trueneg::tasks::glue::{GlueTask, read_glue};
+use trueneg::tasks::squad::read_squad;
+
+fn data(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(p)
+}
+
+fn wordnet() -> WordNet {
+    WordNet::open(Path::new("/usr/share/wordnet")).unwrap()
+}
+
+fn squad_slice() -> Vec<trueneg::tasks::squad::SquadExample> {
+    let mut ex = read_squad(&data("squad-v1.1/dev-half-a.json")).unwrap();
+    ex.truncate(600);
+    ex
+}
+
+fn check_answers(ex: &[trueneg::tasks::squad::SquadExample]) {
+    for e in ex {
+        for (text, start) in &e.answers {
+            let at: String = e
+                .context
+                .chars()
+                .skip(*start)
+                .take(text.chars().count())
+                .collect();
+            assert_eq!(&at, text, "{}", e.id);
+        }
+    }
+}
+
+#[test]
+fn wordnet_antonyms_and_parts_of_speech() {
+    let wn = wordnet();
+    assert!(wn.antonyms("early").contains("late"));
+    assert!(wn.antonyms("good").contains("bad"));
+    assert!(wn.antonyms("increased").contains("decreased"));
+    assert!(wn.antonyms("xylophonist").is_empty());
+    // "run": more verb than noun synsets.
+    assert_eq!(wn.dominant_pos("run").unwrap().0, 1);
+    let syn = wn.same_pos_synonyms("stayed");
+    assert!(syn.contains(&"remained".to_string()), "{syn:?}");
+    assert!(syn.iter().all(|s| s.chars().all(char::is_alphabetic)));
+}
+
+#[test]
+fn swap_count_follows_the_rule() {
+    assert_eq!(swap_count(3), 1);
+    assert_eq!(swap_count(19), 1);
+    assert_eq!(swap_count(20), 2);
+    assert_eq!(swap_count(57), 5);
+    assert_eq!(swap_count(500), 10);
+    let wn = wordnet();
+    let text = "The committee decided to increase the budget because the old building needed a large repair before winter.";
+    let n_tokens = tokens(text).len();
+    assert_eq!(n_tokens, 18);
+    let edits = swap_synonyms(text, &wn, &mut ChaCha8Rng::seed_from_u64(3), &[]);
+    assert_eq!(edits.len(), swap_count(n_tokens));
+    for (a, b, new) in &edits {
+        let old = &text[*a..*b];
+        assert_ne!(old.to_lowercase(), new.to_lowercase());
+        assert!(
+            wn.synonyms(old).contains(&new.to_lowercase()),
+            "{old} → {new}"
+        );
+    }
+    // A protected span is never touched.
+    let all = swap_synonyms(
+        text,
+        &wn,
+        &mut ChaCha8Rng::seed_from_u64(3),
+        &[(0, text.len())],
+    );
+    assert!(all.is_empty());
+}
+
+#[test]
+fn swapped_squad_keeps_every_answer_at_its_offset() {
+    let wn = wordnet();
+    let ex = squad_slice();
+    let a = attack_squad(AttackKind::SwapSynWordnet, &ex, &wn, 7);
+    assert_eq!(a.len(), ex.len());
+    check_answers(&a);
+    let changed = a
+        .iter()
+        .zip(&ex)
+        .filter(|(x, y)| x.context != y.context)
+        .count();
+    assert!(changed > ex.len() * 9 / 10, "{changed}");
+    // Questions and answer texts are untouched; the number of swapped words follows the rule.
+    for (x, y) in a.iter().zip(&ex) {
+        assert_eq!(x.question, y.question);
+        let texts = |e: &trueneg::tasks::squad::SquadExample| {
+            e.answers.iter().map(|p| p.0.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(texts(x), texts(y));
+        let old: Vec<&str> = y.context.split_whitespace().collect();
+        let new: Vec<&str> = x.context.split_whitespace().collect();
+        if old.len() == new.len() {
+            let diff = old.iter().zip(&new).filter(|(p, q)| p != q).count();
+            assert!(diff <= swap_count(tokens(&y.context).len()), "{diff}");
+        }
+    }
+    assert_eq!(a, attack_squad(AttackKind::SwapSynWordnet, &ex, &wn, 7));
+    assert_ne!(a, attack_squad(AttackKind::SwapSynWordnet, &ex, &wn, 8));
+}
+
+#[test]
+fn add_sent_diverse_inserts_one_distractor_outside_the_answers() {
+    let wn = wordnet();
+    let ex = squad_slice();
+    let a = attack_squad(AttackKind::AddSentDiverse, &ex, &wn, 1);
+    check_answers(&a);
+    for (x, y) in a.iter().zip(&ex) {
+        assert!(x.context.len() > y.context.len());
+        // Removing the inserted sentence gives the original back: exactly one insertion.
+        let k = x
+            .context
+            .bytes()
+            .zip(y.context.bytes())
+            .take_while(|(p, q)| p == q)
+            .count();
+        let extra = x.context.len() - y.context.len();
+        let mut back = x.context.clone();
+        back.replace_range(k..k + extra, "");
+        // The common prefix may end inside the insertion; compare from the end too.
+        assert!(
+            back == y.context || x.context.ends_with(&y.context[k..]),
+            "{}",
+            x.id
+        );
+    }
+    assert_eq!(a, attack_squad(AttackKind::AddSentDiverse, &ex, &wn, 1));
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let d = distractor(
+        "Who was the NFL Commissioner in early 2012?",
+        "Roger Goodell",
+        &wn,
+        &mut rng,
+    );
+    assert!(
+        d.ends_with('.') && d.contains("late") && !d.contains("2012"),
+        "{d}"
+    );
+    assert!(!d.contains("Roger") && !d.contains("Goodell"), "{d}");
+    let n = fake_answer("1995", &wn, &mut rng);
+    assert!(n.parse::<u32>().is_ok() && n != "1995", "{n}");
+}
+
+#[test]
+fn swapped_glue_file_keeps_its_layout() {
+    let wn = wordnet();
+    for (task, folder) in [(GlueTask::Mrpc, "MRPC"), (GlueTask::Cola, "CoLA")] {
+        let path = data(&format!("glue/{folder}/dev.tsv"));
+        let text = attack_glue_file(task, &path, &wn, 1).unwrap();
+        let orig = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), orig.lines().count());
+        assert_eq!(text.starts_with('\u{feff}'), orig.starts_with('\u{feff}'));
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("dev.tsv");
+        std::fs::write(&f, &text).unwrap();
+        let a = read_glue(task, &f).unwrap();
+        let o = read_glue(task, &path).unwrap();
+        assert_eq!(a.len(), o.len());
+        let changed = a
+            .iter()
+            .zip(&o)
+            .filter(|(x, y)| x.text_a != y.text_a)
+            .count();
+        assert!(changed > o.len() / 2, "{folder}: {changed}");
+        for (x, y) in a.iter().zip(&o) {
+            assert_eq!((x.label, &x.id), (y.label, &y.id));
+        }
+    }
+}

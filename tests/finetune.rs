@@ -1,0 +1,289 @@
+//! End to end on CPU: a tiny pre-trained model fine-tuned on RTE, MRPC, CoLA, SST-2 and STS-B
+//! (train slices, full dev sets from ../shared/data), scores printed and written; a
+//! transformers-layout checkpoint (../shared/golden) fine-tunes the same way; `evaluate` writes
+//! GLUE submission files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_trueneg"));
+    c.arg("--quiet");
+    c
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn glue(t: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/glue")
+        .join(t)
+}
+
+fn results(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap()
+}
+
+/// A tiny ELECTRA pre-trained for a few steps on WikiText-2.
+fn pretrained(dir: &Path) -> PathBuf {
+    let shards = dir.join("wiki");
+    ok(bin()
+        .args([
+            "prepare",
+            "--input",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../shared/data/wikitext-2/wiki.test.raw"
+            ),
+        ])
+        .args(["--train-vocab", "3000", "--max-seq-len", "64", "--out"])
+        .arg(&shards)
+        .output()
+        .unwrap());
+    let run = dir.join("run");
+    ok(bin()
+        .args(["pretrain", "--config", "tiny", "--run"])
+        .arg(&run)
+        .arg("--set")
+        .arg(format!("data.shards={}", shards.display()))
+        .args([
+            "--set",
+            "train.steps=20",
+            "--set",
+            "model.max_position_embeddings=128",
+        ])
+        .output()
+        .unwrap());
+    run
+}
+
+#[test]
+fn tiny_model_fine_tunes_on_five_glue_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = pretrained(dir.path());
+    for (task, folder, metric) in [
+        ("rte", "RTE", "accuracy"),
+        ("mrpc", "MRPC", "f1"),
+        ("cola", "CoLA", "mcc"),
+        ("sst2", "SST-2", "accuracy"),
+        ("stsb", "STS-B", "spearman"),
+    ] {
+        let out = dir.path().join(format!("ft-{task}"));
+        let stdout = ok(bin()
+            .args(["finetune", "--task", task, "--data"])
+            .arg(glue(folder))
+            .arg("--model")
+            .arg(&run)
+            .arg("--out")
+            .arg(&out)
+            .args([
+                "--seeds",
+                "1,2",
+                "--epochs",
+                "1",
+                "--max-train-examples",
+                "256",
+                "--max-seq-len",
+                "64",
+                "--lr",
+                "5e-4",
+            ])
+            .output()
+            .unwrap());
+        assert!(stdout.contains(metric), "{task}: {stdout}");
+        let r = results(&out);
+        let per_seed = r["per_seed"].as_array().unwrap();
+        assert_eq!(per_seed.len(), 2, "{task}");
+        for s in per_seed {
+            let v = s["metrics"][metric].as_f64().unwrap();
+            assert!(
+                v.is_finite() && (-100.0..=100.0).contains(&v),
+                "{task} {metric} {v}"
+            );
+        }
+        assert!(r["train_examples_per_s"].as_f64().unwrap() > 0.0);
+        let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+        assert!(md.contains(folder) && md.contains('±'), "{md}");
+        if task == "rte" {
+            // Accuracy on RTE dev of a 2-class model: a real number in the plausible range.
+            let acc = per_seed[0]["metrics"]["accuracy"].as_f64().unwrap();
+            assert!((30.0..=70.0).contains(&acc), "{acc}");
+            let sub = dir.path().join("submit");
+            let e = ok(bin()
+                .args(["evaluate", "--model"])
+                .arg(out.join("seed-1"))
+                .arg("--data")
+                .arg(glue("RTE"))
+                .arg("--out")
+                .arg(&sub)
+                .output()
+                .unwrap());
+            assert!(e.contains("accuracy"), "{e}");
+            // Under SwapSynWordNet: a Table 6 row with the drop.
+            let a = ok(bin()
+                .args(["evaluate", "--model"])
+                .arg(out.join("seed-1"))
+                .arg("--data")
+                .arg(glue("RTE"))
+                .arg("--out")
+                .arg(dir.path().join("attacked"))
+                .args(["--attack", "swap-syn-wordnet"])
+                .output()
+                .unwrap());
+            assert!(a.contains("| SwapSynWordNet | accuracy |"), "{a}");
+            let tsv = std::fs::read_to_string(sub.join("RTE.tsv")).unwrap();
+            assert_eq!(tsv.lines().count(), 278);
+            assert!(
+                tsv.lines()
+                    .skip(1)
+                    .all(|l| l.ends_with("\tentailment") || l.ends_with("\tnot_entailment"))
+            );
+        }
+    }
+}
+
+#[test]
+fn transformers_checkpoint_fine_tunes_like_a_run() {
+    // The golden tiny ELECTRA discriminator (vocab 100) with a matching vocabulary file.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("electra");
+    std::fs::create_dir_all(&model).unwrap();
+    let golden =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden/electra_discriminator");
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(golden.join(f), model.join(f)).unwrap();
+    }
+    let mut vocab = vec![
+        "[PAD]".to_string(),
+        "[CLS]".into(),
+        "[SEP]".into(),
+        "[MASK]".into(),
+        "[UNK]".into(),
+    ];
+    vocab.extend((5..100).map(|i| format!("w{i}")));
+    std::fs::write(model.join("vocab.txt"), vocab.join("\n")).unwrap();
+    let out = dir.path().join("ft");
+    let stdout = ok(bin()
+        .args(["finetune", "--task", "rte", "--data"])
+        .arg(glue("RTE"))
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(&out)
+        .args([
+            "--epochs",
+            "1",
+            "--max-train-examples",
+            "64",
+            "--max-seq-len",
+            "32",
+        ])
+        .output()
+        .unwrap());
+    assert!(stdout.contains("accuracy"), "{stdout}");
+    assert!(out.join("seed-1/model.safetensors").exists());
+}
+
+#[test]
+fn squad_slice_fine_tunes_and_attacks_are_evaluated() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = pretrained(dir.path());
+    let squad =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/squad-v1.1/dev-half-a.json");
+    let out = dir.path().join("ft-squad");
+    let stdout = ok(bin()
+        .args(["finetune", "--task", "squad", "--data"])
+        .arg(&squad)
+        .arg("--model")
+        .arg(&run)
+        .arg("--out")
+        .arg(&out)
+        .args([
+            "--epochs",
+            "1",
+            "--max-train-examples",
+            "160",
+            "--max-eval-examples",
+            "80",
+            "--max-seq-len",
+            "128",
+            "--doc-stride",
+            "64",
+            "--lr",
+            "5e-4",
+        ])
+        .output()
+        .unwrap());
+    assert!(stdout.contains("SQuAD v1.1 EM"), "{stdout}");
+    let r = results(&out);
+    let f1 = r["per_seed"][0]["metrics"]["f1"].as_f64().unwrap();
+    let em = r["per_seed"][0]["metrics"]["em"].as_f64().unwrap();
+    assert!((0.0..=100.0).contains(&f1) && em <= f1, "{em} {f1}");
+    // {id: answer} for every evaluated question, each answer a piece of its context.
+    let pred: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+        &std::fs::read_to_string(out.join("seed-1/predictions.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(pred.len(), 80);
+    let ex = trueneg::tasks::squad::read_squad(&squad).unwrap();
+    for e in &ex[160..240] {
+        let a = pred[&e.id].as_str().unwrap();
+        assert!(e.context.contains(a), "{a:?}");
+    }
+    // evaluate --attack: original → transformed, with the drop.
+    let ev = dir.path().join("ev");
+    let s = ok(bin()
+        .args(["evaluate", "--model"])
+        .arg(out.join("seed-1"))
+        .arg("--data")
+        .arg(&squad)
+        .arg("--out")
+        .arg(&ev)
+        .args(["--attack", "swap-syn-wordnet", "--max-eval-examples", "80"])
+        .output()
+        .unwrap());
+    assert!(s.contains("SwapSynWordNet | f1 |"), "{s}");
+    assert!(ev.join("attack-SwapSynWordNet.md").exists());
+    assert!(ev.join("predictions-SwapSynWordNet.json").exists());
+    // `attack` writes a transformed copy, never over an existing folder.
+    let att = dir.path().join("att");
+    ok(bin()
+        .args([
+            "attack",
+            "--kind",
+            "add-sent-diverse",
+            "--task",
+            "squad",
+            "--data",
+        ])
+        .arg(&squad)
+        .arg("--out")
+        .arg(&att)
+        .output()
+        .unwrap());
+    let again = bin()
+        .args([
+            "attack",
+            "--kind",
+            "add-sent-diverse",
+            "--task",
+            "squad",
+            "--data",
+        ])
+        .arg(&squad)
+        .arg("--out")
+        .arg(&att)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+    let t = trueneg::tasks::squad::read_squad(&att.join("dev-half-a.json")).unwrap();
+    assert_eq!(t.len(), ex.len());
+}

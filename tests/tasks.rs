@@ -1,0 +1,271 @@
+//! Metrics on known values and the GLUE / SQuAD readers on the real files.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use trueneg::tasks::glue::{GlueTask, Label, read_glue};
+use trueneg::tasks::metrics::*;
+use trueneg::tasks::squad::{evaluate_squad, read_squad};
+
+fn data(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(p)
+}
+
+fn close(a: f64, b: f64) {
+    assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+}
+
+#[test]
+fn classification_metrics_on_known_values() {
+    let gold = [1, 1, 1, 0, 0, 0, 1, 0];
+    let pred = [1, 0, 1, 0, 1, 0, 1, 0];
+    close(accuracy(&pred, &gold), 6.0 / 8.0);
+    // tp 3, fp 1, fn 1, tn 3: F1 = 6/8, MCC = (9 - 1) / sqrt(4·4·4·4) = 0.5.
+    close(f1_binary(&pred, &gold), 0.75);
+    close(matthews(&pred, &gold), 0.5);
+    close(matthews(&[1, 1, 1], &[1, 0, 1]), 0.0); // undefined → 0
+    close(matthews(&[0, 1, 0, 1], &[1, 0, 1, 0]), -1.0);
+}
+
+#[test]
+fn correlations_on_known_values_with_ties() {
+    close(pearson(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]), 1.0);
+    close(pearson(&[1.0, 2.0, 3.0, 4.0], &[1.0, 3.0, 2.0, 4.0]), 0.8);
+    assert_eq!(ranks(&[10.0, 20.0, 20.0, 5.0]), vec![2.0, 3.5, 3.5, 1.0]);
+    // scipy.stats.spearmanr([1, 2, 2, 3], [1, 3, 2, 4]) = 0.9486832980505138
+    close(
+        spearman(&[1.0, 2.0, 2.0, 3.0], &[1.0, 3.0, 2.0, 4.0]),
+        0.9486832980505138,
+    );
+    close(spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), -1.0);
+}
+
+#[test]
+fn squad_normalisation_em_and_f1() {
+    assert_eq!(normalize_answer("The  Denver Broncos!"), "denver broncos");
+    assert_eq!(normalize_answer("an apple, a pear"), "apple pear");
+    close(exact_match("the Denver Broncos", "Denver Broncos."), 1.0);
+    close(exact_match("Broncos", "Denver Broncos"), 0.0);
+    // pred "denver broncos team" vs gold "denver broncos": p 2/3, r 1 → F1 0.8.
+    close(token_f1("Denver Broncos team", "the Denver Broncos"), 0.8);
+    close(token_f1("", ""), 1.0);
+    close(token_f1("a", "Carolina"), 0.0);
+    let golds = vec![
+        "Santa Clara, California".to_string(),
+        "Levi's Stadium".to_string(),
+    ];
+    close(max_over_golds(exact_match, "Levi's Stadium", &golds), 1.0);
+    close(max_over_golds(token_f1, "Santa Clara", &golds), 0.8);
+}
+
+#[test]
+fn glue_readers_on_the_real_files() {
+    let cases = [
+        (GlueTask::Cola, "CoLA", 8551, 1043),
+        (GlueTask::Sst2, "SST-2", 67349, 872),
+        (GlueTask::Mrpc, "MRPC", 3668, 408),
+        (GlueTask::Stsb, "STS-B", 5749, 1500),
+        (GlueTask::Rte, "RTE", 2490, 277),
+    ];
+    for (task, dir, n_train, n_dev) in cases {
+        let train = read_glue(task, &data(&format!("glue/{dir}/train.tsv"))).unwrap();
+        let dev = read_glue(task, &data(&format!("glue/{dir}/dev.tsv"))).unwrap();
+        assert_eq!((train.len(), dev.len()), (n_train, n_dev), "{dir}");
+        assert!(
+            dev.iter()
+                .all(|e| e.label.is_some() && !e.text_a.is_empty()),
+            "{dir}"
+        );
+        assert_eq!(
+            dev[0].text_b.is_some(),
+            task != GlueTask::Cola && task != GlueTask::Sst2,
+            "{dir}"
+        );
+    }
+    let mrpc = read_glue(GlueTask::Mrpc, &data("glue/MRPC/dev.tsv")).unwrap();
+    assert_eq!(
+        mrpc[0].label,
+        Some(Label::Class(1)),
+        "byte-order mark skipped, header read"
+    );
+    assert!(
+        mrpc[0]
+            .text_a
+            .starts_with("He said the foodservice pie business")
+    );
+    let cola = read_glue(GlueTask::Cola, &data("glue/CoLA/dev.tsv")).unwrap();
+    assert_eq!(
+        cola[0].text_a,
+        "The sailors rode the breeze clear of the rocks."
+    );
+    let stsb = read_glue(GlueTask::Stsb, &data("glue/STS-B/dev.tsv")).unwrap();
+    assert_eq!(stsb[0].label, Some(Label::Score(5.0)));
+    let rte = read_glue(GlueTask::Rte, &data("glue/RTE/dev.tsv")).unwrap();
+    assert_eq!(rte[0].label, Some(Label::Class(1)), "not_entailment");
+    let ones = cola
+        .iter()
+        .filter(|e| e.label == Some(Label::Class(1)))
+        .count();
+    // `cut -f2 dev.tsv | sort | uniq -c`: 719 ones, 324 zeros.
+    assert_eq!(ones, 719, "CoLA dev has 719 acceptable sentences");
+    assert_eq!(cola.len() - ones, 324);
+}
+
+#[test]
+fn malformed_glue_rows_name_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("dev.tsv");
+    std::fs::write(
+        &p,
+        "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tb\tmaybe\n",
+    )
+    .unwrap();
+    let e = read_glue(GlueTask::Rte, &p).unwrap_err().to_string();
+    assert!(e.contains("dev.tsv:3") && e.contains("maybe"), "{e}");
+    std::fs::write(
+        &p,
+        "index\tsentence1\tsentence2\tlabel\n0\tonly one column\n",
+    )
+    .unwrap();
+    let e = read_glue(GlueTask::Rte, &p).unwrap_err().to_string();
+    assert!(e.contains("dev.tsv:2"), "{e}");
+}
+
+#[test]
+fn squad_reader_and_evaluation_on_the_real_file() {
+    let ex = read_squad(&data("squad-v1.1/dev-half-a.json")).unwrap();
+    assert_eq!(ex.len(), 4961);
+    assert!(ex.iter().all(|e| !e.answers.is_empty()));
+    assert!(
+        ex.iter().any(|e| e.answers.len() >= 3),
+        "several gold answers per question"
+    );
+    assert_eq!(ex[0].answers[0].0, "Denver Broncos");
+    // Perfect predictions score 100 / 100; none score 0.
+    let perfect: HashMap<String, String> = ex
+        .iter()
+        .map(|e| (e.id.clone(), e.answers[0].0.clone()))
+        .collect();
+    let (em, f1) = evaluate_squad(&ex, &perfect);
+    close(em, 100.0);
+    close(f1, 100.0);
+    assert_eq!(evaluate_squad(&ex, &HashMap::new()), (0.0, 0.0));
+}
+
+#[test]
+fn layer_wise_decay_gives_the_top_layer_factor_one() {
+    use trueneg::tasks::finetune::layer_decay_factor;
+    let f = |n: &str| layer_decay_factor(n, "electra", 12, 0.8);
+    close(f("electra.encoder.layer.11.output.dense.weight"), 1.0);
+    close(
+        f("electra.encoder.layer.10.attention.self.query.weight"),
+        0.8,
+    );
+    close(
+        f("electra.encoder.layer.0.output.dense.bias"),
+        0.8f64.powi(11),
+    );
+    close(
+        f("electra.embeddings.word_embeddings.weight"),
+        0.8f64.powi(12),
+    );
+    close(f("electra.embeddings_project.weight"), 0.8f64.powi(12));
+    close(f("classifier.weight"), 1.0);
+}
+
+#[test]
+fn sentence_pairs_are_encoded_and_truncated_longest_first() {
+    use trueneg::tasks::finetune::encode_pair;
+    use trueneg::text::WordPieceTokenizer;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("vocab.txt");
+    std::fs::write(&p, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\nc\n").unwrap();
+    let t = WordPieceTokenizer::load(&p).unwrap();
+    let (ids, types) = encode_pair(&t, "a a a a a a", Some("b c"), 8);
+    assert_eq!(ids, vec![2, 5, 5, 5, 3, 6, 7, 3]);
+    assert_eq!(types, vec![0, 0, 0, 0, 0, 1, 1, 1]);
+    let (ids, types) = encode_pair(&t, "a b", None, 8);
+    assert_eq!((ids, types), (vec![2, 5, 6, 3], vec![0; 4]));
+}
+
+#[test]
+fn squad_windows_hold_the_answer_tokens() {
+    use trueneg::tasks::qa::{QaOptions, make_features, whole_words};
+    use trueneg::text::WordPieceTokenizer;
+    let mut ex = read_squad(&data("squad-v1.1/dev-half-a.json")).unwrap();
+    ex.truncate(300);
+    let tok = WordPieceTokenizer::train(
+        ex.iter()
+            .flat_map(|e| [e.context.clone(), e.question.clone()]),
+        2000,
+    )
+    .unwrap();
+    let o = QaOptions {
+        max_seq_len: 96,
+        doc_stride: 32,
+        ..QaOptions::default()
+    };
+    let f = make_features(&tok, &ex, &o).unwrap();
+    assert!(f.len() > ex.len(), "long contexts need several windows");
+    let mut found = vec![false; ex.len()];
+    for x in &f {
+        assert!(x.ids.len() <= 96);
+        assert_eq!(x.ids[0], tok.special.cls);
+        assert_eq!(*x.ids.last().unwrap(), tok.special.sep);
+        if x.start == 0 {
+            assert_eq!(x.end, 0);
+            continue;
+        }
+        let e = &ex[x.example];
+        let (a, _) = x.spans[x.start].unwrap();
+        let (_, z) = x.spans[x.end].unwrap();
+        // The window's tokens cover the answer, within its words ("gold" in "golden").
+        let got = &e.context[a..z];
+        let (wa, wz) = whole_words(&e.context, a, z);
+        let words = &e.context[wa..wz];
+        assert!(got.len() >= e.answers[0].0.len() || words.contains(&e.answers[0].0));
+        assert!(
+            words.contains(&e.answers[0].0) && words.len() <= e.answers[0].0.len() + 24,
+            "{}: {words:?} vs {:?}",
+            e.id,
+            e.answers[0].0
+        );
+        found[x.example] = true;
+    }
+    // Every answer is inside some window (answers are shorter than a window).
+    assert!(found.iter().filter(|&&b| b).count() >= ex.len() * 98 / 100);
+    // Consecutive windows of one question overlap by window − stride tokens.
+    let w: Vec<_> = f.iter().filter(|x| x.example == 0).collect();
+    assert!(w.len() >= 2);
+    assert_eq!(
+        w[0].spans.iter().flatten().nth(32),
+        w[1].spans.iter().flatten().next()
+    );
+}
+
+#[test]
+fn best_span_respects_order_and_length() {
+    use trueneg::tasks::qa::{QaFeature, best_span};
+    let f = QaFeature {
+        example: 0,
+        ids: vec![0; 6],
+        types: vec![0; 6],
+        spans: vec![
+            None,
+            Some((0, 3)),
+            Some((4, 7)),
+            Some((8, 11)),
+            Some((12, 15)),
+            None,
+        ],
+        start: 0,
+        end: 0,
+    };
+    // The best start (4) lies after the best end (1): the best valid pair is (2, 3) or (4, 4).
+    let start = [9.0, -3.0, 2.0, 0.0, 3.0, 9.0];
+    let end = [9.0, 5.0, 0.0, 2.5, 1.0, 9.0];
+    assert_eq!(best_span(&f, &start, &end, 20, 30), Some((4.5, 4, 11)));
+    assert_eq!(best_span(&f, &start, &end, 20, 1), Some((4.0, 12, 15)));
+}
