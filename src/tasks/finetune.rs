@@ -302,6 +302,17 @@ pub struct FineTuned {
     pub config: EncoderConfig,
 }
 
+/// A progress bar over `len` items with `template`, hidden when `show` is false.
+pub(crate) fn progress_bar(len: u64, template: &str, show: bool) -> ProgressBar {
+    let bar = if show {
+        ProgressBar::new(len)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(ProgressStyle::with_template(template).expect("template"));
+    bar
+}
+
 /// Predicted class (or score) per example, with examples/s.
 pub fn predict(
     m: &FineTuned,
@@ -313,14 +324,10 @@ pub fn predict(
     progress: bool,
 ) -> (Vec<f64>, f64) {
     let start = Instant::now();
-    let bar = if progress {
-        ProgressBar::new(examples.len() as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("evaluate {bar:30} {pos}/{len} {per_sec} eta {eta}")
-            .expect("template"),
+    let bar = progress_bar(
+        examples.len() as u64,
+        "evaluate {bar:30} {pos}/{len} {per_sec} eta {eta}",
+        progress,
     );
     let mut out = Vec::with_capacity(examples.len());
     for chunk in examples.chunks(batch) {
@@ -494,14 +501,10 @@ pub fn train_epochs<M: Trainable>(
     let owned_prefix = prefix.to_string();
     let decay = opts.layer_decay;
     let scale = move |name: &str| layer_decay_factor(name, &owned_prefix, layers, decay);
-    let bar = if progress {
-        ProgressBar::new(total)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("finetune {bar:30} {pos}/{len} steps  {msg}  eta {eta}")
-            .expect("template"),
+    let bar = progress_bar(
+        total,
+        "finetune {bar:30} {pos}/{len} steps  {msg}  eta {eta}",
+        progress,
     );
     let start = Instant::now();
     let mut seen = 0usize;

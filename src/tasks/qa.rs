@@ -19,10 +19,9 @@ use burn::module::Module;
 use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use super::finetune::{FinetuneOptions, PretrainedEncoder, Trainable, train_epochs};
+use super::finetune::{FinetuneOptions, PretrainedEncoder, Trainable, progress_bar, train_epochs};
 use super::squad::SquadExample;
 use crate::interop::tensors::{Exporter, Loader, read_safetensors, write_safetensors};
 use crate::model::encoder::{Embeddings, Encoder};
@@ -344,14 +343,10 @@ pub fn predict_squad(
 ) -> Result<(HashMap<String, String>, f64)> {
     let started = Instant::now();
     let features = make_features(tok, examples, &m.options)?;
-    let bar = if progress {
-        ProgressBar::new(features.len() as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("evaluate {bar:30} {pos}/{len} windows {per_sec} eta {eta}")
-            .expect("template"),
+    let bar = progress_bar(
+        features.len() as u64,
+        "evaluate {bar:30} {pos}/{len} windows {per_sec} eta {eta}",
+        progress,
     );
     let mut best: Vec<Option<(f32, usize, usize)>> = vec![None; examples.len()];
     for chunk in features.chunks(32) {
