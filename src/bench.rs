@@ -112,7 +112,7 @@ pub fn run_bench(
     let mut runners: Vec<(BertMlm, AdamW)> = objectives
         .iter()
         .map(|_| {
-            device.seed(0);
+            crate::model::seed(device, 0);
             let opt = AdamW::new(AdamWConfig {
                 lr: 5e-4,
                 weight_decay: 0.01,

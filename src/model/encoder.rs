@@ -11,6 +11,7 @@ use burn::prelude::*;
 use burn::tensor::activation::{gelu, softmax};
 
 use super::EncoderConfig;
+use super::dropout::dropout;
 use crate::model::params::{ParamWalker, walk_layer_norm, walk_linear};
 
 /// BERT's initialiser: N(0, 0.02) for every weight matrix; biases are set to zero afterwards.
@@ -68,7 +69,7 @@ impl Embeddings {
         let x = self.word.forward(ids)
             + self.position.forward(positions)
             + self.token_type.forward(token_types);
-        self.dropout.forward(self.norm.forward(x))
+        dropout(&self.dropout, self.norm.forward(x))
     }
 
     /// The word-embedding matrix [vocab, embedding_size] (tied to the MLM decoder).
@@ -140,12 +141,12 @@ impl Layer {
         if let Some(bias) = mask_bias {
             scores = scores + bias.clone();
         }
-        let probs = self.attention_dropout.forward(softmax(scores, 3));
+        let probs = dropout(&self.attention_dropout, softmax(scores, 3));
         let ctx = probs.matmul(v).swap_dims(1, 2).reshape([b, l, h]);
-        let attn = self.hidden_dropout.forward(self.attention_out.forward(ctx));
+        let attn = dropout(&self.hidden_dropout, self.attention_out.forward(ctx));
         let a = self.attention_norm.forward(attn + x);
         let inter = gelu(self.intermediate.forward(a.clone()));
-        let out = self.hidden_dropout.forward(self.output.forward(inter));
+        let out = dropout(&self.hidden_dropout, self.output.forward(inter));
         self.output_norm.forward(out + a)
     }
 

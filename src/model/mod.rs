@@ -2,6 +2,7 @@
 
 pub mod bert;
 pub mod config;
+pub mod dropout;
 pub mod electra;
 pub mod encoder;
 pub mod heads;
@@ -9,6 +10,7 @@ pub mod params;
 
 pub use bert::BertMlm;
 pub use config::EncoderConfig;
+pub use dropout::seed;
 pub use electra::Electra;
 
 use burn::prelude::*;

@@ -22,6 +22,7 @@ use super::glue::{GlueExample, GlueTask, Label, read_glue};
 use super::metrics::{accuracy, f1_binary, matthews, pearson, spearman};
 use crate::interop::read_hf_config;
 use crate::interop::tensors::{Exporter, Loader, TensorMap, read_safetensors, write_safetensors};
+use crate::model::dropout::dropout;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::{EncoderConfig, Inputs};
@@ -132,7 +133,7 @@ impl Classifier {
         let h = self.encoder.forward(e, x.attention_mask.clone());
         let [b, _, d] = h.dims();
         let cls = h.slice([0..b, 0..1, 0..d]).reshape([b, d]);
-        self.head.forward(self.dropout.forward(cls))
+        self.head.forward(dropout(&self.dropout, cls))
     }
 
     /// The encoder's parameters under `prefix`.
@@ -376,7 +377,7 @@ pub fn finetune_one(
     progress: bool,
 ) -> Result<(FineTuned, f64)> {
     let base = Device::flex();
-    base.seed(seed);
+    crate::model::seed(&base, seed);
     let device = base.clone().autodiff();
     let mut model = Classifier::new(&pre.config, task.num_labels(), &device);
     let mut loader = Loader::new(&pre.weights, &device);

@@ -236,7 +236,7 @@ pub fn finetune_squad(
         )));
     }
     let base = Device::flex();
-    base.seed(seed);
+    crate::model::seed(&base, seed);
     let device = base.clone().autodiff();
     let mut model = SpanExtractor::new(&pre.config, &device);
     let mut loader = Loader::new(&pre.weights, &device);

@@ -255,7 +255,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         let (mut sr_sum, mut sr_sent_sum) = (0.0, 0.0);
         for micro in 0..cfg.train.grad_accum {
             let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
-            base_device.seed(step_seed);
+            crate::model::seed(&base_device, step_seed);
             let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
             let batch = stream.next_batch();
             let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);

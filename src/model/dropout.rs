@@ -1,0 +1,87 @@
+//! Inverted dropout, y = x ⊙ m / (1 − p) with m ~ Bernoulli(1 − p) per element, as
+//! `torch.nn.Dropout` (active only while training on an autodiff device).
+//!
+//! burn's own `Dropout` draws the mask element by element from one host RNG on a single thread
+//! and then multiplies twice (by the mask, then by 1 / (1 − p)); on the CPU backends that was
+//! about a tenth of a pre-training step. Here, on CPU devices, the mask already holds 0 or
+//! 1 / (1 − p), is filled in parallel (fixed chunks, each a ChaCha8 stream of one per-call seed,
+//! so the result does not depend on the thread count) and applied with one multiply. Other
+//! devices (CUDA, LibTorch) keep burn's on-device sampling, which costs no host transfer.
+//! The per-call seeds come from a process-wide RNG that [`seed`] resets; the pre-training loop
+//! reseeds it with the device at every step, so a resumed run draws the same masks.
+
+use std::sync::Mutex;
+
+use burn::backend::DispatchDevice;
+use burn::nn::Dropout;
+use burn::prelude::*;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+static MASK_SEEDS: Mutex<Option<ChaCha8Rng>> = Mutex::new(None);
+
+/// Elements per independently seeded chunk of a mask.
+const CHUNK: usize = 1 << 14;
+
+/// Seeds every random draw of the models: burn's device RNG and the dropout masks.
+pub fn seed(device: &Device, seed: u64) {
+    device.seed(seed);
+    *MASK_SEEDS.lock().expect("dropout seed lock") = Some(ChaCha8Rng::seed_from_u64(seed));
+}
+
+/// Applies `d` (its probability and its training flag) to `x`.
+pub fn dropout<const D: usize>(d: &Dropout, x: Tensor<D>) -> Tensor<D> {
+    let device = x.device();
+    if !d.training.is_enabled() || !device.is_autodiff() || d.prob == 0.0 {
+        return x;
+    }
+    if !on_host(&device) {
+        return d.forward(x);
+    }
+    let shape = x.shape();
+    let mask = mask_values(shape.num_elements(), d.prob, next_call_seed());
+    x * Tensor::from_data(TensorData::new(mask, shape), &device)
+}
+
+fn next_call_seed() -> u64 {
+    MASK_SEEDS
+        .lock()
+        .expect("dropout seed lock")
+        .get_or_insert_with(|| ChaCha8Rng::seed_from_u64(0))
+        .next_u64()
+}
+
+/// `n` mask values: 0 with probability `p`, else 1 / (1 − p).
+pub fn mask_values(n: usize, p: f64, call_seed: u64) -> Vec<f32> {
+    let scale = (1.0 / (1.0 - p)) as f32;
+    // Drop when a uniform u32 falls below p · 2³².
+    let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
+    let mut mask = vec![0f32; n];
+    mask.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(i, chunk)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(call_seed);
+            rng.set_stream(i as u64);
+            for v in chunk {
+                *v = if rng.next_u32() < threshold {
+                    0.0
+                } else {
+                    scale
+                };
+            }
+        });
+    mask
+}
+
+/// Whether tensors on `device` live in host memory (masks built there cost no transfer).
+#[allow(unreachable_patterns)]
+fn on_host(device: &Device) -> bool {
+    match device.clone().inner().as_dispatch() {
+        #[cfg(feature = "flex")]
+        DispatchDevice::Flex(_) => true,
+        #[cfg(feature = "ndarray")]
+        DispatchDevice::NdArray(_) => true,
+        _ => false,
+    }
+}
