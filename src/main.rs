@@ -124,7 +124,7 @@ enum Command {
     },
     /// Fine-tune on a GLUE task and report dev scores over seeds.
     Finetune {
-        /// cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte.
+        /// cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte or squad.
         #[arg(long)]
         task: String,
         /// The task's folder (train.tsv, dev.tsv; MNLI: dev_matched.tsv, dev_mismatched.tsv).

@@ -76,7 +76,7 @@ pub fn mask_values(n: usize, p: f64, call_seed: u64) -> Vec<f32> {
 
 /// Whether tensors on `device` live in host memory (masks built there cost no transfer).
 #[allow(unreachable_patterns)]
-fn on_host(device: &Device) -> bool {
+pub(crate) fn on_host(device: &Device) -> bool {
     match device.clone().inner().as_dispatch() {
         #[cfg(feature = "flex")]
         DispatchDevice::Flex(_) => true,

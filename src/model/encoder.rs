@@ -2,13 +2,14 @@
 //! an optional projection from `embedding_size` to `hidden_size`, and post-LayerNorm layers,
 //! numerically the same as transformers' `BertModel` / `ElectraModel` (exact erf GELU).
 
+use super::activation::gelu;
 use burn::module::{Module, Param};
 use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig,
     Linear,
 };
 use burn::prelude::*;
-use burn::tensor::activation::{gelu, softmax};
+use burn::tensor::activation::softmax;
 
 use super::EncoderConfig;
 use super::dropout::dropout;

@@ -1,9 +1,9 @@
 //! Prediction heads on top of an encoder.
 
+use super::activation::gelu;
 use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
-use burn::tensor::activation::gelu;
 
 use super::encoder::{layer_norm, linear};
 use super::params::{ParamWalker, walk_layer_norm, walk_linear};

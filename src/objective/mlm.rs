@@ -8,13 +8,15 @@
 //! How it is computed: the per-position loss is `lse(z) − z[y]` and its gradient `softmax(z) −
 //! onehot(y)`. Composing log-softmax from autodiff primitives walks the [n, vocab] logits about a
 //! dozen times and evaluates `exp` twice (forward and backward), single-threaded on the CPU
-//! backends. Instead `p = softmax(z)` is computed once outside the graph (the backend's fused
-//! kernel), `lse = max(z) − ln(max(p))` (no underflow: `max(p) ≥ 1/vocab`), and the graph only
-//! holds `s = Σ_j p_j z_j` (p constant): `nll = (s − detach(s)) + lse − z[y]` has the value
-//! `lse − z[y]` and the gradient `p − onehot(y)`, exactly the cross-entropy's.
+//! backends, and the gather of `z[y]` scatters its gradient into another [n, vocab] buffer.
+//! Instead, outside the graph, `p = softmax(z)` (the backend's fused kernel), `lse = max(z) −
+//! ln(max(p))` (no underflow: `max(p) ≥ 1/vocab`) and `q = p − onehot(y)`; the graph only holds
+//! `s = Σ_j q_j z_j` (q constant): `nll = (s − detach(s)) + lse − z[y]` has the value
+//! `lse − z[y]` and the gradient `q`, exactly the cross-entropy's.
 //! `tests/objectives.rs` checks value and gradient against the textbook formula.
 
 use burn::prelude::*;
+use burn::tensor::IndexingUpdateOp;
 use burn::tensor::activation::softmax;
 
 /// `logits` [n, vocab], `labels` [n]; `weights` [n] (0/1) or `None` for all ones.
@@ -25,11 +27,15 @@ pub fn masked_cross_entropy(
     weights: Option<Tensor<1>>,
 ) -> Tensor<1> {
     let [n, _] = logits.dims();
+    let device = logits.device();
+    let labels = labels.reshape([n, 1]);
     let values = logits.clone().inner();
+    let gold = values.clone().gather(1, labels.clone());
     let p = softmax(values.clone(), 1);
     let lse = values.max_dim(1) - p.clone().max_dim(1).log();
-    let gold = logits.clone().gather(1, labels.reshape([n, 1]));
-    let s = (logits * p).sum_dim(1);
+    let minus_one = Tensor::<2>::full([n, 1], -1.0, &device).inner();
+    let q = p.scatter(1, labels, minus_one, IndexingUpdateOp::Add);
+    let s = (logits * q).sum_dim(1);
     let nll = (s.clone() - s.detach() + lse - gold).reshape([n]);
     match weights {
         None => nll.mean(),
