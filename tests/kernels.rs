@@ -102,7 +102,7 @@ fn dropout_is_identity_in_evaluation_and_reseeded_by_seed() {
     let draw = || -> Vec<f32> {
         dropout(&d, Tensor::<2>::ones([64, 64], &device))
             .into_data()
-            .into_vec()
+            .try_into_vec()
             .unwrap()
     };
     trueneg::model::seed(&device, 7);
