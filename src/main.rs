@@ -123,44 +123,7 @@ enum Command {
         metric: String,
     },
     /// Fine-tune on a GLUE task and report dev scores over seeds.
-    Finetune {
-        /// cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte or squad.
-        #[arg(long)]
-        task: String,
-        /// The task's folder (train.tsv, dev.tsv; MNLI: dev_matched.tsv, dev_mismatched.tsv).
-        #[arg(long)]
-        data: PathBuf,
-        /// A trueneg run directory or a transformers directory.
-        #[arg(long)]
-        model: PathBuf,
-        #[arg(long, value_delimiter = ',', default_value = "1")]
-        seeds: Vec<u64>,
-        /// Results, predictions and fine-tuned models go here (default: <model>/finetune/<task>).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        #[arg(long)]
-        lr: Option<f64>,
-        #[arg(long)]
-        epochs: Option<usize>,
-        #[arg(long)]
-        batch_size: Option<usize>,
-        #[arg(long)]
-        max_seq_len: Option<usize>,
-        #[arg(long)]
-        layer_decay: Option<f64>,
-        /// Train on at most this many examples (0 = all).
-        #[arg(long, default_value_t = 0)]
-        max_train_examples: usize,
-        /// SQuAD: evaluate on at most this many questions (0 = all).
-        #[arg(long, default_value_t = 0)]
-        max_eval_examples: usize,
-        /// SQuAD: tokens between the starts of two context windows.
-        #[arg(long, default_value_t = 128)]
-        doc_stride: usize,
-        /// MRPC / QQP: also train on the swapped sentence order.
-        #[arg(long)]
-        both_orders: bool,
-    },
+    Finetune(FinetuneArgs),
     /// Write a transformed copy of a data set (robustness attack).
     Attack {
         /// swap-syn-wordnet (GLUE, SQuAD) or add-sent-diverse (SQuAD).
@@ -182,28 +145,7 @@ enum Command {
         wordnet: Option<PathBuf>,
     },
     /// Evaluate a fine-tuned model on a dev set; writes predictions in GLUE's submission format.
-    Evaluate {
-        /// A folder written by `finetune` (…/seed-N).
-        #[arg(long)]
-        model: PathBuf,
-        /// The task's folder or a .tsv file (SQuAD: the JSON file).
-        #[arg(long)]
-        data: PathBuf,
-        #[arg(long)]
-        out: PathBuf,
-        /// Also evaluate under this attack (swap-syn-wordnet, add-sent-diverse) and report
-        /// original → transformed scores and the drop.
-        #[arg(long)]
-        attack: Option<String>,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// WordNet database folder (default: Debian's wordnet-base).
-        #[arg(long)]
-        wordnet: Option<PathBuf>,
-        /// SQuAD: evaluate on at most this many questions (0 = all).
-        #[arg(long, default_value_t = 0)]
-        max_eval_examples: usize,
-    },
+    Evaluate(EvaluateArgs),
     /// The CPU benchmark of DESIGN.md (BERT MLM + word-level SR step); prints ms_per_step=.
     Bench {
         #[arg(long, default_value_t = 20)]
@@ -314,20 +256,43 @@ fn lexicon_build(
     Ok(())
 }
 
+#[derive(clap::Args)]
 struct FinetuneArgs {
+    /// cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte or squad.
+    #[arg(long)]
     task: String,
+    /// The task's folder (train.tsv, dev.tsv; MNLI: dev_matched.tsv, dev_mismatched.tsv).
+    #[arg(long)]
     data: PathBuf,
+    /// A trueneg run directory or a transformers directory.
+    #[arg(long)]
     model: PathBuf,
+    #[arg(long, value_delimiter = ',', default_value = "1")]
     seeds: Vec<u64>,
+    /// Results, predictions and fine-tuned models go here (default: <model>/finetune/<task>).
+    #[arg(long)]
     out: Option<PathBuf>,
+    #[arg(long)]
     lr: Option<f64>,
+    #[arg(long)]
     epochs: Option<usize>,
+    #[arg(long)]
     batch_size: Option<usize>,
+    #[arg(long)]
     max_seq_len: Option<usize>,
+    #[arg(long)]
     layer_decay: Option<f64>,
+    /// Train on at most this many examples (0 = all).
+    #[arg(long, default_value_t = 0)]
     max_train_examples: usize,
+    /// SQuAD: evaluate on at most this many questions (0 = all).
+    #[arg(long, default_value_t = 0)]
     max_eval_examples: usize,
+    /// SQuAD: tokens between the starts of two context windows.
+    #[arg(long, default_value_t = 128)]
     doc_stride: usize,
+    /// MRPC / QQP: also train on the swapped sentence order.
+    #[arg(long)]
     both_orders: bool,
 }
 
@@ -413,13 +378,27 @@ fn attack_kind(kind: &str) -> anyhow::Result<trueneg::tasks::attack::AttackKind>
     })
 }
 
+#[derive(clap::Args)]
 struct EvaluateArgs {
+    /// A folder written by `finetune` (…/seed-N).
+    #[arg(long)]
     model: PathBuf,
+    /// The task's folder or a .tsv file (SQuAD: the JSON file).
+    #[arg(long)]
     data: PathBuf,
+    #[arg(long)]
     out: PathBuf,
+    /// Also evaluate under this attack (swap-syn-wordnet, add-sent-diverse) and report
+    /// original → transformed scores and the drop.
+    #[arg(long)]
     attack: Option<String>,
-    wordnet: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// WordNet database folder (default: Debian's wordnet-base).
+    #[arg(long)]
+    wordnet: Option<PathBuf>,
+    /// SQuAD: evaluate on at most this many questions (0 = all).
+    #[arg(long, default_value_t = 0)]
     max_eval_examples: usize,
 }
 
@@ -578,62 +557,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("exported {}", dir.display());
             }
         }
-        Command::Finetune {
-            task,
-            data,
-            model,
-            seeds,
-            out,
-            lr,
-            epochs,
-            batch_size,
-            max_seq_len,
-            layer_decay,
-            max_train_examples,
-            max_eval_examples,
-            doc_stride,
-            both_orders,
-        } => {
-            finetune_cmd(
-                FinetuneArgs {
-                    task,
-                    data,
-                    model,
-                    seeds,
-                    out,
-                    lr,
-                    epochs,
-                    batch_size,
-                    max_seq_len,
-                    layer_decay,
-                    max_train_examples,
-                    max_eval_examples,
-                    doc_stride,
-                    both_orders,
-                },
-                progress,
-            )?;
-        }
-        Command::Evaluate {
-            model,
-            data,
-            out,
-            attack,
-            seed,
-            wordnet,
-            max_eval_examples,
-        } => evaluate_cmd(
-            EvaluateArgs {
-                model,
-                data,
-                out,
-                attack,
-                wordnet,
-                seed,
-                max_eval_examples,
-            },
-            progress,
-        )?,
+        Command::Finetune(a) => finetune_cmd(a, progress)?,
+        Command::Evaluate(a) => evaluate_cmd(a, progress)?,
         Command::Attack {
             kind,
             task,

@@ -2,7 +2,10 @@
 //! at their stated offsets, the number of swapped words follows the rule, same seed → same
 //! output.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::data;
+
+use std::path::Path;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -10,12 +13,6 @@ use trueneg::lexicon::wordnet::WordNet;
 use trueneg::tasks::attack::*;
 use trueneg::tasks::glue::{GlueTask, read_glue};
 use trueneg::tasks::squad::read_squad;
-
-fn data(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(p)
-}
 
 fn wordnet() -> WordNet {
     WordNet::open(Path::new("/usr/share/wordnet")).unwrap()

@@ -3,28 +3,13 @@
 //! transformers-layout checkpoint (../shared/golden) fine-tunes the same way; `evaluate` writes
 //! GLUE submission files.
 
+mod common;
+use common::{bin, data, ok};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_trueneg"));
-    c.arg("--quiet");
-    c
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn glue(t: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/glue")
-        .join(t)
+    data("glue").join(t)
 }
 
 fn results(dir: &Path) -> serde_json::Value {

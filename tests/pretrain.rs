@@ -1,6 +1,9 @@
 //! End-to-end pre-training through the `trueneg` binary: a run, kill -9 + resume, export to
 //! transformers' layout and back, and bad input.
 
+mod common;
+use common::{bin, ok, shared};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -8,27 +11,6 @@ use std::sync::OnceLock;
 use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::read_safetensors;
 use trueneg::train::pretrain::StepMetrics;
-
-fn shared(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared")
-        .join(p)
-}
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_trueneg"));
-    c.arg("--quiet");
-    c
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Fails with exit code ≠ 0 and a one-line error; returns that line.
 fn fails(out: Output) -> String {

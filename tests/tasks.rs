@@ -1,17 +1,13 @@
 //! Metrics on known values and the GLUE / SQuAD readers on the real files.
 
+mod common;
+use common::data;
+
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use trueneg::tasks::glue::{GlueTask, Label, read_glue};
 use trueneg::tasks::metrics::*;
 use trueneg::tasks::squad::{evaluate_squad, read_squad};
-
-fn data(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(p)
-}
 
 fn close(a: f64, b: f64) {
     assert!((a - b).abs() < 1e-9, "{a} vs {b}");
@@ -111,6 +107,70 @@ fn glue_readers_on_the_real_files() {
     // `cut -f2 dev.tsv | sort | uniq -c`: 719 ones, 324 zeros.
     assert_eq!(ones, 719, "CoLA dev has 719 acceptable sentences");
     assert_eq!(cola.len() - ones, 324);
+}
+
+#[test]
+fn qqp_mnli_qnli_readers_on_files_in_glue_layout() {
+    // ../shared/data has no QQP / MNLI / QNLI: rows written here in the column layout GLUE ships
+    // (QQP's six columns, MNLI's parse columns and five dev annotator labels, QNLI's four).
+    let dir = tempfile::tempdir().unwrap();
+    let qqp = dir.path().join("qqp.tsv");
+    std::fs::write(
+        &qqp,
+        "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n\
+         201359\t303345\t303346\tWhy are African-Americans so beautiful?\tWhy are hispanics so beautiful?\t0\n\
+         263843\t69383\t380476\tI want to pursue PhD in Computer Science?\tI handle social media?\t1\n",
+    )
+    .unwrap();
+    let q = read_glue(GlueTask::Qqp, &qqp).unwrap();
+    assert_eq!(q.len(), 2);
+    assert_eq!(q[0].id, "201359");
+    assert_eq!(
+        q[0].text_b.as_deref(),
+        Some("Why are hispanics so beautiful?")
+    );
+    assert_eq!(
+        (q[0].label, q[1].label),
+        (Some(Label::Class(0)), Some(Label::Class(1)))
+    );
+
+    let mnli = dir.path().join("dev_matched.tsv");
+    std::fs::write(
+        &mnli,
+        "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n\
+         0\t63735\t63735n\tslate\t( x )\t( y )\t(ROOT x)\t(ROOT y)\tThe new rights are nice enough\tEveryone really likes the newest benefits \tneutral\tentailment\tneutral\tneutral\tneutral\tneutral\n\
+         1\t91383\t91383c\tgovernment\t( x )\t( y )\t(ROOT x)\t(ROOT y)\tThis site includes a list.\tThe Government Executive articles are not on the site.\tcontradiction\tcontradiction\tcontradiction\tcontradiction\tcontradiction\tcontradiction\n",
+    )
+    .unwrap();
+    let m = read_glue(GlueTask::Mnli, &mnli).unwrap();
+    assert_eq!(m[0].text_a, "The new rights are nice enough");
+    // Labels in GLUE's order: contradiction, entailment, neutral; the gold label, not label1.
+    assert_eq!(
+        (m[0].label, m[1].label),
+        (Some(Label::Class(2)), Some(Label::Class(0)))
+    );
+
+    let qnli = dir.path().join("qnli.tsv");
+    std::fs::write(
+        &qnli,
+        "index\tquestion\tsentence\tlabel\n\
+         0\tWhat came into force after the new constitution was herald?\tAs of that day, the new constitution heralding the Second Republic came into force.\tentailment\n\
+         1\tWhat is the first major city in the stream of the Rhine?\tThe most important tributaries in this area are the Ill below of Strasbourg.\tnot_entailment\n",
+    )
+    .unwrap();
+    let n = read_glue(GlueTask::Qnli, &qnli).unwrap();
+    assert_eq!(
+        (n[0].label, n[1].label),
+        (Some(Label::Class(0)), Some(Label::Class(1)))
+    );
+    assert!(n[1].text_b.as_deref().unwrap().ends_with("Strasbourg."));
+    assert_eq!(
+        GlueTask::Mnli.dev_files(dir.path()),
+        vec![
+            dir.path().join("dev_matched.tsv"),
+            dir.path().join("dev_mismatched.tsv")
+        ]
+    );
 }
 
 #[test]

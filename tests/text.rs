@@ -1,5 +1,8 @@
 //! Corpus reading, packing, shards and masking, on the real WikiText-2 files.
 
+mod common;
+use common::data;
+
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -12,12 +15,6 @@ use trueneg::text::masking::{MaskingConfig, mask_batch};
 use trueneg::text::prepare::{PrepareOptions, prepare};
 use trueneg::text::shards::{Manifest, ShardSet};
 use trueneg::text::tokenizer::{SpecialIds, WordPieceTokenizer};
-
-fn shared(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(p)
-}
 
 fn prepare_opts(inputs: Vec<PathBuf>, out: PathBuf, vocab: usize) -> PrepareOptions {
     PrepareOptions {
@@ -34,13 +31,13 @@ fn prepare_opts(inputs: Vec<PathBuf>, out: PathBuf, vocab: usize) -> PrepareOpti
 
 #[test]
 fn reads_real_wikitext_and_packs_electra_examples() {
-    let docs = read_documents(&shared("wikitext-2/wiki.valid.tokens")).unwrap();
+    let docs = read_documents(&data("wikitext-2/wiki.valid.tokens")).unwrap();
     let lines: usize = docs.iter().map(|d| d.lines.len()).sum();
     assert!(lines > 1000, "{lines} non-empty lines");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("shards");
     let r = prepare(&prepare_opts(
-        vec![shared("wikitext-2/wiki.test.raw")],
+        vec![data("wikitext-2/wiki.test.raw")],
         out.clone(),
         3000,
     ))
@@ -70,7 +67,7 @@ fn reads_real_wikitext_and_packs_electra_examples() {
     // Re-running into the same folder is refused and leaves the files alone.
     let before = std::fs::read(out.join("manifest.json")).unwrap();
     let err = prepare(&prepare_opts(
-        vec![shared("wikitext-2/wiki.test.raw")],
+        vec![data("wikitext-2/wiki.test.raw")],
         out.clone(),
         3000,
     ))
@@ -82,7 +79,7 @@ fn reads_real_wikitext_and_packs_electra_examples() {
 #[test]
 fn prepare_is_deterministic_and_round_trips() {
     let dir = tempfile::tempdir().unwrap();
-    let input = shared("wikitext-2/wiki.test.raw");
+    let input = data("wikitext-2/wiki.test.raw");
     // A trained vocabulary follows the tokenizers trainer's tie-breaking; with a given
     // tokenizer the shards are byte-identical for a given seed.
     let first = prepare(&prepare_opts(
@@ -348,7 +345,7 @@ fn batch_stream_resumes_at_a_saved_position() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s");
     prepare(&prepare_opts(
-        vec![shared("wikitext-2/wiki.test.raw")],
+        vec![data("wikitext-2/wiki.test.raw")],
         out.clone(),
         2000,
     ))

@@ -2,25 +2,12 @@
 //! seed all finish; Hard Correction's statistics are logged and non-zero; the loss curves are
 //! plotted side by side; the correction statistics command writes its table and plot.
 
+mod common;
+use common::{bin, ok};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use trueneg::train::pretrain::StepMetrics;
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_trueneg"));
-    c.arg("--quiet");
-    c
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn metrics(run: &Path) -> Vec<StepMetrics> {
     std::fs::read_to_string(run.join("metrics.jsonl"))

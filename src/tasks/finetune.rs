@@ -16,6 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::glue::{GlueExample, GlueTask, Label, read_glue};
@@ -556,33 +557,21 @@ pub fn save_finetuned(
     max_seq_len: usize,
     dir: &Path,
 ) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let mut ex = Exporter::default();
-    m.model.walk(&m.prefix.clone(), &mut ex);
-    write_safetensors(&dir.join("model.safetensors"), &ex.tensors, None)?;
     let info = FineTunedInfo {
         task: m.task,
         prefix: m.prefix.clone(),
         config: m.config.clone(),
         max_seq_len,
     };
-    crate::error::write_atomic(
-        &dir.join("finetuned.json"),
-        serde_json::to_string_pretty(&info)
-            .expect("json")
-            .as_bytes(),
-    )?;
-    tokenizer.save(&dir.join("tokenizer.json"))
+    let prefix = m.prefix.clone();
+    write_model_folder(dir, |w| m.model.walk(&prefix, w), &info, tokenizer)
 }
 
 pub fn load_finetuned(
     dir: &Path,
     device: &Device,
 ) -> Result<(FineTuned, WordPieceTokenizer, usize)> {
-    let path = dir.join("finetuned.json");
-    let info: FineTunedInfo = serde_json::from_slice(&crate::error::read(&path)?)
-        .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-    let weights = read_safetensors(&dir.join("model.safetensors"))?;
+    let (info, weights, tokenizer) = read_model_folder::<FineTunedInfo>(dir)?;
     let mut model = Classifier::new(
         &info.config.clone().without_dropout(),
         info.task.num_labels(),
@@ -591,7 +580,6 @@ pub fn load_finetuned(
     let mut loader = Loader::new(&weights, device);
     model.walk(&info.prefix, &mut loader);
     loader.finish()?;
-    let tokenizer = WordPieceTokenizer::load(&dir.join("tokenizer.json"))?;
     Ok((
         FineTuned {
             model,
@@ -602,6 +590,42 @@ pub fn load_finetuned(
         tokenizer,
         info.max_seq_len,
     ))
+}
+
+/// Writes a fine-tuned model folder: `model.safetensors` (the parameters `walk` visits),
+/// `finetuned.json` (`info`) and `tokenizer.json`.
+pub(crate) fn write_model_folder<I: Serialize>(
+    dir: &Path,
+    walk: impl FnOnce(&mut dyn ParamWalker),
+    info: &I,
+    tokenizer: &WordPieceTokenizer,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut ex = Exporter::default();
+    walk(&mut ex);
+    write_safetensors(&dir.join("model.safetensors"), &ex.tensors, None)?;
+    crate::error::write_atomic(
+        &dir.join("finetuned.json"),
+        serde_json::to_string_pretty(info).expect("json").as_bytes(),
+    )?;
+    tokenizer.save(&dir.join("tokenizer.json"))
+}
+
+/// The `finetuned.json` of a fine-tuned model folder, parsed as `I`.
+pub(crate) fn read_model_info<I: DeserializeOwned>(dir: &Path) -> Result<I> {
+    let path = dir.join("finetuned.json");
+    serde_json::from_slice(&crate::error::read(&path)?)
+        .map_err(|e| Error::Input(format!("{}: {e}", path.display())))
+}
+
+/// Reads what [`write_model_folder`] wrote: the info, the weights and the tokenizer.
+pub(crate) fn read_model_folder<I: DeserializeOwned>(
+    dir: &Path,
+) -> Result<(I, TensorMap, WordPieceTokenizer)> {
+    let info = read_model_info(dir)?;
+    let weights = read_safetensors(&dir.join("model.safetensors"))?;
+    let tokenizer = WordPieceTokenizer::load(&dir.join("tokenizer.json"))?;
+    Ok((info, weights, tokenizer))
 }
 
 /// Token ids and segment ids of one example.

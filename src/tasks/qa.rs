@@ -21,9 +21,12 @@ use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
 use serde::{Deserialize, Serialize};
 
-use super::finetune::{FinetuneOptions, PretrainedEncoder, Trainable, progress_bar, train_epochs};
+use super::finetune::{
+    FinetuneOptions, PretrainedEncoder, Trainable, progress_bar, read_model_folder,
+    read_model_info, train_epochs, write_model_folder,
+};
 use super::squad::SquadExample;
-use crate::interop::tensors::{Exporter, Loader, read_safetensors, write_safetensors};
+use crate::interop::tensors::Loader;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::{EncoderConfig, Inputs};
@@ -405,43 +408,29 @@ struct QaInfo {
 }
 
 pub fn save_qa(m: &mut QaModel, tok: &WordPieceTokenizer, dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let mut ex = Exporter::default();
-    let prefix = m.prefix.clone();
-    m.model.walk(&prefix, &mut ex);
-    write_safetensors(&dir.join("model.safetensors"), &ex.tensors, None)?;
     let info = QaInfo {
         task: "squad".into(),
-        prefix,
+        prefix: m.prefix.clone(),
         config: m.config.clone(),
         options: m.options.clone(),
     };
-    crate::error::write_atomic(
-        &dir.join("finetuned.json"),
-        serde_json::to_string_pretty(&info)
-            .expect("json")
-            .as_bytes(),
-    )?;
-    tok.save(&dir.join("tokenizer.json"))
+    let prefix = m.prefix.clone();
+    write_model_folder(dir, |w| m.model.walk(&prefix, w), &info, tok)
 }
 
 pub fn load_qa(dir: &Path, device: &Device) -> Result<(QaModel, WordPieceTokenizer)> {
-    let path = dir.join("finetuned.json");
-    let info: QaInfo = serde_json::from_slice(&crate::error::read(&path)?)
-        .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+    let (info, weights, tok) = read_model_folder::<QaInfo>(dir)?;
     if info.task != "squad" {
         return Err(Error::Input(format!(
             "{}: field `task` is {:?}, not a SQuAD model",
-            path.display(),
+            dir.join("finetuned.json").display(),
             info.task
         )));
     }
-    let weights = read_safetensors(&dir.join("model.safetensors"))?;
     let mut model = SpanExtractor::new(&info.config.clone().without_dropout(), device);
     let mut loader = Loader::new(&weights, device);
     model.walk(&info.prefix, &mut loader);
     loader.finish()?;
-    let tok = WordPieceTokenizer::load(&dir.join("tokenizer.json"))?;
     Ok((
         QaModel {
             model,
@@ -455,11 +444,9 @@ pub fn load_qa(dir: &Path, device: &Device) -> Result<(QaModel, WordPieceTokeniz
 
 /// The `task` field of a fine-tuned model folder (`squad` or a GLUE task name).
 pub fn finetuned_task(dir: &Path) -> Result<String> {
-    let path = dir.join("finetuned.json");
-    let v: serde_json::Value = serde_json::from_slice(&crate::error::read(&path)?)
-        .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-    v.get("task")
-        .and_then(|t| t.as_str())
-        .map(str::to_string)
-        .ok_or_else(|| Error::Input(format!("{}: no field `task`", path.display())))
+    #[derive(Deserialize)]
+    struct Task {
+        task: String,
+    }
+    Ok(read_model_info::<Task>(dir)?.task)
 }

@@ -1,0 +1,34 @@
+//! Helpers shared by the integration tests: paths into ../shared and running the binary.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// A path under ../shared (the data sets and the transformers fixtures).
+pub fn shared(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared")
+        .join(p)
+}
+
+/// A path under ../shared/data.
+pub fn data(p: &str) -> PathBuf {
+    shared("data").join(p)
+}
+
+/// The `trueneg` binary, without progress bars.
+pub fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_trueneg"));
+    c.arg("--quiet");
+    c
+}
+
+/// Asserts that the command succeeded and returns its stdout.
+pub fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
