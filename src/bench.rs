@@ -202,6 +202,18 @@ pub fn run_bench(
         .collect()
 }
 
+/// Median over the timed steps of `report`'s step time divided by `base`'s at the same step:
+/// with interleaved steps, a drift of the machine hits both sides of each ratio alike.
+pub fn paired_ratio(report: &BenchReport, base: &BenchReport) -> f64 {
+    let ratios: Vec<f64> = report
+        .step_ms
+        .iter()
+        .zip(&base.step_ms)
+        .map(|(a, b)| a / b)
+        .collect();
+    median(&ratios)
+}
+
 fn median(v: &[f64]) -> f64 {
     let mut sorted = v.to_vec();
     sorted.sort_by(f64::total_cmp);

@@ -725,10 +725,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 for (name, r) in names.iter().zip(&reports) {
                     println!(
-                        "ms_per_step[{name}]={:.3} ratio_to_{}={:.4}",
+                        "ms_per_step[{name}]={:.3} ratio_to_{}={:.4} paired_ratio={:.4}",
                         r.median_ms,
                         names[0],
-                        r.median_ms / reports[0].median_ms
+                        r.median_ms / reports[0].median_ms,
+                        trueneg::bench::paired_ratio(r, &reports[0])
                     );
                 }
             }

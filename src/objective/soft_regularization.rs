@@ -14,8 +14,11 @@ pub fn word_regularization(
     gold: Tensor<1, Int>,
 ) -> Tensor<1> {
     const EPS: f64 = 1e-8;
-    let a = embeddings.clone().select(0, predicted);
-    let b = embeddings.select(0, gold);
+    // One gather of both row sets: its backward scatters into one [vocab, dim] buffer, not two.
+    let [n] = predicted.dims();
+    let rows = embeddings.select(0, Tensor::cat(vec![predicted, gold], 0));
+    let a = rows.clone().slice(0..n);
+    let b = rows.slice(n..2 * n);
     let dot = (a.clone() * b.clone()).sum_dim(1);
     let norms = (a.clone() * a).sum_dim(1) * (b.clone() * b).sum_dim(1);
     let cos = dot / norms.clamp_min(EPS * EPS).sqrt();
