@@ -157,6 +157,9 @@ enum Command {
         /// list interleaves the objectives' steps and prints each one's ratio to the first.
         #[arg(long, default_value = "sr")]
         objective: String,
+        /// cpu, or cuda (a build with the `cuda` feature).
+        #[arg(long, default_value = "cpu")]
+        device: String,
     },
 }
 
@@ -678,6 +681,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             steps,
             warmup,
             objective,
+            device,
         } => {
             let kinds = objective
                 .split(',')
@@ -693,9 +697,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let names: Vec<&str> = objective.split(',').map(str::trim).collect();
-            let device = burn::prelude::Device::flex().autodiff();
+            let backend = device;
+            let device = trueneg::train::pretrain::device_for(&backend)?.autodiff();
             println!(
-                "# trueneg bench: backend=flex threads={} batch=16x128 masked=304 objective={objective}",
+                "# trueneg bench: device={backend} threads={} batch=16x128 masked=304 objective={objective}",
                 rayon::current_num_threads()
             );
             let reports = trueneg::bench::run_bench(
