@@ -157,7 +157,7 @@ enum Command {
         /// list interleaves the objectives' steps and prints each one's ratio to the first.
         #[arg(long, default_value = "sr")]
         objective: String,
-        /// cpu, or cuda (a build with the `cuda` feature).
+        /// cpu; cuda (feature `cuda`); libtorch or libtorch-cuda (feature `tch`).
         #[arg(long, default_value = "cpu")]
         device: String,
     },

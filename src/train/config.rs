@@ -249,8 +249,11 @@ impl PretrainConfig {
         if !(0.0..=1.0).contains(&self.model.generator_size) {
             return bad("model.generator_size", "must be in (0, 1]");
         }
-        if self.train.device != "cpu" && self.train.device != "cuda" {
-            return bad("train.device", "must be \"cpu\" or \"cuda\"");
+        if !["cpu", "cuda", "libtorch", "libtorch-cuda"].contains(&self.train.device.as_str()) {
+            return bad(
+                "train.device",
+                "must be \"cpu\", \"cuda\", \"libtorch\" or \"libtorch-cuda\"",
+            );
         }
         self.model.encoder(1).validate(origin)
     }

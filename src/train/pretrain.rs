@@ -65,11 +65,18 @@ pub struct RunOptions {
     pub show_progress: bool,
 }
 
+/// The device named by `train.device` / `--device`: `cpu` (burn's flex backend), `cuda`
+/// (burn's CUDA backend, feature `cuda`), `libtorch` or `libtorch-cuda` (burn's LibTorch backend
+/// over a PyTorch installation, feature `tch`).
 pub fn device_for(name: &str) -> Result<Device> {
     match name {
         "cpu" => Ok(Device::flex()),
         #[cfg(feature = "cuda")]
         "cuda" => Ok(Device::cuda(0)),
+        #[cfg(feature = "tch")]
+        "libtorch" => Ok(Device::libtorch()),
+        #[cfg(feature = "tch")]
+        "libtorch-cuda" => Ok(Device::libtorch_cuda(0)),
         other => Err(Error::Config(format!(
             "train.device = {other:?} is not available in this build (cargo feature missing)"
         ))),
