@@ -119,9 +119,21 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
             "objective.kind=hc",
             "objective.hc_prediction=sampled",
             "train.steps=120",
+            "train.log_every=10",
         ],
     );
     let m = metrics(&r);
+    // One line per 10 steps, each count a total over its 10 steps.
+    assert_eq!(m.len(), 12);
+    for x in &m {
+        let (mis, cor) = (x.mismatched.unwrap(), x.corrected.unwrap());
+        assert!(
+            cor <= mis && mis <= x.masked,
+            "step {}: {cor} / {mis} / {}",
+            x.step,
+            x.masked
+        );
+    }
     let corrected: usize = m.iter().map(|x| x.corrected.unwrap()).sum();
     let mismatched: usize = m.iter().map(|x| x.mismatched.unwrap()).sum();
     assert!(corrected > 0, "no correction in {mismatched} mismatches");

@@ -45,9 +45,10 @@ pub struct StepMetrics {
     pub sr_sent_loss: Option<f64>,
     pub lr: f64,
     pub grad_norm: f64,
+    /// Masked positions. This and the Hard Correction counts below are totals over the steps
+    /// since the previous line (the step itself with `train.log_every = 1`), so that
+    /// mismatched / masked is a rate over the same positions.
     pub masked: usize,
-    /// Hard Correction counts are totals over the steps since the previous line (every step with
-    /// `train.log_every = 1`).
     /// Hard Correction: masked positions whose prediction differs from the gold token.
     pub mismatched: Option<usize>,
     /// Hard Correction: mismatched positions dropped as synonyms.
@@ -73,9 +74,13 @@ pub fn device_for(name: &str) -> Result<Device> {
         "cpu" => Ok(Device::flex()),
         #[cfg(feature = "cuda")]
         "cuda" => Ok(Device::cuda(0)),
+        // burn marks its LibTorch backend deprecated in favour of CubeCL's; it is the one GPU
+        // path that builds offline (see README, Cargo features).
         #[cfg(feature = "tch")]
+        #[allow(deprecated)]
         "libtorch" => Ok(Device::libtorch()),
         #[cfg(feature = "tch")]
+        #[allow(deprecated)]
         "libtorch-cuda" => Ok(Device::libtorch_cuda(0)),
         other => Err(Error::Config(format!(
             "train.device = {other:?} is not available in this build (cargo feature missing)"
@@ -251,6 +256,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     let special = shards.manifest.special_ids;
     let mut last = None;
     let mut window_tokens = 0usize;
+    let mut window_masked = 0usize;
     let mut window_start = Instant::now();
     // Hard Correction counts since the last metrics line (the line reports the window's totals).
     let mut window_counts: Option<CorrectionCounts> = None;
@@ -318,6 +324,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         let lr = scheduled_lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
         opt.update(lr, &grads, |w| model.walk(w));
         let done = step + 1;
+        window_masked += masked;
 
         let is_electra = matches!(model, PretrainModel::Electra(_));
         let metrics = StepMetrics {
@@ -338,7 +345,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 .then_some(sr_sent_sum / k),
             lr,
             grad_norm,
-            masked,
+            masked: window_masked,
             mismatched: window_counts.map(|c| c.mismatched),
             corrected: window_counts.map(|c| c.corrected),
             corrected_ratio: window_counts.map(|c| c.corrected as f64 / c.mismatched.max(1) as f64),
@@ -353,6 +360,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 .flush()
                 .map_err(|e| Error::io(&metrics_path, e))?;
             window_tokens = 0;
+            window_masked = 0;
             window_start = Instant::now();
             window_counts = None;
         }
