@@ -18,7 +18,7 @@ use burn::prelude::*;
 use burn::tensor::activation;
 use rayon::prelude::*;
 
-use super::dropout::on_host;
+use super::on_host;
 
 const CHUNK: usize = 1 << 14;
 

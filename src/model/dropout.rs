@@ -12,12 +12,13 @@
 
 use std::sync::Mutex;
 
-use burn::backend::DispatchDevice;
 use burn::nn::Dropout;
 use burn::prelude::*;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
+
+use super::on_host;
 
 static MASK_SEEDS: Mutex<Option<ChaCha8Rng>> = Mutex::new(None);
 
@@ -72,16 +73,4 @@ pub fn mask_values(n: usize, p: f64, call_seed: u64) -> Vec<f32> {
             }
         });
     mask
-}
-
-/// Whether tensors on `device` live in host memory (masks built there cost no transfer).
-#[allow(unreachable_patterns)]
-pub(crate) fn on_host(device: &Device) -> bool {
-    match device.clone().inner().as_dispatch() {
-        #[cfg(feature = "flex")]
-        DispatchDevice::Flex(_) => true,
-        #[cfg(feature = "ndarray")]
-        DispatchDevice::NdArray(_) => true,
-        _ => false,
-    }
 }

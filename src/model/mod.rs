@@ -14,7 +14,21 @@ pub use config::EncoderConfig;
 pub use dropout::seed;
 pub use electra::Electra;
 
+use burn::backend::DispatchDevice;
 use burn::prelude::*;
+
+/// Whether tensors on `device` live in host memory: the CPU fast paths (dropout masks, GELU)
+/// are taken there; other devices use burn's own kernels and sampling.
+#[allow(unreachable_patterns)]
+pub(crate) fn on_host(device: &Device) -> bool {
+    match device.clone().inner().as_dispatch() {
+        #[cfg(feature = "flex")]
+        DispatchDevice::Flex(_) => true,
+        #[cfg(feature = "ndarray")]
+        DispatchDevice::NdArray(_) => true,
+        _ => false,
+    }
+}
 
 /// One batch of encoder inputs, all [batch, len].
 #[derive(Clone, Debug)]

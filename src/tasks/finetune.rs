@@ -563,8 +563,7 @@ pub fn save_finetuned(
         config: m.config.clone(),
         max_seq_len,
     };
-    let prefix = m.prefix.clone();
-    write_model_folder(dir, |w| m.model.walk(&prefix, w), &info, tokenizer)
+    write_model_folder(dir, |w| m.model.walk(&info.prefix, w), &info, tokenizer)
 }
 
 pub fn load_finetuned(

@@ -414,8 +414,7 @@ pub fn save_qa(m: &mut QaModel, tok: &WordPieceTokenizer, dir: &Path) -> Result<
         config: m.config.clone(),
         options: m.options.clone(),
     };
-    let prefix = m.prefix.clone();
-    write_model_folder(dir, |w| m.model.walk(&prefix, w), &info, tok)
+    write_model_folder(dir, |w| m.model.walk(&info.prefix, w), &info, tok)
 }
 
 pub fn load_qa(dir: &Path, device: &Device) -> Result<(QaModel, WordPieceTokenizer)> {

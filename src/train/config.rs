@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::optimizer::AdamWConfig;
+use super::pretrain::DEVICE_NAMES;
 use crate::model::EncoderConfig;
 use crate::objective::ObjectiveConfig;
 use crate::text::masking::MaskingConfig;
@@ -249,10 +250,10 @@ impl PretrainConfig {
         if !(0.0..=1.0).contains(&self.model.generator_size) {
             return bad("model.generator_size", "must be in (0, 1]");
         }
-        if !["cpu", "cuda", "libtorch", "libtorch-cuda"].contains(&self.train.device.as_str()) {
+        if !DEVICE_NAMES.contains(&self.train.device.as_str()) {
             return bad(
                 "train.device",
-                "must be \"cpu\", \"cuda\", \"libtorch\" or \"libtorch-cuda\"",
+                &format!("must be one of {}", DEVICE_NAMES.join(", ")),
             );
         }
         self.model.encoder(1).validate(origin)

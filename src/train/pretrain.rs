@@ -66,6 +66,9 @@ pub struct RunOptions {
     pub show_progress: bool,
 }
 
+/// Every name [`device_for`] knows (whether this build has its backend or not).
+pub const DEVICE_NAMES: [&str; 4] = ["cpu", "cuda", "libtorch", "libtorch-cuda"];
+
 /// The device named by `train.device` / `--device`: `cpu` (burn's flex backend), `cuda`
 /// (burn's CUDA backend, feature `cuda`), `libtorch` or `libtorch-cuda` (burn's LibTorch backend
 /// over a PyTorch installation, feature `tch`).
