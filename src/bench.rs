@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::lexicon::SynonymTable;
-use crate::model::{BertMlm, EncoderConfig, Inputs};
+use crate::model::{BertMlm, EncoderConfig, Inputs, Precision};
 use crate::objective::{
     ObjectiveKind, correction_weights, masked_cross_entropy, sentence_regularization,
     word_regularization,
@@ -24,12 +24,31 @@ pub const BATCH: usize = 16;
 pub const SEQ: usize = 128;
 pub const MASKED_PER_SEQ: usize = 19;
 
-pub fn bench_config() -> EncoderConfig {
+/// The sizes `torch_bench.py` takes: `--layers`, `--batch` (and `--amp bf16` ↔ `Bf16`).
+#[derive(Clone, Copy, Debug)]
+pub struct BenchSpec {
+    pub layers: usize,
+    pub batch: usize,
+    pub precision: Precision,
+}
+
+impl Default for BenchSpec {
+    /// The CPU spec of DESIGN.md: 4 layers, 16 × 128, f32.
+    fn default() -> Self {
+        Self {
+            layers: 4,
+            batch: BATCH,
+            precision: Precision::F32,
+        }
+    }
+}
+
+pub fn bench_config(spec: &BenchSpec) -> EncoderConfig {
     EncoderConfig {
         vocab_size: VOCAB,
         embedding_size: 256,
         hidden_size: 256,
-        num_hidden_layers: 4,
+        num_hidden_layers: spec.layers,
         num_attention_heads: 4,
         intermediate_size: 1024,
         max_position_embeddings: 512,
@@ -38,6 +57,7 @@ pub fn bench_config() -> EncoderConfig {
         hidden_dropout_prob: 0.1,
         attention_probs_dropout_prob: 0.1,
         pad_token_id: 0,
+        precision: spec.precision,
     }
 }
 
@@ -78,18 +98,20 @@ pub struct BenchReport {
 /// weights) and their steps are interleaved, so slow drifts of the machine hit all alike.
 pub fn run_bench(
     device: &Device,
+    spec: &BenchSpec,
     warmup: usize,
     steps: usize,
     objectives: &[ObjectiveKind],
     mut on_step: impl FnMut(usize, usize, f64, f64, [f64; 3]),
 ) -> Vec<BenchReport> {
     let mut rng = ChaCha8Rng::seed_from_u64(1234);
-    let ids: Vec<i64> = (0..BATCH * SEQ)
+    let batch = spec.batch;
+    let ids: Vec<i64> = (0..batch * SEQ)
         .map(|_| rng.random_range(1000..VOCAB as i64))
         .collect();
     let mut input = ids.clone();
     let (mut positions, mut labels) = (Vec::new(), Vec::new());
-    for b in 0..BATCH {
+    for b in 0..batch {
         let mut pos: Vec<usize> = sample(&mut rng, SEQ, MASKED_PER_SEQ).into_vec();
         pos.sort_unstable();
         for p in pos {
@@ -103,8 +125,8 @@ pub fn run_bench(
     let labels_host: Vec<u32> = labels.iter().map(|&l| l as u32).collect();
     let table = synthetic_table(&mut rng);
     let x = Inputs {
-        ids: Tensor::from_data(TensorData::new(input, [BATCH, SEQ]), device),
-        token_types: Tensor::zeros([BATCH, SEQ], device),
+        ids: Tensor::from_data(TensorData::new(input, [batch, SEQ]), device),
+        token_types: Tensor::zeros([batch, SEQ], device),
         attention_mask: None,
     };
     let positions: Tensor<1, Int> = Tensor::from_data(TensorData::new(positions, [n]), device);
@@ -122,7 +144,7 @@ pub fn run_bench(
                 warmup_steps: 0,
                 ..Default::default()
             });
-            (BertMlm::new(&bench_config(), device), opt)
+            (BertMlm::new(&bench_config(spec), device), opt)
         })
         .collect();
 
@@ -138,7 +160,7 @@ pub fn run_bench(
             let weights = objective.hard_correction().then(|| {
                 let pred = host_ids(argmax.clone());
                 let rows: Vec<usize> = positions_host.iter().map(|&p| p / SEQ).collect();
-                let (w, _) = correction_weights(&pred, &labels_host, &rows, BATCH, &table);
+                let (w, _) = correction_weights(&pred, &labels_host, &rows, batch, &table);
                 Tensor::<1>::from_data(TensorData::new(w, [n]), device)
             });
             let mut loss = masked_cross_entropy(logits, labels.clone(), weights);
@@ -156,14 +178,14 @@ pub fn run_bench(
                     filled[p] = t as i64;
                 }
                 let xp = Inputs {
-                    ids: Tensor::from_data(TensorData::new(filled, [BATCH, SEQ]), device),
+                    ids: Tensor::from_data(TensorData::new(filled, [batch, SEQ]), device),
                     ..x.clone()
                 };
                 let xs = Inputs {
-                    ids: Tensor::from_data(TensorData::new(ids.clone(), [BATCH, SEQ]), device),
+                    ids: Tensor::from_data(TensorData::new(ids.clone(), [batch, SEQ]), device),
                     ..x.clone()
                 };
-                let ones = Tensor::<2>::ones([BATCH, SEQ], device);
+                let ones = Tensor::<2>::ones([batch, SEQ], device);
                 loss = loss + sentence_regularization(model.encode(&xp), model.encode(&xs), ones);
             }
             let t_fwd = t0.elapsed();

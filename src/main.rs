@@ -160,7 +160,21 @@ enum Command {
         /// cpu; cuda (feature `cuda`); libtorch or libtorch-cuda (feature `tch`).
         #[arg(long, default_value = "cpu")]
         device: String,
+        /// Encoder layers (the ELECTRA-Small-sized GPU variant: 12).
+        #[arg(long, default_value_t = 4)]
+        layers: usize,
+        /// Sequences of 128 tokens per step (the ELECTRA-Small-sized GPU variant: 128).
+        #[arg(long, default_value_t = 16)]
+        batch: usize,
+        /// f32, or bf16 mixed precision (torch_bench.py's `--amp bf16`).
+        #[arg(long, default_value = "f32", value_parser = parse_precision)]
+        precision: trueneg::model::Precision,
     },
+}
+
+fn parse_precision(s: &str) -> std::result::Result<trueneg::model::Precision, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| format!("{s}: expected f32 or bf16"))
 }
 
 #[derive(Subcommand)]
@@ -682,7 +696,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             warmup,
             objective,
             device,
+            layers,
+            batch,
+            precision,
         } => {
+            if layers == 0 || batch == 0 {
+                anyhow::bail!("--layers and --batch must be > 0");
+            }
+            let spec = trueneg::bench::BenchSpec {
+                layers,
+                batch,
+                precision,
+            };
             let kinds = objective
                 .split(',')
                 .map(|o| {
@@ -700,11 +725,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let backend = device;
             let device = trueneg::train::pretrain::device_for(&backend)?.autodiff();
             println!(
-                "# trueneg bench: device={backend} threads={} batch=16x128 masked=304 objective={objective}",
-                rayon::current_num_threads()
+                "# trueneg bench: device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} objective={objective}",
+                rayon::current_num_threads(),
+                trueneg::bench::SEQ,
+                batch * trueneg::bench::MASKED_PER_SEQ,
             );
             let reports = trueneg::bench::run_bench(
                 &device,
+                &spec,
                 warmup,
                 steps,
                 &kinds,

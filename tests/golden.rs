@@ -10,7 +10,7 @@ use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::{HostTensor, Loader, TensorMap, read_safetensors};
 use trueneg::model::{BertMlm, Electra, Inputs};
 use trueneg::objective::{masked_cross_entropy, replaced_token_loss, word_regularization};
-use trueneg::train::optimizer::{AdamW, AdamWConfig, Grads};
+use trueneg::train::optimizer::{AdamW, AdamWConfig, Grads, MultiTensor};
 
 fn golden() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden")
@@ -179,8 +179,15 @@ fn bert_outputs_losses_and_gradients_match_transformers() {
     assert_eq!(n, 42, "every parameter has a gradient: {names:?}");
 }
 
+/// Both optimizer implementations (per tensor; multi-tensor over flat buffers) match.
 #[test]
 fn bert_three_adamw_steps_match_transformers() {
+    for multi_tensor in [MultiTensor::Off, MultiTensor::On] {
+        three_adamw_steps(multi_tensor);
+    }
+}
+
+fn three_adamw_steps(multi_tensor: MultiTensor) {
     let d = device();
     let g = read_safetensors(&golden().join("bert_tiny_golden.safetensors")).unwrap();
     let mut model = load_bert(&d);
@@ -193,6 +200,7 @@ fn bert_three_adamw_steps_match_transformers() {
         eps: 1e-6,
         max_grad_norm: 0.0,
         warmup_steps: 0,
+        multi_tensor,
         ..Default::default()
     };
     let mut opt = AdamW::new(cfg);
@@ -212,7 +220,7 @@ fn bert_three_adamw_steps_match_transformers() {
             t,
             get(&g, &format!("bert.after_3_adamw.{name}")),
             1e-5,
-            name,
+            &format!("{name} ({multi_tensor:?})"),
         );
     }
 }

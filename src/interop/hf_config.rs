@@ -70,6 +70,7 @@ pub fn read_hf_config(path: &Path) -> Result<HfConfig> {
         hidden_dropout_prob: float("hidden_dropout_prob", 0.1),
         attention_probs_dropout_prob: float("attention_probs_dropout_prob", 0.1),
         pad_token_id: v.get("pad_token_id").and_then(Value::as_u64).unwrap_or(0) as usize,
+        precision: Default::default(),
     };
     encoder.validate(&path.display().to_string())?;
     let architectures = v

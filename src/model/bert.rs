@@ -20,13 +20,7 @@ impl BertMlm {
         Self {
             embeddings: Embeddings::new(c, device),
             encoder: Encoder::new(c, device),
-            head: MlmHead::new(
-                c.hidden_size,
-                c.embedding_size,
-                c.vocab_size,
-                c.layer_norm_eps,
-                device,
-            ),
+            head: MlmHead::new(c, device),
         }
     }
 

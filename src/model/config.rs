@@ -21,6 +21,10 @@ pub struct EncoderConfig {
     pub hidden_dropout_prob: f64,
     pub attention_probs_dropout_prob: f64,
     pub pad_token_id: usize,
+    /// Compute precision of the matrix products (not part of transformers' config: read as
+    /// f32, never written).
+    #[serde(default, skip_serializing)]
+    pub precision: super::Precision,
 }
 
 impl EncoderConfig {
@@ -54,6 +58,12 @@ impl EncoderConfig {
             return bad("hidden_dropout_prob", "must be in [0, 1)");
         }
         Ok(())
+    }
+
+    /// The same encoder computing in `precision`.
+    pub fn with_precision(mut self, precision: super::Precision) -> Self {
+        self.precision = precision;
+        self
     }
 
     /// The same encoder with dropout switched off (evaluation, parity tests).

@@ -42,7 +42,9 @@ pub fn dropout<const D: usize>(d: &Dropout, x: Tensor<D>) -> Tensor<D> {
     }
     let shape = x.shape();
     let mask = mask_values(shape.num_elements(), d.prob, next_call_seed());
-    x * Tensor::from_data(TensorData::new(mask, shape), &device)
+    // The mask in x's dtype (bf16 activations under mixed precision).
+    let dtype = burn::tensor::FloatDType::from(x.dtype());
+    x * Tensor::<D>::from_data(TensorData::new(mask, shape), &device).cast(dtype)
 }
 
 fn next_call_seed() -> u64 {

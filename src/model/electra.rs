@@ -30,15 +30,9 @@ impl Electra {
         Self {
             embeddings: Embeddings::new(disc, device),
             generator: Encoder::new(gen_cfg, device),
-            generator_head: MlmHead::new(
-                gen_cfg.hidden_size,
-                gen_cfg.embedding_size,
-                gen_cfg.vocab_size,
-                gen_cfg.layer_norm_eps,
-                device,
-            ),
+            generator_head: MlmHead::new(gen_cfg, device),
             discriminator: Encoder::new(disc, device),
-            discriminator_head: RtdHead::new(disc.hidden_size, device),
+            discriminator_head: RtdHead::new(disc, device),
         }
     }
 

@@ -13,6 +13,7 @@ use burn::tensor::activation::softmax;
 
 use super::EncoderConfig;
 use super::dropout::dropout;
+use super::precision::{Precision, full};
 use crate::model::params::{ParamWalker, walk_layer_norm, walk_linear};
 
 /// BERT's initialiser: N(0, 0.02) for every weight matrix; biases are set to zero afterwards.
@@ -109,6 +110,8 @@ pub struct Layer {
     pub attention_dropout: Dropout,
     pub hidden_dropout: Dropout,
     pub heads: usize,
+    #[module(skip)]
+    pub precision: Precision,
 }
 
 impl Layer {
@@ -126,6 +129,7 @@ impl Layer {
             attention_dropout: DropoutConfig::new(c.attention_probs_dropout_prob).init(),
             hidden_dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
             heads: c.num_attention_heads,
+            precision: c.precision,
         }
     }
 
@@ -134,21 +138,23 @@ impl Layer {
     pub fn forward(&self, x: Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Tensor<3> {
         let [b, l, h] = x.dims();
         let dh = h / self.heads;
+        let p = self.precision;
         let split = |t: Tensor<3>| t.reshape([b, l, self.heads, dh]).swap_dims(1, 2);
-        let q = split(self.query.forward(x.clone())).mul_scalar(1.0 / (dh as f64).sqrt());
-        let k = split(self.key.forward(x.clone()));
-        let v = split(self.value.forward(x.clone()));
-        let mut scores = q.matmul(k.swap_dims(2, 3));
+        let q = split(p.linear(&self.query, x.clone())).mul_scalar(1.0 / (dh as f64).sqrt());
+        let k = split(p.linear(&self.key, x.clone()));
+        let v = split(p.linear(&self.value, x.clone()));
+        // Scores, softmax and the padding bias in f32; the products in the compute dtype.
+        let mut scores = full(q.matmul(k.swap_dims(2, 3)));
         if let Some(bias) = mask_bias {
             scores = scores + bias.clone();
         }
-        let probs = dropout(&self.attention_dropout, softmax(scores, 3));
+        let probs = dropout(&self.attention_dropout, p.compute(softmax(scores, 3)));
         let ctx = probs.matmul(v).swap_dims(1, 2).reshape([b, l, h]);
-        let attn = dropout(&self.hidden_dropout, self.attention_out.forward(ctx));
-        let a = self.attention_norm.forward(attn + x);
-        let inter = gelu(self.intermediate.forward(a.clone()));
-        let out = dropout(&self.hidden_dropout, self.output.forward(inter));
-        self.output_norm.forward(out + a)
+        let attn = dropout(&self.hidden_dropout, p.linear(&self.attention_out, ctx));
+        let a = self.attention_norm.forward(full(attn) + x);
+        let inter = gelu(p.linear(&self.intermediate, a.clone()));
+        let out = dropout(&self.hidden_dropout, p.linear(&self.output, inter));
+        self.output_norm.forward(full(out) + a)
     }
 
     pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
@@ -193,6 +199,8 @@ impl Layer {
 pub struct Encoder {
     pub project: Option<Linear>,
     pub layers: Vec<Layer>,
+    #[module(skip)]
+    pub precision: Precision,
 }
 
 /// Additive attention bias from a 0/1 attention mask [batch, len] → [batch, 1, 1, len].
@@ -213,6 +221,7 @@ impl Encoder {
             layers: (0..c.num_hidden_layers)
                 .map(|_| Layer::new(c, device))
                 .collect(),
+            precision: c.precision,
         }
     }
 
@@ -225,7 +234,7 @@ impl Encoder {
     ) -> Vec<Tensor<3>> {
         let bias = attention_mask.map(attention_bias);
         let mut x = match &self.project {
-            Some(p) => p.forward(embedded),
+            Some(p) => full(self.precision.linear(p, embedded)),
             None => embedded,
         };
         let mut states = Vec::with_capacity(self.layers.len() + 1);

@@ -6,6 +6,7 @@ use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
 
 use super::encoder::{layer_norm, linear};
+use super::precision::{Precision, full};
 use super::params::{ParamWalker, walk_layer_norm, walk_linear};
 
 /// Masked-LM head: dense (hidden → embedding) → GELU → LayerNorm → decoder tied to the word
@@ -16,22 +17,27 @@ pub struct MlmHead {
     pub dense: Linear,
     pub norm: LayerNorm,
     pub bias: Param<Tensor<1>>,
+    #[module(skip)]
+    pub precision: Precision,
 }
 
 impl MlmHead {
-    pub fn new(hidden: usize, embedding: usize, vocab: usize, eps: f64, device: &Device) -> Self {
+    /// Shaped by the encoder config `c` it sits on: hidden → embedding → vocabulary.
+    pub fn new(c: &super::EncoderConfig, device: &Device) -> Self {
         Self {
-            dense: linear(hidden, embedding, device),
-            norm: layer_norm(embedding, eps, device),
-            bias: Param::from_tensor(Tensor::zeros([vocab], device)),
+            dense: linear(c.hidden_size, c.embedding_size, device),
+            norm: layer_norm(c.embedding_size, c.layer_norm_eps, device),
+            bias: Param::from_tensor(Tensor::zeros([c.vocab_size], device)),
+            precision: c.precision,
         }
     }
 
     /// `hidden`: [n, hidden] rows (only the positions to predict); `words`: the tied word
     /// embedding matrix [vocab, embedding]. Returns logits [n, vocab].
     pub fn forward(&self, hidden: Tensor<2>, words: Tensor<2>) -> Tensor<2> {
-        let h = self.norm.forward(gelu(self.dense.forward(hidden)));
-        h.matmul(words.transpose()) + self.bias.val().unsqueeze::<2>()
+        let p = self.precision;
+        let h = self.norm.forward(full(gelu(p.linear(&self.dense, hidden))));
+        full(p.matmul(h, words.transpose())) + self.bias.val().unsqueeze::<2>()
     }
 
     /// `transform` names dense and LayerNorm's prefix, `bias` the decoder bias' full name.
@@ -47,19 +53,23 @@ impl MlmHead {
 pub struct RtdHead {
     pub dense: Linear,
     pub prediction: Linear,
+    #[module(skip)]
+    pub precision: Precision,
 }
 
 impl RtdHead {
-    pub fn new(hidden: usize, device: &Device) -> Self {
+    pub fn new(c: &super::EncoderConfig, device: &Device) -> Self {
         Self {
-            dense: linear(hidden, hidden, device),
-            prediction: linear(hidden, 1, device),
+            dense: linear(c.hidden_size, c.hidden_size, device),
+            prediction: linear(c.hidden_size, 1, device),
+            precision: c.precision,
         }
     }
 
     /// [batch, len, hidden] → logits [batch, len] (positive = "replaced").
     pub fn forward(&self, hidden: Tensor<3>) -> Tensor<3> {
-        self.prediction.forward(gelu(self.dense.forward(hidden)))
+        let p = self.precision;
+        full(p.linear(&self.prediction, gelu(p.linear(&self.dense, hidden))))
     }
 
     pub fn walk(&mut self, w: &mut dyn ParamWalker) {

@@ -8,11 +8,13 @@ pub mod electra;
 pub mod encoder;
 pub mod heads;
 pub mod params;
+pub mod precision;
 
 pub use bert::BertMlm;
 pub use config::EncoderConfig;
 pub use dropout::seed;
 pub use electra::Electra;
+pub use precision::Precision;
 
 use burn::backend::DispatchDevice;
 use burn::prelude::*;

@@ -91,6 +91,7 @@ impl ModelSection {
             hidden_dropout_prob: self.hidden_dropout_prob,
             attention_probs_dropout_prob: self.attention_probs_dropout_prob,
             pad_token_id: 0,
+            precision: Default::default(),
         }
     }
 
@@ -141,6 +142,9 @@ pub struct TrainSection {
     pub log_every: u64,
     /// `cpu` (the default CPU backend) or `cuda` (built with the `cuda` feature).
     pub device: String,
+    /// `f32`, or `bf16` mixed precision (bf16 matrix products and activations, f32 weights,
+    /// optimizer state, softmax, LayerNorm and losses; see `model::precision`).
+    pub precision: crate::model::Precision,
 }
 
 impl Default for TrainSection {
@@ -154,6 +158,7 @@ impl Default for TrainSection {
             keep_checkpoints: 3,
             log_every: 10,
             device: "cpu".into(),
+            precision: crate::model::Precision::F32,
         }
     }
 }

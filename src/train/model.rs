@@ -18,11 +18,13 @@ pub enum PretrainModel {
 
 impl PretrainModel {
     pub fn new(cfg: &PretrainConfig, vocab: usize, device: &Device) -> Self {
+        let p = cfg.train.precision;
+        let encoder = cfg.model.encoder(vocab).with_precision(p);
         match cfg.model.kind {
-            ModelKind::Bert => PretrainModel::Bert(BertMlm::new(&cfg.model.encoder(vocab), device)),
+            ModelKind::Bert => PretrainModel::Bert(BertMlm::new(&encoder, device)),
             ModelKind::Electra => PretrainModel::Electra(Electra::new(
-                &cfg.model.encoder(vocab),
-                &cfg.model.generator(vocab),
+                &encoder,
+                &cfg.model.generator(vocab).with_precision(p),
                 device,
             )),
         }

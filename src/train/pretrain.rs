@@ -91,10 +91,6 @@ pub fn device_for(name: &str) -> Result<Device> {
     }
 }
 
-fn scalar(t: Tensor<1>) -> f64 {
-    t.into_scalar::<f32>() as f64
-}
-
 /// Summary of a finished run.
 pub struct RunSummary {
     pub steps: u64,
@@ -288,20 +284,28 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             real += l.real_tokens;
             let g = l.total.backward();
             grads.accumulate(Grads::collect(&g, |w| model.walk(w)));
-            loss_sum += scalar(l.total);
-            mlm_sum += scalar(l.mlm);
-            if let Some(d) = l.disc {
-                disc_sum += scalar(d);
-            }
-            if let Some(c) = l.disc_correct {
-                correct += scalar(c);
-            }
-            if let Some(r) = l.sr {
-                sr_sum += scalar(r);
-            }
-            if let Some(r) = l.sr_sent {
-                sr_sent_sum += scalar(r);
-            }
+            // Every loss term in one read (one device sync instead of one per term).
+            let zero = || Tensor::<1>::zeros([1], &device);
+            let terms = [
+                Some(l.total),
+                Some(l.mlm),
+                l.disc,
+                l.disc_correct,
+                l.sr,
+                l.sr_sent,
+            ]
+            .map(|t| t.map(|t| t.inner().reshape([1])).unwrap_or_else(zero));
+            let v = Tensor::cat(terms.to_vec(), 0)
+                .into_data()
+                .convert::<f64>()
+                .try_into_vec::<f64>()
+                .expect("loss terms");
+            loss_sum += v[0];
+            mlm_sum += v[1];
+            disc_sum += v[2];
+            correct += v[3];
+            sr_sum += v[4];
+            sr_sent_sum += v[5];
             if let Some(c) = l.corrections {
                 window_counts
                     .get_or_insert_with(CorrectionCounts::default)

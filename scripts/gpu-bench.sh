@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# trueneg and PyTorch side by side on one GPU, alternating: for each round and each size, every
+# trueneg variant and every PyTorch reference runs once, in the same order. Each run prints
+# `RESULT size=… impl=… ms=… peak_mib=…`: the median ms per step (the program's own
+# `ms_per_step=`) and the peak GPU memory the run added over the idle GPU (nvidia-smi, sampled
+# every 50 ms: the same measure for both sides, allocator caches included).
+#
+# Usage: scripts/gpu-bench.sh TRUENEG_BIN TORCH_BENCH_PY [ROUNDS] [STEPS]
+#   SIZES      "spec small" (default): spec = 4 layers × batch 16 (DESIGN.md's bench spec),
+#              small = 12 layers × batch 128 (ELECTRA-Small-sized)
+#   TRUENEG    variants, default "cuda:f32 cuda:bf16" (DEVICE:PRECISION)
+#   TORCH      references, default "eager-f32 eager-bf16-fused compile-bf16-fused"
+set -uo pipefail
+bin=$1
+torch_bench=$2
+rounds=${3:-1}
+steps=${4:-30}
+warmup=${WARMUP:-10}
+sizes=${SIZES:-spec small}
+trueneg_variants=${TRUENEG:-cuda:f32 cuda:bf16}
+torch_variants=${TORCH:-eager-f32 eager-bf16-fused compile-bf16-fused}
+python=${PYTHON:-python3}
+
+size_args() {
+  case $1 in
+    spec) echo "--layers 4 --batch 16" ;;
+    small) echo "--layers 12 --batch 128" ;;
+    *) echo "unknown size $1" >&2; exit 2 ;;
+  esac
+}
+
+torch_args() {
+  case $1 in
+    eager-f32) echo "" ;;
+    eager-bf16) echo "--amp bf16" ;;
+    eager-bf16-fused) echo "--amp bf16 --optim-impl fused" ;;
+    compile-bf16-fused) echo "--amp bf16 --optim-impl fused --compile" ;;
+    *) echo "unknown torch variant $1" >&2; exit 2 ;;
+  esac
+}
+
+used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
+
+# Runs "$@", prints its log tail, then the RESULT line.
+measure() {
+  local size=$1 impl=$2
+  shift 2
+  local log sampler base peak ms
+  log=$(mktemp)
+  base=$(used_mib)
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 >"$log.mem" &
+  sampler=$!
+  "$@" >"$log" 2>&1
+  local rc=$?
+  kill "$sampler" 2>/dev/null
+  wait "$sampler" 2>/dev/null
+  peak=$(sort -n "$log.mem" | tail -1)
+  ms=$(grep -o 'ms_per_step=[0-9.]*' "$log" | tail -1 | cut -d= -f2)
+  if [ $rc -ne 0 ] || [ -z "$ms" ]; then
+    echo "FAILED size=$size impl=$impl rc=$rc"
+    tail -5 "$log"
+  else
+    grep -E '^# ' "$log" | head -3
+    echo "RESULT size=$size impl=$impl ms=$ms peak_mib=$((peak - base))"
+  fi
+  rm -f "$log" "$log.mem"
+}
+
+for round in $(seq 1 "$rounds"); do
+  for size in $sizes; do
+    for v in $trueneg_variants; do
+      dev=${v%%:*}
+      prec=${v##*:}
+      measure "$size" "trueneg-$dev-$prec" "$bin" --quiet bench --device "$dev" --precision "$prec" \
+        $(size_args "$size") --steps "$steps" --warmup "$warmup"
+    done
+    for t in $torch_variants; do
+      measure "$size" "torch-$t" "$python" "$torch_bench" --device cuda --masked-head \
+        $(torch_args "$t") $(size_args "$size") --steps "$steps" --warmup "$warmup"
+    done
+  done
+done

@@ -1,0 +1,67 @@
+//! Compute precision of the encoders: `f32`, or `bf16` mixed precision.
+//!
+//! burn has no autocast, so the casts are written where they belong, following the rules of
+//! PyTorch's CUDA autocast:
+//! - matrix products (every `Linear`, the attention scores `QKᵀ` and context `PV`, the MLM
+//!   decoder) take bf16 operands — each f32 weight is cast on use, so the parameters, their
+//!   gradients (the cast's backward casts them back) and the optimizer state stay f32;
+//! - what runs after a product in the same block (the attention scaling, GELU, dropout) stays
+//!   bf16, so the activations kept for the backward pass are half the size;
+//! - softmax (attention and the MLM cross-entropy), LayerNorm and the residual sums run in f32:
+//!   their inputs are cast up first, and the hidden states between layers are f32;
+//! - the heads return f32 logits, so every loss and its reductions are f32.
+//!
+//! With `F32` every helper here is the plain f32 operation (no cast is inserted).
+
+use burn::nn::Linear;
+use burn::prelude::*;
+use burn::tensor::FloatDType;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    F32,
+    Bf16,
+}
+
+impl Precision {
+    /// The dtype matrix products run in.
+    pub fn dtype(self) -> FloatDType {
+        match self {
+            Precision::F32 => FloatDType::F32,
+            Precision::Bf16 => FloatDType::BF16,
+        }
+    }
+
+    /// `x` in the compute dtype.
+    pub fn compute<const D: usize>(self, x: Tensor<D>) -> Tensor<D> {
+        match self {
+            Precision::F32 => x,
+            Precision::Bf16 => x.cast(FloatDType::BF16),
+        }
+    }
+
+    /// `x @ W + b` with bf16 operands under `Bf16` (result in the compute dtype).
+    pub fn linear<const D: usize>(self, l: &Linear, x: Tensor<D>) -> Tensor<D> {
+        match self {
+            Precision::F32 => l.forward(x),
+            Precision::Bf16 => {
+                let w = self.compute(l.weight.val());
+                let b = l.bias.as_ref().map(|b| self.compute(b.val()));
+                burn::tensor::module::linear(self.compute(x), w, b)
+            }
+        }
+    }
+
+    /// `a @ b` with operands in the compute dtype.
+    pub fn matmul<const D: usize>(self, a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+        self.compute(a).matmul(self.compute(b))
+    }
+}
+
+/// `x` in f32 (no-op when it already is).
+pub fn full<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    x.cast(FloatDType::F32)
+}
