@@ -17,7 +17,7 @@ use crate::objective::{
     ObjectiveKind, correction_weights, masked_cross_entropy, sentence_regularization,
     word_regularization,
 };
-use crate::train::optimizer::{AdamW, AdamWConfig, Grads};
+use crate::train::optimizer::{AdamW, AdamWConfig, Grads, MultiTensor};
 
 pub const VOCAB: usize = 30522;
 pub const BATCH: usize = 16;
@@ -30,6 +30,11 @@ pub struct BenchSpec {
     pub layers: usize,
     pub batch: usize,
     pub precision: Precision,
+    /// AdamW implementation (`auto`: multi-tensor on GPUs).
+    pub multi_tensor: MultiTensor,
+    /// Wait for the device after each phase, so that the phase times of an asynchronous
+    /// device (GPU) are its own (costs a sync per phase).
+    pub sync_phases: bool,
 }
 
 impl Default for BenchSpec {
@@ -39,6 +44,8 @@ impl Default for BenchSpec {
             layers: 4,
             batch: BATCH,
             precision: Precision::F32,
+            multi_tensor: MultiTensor::Auto,
+            sync_phases: false,
         }
     }
 }
@@ -142,6 +149,7 @@ pub fn run_bench(
                 eps: 1e-6,
                 max_grad_norm: 0.0,
                 warmup_steps: 0,
+                multi_tensor: spec.multi_tensor,
                 ..Default::default()
             });
             (BertMlm::new(&bench_config(spec), device), opt)
@@ -188,9 +196,16 @@ pub fn run_bench(
                 let ones = Tensor::<2>::ones([batch, SEQ], device);
                 loss = loss + sentence_regularization(model.encode(&xp), model.encode(&xs), ones);
             }
+            let sync = || {
+                if spec.sync_phases {
+                    device.sync().expect("device sync");
+                }
+            };
+            sync();
             let t_fwd = t0.elapsed();
             let g = loss.backward();
             let grads = Grads::collect(&g, |w| model.walk(w));
+            sync();
             let t_bwd = t0.elapsed();
             opt.update(5e-4, &grads, |w| model.walk(w));
             let value = loss.into_scalar::<f32>() as f64;

@@ -169,7 +169,18 @@ enum Command {
         /// f32, or bf16 mixed precision (torch_bench.py's `--amp bf16`).
         #[arg(long, default_value = "f32", value_parser = parse_precision)]
         precision: trueneg::model::Precision,
+        /// AdamW implementation: auto (multi-tensor on GPUs), on, off.
+        #[arg(long, default_value = "auto", value_parser = parse_multi_tensor)]
+        multi_tensor: trueneg::train::optimizer::MultiTensor,
+        /// Wait for the device after each phase (true phase times on GPUs).
+        #[arg(long)]
+        sync_phases: bool,
     },
+}
+
+fn parse_multi_tensor(s: &str) -> std::result::Result<trueneg::train::optimizer::MultiTensor, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| format!("{s}: expected auto, on or off"))
 }
 
 fn parse_precision(s: &str) -> std::result::Result<trueneg::model::Precision, String> {
@@ -699,6 +710,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             layers,
             batch,
             precision,
+            multi_tensor,
+            sync_phases,
         } => {
             if layers == 0 || batch == 0 {
                 anyhow::bail!("--layers and --batch must be > 0");
@@ -707,6 +720,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 layers,
                 batch,
                 precision,
+                multi_tensor,
+                sync_phases,
             };
             let kinds = objective
                 .split(',')

@@ -118,7 +118,7 @@ fn bf16_tiny_preset_loss_curve_follows_f32() {
     let shards = dir.path().join("wiki");
     ok(bin()
         .args(["prepare", "--input"])
-        .arg(shared("data/wikitext-2/wiki.valid.raw"))
+        .arg(shared("data/wikitext-2/wiki.test.raw"))
         .args(["--train-vocab", "2000", "--max-seq-len", "64", "--out"])
         .arg(&shards)
         .output()
@@ -155,5 +155,6 @@ fn bf16_tiny_preset_loss_curve_follows_f32() {
     eprintln!("bf16 vs f32, 200 steps: worst relative loss difference {worst:.4}");
 }
 
-/// Largest relative difference allowed between the f32 and bf16 losses of a logged window.
-const TOLERANCE: f64 = 0.05;
+/// Largest relative difference allowed between the f32 and bf16 losses of a logged window
+/// (measured on this CPU: 0.0044 at worst over the 20 windows).
+const TOLERANCE: f64 = 0.02;
