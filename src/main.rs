@@ -178,7 +178,9 @@ enum Command {
     },
 }
 
-fn parse_multi_tensor(s: &str) -> std::result::Result<trueneg::train::optimizer::MultiTensor, String> {
+fn parse_multi_tensor(
+    s: &str,
+) -> std::result::Result<trueneg::train::optimizer::MultiTensor, String> {
     serde_json::from_value(serde_json::Value::String(s.to_string()))
         .map_err(|_| format!("{s}: expected auto, on or off"))
 }

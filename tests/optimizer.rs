@@ -31,13 +31,19 @@ fn config() -> EncoderConfig {
     }
 }
 
+/// A model with its parameters materialised (burn initialises them lazily, on first use), so
+/// that clones start from the same values.
 fn model(d: &Device) -> BertMlm {
     trueneg::model::seed(d, 7);
-    BertMlm::new(&config(), d)
+    let mut m = BertMlm::new(&config(), d);
+    params(&mut m);
+    m
 }
 
 fn batch(step: usize, d: &Device) -> (Inputs, Tensor<1, Int>, Tensor<1, Int>) {
-    let ids: Vec<i64> = (0..2 * 12).map(|i| ((i * 7 + step * 13) % 55 + 5) as i64).collect();
+    let ids: Vec<i64> = (0..2 * 12)
+        .map(|i| ((i * 7 + step * 13) % 55 + 5) as i64)
+        .collect();
     let positions: Vec<i64> = vec![1, 4, 9, 13, 18, 22];
     let labels: Vec<i64> = positions.iter().map(|&p| ids[p as usize]).collect();
     let x = Inputs {
@@ -106,8 +112,10 @@ fn assert_same(a: &[(String, Vec<f32>)], b: &[(String, Vec<f32>)], tol: f32) {
 #[test]
 fn multi_tensor_update_equals_per_tensor() {
     let d = device();
-    let (mut a, mut b) = (model(&d), model(&d));
+    let mut a = model(&d);
     let start = params(&mut a);
+    let mut b = a.clone();
+    assert_same(&start, &params(&mut b), 0.0);
     let (mut oa, mut ob) = (opt(MultiTensor::Off), opt(MultiTensor::On));
     let na = train(&mut a, &mut oa, 0, 6, &d);
     let nb = train(&mut b, &mut ob, 0, 6, &d);
@@ -130,16 +138,20 @@ fn multi_tensor_update_equals_per_tensor() {
 fn optimizer_state_moves_between_implementations() {
     let d = device();
     // Reference: 5 uninterrupted multi-tensor steps.
-    let mut reference = model(&d);
+    let mut m = model(&d);
+    let mut reference = m.clone();
     let mut o = opt(MultiTensor::On);
     train(&mut reference, &mut o, 0, 5, &d);
 
     // 3 multi-tensor steps, state saved, 2 per-tensor steps from the loaded state, and back.
-    let mut m = model(&d);
     let mut o1 = opt(MultiTensor::On);
     train(&mut m, &mut o1, 0, 3, &d);
     let state = o1.state();
-    assert_eq!(state.len(), 2 * params(&mut m).len(), "m and v of every parameter");
+    assert_eq!(
+        state.len(),
+        2 * params(&mut m).len(),
+        "m and v of every parameter"
+    );
     let mut o2 = opt(MultiTensor::Off);
     o2.load_state(3, &state, &d).unwrap();
     train(&mut m, &mut o2, 3, 4, &d);

@@ -49,7 +49,9 @@ fn bf16_step_matches_f32_with_f32_weights_and_gradients() {
     let d = Device::flex().autodiff();
     let ids: Vec<i64> = (0..4 * 32).map(|i| (i * 37 % 290 + 5) as i64).collect();
     // Padding in the second sequence exercises the f32 attention bias.
-    let mask: Vec<i64> = (0..4 * 32).map(|i| i64::from(!(32..32 + 8).contains(&i))).collect();
+    let mask: Vec<i64> = (0..4 * 32)
+        .map(|i| i64::from(!(32..32 + 8).contains(&i)))
+        .collect();
     let x = Inputs {
         ids: Tensor::from_data(TensorData::new(ids.clone(), [4, 32]), &d),
         token_types: Tensor::zeros([4, 32], &d),
@@ -60,7 +62,7 @@ fn bf16_step_matches_f32_with_f32_weights_and_gradients() {
     let pos = || Tensor::<1, Int>::from_data(TensorData::new(positions.clone(), [6]), &d);
     let lab = || Tensor::<1, Int>::from_data(TensorData::new(labels.clone(), [6]), &d);
 
-    let mut run = |precision| {
+    let run = |precision| {
         trueneg::model::seed(&d, 3);
         let mut m = BertMlm::new(&config(precision), &d);
         let logits = m.mlm_logits(&x, pos());
@@ -88,9 +90,18 @@ fn bf16_step_matches_f32_with_f32_weights_and_gradients() {
         .map(|(a, b)| (a - b).abs())
         .fold(0f32, f32::max);
     // bf16 keeps 8 significant bits: relative error ~ 2^-8 per product, a few of them chained.
-    assert!(diff <= 0.03 * scale, "logits: max |diff| {diff} (scale {scale})");
-    assert!(diff > 0.0, "bf16 changes the numbers: the casts are in the graph");
-    assert!((loss32 - loss16).abs() <= 0.01 * loss32, "{loss32} vs {loss16}");
+    assert!(
+        diff <= 0.03 * scale,
+        "logits: max |diff| {diff} (scale {scale})"
+    );
+    assert!(
+        diff > 0.0,
+        "bf16 changes the numbers: the casts are in the graph"
+    );
+    assert!(
+        (loss32 - loss16).abs() <= 0.01 * loss32,
+        "{loss32} vs {loss16}"
+    );
     assert_eq!(g32.len(), g16.len());
     for ((name, a), (_, b)) in g32.iter().zip(&g16) {
         let norm: f32 = a.iter().map(|v| v * v).sum::<f32>().sqrt();
@@ -147,7 +158,11 @@ fn bf16_tiny_preset_loss_curve_follows_f32() {
         ] {
             let rel = (u - v).abs() / u.abs();
             worst = worst.max(rel);
-            assert!(rel <= TOLERANCE, "step {}: {what} {u} (f32) vs {v} (bf16)", x.step);
+            assert!(
+                rel <= TOLERANCE,
+                "step {}: {what} {u} (f32) vs {v} (bf16)",
+                x.step
+            );
         }
     }
     // Training happened: the generator's loss fell over the run.

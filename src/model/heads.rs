@@ -6,8 +6,8 @@ use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
 
 use super::encoder::{layer_norm, linear};
-use super::precision::{Precision, full};
 use super::params::{ParamWalker, walk_layer_norm, walk_linear};
+use super::precision::{Precision, full};
 
 /// Masked-LM head: dense (hidden → embedding) → GELU → LayerNorm → decoder tied to the word
 /// embeddings, plus its own bias. Used by BERT (`cls.predictions`) and by ELECTRA's generator
