@@ -3,14 +3,13 @@
 //! staying f32, and the loss curves of a 200-step pre-training run of the tiny preset.
 
 mod common;
-use common::{bin, ok, shared};
+use common::{bin, metrics, ok, prepare_wikitext};
 
 use burn::prelude::*;
 use burn::tensor::DType;
 use trueneg::model::{BertMlm, EncoderConfig, Inputs, Precision};
 use trueneg::objective::masked_cross_entropy;
 use trueneg::train::optimizer::Grads;
-use trueneg::train::pretrain::StepMetrics;
 
 fn config(precision: Precision) -> EncoderConfig {
     EncoderConfig {
@@ -113,27 +112,13 @@ fn bf16_step_matches_f32_with_f32_weights_and_gradients() {
     }
 }
 
-fn metrics(run: &std::path::Path) -> Vec<StepMetrics> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// The tiny preset for 200 steps on WikiText-2 from the same seed (same initial weights, masks
 /// and dropout), f32 and bf16: the logged losses (10-step windows) stay within a stated band.
 #[test]
 fn bf16_tiny_preset_loss_curve_follows_f32() {
     let dir = tempfile::tempdir().unwrap();
     let shards = dir.path().join("wiki");
-    ok(bin()
-        .args(["prepare", "--input"])
-        .arg(shared("data/wikitext-2/wiki.test.raw"))
-        .args(["--train-vocab", "2000", "--max-seq-len", "64", "--out"])
-        .arg(&shards)
-        .output()
-        .unwrap());
+    prepare_wikitext(&shards);
     let run = |precision: &str| {
         let out = dir.path().join(precision);
         ok(bin()

@@ -2,7 +2,7 @@
 //! transformers' layout and back, and bad input.
 
 mod common;
-use common::{bin, ok, shared};
+use common::{bin, metrics, ok, prepare_wikitext, shared};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -10,7 +10,6 @@ use std::sync::OnceLock;
 
 use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::read_safetensors;
-use trueneg::train::pretrain::StepMetrics;
 
 /// Fails with exit code ≠ 0 and a one-line error; returns that line.
 fn fails(out: Output) -> String {
@@ -30,13 +29,7 @@ fn shards() -> &'static Path {
     &DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("wiki");
-        ok(bin()
-            .args(["prepare", "--input"])
-            .arg(shared("data/wikitext-2/wiki.test.raw"))
-            .args(["--train-vocab", "2000", "--max-seq-len", "64", "--out"])
-            .arg(&out)
-            .output()
-            .unwrap());
+        prepare_wikitext(&out);
         (dir, out)
     })
     .1
@@ -64,10 +57,8 @@ fn pretrain_cmd(run: &Path, extra: &[&str]) -> Command {
 }
 
 fn losses(run: &Path) -> Vec<(u64, f64, f64)> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<StepMetrics>(l).unwrap())
+    metrics(run)
+        .into_iter()
         .map(|m| (m.step, m.loss, m.grad_norm))
         .collect()
 }

@@ -3,19 +3,9 @@
 //! plotted side by side; the correction statistics command writes its table and plot.
 
 mod common;
-use common::{bin, ok};
+use common::{bin, metrics, ok};
 
 use std::path::{Path, PathBuf};
-
-use trueneg::train::pretrain::StepMetrics;
-
-fn metrics(run: &Path) -> Vec<StepMetrics> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 fn is_png(p: &Path) -> bool {
     std::fs::read(p)

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests: paths into ../shared and running the binary.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// A path under ../shared (the data sets and the transformers fixtures).
@@ -31,4 +31,25 @@ pub fn ok(out: Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every line of a run's `metrics.jsonl`.
+pub fn metrics(run: &Path) -> Vec<trueneg::train::pretrain::StepMetrics> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `trueneg prepare` of WikiText-2's test split into `out`: a 2000-token vocabulary trained on
+/// it, 64-token examples.
+pub fn prepare_wikitext(out: &Path) {
+    ok(bin()
+        .args(["prepare", "--input"])
+        .arg(shared("data/wikitext-2/wiki.test.raw"))
+        .args(["--train-vocab", "2000", "--max-seq-len", "64", "--out"])
+        .arg(out)
+        .output()
+        .unwrap());
 }
