@@ -37,19 +37,6 @@ pub struct BenchSpec {
     pub sync_phases: bool,
 }
 
-impl Default for BenchSpec {
-    /// The CPU spec of DESIGN.md: 4 layers, 16 × 128, f32.
-    fn default() -> Self {
-        Self {
-            layers: 4,
-            batch: BATCH,
-            precision: Precision::F32,
-            multi_tensor: MultiTensor::Auto,
-            sync_phases: false,
-        }
-    }
-}
-
 pub fn bench_config(spec: &BenchSpec) -> EncoderConfig {
     EncoderConfig {
         vocab_size: VOCAB,

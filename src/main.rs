@@ -178,16 +178,19 @@ enum Command {
     },
 }
 
-fn parse_multi_tensor(
-    s: &str,
-) -> std::result::Result<trueneg::train::optimizer::MultiTensor, String> {
-    serde_json::from_value(serde_json::Value::String(s.to_string()))
-        .map_err(|_| format!("{s}: expected auto, on or off"))
+/// A value of one of the library's lowercase-named enums (`f32`, `hc+sr`, `auto`, …), parsed
+/// by its serde name.
+fn from_name<T: serde::de::DeserializeOwned>(s: &str, expected: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(s.trim().to_string()))
+        .map_err(|_| format!("{s}: expected {expected}"))
 }
 
-fn parse_precision(s: &str) -> std::result::Result<trueneg::model::Precision, String> {
-    serde_json::from_value(serde_json::Value::String(s.to_string()))
-        .map_err(|_| format!("{s}: expected f32 or bf16"))
+fn parse_multi_tensor(s: &str) -> Result<trueneg::train::optimizer::MultiTensor, String> {
+    from_name(s, "auto, on or off")
+}
+
+fn parse_precision(s: &str) -> Result<trueneg::model::Precision, String> {
+    from_name(s, "f32 or bf16")
 }
 
 #[derive(Subcommand)]
@@ -728,14 +731,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let kinds = objective
                 .split(',')
                 .map(|o| {
-                    serde_json::from_value::<trueneg::objective::ObjectiveKind>(
-                        serde_json::Value::String(o.trim().to_string()),
+                    from_name::<trueneg::objective::ObjectiveKind>(
+                        o,
+                        "baseline, sr, hc, hc+sr or sr-sent",
                     )
-                    .map_err(|_| {
-                        anyhow::anyhow!(
-                            "--objective {o}: expected baseline, sr, hc, hc+sr or sr-sent"
-                        )
-                    })
+                    .map_err(|e| anyhow::anyhow!("--objective {e}"))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let names: Vec<&str> = objective.split(',').map(str::trim).collect();

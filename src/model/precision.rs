@@ -35,12 +35,9 @@ impl Precision {
         }
     }
 
-    /// `x` in the compute dtype.
+    /// `x` in the compute dtype (no-op when it already is).
     pub fn compute<const D: usize>(self, x: Tensor<D>) -> Tensor<D> {
-        match self {
-            Precision::F32 => x,
-            Precision::Bf16 => x.cast(FloatDType::BF16),
-        }
+        x.cast(self.dtype())
     }
 
     /// `x @ W + b` with bf16 operands under `Bf16` (result in the compute dtype).

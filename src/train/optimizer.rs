@@ -389,15 +389,14 @@ impl AdamW {
             flat.scales = scales;
         }
 
-        let (names, values): (Vec<String>, Vec<Tensor<1>>) = params.found.into_iter().unzip();
         let g = Tensor::cat(
-            names
+            layout
                 .iter()
-                .map(|n| grads.entries[n].0.clone())
-                .collect::<Vec<_>>(),
+                .map(|s| grads.entries[&s.name].0.clone())
+                .collect(),
             0,
         );
-        let p = Tensor::cat(values, 0);
+        let p = Tensor::cat(params.found.into_iter().map(|(_, p)| p).collect(), 0);
         let f = grads.factor;
         let m = flat.m.clone().mul_scalar(c.beta1) + g.clone().mul_scalar((1.0 - c.beta1) * f);
         let v = flat.v.clone().mul_scalar(c.beta2) + g.square().mul_scalar((1.0 - c.beta2) * f * f);
