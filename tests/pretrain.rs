@@ -236,3 +236,37 @@ fn bad_configs_and_checkpoints_are_clear_errors() {
     );
     assert!(e.contains("step") && e.contains("not finite"), "{e}");
 }
+
+/// The README's main job (embedded corpus, vocabulary trained on it) gives the same files
+/// twice: vocabulary, shards, losses and weights.
+#[test]
+fn main_job_is_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs: Vec<PathBuf> = ["a", "b"].iter().map(|n| dir.path().join(n)).collect();
+    for r in &runs {
+        ok(bin()
+            .args(["pretrain", "--config", "tiny", "--run"])
+            .arg(r)
+            .args(["--set", "train.steps=4", "--set", "train.log_every=1"])
+            .output()
+            .unwrap());
+    }
+    for f in [
+        "data/tokenizer.json",
+        "data/shard-00000.bin",
+        "checkpoints/step-00000004/model.safetensors",
+    ] {
+        assert!(
+            std::fs::read(runs[0].join(f)).unwrap() == std::fs::read(runs[1].join(f)).unwrap(),
+            "{f} differs between two identical runs"
+        );
+    }
+    let strip = |r: &Path| -> Vec<(u64, f64, f64)> {
+        metrics(r)
+            .into_iter()
+            .map(|m| (m.step, m.loss, m.grad_norm))
+            .collect()
+    };
+    assert_eq!(strip(&runs[0]), strip(&runs[1]));
+    assert_eq!(strip(&runs[0]).len(), 4);
+}

@@ -256,12 +256,11 @@ fn squad_windows_hold_the_answer_tokens() {
     use trueneg::text::WordPieceTokenizer;
     let mut ex = read_squad(&data("squad-v1.1/dev-half-a.json")).unwrap();
     ex.truncate(300);
-    let tok = WordPieceTokenizer::train(
-        ex.iter()
-            .flat_map(|e| [e.context.clone(), e.question.clone()]),
-        2000,
-    )
-    .unwrap();
+    let texts: Vec<String> = ex
+        .iter()
+        .flat_map(|e| [e.context.clone(), e.question.clone()])
+        .collect();
+    let tok = WordPieceTokenizer::train(&texts, 2000).unwrap();
     let o = QaOptions {
         max_seq_len: 96,
         doc_stride: 32,

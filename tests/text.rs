@@ -80,14 +80,33 @@ fn reads_real_wikitext_and_packs_electra_examples() {
 fn prepare_is_deterministic_and_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let input = data("wikitext-2/wiki.test.raw");
-    // A trained vocabulary follows the tokenizers trainer's tie-breaking; with a given
-    // tokenizer the shards are byte-identical for a given seed.
+    // Trained twice, the vocabulary and the shards are byte-identical for a given seed.
     let first = prepare(&prepare_opts(
         vec![input.clone()],
         dir.path().join("t"),
         2000,
     ))
     .unwrap();
+    let again = prepare(&prepare_opts(
+        vec![input.clone()],
+        dir.path().join("t2"),
+        2000,
+    ))
+    .unwrap();
+    assert_eq!(first.manifest.shards.len(), again.manifest.shards.len());
+    for f in first
+        .manifest
+        .shards
+        .iter()
+        .map(|s| s.file.as_str())
+        .chain(["tokenizer.json", "manifest.json"])
+    {
+        assert!(
+            std::fs::read(dir.path().join("t").join(f)).unwrap()
+                == std::fs::read(dir.path().join("t2").join(f)).unwrap(),
+            "{f} differs between two runs"
+        );
+    }
     let mut o = prepare_opts(vec![input.clone()], dir.path().join("a"), 0);
     o.train_vocab = None;
     o.tokenizer = Some(dir.path().join("t/tokenizer.json"));
@@ -152,6 +171,57 @@ fn prepare_is_deterministic_and_round_trips() {
         let back: Vec<Example> = (0..set.len()).map(|i| set.get(i)).collect();
         assert_eq!(back, ex);
     }
+}
+
+/// The deterministic trainer makes the vocabulary `tokenizers`' WordPiece trainer makes, up to
+/// the order of equally frequent merges: the same alphabet, and nearly the same pieces.
+#[test]
+fn trained_vocabulary_matches_the_tokenizers_trainer() {
+    use tokenizers::models::TrainerWrapper;
+    use tokenizers::models::wordpiece::{WordPiece, WordPieceTrainer};
+    let texts: Vec<String> = read_documents(&data("wikitext-2/wiki.test.raw"))
+        .unwrap()
+        .into_iter()
+        .flat_map(|d| d.lines)
+        .collect();
+    let ours = WordPieceTokenizer::train(&texts, 3000).unwrap();
+    let mut trainer: TrainerWrapper = WordPieceTrainer::builder()
+        .vocab_size(3000)
+        .min_frequency(2)
+        .show_progress(false)
+        .special_tokens(
+            trueneg::text::tokenizer::SPECIAL_TOKENS
+                .iter()
+                .map(|s| tokenizers::AddedToken::from(*s, true))
+                .collect(),
+        )
+        .build()
+        .into();
+    let mut theirs = tokenizers::Tokenizer::new(WordPiece::default());
+    theirs.with_normalizer(Some(tokenizers::normalizers::BertNormalizer::new(
+        true, true, None, true,
+    )));
+    theirs.with_pre_tokenizer(Some(tokenizers::pre_tokenizers::bert::BertPreTokenizer));
+    theirs.train(&mut trainer, texts.iter()).unwrap();
+    let a: std::collections::HashSet<String> = ours.inner.get_vocab(true).into_keys().collect();
+    let b: std::collections::HashSet<String> = theirs.get_vocab(true).into_keys().collect();
+    assert_eq!(a.len(), b.len());
+    let shared = a.intersection(&b).count();
+    assert!(
+        shared as f64 >= 0.99 * a.len() as f64,
+        "{shared} of {} tokens shared",
+        a.len()
+    );
+    for s in trueneg::text::tokenizer::SPECIAL_TOKENS {
+        assert!(ours.inner.token_to_id(s).is_some());
+    }
+    assert_eq!(ours.special.pad, 0);
+    // Same text, same pieces on ordinary words.
+    let line = "the game was released in japan in 2011 .";
+    assert_eq!(
+        ours.inner.encode(line, false).unwrap().get_tokens(),
+        theirs.encode(line, false).unwrap().get_tokens()
+    );
 }
 
 #[test]

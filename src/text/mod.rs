@@ -8,5 +8,6 @@ pub mod masking;
 pub mod prepare;
 pub mod shards;
 pub mod tokenizer;
+pub mod vocab;
 
 pub use tokenizer::WordPieceTokenizer;

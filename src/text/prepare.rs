@@ -79,7 +79,7 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
                     files[0].display()
                 )));
             }
-            WordPieceTokenizer::train(texts.into_iter(), n)?
+            WordPieceTokenizer::train(&texts, n)?
         }
         _ => {
             return Err(Error::Config(

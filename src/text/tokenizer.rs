@@ -4,8 +4,7 @@
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
-use tokenizers::models::TrainerWrapper;
-use tokenizers::models::wordpiece::{WordPiece, WordPieceTrainer};
+use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
@@ -85,26 +84,30 @@ impl WordPieceTokenizer {
         Ok(Self { inner, special })
     }
 
-    /// Trains an uncased WordPiece vocabulary of `vocab_size` on `texts`.
-    pub fn train<I>(texts: I, vocab_size: usize) -> Result<Self>
-    where
-        I: Iterator<Item = String> + Send,
-    {
-        let mut trainer: TrainerWrapper = WordPieceTrainer::builder()
-            .vocab_size(vocab_size)
-            .min_frequency(2)
-            .show_progress(false)
-            .special_tokens(
-                SPECIAL_TOKENS
-                    .iter()
-                    .map(|s| AddedToken::from(*s, true))
-                    .collect(),
-            )
+    /// Trains an uncased WordPiece vocabulary of `vocab_size` on `texts` (deterministic: see
+    /// [`super::vocab`]).
+    pub fn train(texts: &[String], vocab_size: usize) -> Result<Self> {
+        let normalizer = BertNormalizer::new(true, true, None, true);
+        let words = super::vocab::count_words(texts, &normalizer)?;
+        let tokens = super::vocab::train_wordpiece(&words, &SPECIAL_TOKENS, vocab_size, 2);
+        let vocab: ahash::AHashMap<String, u32> = tokens
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| (t, i as u32))
+            .collect();
+        let model = WordPiece::builder()
+            .vocab(vocab)
+            .unk_token("[UNK]".into())
+            .continuing_subword_prefix(super::vocab::CONTINUATION.into())
             .build()
-            .into();
-        let mut t = bert_pipeline(WordPiece::default());
-        t.train(&mut trainer, texts)
             .map_err(|e| Error::Input(format!("training the vocabulary: {e}")))?;
+        let mut t = bert_pipeline(model);
+        t.add_special_tokens(
+            &SPECIAL_TOKENS
+                .iter()
+                .map(|s| AddedToken::from(*s, true))
+                .collect::<Vec<_>>(),
+        );
         Self::from_tokenizer(t, Path::new("<trained vocabulary>"))
     }
 

@@ -1,0 +1,183 @@
+//! Deterministic WordPiece vocabulary training.
+//!
+//! The algorithm is the one of `tokenizers`' `WordPieceTrainer` (BPE merges over the corpus'
+//! words, continuation pieces prefixed with `##`, merges below a minimum count never made), but
+//! that trainer walks its word counts in hash-map order: the ids of the `##c` pieces, and through
+//! them which of two equally frequent pairs is merged first, change from run to run. Here every
+//! order is fixed: words in byte order, the alphabet by code point, and ties between equally
+//! frequent pairs broken by the smaller pair of ids. Two runs on the same text give the same
+//! vocabulary, id for id, whatever the thread count.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+use rayon::prelude::*;
+use tokenizers::normalizers::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::{Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+
+use crate::{Error, Result};
+
+/// The prefix of a piece that continues a word.
+pub const CONTINUATION: &str = "##";
+
+type Pair = (u32, u32);
+
+/// Counts the words of `texts` after BERT's uncased normalisation and pre-tokenisation.
+pub fn count_words(texts: &[String], normalizer: &BertNormalizer) -> Result<Vec<(String, u64)>> {
+    let counts = texts
+        .par_iter()
+        .try_fold(HashMap::<String, u64>::new, |mut counts, text| {
+            let mut s = PreTokenizedString::from(text.as_str());
+            s.normalize(|n| normalizer.normalize(n))
+                .and_then(|()| BertPreTokenizer.pre_tokenize(&mut s))
+                .map_err(|e| Error::Input(format!("training the vocabulary: {e}")))?;
+            for (w, _, _) in s.get_splits(OffsetReferential::Original, OffsetType::Byte) {
+                *counts.entry(w.to_string()).or_default() += 1;
+            }
+            Ok::<_, Error>(counts)
+        })
+        .try_reduce(HashMap::new, |mut a, b| {
+            for (w, c) in b {
+                *a.entry(w).or_default() += c;
+            }
+            Ok(a)
+        })?;
+    let mut words: Vec<(String, u64)> = counts.into_iter().collect();
+    words.sort_unstable();
+    Ok(words)
+}
+
+/// Pair counts of one word's symbols.
+fn pairs_of(symbols: &[u32]) -> impl Iterator<Item = Pair> + '_ {
+    symbols.windows(2).map(|w| (w[0], w[1]))
+}
+
+/// Trains a vocabulary of at most `vocab_size` tokens: `special` first, then every character
+/// of the corpus (and its `##` form where it continues a word), then the merged pieces in merge
+/// order. Returns the tokens in id order.
+pub fn train_wordpiece(
+    words: &[(String, u64)],
+    special: &[&str],
+    vocab_size: usize,
+    min_frequency: u64,
+) -> Vec<String> {
+    let mut tokens: Vec<String> = special.iter().map(|s| s.to_string()).collect();
+    let mut ids: HashMap<String, u32> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), i as u32))
+        .collect();
+    let mut add = |t: String, tokens: &mut Vec<String>| -> u32 {
+        *ids.entry(t.clone()).or_insert_with(|| {
+            tokens.push(t);
+            tokens.len() as u32 - 1
+        })
+    };
+    let mut alphabet: Vec<char> = words
+        .iter()
+        .flat_map(|(w, _)| w.chars())
+        .collect::<HashSet<char>>()
+        .into_iter()
+        .collect();
+    alphabet.sort_unstable();
+    for c in alphabet {
+        add(c.to_string(), &mut tokens);
+    }
+    let mut symbols: Vec<Vec<u32>> = words
+        .iter()
+        .map(|(w, _)| {
+            w.chars()
+                .enumerate()
+                .map(|(i, c)| {
+                    let piece = if i == 0 {
+                        c.to_string()
+                    } else {
+                        format!("{CONTINUATION}{c}")
+                    };
+                    add(piece, &mut tokens)
+                })
+                .collect()
+        })
+        .collect();
+    let counts: Vec<i64> = words.iter().map(|(_, c)| *c as i64).collect();
+
+    let mut pair_counts: HashMap<Pair, i64> = HashMap::new();
+    let mut where_: HashMap<Pair, HashSet<usize>> = HashMap::new();
+    for (i, s) in symbols.iter().enumerate() {
+        for p in pairs_of(s) {
+            *pair_counts.entry(p).or_default() += counts[i];
+            where_.entry(p).or_default().insert(i);
+        }
+    }
+    // Most frequent first; among equals the smaller pair of ids.
+    let mut queue: BinaryHeap<(i64, Reverse<Pair>)> =
+        pair_counts.iter().map(|(p, c)| (*c, Reverse(*p))).collect();
+    while tokens.len() < vocab_size {
+        let Some((count, Reverse(pair))) = queue.pop() else {
+            break;
+        };
+        let current = pair_counts.get(&pair).copied().unwrap_or(0);
+        if count != current {
+            if current > 0 {
+                queue.push((current, Reverse(pair)));
+            }
+            continue;
+        }
+        if count < 1 || (count as u64) < min_frequency {
+            break;
+        }
+        let b = tokens[pair.1 as usize]
+            .strip_prefix(CONTINUATION)
+            .unwrap_or(&tokens[pair.1 as usize]);
+        let merged = format!("{}{b}", tokens[pair.0 as usize]);
+        let new = add(merged, &mut tokens);
+        let mut touched: Vec<usize> = where_
+            .remove(&pair)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        touched.sort_unstable();
+        let mut changed: HashSet<Pair> = HashSet::new();
+        for w in touched {
+            let old = &symbols[w];
+            let mut next = Vec::with_capacity(old.len());
+            let mut i = 0;
+            while i < old.len() {
+                if i + 1 < old.len() && (old[i], old[i + 1]) == pair {
+                    next.push(new);
+                    i += 2;
+                } else {
+                    next.push(old[i]);
+                    i += 1;
+                }
+            }
+            if next.len() == old.len() {
+                continue;
+            }
+            for p in pairs_of(old) {
+                *pair_counts.get_mut(&p).expect("counted pair") -= counts[w];
+                changed.insert(p);
+            }
+            for p in pairs_of(&next) {
+                *pair_counts.entry(p).or_default() += counts[w];
+                where_.entry(p).or_default().insert(w);
+                changed.insert(p);
+            }
+            symbols[w] = next;
+        }
+        pair_counts.remove(&pair);
+        let mut changed: Vec<Pair> = changed.into_iter().collect();
+        changed.sort_unstable();
+        for p in changed {
+            match pair_counts.get(&p).copied() {
+                Some(c) if c > 0 => queue.push((c, Reverse(p))),
+                _ => {
+                    pair_counts.remove(&p);
+                    where_.remove(&p);
+                }
+            }
+        }
+    }
+    tokens
+}
