@@ -21,6 +21,12 @@ pub enum Error {
     /// Training hit a non-finite loss.
     #[error("{0}")]
     Diverged(String),
+    /// Another process is writing to the same folder.
+    #[error("{0}")]
+    Busy(String),
+    /// Stopped by a signal (Ctrl-C, SIGTERM) after saving what resumes the work.
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -52,9 +58,22 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
         ".{}.tmp",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
     ));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-    f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    if path.is_dir() {
+        return Err(Error::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a folder, not a file"),
+        ));
+    }
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        })
+        .map_err(|e| Error::io(&tmp, e))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+    if written.is_err() {
+        // Disk full or a bad target: no temporary file stays behind.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }

@@ -5,9 +5,11 @@
 //! [`interop`] (transformers' file layout).
 
 pub mod bench;
+pub mod device;
 pub mod error;
 pub mod interop;
 pub mod lexicon;
+pub mod lock;
 pub mod model;
 pub mod objective;
 pub mod plot;

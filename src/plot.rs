@@ -32,14 +32,52 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-/// Draws `series` as lines into a PNG at `path` (written atomically).
+/// A tick label without a negative zero, with no more decimals than the tick step needs.
+fn tick(v: f64, step: f64) -> String {
+    let decimals = if step >= 1.0 {
+        0
+    } else {
+        (-step.log10()).ceil() as usize
+    };
+    let s = format!("{v:.decimals$}");
+    if s.trim_start_matches('-')
+        .chars()
+        .all(|c| c == '0' || c == '.')
+    {
+        s.trim_start_matches('-').to_string()
+    } else {
+        s
+    }
+}
+
+/// Draws `series` as lines into a PNG at `path` (written atomically); `log_y` puts the y axis
+/// on a log10 scale (non-positive values are left out).
 pub fn line_plot(
     path: &Path,
     title: &str,
     x_label: &str,
     y_label: &str,
     series: &[Series],
+    log_y: bool,
 ) -> Result<()> {
+    if path.is_dir() {
+        return Err(Error::Input(format!(
+            "{}: is a folder; give a .png file name",
+            path.display()
+        )));
+    }
+    let series: Vec<Series> = series
+        .iter()
+        .map(|s| Series {
+            name: s.name.clone(),
+            points: s
+                .points
+                .iter()
+                .filter(|(_, y)| !log_y || *y > 0.0)
+                .map(|&(x, y)| (x, if log_y { y.log10() } else { y }))
+                .collect(),
+        })
+        .collect();
     let pts = series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in pts.filter(|(x, y)| x.is_finite() && y.is_finite()) {
@@ -56,10 +94,51 @@ pub fn line_plot(
     }
     let pad = ((y1 - y0) * 0.05).max(1e-6);
     let (y0, y1) = (y0 - pad, y1 + pad);
+    let x_step = ((x1 - x0) / 10.0).max(1.0);
+    let y_step = (y1 - y0) / 10.0;
+    let x_fmt = move |v: &f64| tick(*v, x_step);
+    let y_fmt = move |v: &f64| {
+        if log_y {
+            let real = 10f64.powf(*v);
+            tick(real, real * y_step * std::f64::consts::LN_10)
+        } else {
+            tick(*v, y_step)
+        }
+    };
     let tmp = path.with_extension("tmp.png");
+    let drawn = draw(
+        &tmp,
+        path,
+        title,
+        x_label,
+        y_label,
+        &series,
+        (x0, x1, y0, y1),
+        &x_fmt,
+        &y_fmt,
+    )
+    .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+    if drawn.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    drawn
+}
+
+#[allow(clippy::too_many_arguments)]
+fn draw(
+    tmp: &Path,
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    (x0, x1, y0, y1): (f64, f64, f64, f64),
+    x_fmt: &dyn Fn(&f64) -> String,
+    y_fmt: &dyn Fn(&f64) -> String,
+) -> Result<()> {
     let text = font_available();
     {
-        let root = BitMapBackend::new(&tmp, (900, 560)).into_drawing_area();
+        let root = BitMapBackend::new(tmp, (900, 560)).into_drawing_area();
         let draw_err =
             |e: String| Error::Input(format!("{}: drawing failed ({e})", path.display()));
         root.fill(&WHITE).map_err(|e| draw_err(e.to_string()))?;
@@ -76,7 +155,10 @@ pub fn line_plot(
             .map_err(|e| draw_err(e.to_string()))?;
         let mut mesh = chart.configure_mesh();
         if text {
-            mesh.x_desc(x_label).y_desc(y_label);
+            mesh.x_desc(x_label)
+                .y_desc(y_label)
+                .x_label_formatter(x_fmt)
+                .y_label_formatter(y_fmt);
         } else {
             mesh.disable_x_axis().disable_y_axis();
         }
@@ -106,5 +188,49 @@ pub fn line_plot(
         }
         root.present().map_err(|e| draw_err(e.to_string()))?;
     }
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    Ok(())
+}
+
+/// The points (step, `metric`) of a run's `metrics.jsonl`, named after the run's folder; `None`
+/// when no line has the field.
+pub fn metric_series(run: &Path, metric: &str) -> Result<Option<Series>> {
+    let path = run.join("metrics.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let mut points = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| Error::Input(format!("{}:{}: {e}", path.display(), i + 1)))?;
+        if let (Some(s), Some(y)) = (v["step"].as_f64(), v[metric].as_f64()) {
+            points.push((s, y));
+        }
+    }
+    Ok((!points.is_empty()).then(|| Series {
+        name: run
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        points,
+    }))
+}
+
+/// `<run>/loss.png`: every loss term of a run's `metrics.jsonl` over the steps (log scale: the
+/// weighted total and the discriminator's term differ by orders of magnitude).
+pub fn run_loss_plot(run: &Path) -> Result<std::path::PathBuf> {
+    let mut series = Vec::new();
+    for m in ["loss", "mlm_loss", "disc_loss", "sr_loss", "sr_sent_loss"] {
+        if let Some(mut s) = metric_series(run, m)? {
+            s.name = m.to_string();
+            series.push(s);
+        }
+    }
+    let out = run.join("loss.png");
+    line_plot(
+        &out,
+        "Pre-training losses",
+        "step",
+        "loss (log scale)",
+        &series,
+        true,
+    )?;
+    Ok(out)
 }

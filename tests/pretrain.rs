@@ -2,59 +2,12 @@
 //! transformers' layout and back, and bad input.
 
 mod common;
-use common::{bin, metrics, ok, prepare_wikitext, shared};
+use common::{bin, fails, metrics, ok, pretrain_cmd, shared};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::read_safetensors;
-
-/// Fails with exit code ≠ 0 and a one-line error; returns that line.
-fn fails(out: Output) -> String {
-    assert!(
-        !out.status.success(),
-        "should fail: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    err
-}
-
-/// WikiText-2 test split prepared once for all tests (vocabulary trained on it).
-fn shards() -> &'static Path {
-    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("wiki");
-        prepare_wikitext(&out);
-        (dir, out)
-    })
-    .1
-}
-
-fn pretrain_cmd(run: &Path, extra: &[&str]) -> Command {
-    let mut c = bin();
-    c.args(["pretrain", "--config", "tiny", "--run"]).arg(run);
-    c.arg("--set")
-        .arg(format!("data.shards={}", shards().display()));
-    for s in [
-        "train.steps=12",
-        "train.checkpoint_every=3",
-        "train.keep_checkpoints=10",
-        "train.log_every=1",
-        "data.batch_size=8",
-        "optimizer.warmup_steps=4",
-    ] {
-        c.args(["--set", s]);
-    }
-    for s in extra {
-        c.args(["--set", s]);
-    }
-    c
-}
 
 fn losses(run: &Path) -> Vec<(u64, f64, f64)> {
     metrics(run)
@@ -211,14 +164,18 @@ fn bad_configs_and_checkpoints_are_clear_errors() {
     let f = run.join("checkpoints/step-00000003/model.safetensors");
     let bytes = std::fs::read(&f).unwrap();
     std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
-    let e = fails(
-        bin()
-            .args(["pretrain", "--resume"])
-            .arg(&run)
-            .output()
-            .unwrap(),
+    let out = bin()
+        .args(["pretrain", "--resume"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    let last = e.trim().lines().last().unwrap();
+    assert!(
+        last.starts_with("error:") && last.contains("model.safetensors"),
+        "{e}"
     );
-    assert!(e.contains("model.safetensors"), "{e}");
 
     // A diverging run stops with the step number and keeps the last good checkpoint.
     let run = dir.path().join("nan");

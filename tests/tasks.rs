@@ -164,6 +164,27 @@ fn qqp_mnli_qnli_readers_on_files_in_glue_layout() {
         (Some(Label::Class(0)), Some(Label::Class(1)))
     );
     assert!(n[1].text_b.as_deref().unwrap().ends_with("Strasbourg."));
+    // A row with one column missing (3 fields in the 4-column layout) is an error naming
+    // file:line, not an unlabeled row whose label became its text.
+    let short = dir.path().join("short.tsv");
+    std::fs::write(
+        &short,
+        "index\tquestion\tsentence\tlabel\n0\tQ?\tA.\tentailment\n1\tWhat is it?\tnot_entailment\n",
+    )
+    .unwrap();
+    let e = read_glue(GlueTask::Qnli, &short).unwrap_err().to_string();
+    assert!(
+        e.contains("short.tsv:3") && e.contains("3 tab-separated columns") && e.contains("has 4"),
+        "{e}"
+    );
+    let cola = dir.path().join("cola.tsv");
+    std::fs::write(
+        &cola,
+        "gj04\t1\t\tOur friends won't buy this.\ngj04\t1\tNo star.\n",
+    )
+    .unwrap();
+    let e = read_glue(GlueTask::Cola, &cola).unwrap_err().to_string();
+    assert!(e.contains("cola.tsv:2"), "{e}");
     assert_eq!(
         GlueTask::Mnli.dev_files(dir.path()),
         vec![

@@ -182,6 +182,55 @@ pub struct FinetuneOptions {
 }
 
 impl FinetuneOptions {
+    /// Checks every value against its range; the error names the option.
+    pub fn validate(&self) -> Result<()> {
+        let rules = [
+            (
+                "--lr",
+                self.lr.to_string(),
+                self.lr.is_finite() && self.lr > 0.0,
+                "> 0",
+            ),
+            (
+                "--layer-decay",
+                self.layer_decay.to_string(),
+                self.layer_decay > 0.0 && self.layer_decay <= 1.0,
+                "in (0, 1]",
+            ),
+            ("--epochs", self.epochs.to_string(), self.epochs > 0, "> 0"),
+            (
+                "--batch-size",
+                self.batch_size.to_string(),
+                self.batch_size > 0,
+                "> 0",
+            ),
+            (
+                "--max-seq-len",
+                self.max_seq_len.to_string(),
+                self.max_seq_len >= 8,
+                ">= 8",
+            ),
+            (
+                "warmup fraction",
+                self.warmup_fraction.to_string(),
+                (0.0..=1.0).contains(&self.warmup_fraction),
+                "in [0, 1]",
+            ),
+            (
+                "weight decay",
+                self.weight_decay.to_string(),
+                self.weight_decay.is_finite() && self.weight_decay >= 0.0,
+                ">= 0",
+            ),
+        ];
+        match rules.into_iter().find(|r| !r.2) {
+            Some((name, value, _, rule)) => {
+                Err(Error::Config(format!("{name} {value}: must be {rule}")))
+            }
+            None => Ok(()),
+        }
+    }
+
     pub fn electra(task: GlueTask) -> Self {
         Self {
             lr: 1e-4,

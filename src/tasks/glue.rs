@@ -217,6 +217,21 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
             continue;
         }
         let f: Vec<&str> = line.split('\t').collect();
+        // Every row has the header's columns (CoLA, without a header: its four). A missing or
+        // extra tab would shift the label into the text, or the text into the label.
+        let expected = header.as_ref().map_or(4, |h| h.len());
+        if f.len() != expected {
+            return Err(Error::Input(format!(
+                "{}:{n}: {} tab-separated columns, the {} has {expected}",
+                path.display(),
+                f.len(),
+                if header.is_some() {
+                    "header"
+                } else {
+                    "CoLA layout"
+                }
+            )));
+        }
         let get = |i: usize, what: &str| -> Result<&str> {
             f.get(i).copied().ok_or_else(|| {
                 Error::Input(format!(

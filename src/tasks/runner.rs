@@ -302,6 +302,35 @@ pub fn default_out(model: &Path, task: &str) -> PathBuf {
     model.join("finetune").join(task)
 }
 
+/// The output folder of a fine-tuning run, locked for this process: `out` when given (it must
+/// be new or empty: results and `seed-N/` of an earlier run are never overwritten), else
+/// `default` or the first free `default-2`, `default-3`, … beside it.
+pub fn claim_out(out: Option<&Path>, default: &Path) -> Result<(PathBuf, crate::lock::FolderLock)> {
+    use crate::lock::{FolderLock, has_content};
+    let dir = match out {
+        Some(o) => o.to_path_buf(),
+        None => (1..)
+            .map(|i| {
+                if i == 1 {
+                    default.to_path_buf()
+                } else {
+                    let name = default.file_name().unwrap_or_default().to_string_lossy();
+                    default.with_file_name(format!("{name}-{i}"))
+                }
+            })
+            .find(|d| !has_content(d))
+            .expect("a free name"),
+    };
+    let lock = FolderLock::acquire(&dir, "trueneg finetune")?;
+    if has_content(&dir) {
+        return Err(Error::Config(format!(
+            "{}: not empty (an earlier fine-tuning run?); choose another --out, nothing was changed",
+            dir.display()
+        )));
+    }
+    Ok((dir, lock))
+}
+
 /// What `evaluate` did with one dev file.
 pub struct Evaluation {
     pub file: PathBuf,

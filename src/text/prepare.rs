@@ -41,14 +41,56 @@ fn doc_rng(seed: u64, doc: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ doc)
 }
 
+/// Files `prepare` writes (`.*.tmp` aside); what a killed `prepare` left of them is removed.
+fn is_output(name: &str) -> bool {
+    (name.starts_with("shard-") && name.ends_with(".bin"))
+        || name == "tokenizer.json"
+        || name == MANIFEST
+        || (name.starts_with('.') && name.ends_with(".tmp"))
+}
+
+fn remove_outputs(dir: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if is_output(&e.file_name().to_string_lossy()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Tokenizes and packs the corpus into `opts.out`, which must be new or empty (a folder left by
+/// a killed `prepare` counts as empty: its partial shards are removed). One process at a time
+/// per folder; on an error nothing written stays behind.
 pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
-    let start = std::time::Instant::now();
     if opts.out.join(MANIFEST).exists() {
         return Err(Error::Input(format!(
             "{}: already holds a prepared corpus; choose another --out (nothing was changed)",
             opts.out.display()
         )));
     }
+    let existed = opts.out.exists();
+    let lock = crate::lock::FolderLock::acquire(&opts.out, "trueneg prepare")?;
+    if lock.stale.is_some() {
+        remove_outputs(&opts.out);
+    }
+    if crate::lock::has_content(&opts.out) {
+        return Err(Error::Input(format!(
+            "{}: not empty and not a prepared corpus; choose a new or empty --out (nothing was changed)",
+            opts.out.display()
+        )));
+    }
+    let r = prepare_into(opts);
+    if r.is_err() {
+        remove_outputs(&opts.out);
+        drop(lock);
+        if !existed {
+            let _ = std::fs::remove_dir(&opts.out);
+        }
+    }
+    r
+}
+
+fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
+    let start = std::time::Instant::now();
     if !(8..=u16::MAX as usize).contains(&opts.max_seq_len) {
         return Err(Error::Config(format!(
             "--max-seq-len {} must be in [8, 65535]",
@@ -153,7 +195,6 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
     flush(&mut pending, true, &mut shards)?;
     bar.finish_and_clear();
     if examples == 0 {
-        let _ = std::fs::remove_dir(&opts.out);
         return Err(Error::Input(format!(
             "{}: the corpus has no text (empty input)",
             files

@@ -1,7 +1,8 @@
 //! Checkpoints: `<run>/checkpoints/step-NNNNNNNN/` with `model.safetensors` (transformers'
 //! parameter names), `optimizer.safetensors` (AdamW moments) and `state.json` (step, data
-//! position). Each is written into a temporary folder that is renamed into place, so a killed
-//! run leaves either a whole checkpoint or none.
+//! position, the open metrics window). Each is written into a temporary folder that is renamed
+//! into place, and an old one is renamed away before it is deleted, so a killed run leaves whole
+//! checkpoints and hidden leftovers (`.*.tmp`, `.*.del`), which the next save removes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::interop::tensors::{HostTensor, read_safetensors, write_safetensors};
+use crate::objective::CorrectionCounts;
 use crate::text::batches::DataPosition;
 use crate::{Error, Result};
 
@@ -17,6 +19,18 @@ pub struct TrainState {
     pub step: u64,
     pub data: DataPosition,
     pub tokenizer_fingerprint: String,
+    /// Totals of the metrics window still open at this step (when `train.log_every` does not
+    /// divide `train.checkpoint_every`), so that the first line after a resume is exact.
+    #[serde(default)]
+    pub window: WindowTotals,
+}
+
+/// What a `metrics.jsonl` line sums over the steps since the previous line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowTotals {
+    pub steps: u64,
+    pub masked: usize,
+    pub corrections: Option<CorrectionCounts>,
 }
 
 pub struct Checkpoint {
@@ -30,7 +44,10 @@ pub fn checkpoints_dir(run: &Path) -> PathBuf {
     run.join("checkpoints")
 }
 
-/// Complete checkpoints of a run, oldest first.
+/// The files of a complete checkpoint.
+const FILES: [&str; 3] = ["model.safetensors", "optimizer.safetensors", "state.json"];
+
+/// Complete checkpoints of a run (all files present), oldest first.
 pub fn list(run: &Path) -> Vec<(u64, PathBuf)> {
     let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(checkpoints_dir(run))
         .into_iter()
@@ -39,14 +56,49 @@ pub fn list(run: &Path) -> Vec<(u64, PathBuf)> {
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().to_string();
             let step = name.strip_prefix("step-")?.parse().ok()?;
-            e.path()
-                .join("state.json")
-                .exists()
+            FILES
+                .iter()
+                .all(|f| e.path().join(f).is_file())
                 .then(|| (step, e.path()))
         })
         .collect();
     out.sort();
     out
+}
+
+/// Removes what a killed or failed run left in `<run>/checkpoints`: temporary folders
+/// (`.step-N.tmp`), folders being deleted (`.step-N.del`) and incomplete `step-N` folders.
+pub fn clean_leftovers(run: &Path) -> Result<()> {
+    let complete: Vec<PathBuf> = list(run).into_iter().map(|(_, p)| p).collect();
+    for e in std::fs::read_dir(checkpoints_dir(run))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+    {
+        let name = e.file_name().to_string_lossy().to_string();
+        let leftover = (name.starts_with('.')
+            && (name.ends_with(".tmp") || name.ends_with(".del")))
+            || (name.starts_with("step-") && !complete.contains(&e.path()));
+        if leftover {
+            let p = e.path();
+            let r = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            r.map_err(|e| Error::io(&p, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes a checkpoint: renamed to a hidden `.del` name first, so that a kill during the
+/// deletion leaves no folder that looks like a checkpoint.
+fn remove(dir: &Path) -> Result<()> {
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let gone = dir.with_file_name(format!(".{name}.del"));
+    std::fs::rename(dir, &gone).map_err(|e| Error::io(dir, e))?;
+    std::fs::remove_dir_all(&gone).map_err(|e| Error::io(&gone, e))
 }
 
 pub fn save(
@@ -60,22 +112,27 @@ pub fn save(
     let name = format!("step-{:08}", state.step);
     let tmp = root.join(format!(".{name}.tmp"));
     let dir = root.join(&name);
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    }
+    clean_leftovers(run)?;
     std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    write_safetensors(&tmp.join("model.safetensors"), model, None)?;
-    write_safetensors(&tmp.join("optimizer.safetensors"), optimizer, None)?;
-    let json = serde_json::to_string_pretty(state).expect("json");
-    crate::error::write_atomic(&tmp.join("state.json"), json.as_bytes())?;
+    let written = (|| {
+        write_safetensors(&tmp.join("model.safetensors"), model, None)?;
+        write_safetensors(&tmp.join("optimizer.safetensors"), optimizer, None)?;
+        let json = serde_json::to_string_pretty(state).expect("json");
+        crate::error::write_atomic(&tmp.join("state.json"), json.as_bytes())
+    })();
+    if let Err(e) = written {
+        // Disk full: no half checkpoint stays behind to fill it further.
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
     if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        remove(&dir)?;
     }
     std::fs::rename(&tmp, &dir).map_err(|e| Error::io(&dir, e))?;
     let all = list(run);
     if keep > 0 && all.len() > keep {
         for (_, old) in &all[..all.len() - keep] {
-            let _ = std::fs::remove_dir_all(old);
+            remove(old)?;
         }
     }
     Ok(dir)

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::optimizer::AdamWConfig;
-use super::pretrain::DEVICE_NAMES;
+use crate::device::DEVICE_NAMES;
 use crate::model::EncoderConfig;
 use crate::objective::ObjectiveConfig;
 use crate::text::masking::MaskingConfig;
@@ -224,44 +224,268 @@ impl PretrainConfig {
                 parse_value(value.trim()),
             );
         }
-        let cfg: PretrainConfig = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| Error::Config(format!("{origin}: {}", e.message())))?;
+        let cfg: PretrainConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| {
+                let field = e.path().to_string();
+                let msg = e.into_inner().message().to_string();
+                Error::Config(format!("{origin}: field `{field}`: {msg}"))
+            })?;
         cfg.validate(&origin)?;
         Ok(cfg)
     }
 
+    /// Checks every value against its range; the error names the first bad field, its value
+    /// and the rule.
     pub fn validate(&self, origin: &str) -> Result<()> {
-        let bad = |f: &str, why: &str| Err(Error::Config(format!("{origin}: field `{f}` {why}")));
-        if self.data.batch_size == 0 {
-            return bad("data.batch_size", "must be > 0");
-        }
-        if self.train.grad_accum == 0 {
-            return bad("train.grad_accum", "must be > 0");
-        }
-        if self.train.steps == 0 {
-            return bad("train.steps", "must be > 0");
-        }
-        if self.data.max_seq_len > self.model.max_position_embeddings {
-            return bad("data.max_seq_len", "exceeds model.max_position_embeddings");
-        }
-        let m = &self.masking;
-        if !(0.0..=1.0).contains(&m.prob) || m.mask_frac + m.random_frac > 1.0 + 1e-9 {
-            return bad(
-                "masking",
-                "needs prob in [0, 1] and mask_frac + random_frac <= 1",
-            );
-        }
-        if !(0.0..=1.0).contains(&self.model.generator_size) {
-            return bad("model.generator_size", "must be in (0, 1]");
-        }
-        if !DEVICE_NAMES.contains(&self.train.device.as_str()) {
-            return bad(
+        let (md, d, m, o, ob, t) = (
+            &self.model,
+            &self.data,
+            &self.masking,
+            &self.optimizer,
+            &self.objective,
+            &self.train,
+        );
+        let pos = |x: f64| x.is_finite() && x > 0.0;
+        let nonneg = |x: f64| x.is_finite() && x >= 0.0;
+        let prob = |x: f64| (0.0..=1.0).contains(&x);
+        let rate = |x: f64| (0.0..1.0).contains(&x);
+        let gen_heads =
+            ((md.num_attention_heads as f64 * md.generator_size).round() as usize).max(1);
+        let gen_hidden = ((md.hidden_size as f64 * md.generator_size).round() as usize).max(1);
+        let rules: Vec<(&str, String, bool, String)> = vec![
+            (
+                "model.embedding_size",
+                md.embedding_size.to_string(),
+                md.embedding_size > 0,
+                "must be > 0".into(),
+            ),
+            (
+                "model.hidden_size",
+                md.hidden_size.to_string(),
+                md.hidden_size > 0,
+                "must be > 0".into(),
+            ),
+            (
+                "model.num_hidden_layers",
+                md.num_hidden_layers.to_string(),
+                md.num_hidden_layers > 0,
+                "must be > 0".into(),
+            ),
+            (
+                "model.num_attention_heads",
+                md.num_attention_heads.to_string(),
+                md.num_attention_heads > 0 && md.hidden_size.is_multiple_of(md.num_attention_heads),
+                format!(
+                    "must be > 0 and divide model.hidden_size = {}",
+                    md.hidden_size
+                ),
+            ),
+            (
+                "model.intermediate_size",
+                md.intermediate_size.to_string(),
+                md.intermediate_size > 0,
+                "must be > 0".into(),
+            ),
+            (
+                "model.max_position_embeddings",
+                md.max_position_embeddings.to_string(),
+                md.max_position_embeddings > 0,
+                "must be > 0".into(),
+            ),
+            (
+                "model.type_vocab_size",
+                md.type_vocab_size.to_string(),
+                md.type_vocab_size >= 2,
+                "must be >= 2 (examples have two segments)".into(),
+            ),
+            (
+                "model.layer_norm_eps",
+                md.layer_norm_eps.to_string(),
+                pos(md.layer_norm_eps),
+                "must be > 0".into(),
+            ),
+            (
+                "model.hidden_dropout_prob",
+                md.hidden_dropout_prob.to_string(),
+                rate(md.hidden_dropout_prob),
+                "must be in [0, 1)".into(),
+            ),
+            (
+                "model.attention_probs_dropout_prob",
+                md.attention_probs_dropout_prob.to_string(),
+                rate(md.attention_probs_dropout_prob),
+                "must be in [0, 1)".into(),
+            ),
+            (
+                "model.generator_size",
+                md.generator_size.to_string(),
+                md.generator_size > 0.0 && md.generator_size <= 1.0,
+                "must be in (0, 1]".into(),
+            ),
+            (
+                "model.generator_size",
+                md.generator_size.to_string(),
+                md.kind == ModelKind::Bert || gen_hidden.is_multiple_of(gen_heads),
+                format!(
+                    "gives a generator of {gen_hidden} hidden units and {gen_heads} heads, which do not divide"
+                ),
+            ),
+            (
+                "data.batch_size",
+                d.batch_size.to_string(),
+                d.batch_size > 0,
+                "must be > 0".into(),
+            ),
+            (
+                "data.max_seq_len",
+                d.max_seq_len.to_string(),
+                (8..=md.max_position_embeddings).contains(&d.max_seq_len),
+                format!(
+                    "must be in [8, model.max_position_embeddings = {}]",
+                    md.max_position_embeddings
+                ),
+            ),
+            (
+                "data.default_corpus_vocab",
+                d.default_corpus_vocab.to_string(),
+                d.default_corpus_vocab >= 100,
+                "must be >= 100".into(),
+            ),
+            (
+                "masking.prob",
+                m.prob.to_string(),
+                m.prob > 0.0 && m.prob <= 1.0,
+                "must be in (0, 1]".into(),
+            ),
+            (
+                "masking.mask_frac",
+                m.mask_frac.to_string(),
+                prob(m.mask_frac),
+                "must be in [0, 1]".into(),
+            ),
+            (
+                "masking.random_frac",
+                m.random_frac.to_string(),
+                prob(m.random_frac) && m.mask_frac + m.random_frac <= 1.0 + 1e-9,
+                "must be in [0, 1], with masking.mask_frac + masking.random_frac <= 1".into(),
+            ),
+            (
+                "masking.max_predictions",
+                m.max_predictions.to_string(),
+                m.max_predictions > 0,
+                "must be > 0".into(),
+            ),
+            (
+                "optimizer.lr",
+                o.lr.to_string(),
+                pos(o.lr),
+                "must be > 0".into(),
+            ),
+            (
+                "optimizer.beta1",
+                o.beta1.to_string(),
+                rate(o.beta1),
+                "must be in [0, 1)".into(),
+            ),
+            (
+                "optimizer.beta2",
+                o.beta2.to_string(),
+                rate(o.beta2),
+                "must be in [0, 1)".into(),
+            ),
+            (
+                "optimizer.eps",
+                o.eps.to_string(),
+                pos(o.eps),
+                "must be > 0".into(),
+            ),
+            (
+                "optimizer.weight_decay",
+                o.weight_decay.to_string(),
+                nonneg(o.weight_decay),
+                "must be >= 0".into(),
+            ),
+            (
+                "optimizer.max_grad_norm",
+                o.max_grad_norm.to_string(),
+                nonneg(o.max_grad_norm),
+                "must be >= 0 (0 = no clipping)".into(),
+            ),
+            (
+                "objective.sr_weight",
+                ob.sr_weight.to_string(),
+                nonneg(ob.sr_weight),
+                "must be >= 0".into(),
+            ),
+            (
+                "objective.sr_sent_weight",
+                ob.sr_sent_weight.to_string(),
+                nonneg(ob.sr_sent_weight),
+                "must be >= 0".into(),
+            ),
+            (
+                "train.steps",
+                t.steps.to_string(),
+                t.steps > 0,
+                "must be > 0".into(),
+            ),
+            (
+                "train.grad_accum",
+                t.grad_accum.to_string(),
+                t.grad_accum > 0,
+                "must be > 0".into(),
+            ),
+            (
+                "train.disc_weight",
+                t.disc_weight.to_string(),
+                nonneg(t.disc_weight),
+                "must be >= 0".into(),
+            ),
+            (
+                "train.checkpoint_every",
+                t.checkpoint_every.to_string(),
+                t.checkpoint_every > 0,
+                "must be > 0".into(),
+            ),
+            (
+                "train.log_every",
+                t.log_every.to_string(),
+                t.log_every > 0,
+                "must be > 0".into(),
+            ),
+            (
                 "train.device",
-                &format!("must be one of {}", DEVICE_NAMES.join(", ")),
-            );
+                format!("{:?}", t.device),
+                DEVICE_NAMES.contains(&t.device.as_str()),
+                format!("must be one of {}", DEVICE_NAMES.join(", ")),
+            ),
+        ];
+        match rules.into_iter().find(|r| !r.2) {
+            Some((field, value, _, why)) => Err(Error::Config(format!(
+                "{origin}: field `{field}` = {value} {why}"
+            ))),
+            None => Ok(()),
         }
-        self.model.encoder(1).validate(origin)
+    }
+
+    /// Makes the config's paths (`data.shards`, `model.init_from`, `objective.lexicon`)
+    /// absolute, so that a run resumes from any working directory.
+    pub fn absolute_paths(&mut self) -> Result<()> {
+        for p in [
+            &mut self.data.shards,
+            &mut self.model.init_from,
+            &mut self.objective.lexicon,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if p.is_relative() {
+                *p = std::fs::canonicalize(&*p)
+                    .or_else(|_| std::path::absolute(&*p))
+                    .map_err(|e| Error::io(&*p, e))?;
+            }
+        }
+        Ok(())
     }
 
     pub fn to_toml(&self) -> String {

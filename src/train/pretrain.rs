@@ -7,6 +7,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use burn::prelude::*;
@@ -15,7 +16,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::checkpoint::{self, TrainState};
+use super::checkpoint::{self, TrainState, WindowTotals};
 use super::config::PretrainConfig;
 use super::model::{PretrainModel, read_transformers_weights};
 use super::optimizer::{AdamW, Grads, scheduled_lr};
@@ -60,42 +61,39 @@ pub struct StepMetrics {
     pub tokens_per_s: f64,
 }
 
+/// How a run reports progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// A progress bar (an interactive terminal).
+    Bar,
+    /// One plain `tracing` line per `train.log_every` (step, losses, tokens/s, ETA): for logs,
+    /// CI, `nohup`, cluster jobs.
+    Lines,
+    Hidden,
+}
+
 pub struct RunOptions {
     pub run_dir: PathBuf,
     pub resume: bool,
-    pub show_progress: bool,
-}
-
-/// Every name [`device_for`] knows (whether this build has its backend or not).
-pub const DEVICE_NAMES: [&str; 4] = ["cpu", "cuda", "libtorch", "libtorch-cuda"];
-
-/// The device named by `train.device` / `--device`: `cpu` (burn's flex backend), `cuda`
-/// (burn's CUDA backend, feature `cuda`), `libtorch` or `libtorch-cuda` (burn's LibTorch backend
-/// over a PyTorch installation, feature `tch`).
-pub fn device_for(name: &str) -> Result<Device> {
-    match name {
-        "cpu" => Ok(Device::flex()),
-        #[cfg(feature = "cuda")]
-        "cuda" => Ok(Device::cuda(0)),
-        // burn marks its LibTorch backend deprecated in favour of CubeCL's; it is the one GPU
-        // path that builds offline (see README, Cargo features).
-        #[cfg(feature = "tch")]
-        #[allow(deprecated)]
-        "libtorch" => Ok(Device::libtorch()),
-        #[cfg(feature = "tch")]
-        #[allow(deprecated)]
-        "libtorch-cuda" => Ok(Device::libtorch_cuda(0)),
-        other => Err(Error::Config(format!(
-            "train.device = {other:?} is not available in this build (cargo feature missing)"
-        ))),
-    }
+    pub progress: Progress,
+    /// Raised by a signal handler: the run finishes its step, writes a checkpoint and stops
+    /// with [`Error::Interrupted`].
+    pub stop: Option<&'static AtomicBool>,
 }
 
 /// Summary of a finished run.
 pub struct RunSummary {
     pub steps: u64,
+    /// `--resume` found the run already at `train.steps`: nothing was done.
+    pub already_finished: bool,
     pub last: Option<StepMetrics>,
     pub run_dir: PathBuf,
+}
+
+/// `h:mm:ss` for an ETA.
+fn clock(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 /// Truncates `metrics.jsonl` to the lines with step ≤ `step` (after a resume).
@@ -141,6 +139,51 @@ fn load_lexicon(
     Ok(Some(table))
 }
 
+/// Loads the newest checkpoint that reads back whole into `model` and `opt`. A damaged one
+/// (truncated tensors, bad JSON) is reported and skipped for the one before it; a checkpoint of
+/// another tokenizer is an error.
+fn resume_point(
+    run: &Path,
+    shards: &ShardSet,
+    model: &mut PretrainModel,
+    opt: &mut AdamW,
+    device: &Device,
+) -> Result<Option<TrainState>> {
+    let mut damaged = None;
+    for (step, dir) in checkpoint::list(run).into_iter().rev() {
+        let ck = match checkpoint::load(&dir) {
+            Ok(ck) => ck,
+            Err(e) => {
+                tracing::warn!("skipping a damaged checkpoint: {e}");
+                damaged = Some(e);
+                continue;
+            }
+        };
+        if ck.state.tokenizer_fingerprint != shards.manifest.tokenizer_fingerprint {
+            return Err(Error::Checkpoint(format!(
+                "{}: written with another tokenizer than {}",
+                dir.display(),
+                shards.dir.display()
+            )));
+        }
+        let map = TensorMap {
+            tensors: ck.model,
+            source: dir.join("model.safetensors"),
+        };
+        match model
+            .load(&map, device)
+            .and_then(|()| opt.load_state(step, &ck.optimizer, device))
+        {
+            Ok(()) => return Ok(Some(ck.state)),
+            Err(e) => {
+                tracing::warn!("skipping a damaged checkpoint: {e}");
+                damaged = Some(e);
+            }
+        }
+    }
+    damaged.map_or(Ok(None), Err)
+}
+
 pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> Result<RunSummary> {
     let run = &opts.run_dir;
     let vocab = shards.manifest.vocab_size;
@@ -159,7 +202,16 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             cfg.model.max_position_embeddings
         )));
     }
-    let base_device = device_for(&cfg.train.device)?;
+    if shards.manifest.max_seq_len != cfg.data.max_seq_len {
+        return Err(Error::Config(format!(
+            "field `data.max_seq_len` is {}, but the examples of {} have {} tokens; set it to {} or prepare the corpus again",
+            cfg.data.max_seq_len,
+            shards.dir.display(),
+            shards.manifest.max_seq_len,
+            shards.manifest.max_seq_len
+        )));
+    }
+    let base_device = crate::device::device_for(&cfg.train.device)?;
     let device = base_device.clone().autodiff();
     let mut model = PretrainModel::new(cfg, vocab, &device);
     let mut opt = AdamW::new(cfg.optimizer.clone());
@@ -167,32 +219,10 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     let metrics_path = run.join("metrics.jsonl");
 
     let mut start_step = 0;
-    if opts.resume {
-        let Some((step, dir)) = checkpoint::list(run).pop() else {
-            return Err(Error::Checkpoint(format!(
-                "{}: no checkpoint to resume from",
-                run.display()
-            )));
-        };
-        let ck = checkpoint::load(&dir)?;
-        if ck.state.tokenizer_fingerprint != shards.manifest.tokenizer_fingerprint {
-            return Err(Error::Checkpoint(format!(
-                "{}: written with another tokenizer than {}",
-                dir.display(),
-                shards.dir.display()
-            )));
-        }
-        model.load(
-            &TensorMap {
-                tensors: ck.model,
-                source: dir.join("model.safetensors"),
-            },
-            &device,
-        )?;
-        opt.load_state(step, &ck.optimizer, &device)?;
-        position = ck.state.data;
-        start_step = step;
-        truncate_metrics(&metrics_path, step)?;
+    let mut window = WindowTotals::default();
+    let resumed = if opts.resume {
+        checkpoint::clean_leftovers(run)?;
+        resume_point(run, shards, &mut model, &mut opt, &device)?
     } else {
         if checkpoint::list(run).last().is_some() || metrics_path.exists() {
             return Err(Error::Config(format!(
@@ -200,11 +230,35 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 run.display()
             )));
         }
-        if let Some(init) = &cfg.model.init_from {
-            let weights =
-                read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
-            model.load(&weights, &device)?;
+        None
+    };
+    match resumed {
+        Some(ck) => {
+            if ck.step >= cfg.train.steps {
+                return Ok(RunSummary {
+                    steps: ck.step,
+                    already_finished: true,
+                    last: None,
+                    run_dir: run.clone(),
+                });
+            }
+            position = ck.data;
+            start_step = ck.step;
+            window = ck.window;
         }
+        None => {
+            if opts.resume {
+                tracing::warn!("{}: no checkpoint yet; starting from step 0", run.display());
+            }
+            if let Some(init) = &cfg.model.init_from {
+                let weights =
+                    read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
+                model.load(&weights, &device)?;
+            }
+        }
+    }
+    if opts.resume {
+        truncate_metrics(&metrics_path, start_step)?;
     }
     std::fs::create_dir_all(run).map_err(|e| Error::io(run, e))?;
     crate::error::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
@@ -242,7 +296,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         .map_err(|e| Error::io(&metrics_path, e))?;
 
     let total = cfg.train.steps;
-    let bar = if opts.show_progress {
+    let bar = if opts.progress == Progress::Bar {
         ProgressBar::new(total)
     } else {
         ProgressBar::hidden()
@@ -254,11 +308,10 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     bar.set_position(start_step);
     let special = shards.manifest.special_ids;
     let mut last = None;
-    let mut window_tokens = 0usize;
-    let mut window_masked = 0usize;
-    let mut window_start = Instant::now();
-    // Hard Correction counts since the last metrics line (the line reports the window's totals).
-    let mut window_counts: Option<CorrectionCounts> = None;
+    // tokens/s: over the steps of this process since the previous line.
+    let mut rate_tokens = 0usize;
+    let mut rate_start = Instant::now();
+    let run_start = Instant::now();
 
     for step in start_step..total {
         let mut grads = Grads::default();
@@ -307,11 +360,12 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             sr_sum += v[4];
             sr_sent_sum += v[5];
             if let Some(c) = l.corrections {
-                window_counts
+                window
+                    .corrections
                     .get_or_insert_with(CorrectionCounts::default)
                     .add(&c);
             }
-            window_tokens += batch.batch * batch.len;
+            rate_tokens += batch.batch * batch.len;
         }
         let k = cfg.train.grad_accum as f64;
         if !loss_sum.is_finite() {
@@ -331,7 +385,8 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         let lr = scheduled_lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
         opt.update(lr, &grads, |w| model.walk(w));
         let done = step + 1;
-        window_masked += masked;
+        window.masked += masked;
+        window.steps += 1;
 
         let is_electra = matches!(model, PretrainModel::Electra(_));
         let metrics = StepMetrics {
@@ -352,48 +407,77 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 .then_some(sr_sent_sum / k),
             lr,
             grad_norm,
-            masked: window_masked,
-            mismatched: window_counts.map(|c| c.mismatched),
-            corrected: window_counts.map(|c| c.corrected),
-            corrected_ratio: window_counts.map(|c| c.corrected as f64 / c.mismatched.max(1) as f64),
-            sequences_corrected_ratio: window_counts
+            masked: window.masked,
+            mismatched: window.corrections.map(|c| c.mismatched),
+            corrected: window.corrections.map(|c| c.corrected),
+            corrected_ratio: window
+                .corrections
+                .map(|c| c.corrected as f64 / c.mismatched.max(1) as f64),
+            sequences_corrected_ratio: window
+                .corrections
                 .map(|c| c.sequences_corrected as f64 / c.sequences.max(1) as f64),
-            tokens_per_s: window_tokens as f64 / window_start.elapsed().as_secs_f64().max(1e-9),
+            tokens_per_s: rate_tokens as f64 / rate_start.elapsed().as_secs_f64().max(1e-9),
         };
-        if done % cfg.train.log_every.max(1) == 0 || done == total {
+        let stopping = opts.stop.is_some_and(|s| s.load(Ordering::SeqCst));
+        if done % cfg.train.log_every == 0 || done == total {
             let line = serde_json::to_string(&metrics).expect("json");
             writeln!(metrics_file, "{line}").map_err(|e| Error::io(&metrics_path, e))?;
             metrics_file
                 .flush()
                 .map_err(|e| Error::io(&metrics_path, e))?;
-            window_tokens = 0;
-            window_masked = 0;
-            window_start = Instant::now();
-            window_counts = None;
+            if opts.progress == Progress::Lines {
+                let per_step = run_start.elapsed().as_secs_f64() / (done - start_step) as f64;
+                tracing::info!(
+                    "step {done}/{total}  loss {:.4}  mlm {:.4}{}  lr {:.3e}  {:.0} tok/s  eta {}",
+                    metrics.loss,
+                    metrics.mlm_loss,
+                    metrics
+                        .disc_loss
+                        .map(|d| format!("  disc {d:.4}"))
+                        .unwrap_or_default(),
+                    lr,
+                    metrics.tokens_per_s,
+                    clock((total - done) as f64 * per_step)
+                );
+            }
+            rate_tokens = 0;
+            rate_start = Instant::now();
+            window = WindowTotals::default();
         }
         bar.set_message(format!(
             "loss {:.4}  {:.0} tok/s",
             metrics.loss, metrics.tokens_per_s
         ));
         bar.inc(1);
-        if done % cfg.train.checkpoint_every.max(1) == 0 || done == total {
+        if done % cfg.train.checkpoint_every == 0 || done == total || stopping {
             let state = TrainState {
                 step: done,
                 data: stream.position,
                 tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
+                window,
             };
-            checkpoint::save(
+            let dir = checkpoint::save(
                 run,
                 &state,
                 &model.export(),
                 &opt.state(),
                 cfg.train.keep_checkpoints,
             )?;
+            if stopping && done < total {
+                bar.abandon();
+                return Err(Error::Interrupted(format!(
+                    "stopped by a signal after step {done} of {total}; checkpoint {}; continue with `trueneg pretrain --resume {}`",
+                    dir.display(),
+                    run.display()
+                )));
+            }
         }
         last = Some(metrics);
     }
     bar.finish_and_clear();
+    crate::plot::run_loss_plot(run)?;
     Ok(RunSummary {
+        already_finished: false,
         steps: total,
         last,
         run_dir: run.clone(),

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 /// A path under ../shared (the data sets and the transformers fixtures).
 pub fn shared(p: &str) -> PathBuf {
@@ -52,4 +53,49 @@ pub fn prepare_wikitext(out: &Path) {
         .arg(out)
         .output()
         .unwrap());
+}
+
+/// Fails with exit code ≠ 0 and a one-line error; returns that line.
+pub fn fails(out: Output) -> String {
+    assert!(
+        !out.status.success(),
+        "should fail: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err
+}
+
+/// WikiText-2 test split prepared once for all tests (vocabulary trained on it).
+pub fn shards() -> &'static Path {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("wiki");
+        prepare_wikitext(&out);
+        (dir, out)
+    })
+    .1
+}
+
+pub fn pretrain_cmd(run: &Path, extra: &[&str]) -> Command {
+    let mut c = bin();
+    c.args(["pretrain", "--config", "tiny", "--run"]).arg(run);
+    c.arg("--set")
+        .arg(format!("data.shards={}", shards().display()));
+    for s in [
+        "train.steps=12",
+        "train.checkpoint_every=3",
+        "train.keep_checkpoints=10",
+        "train.log_every=1",
+        "data.batch_size=8",
+        "optimizer.warmup_steps=4",
+    ] {
+        c.args(["--set", s]);
+    }
+    for s in extra {
+        c.args(["--set", s]);
+    }
+    c
 }

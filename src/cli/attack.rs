@@ -1,0 +1,47 @@
+//! `trueneg attack`: a transformed copy of a data set (robustness attack).
+
+use std::path::PathBuf;
+
+use trueneg::tasks::attack::AttackKind;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// swap-syn-wordnet (GLUE, SQuAD) or add-sent-diverse (SQuAD).
+    #[arg(long)]
+    kind: String,
+    /// A GLUE task (cola, sst2, …) or squad.
+    #[arg(long)]
+    task: String,
+    /// The task's folder, or one file.
+    #[arg(long)]
+    data: PathBuf,
+    /// A new folder for the transformed files.
+    #[arg(long)]
+    out: PathBuf,
+    /// Seed of the attack's random choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// WordNet database folder [default: Debian's wordnet-base, /usr/share/wordnet].
+    #[arg(long)]
+    wordnet: Option<PathBuf>,
+}
+
+pub fn attack_kind(kind: &str) -> anyhow::Result<AttackKind> {
+    AttackKind::parse(kind).ok_or_else(|| {
+        anyhow::anyhow!("--kind {kind}: expected swap-syn-wordnet or add-sent-diverse")
+    })
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let kind = attack_kind(&a.kind)?;
+    let task = if a.task.eq_ignore_ascii_case("squad") {
+        None
+    } else {
+        Some(super::finetune::glue_task(&a.task)?)
+    };
+    let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
+    for f in trueneg::tasks::runner::write_attacked(kind, task, &a.data, &a.out, &wn, a.seed)? {
+        println!("wrote {}", f.display());
+    }
+    Ok(())
+}

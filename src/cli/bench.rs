@@ -1,0 +1,119 @@
+//! `trueneg bench`: the CPU benchmark of DESIGN.md (and its GPU variant).
+
+use super::from_name;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Timed steps.
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
+    /// Untimed steps first.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// The loss: `sr` (the spec: MLM + word-level SR), `baseline` (MLM only), `hc`, `hc+sr`
+    /// or `sr-sent` (Hard Correction uses a synthetic WordNet-sized table). A comma-separated
+    /// list interleaves the objectives' steps and prints each one's ratio to the first.
+    #[arg(long, default_value = "sr")]
+    objective: String,
+    /// cpu; cuda (feature `cuda`); libtorch or libtorch-cuda (feature `tch`).
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Encoder layers (the ELECTRA-Small-sized GPU variant: 12).
+    #[arg(long, default_value_t = 4)]
+    layers: usize,
+    /// Sequences of 128 tokens per step (the ELECTRA-Small-sized GPU variant: 128).
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// f32, or bf16 mixed precision (torch_bench.py's `--amp bf16`).
+    #[arg(long, default_value = "f32", value_parser = parse_precision)]
+    precision: trueneg::model::Precision,
+    /// AdamW implementation: auto (multi-tensor on GPUs), on, off.
+    #[arg(long, default_value = "auto", value_parser = parse_multi_tensor)]
+    multi_tensor: trueneg::train::optimizer::MultiTensor,
+    /// Wait for the device after each phase (true phase times on GPUs).
+    #[arg(long)]
+    sync_phases: bool,
+}
+
+fn parse_multi_tensor(s: &str) -> Result<trueneg::train::optimizer::MultiTensor, String> {
+    from_name(s, "auto, on or off")
+}
+
+fn parse_precision(s: &str) -> Result<trueneg::model::Precision, String> {
+    from_name(s, "f32 or bf16")
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let Args {
+        steps,
+        warmup,
+        objective,
+        device,
+        layers,
+        batch,
+        precision,
+        multi_tensor,
+        sync_phases,
+    } = a;
+    if layers == 0 || batch == 0 {
+        anyhow::bail!("--layers and --batch must be > 0");
+    }
+    let spec = trueneg::bench::BenchSpec {
+        layers,
+        batch,
+        precision,
+        multi_tensor,
+        sync_phases,
+    };
+    let kinds = objective
+        .split(',')
+        .map(|o| {
+            from_name::<trueneg::objective::ObjectiveKind>(o, "baseline, sr, hc, hc+sr or sr-sent")
+                .map_err(|e| anyhow::anyhow!("--objective {e}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let names: Vec<&str> = objective.split(',').map(str::trim).collect();
+    let backend = device;
+    let device = trueneg::device::device_for(&backend)?.autodiff();
+    println!(
+        "# trueneg bench: device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} objective={objective}",
+        rayon::current_num_threads(),
+        trueneg::bench::SEQ,
+        batch * trueneg::bench::MASKED_PER_SEQ,
+    );
+    let reports = trueneg::bench::run_bench(
+        &device,
+        &spec,
+        warmup,
+        steps,
+        &kinds,
+        |j, step, loss, ms, [f, b, o]| {
+            let tag = if step < warmup { "warmup" } else { "step" };
+            println!(
+                "{tag} {step:4} {} loss={loss:.6} ms={ms:.1} (forward {f:.0}, backward {b:.0}, optimizer {o:.0})",
+                names[j]
+            );
+        },
+    );
+    for (name, r) in names.iter().zip(&reports) {
+        let [f, b, o] = r.phase_ms;
+        println!("# {name}: mean ms forward+loss {f:.1}, backward {b:.1}, optimizer {o:.1}");
+    }
+    if let Some(kb) = trueneg::bench::peak_rss_kb() {
+        println!("# peak RSS {:.0} MiB", kb as f64 / 1024.0);
+    }
+    if reports.len() == 1 {
+        println!("ms_per_step={:.3}", reports[0].median_ms);
+    } else {
+        for (name, r) in names.iter().zip(&reports) {
+            println!(
+                "ms_per_step[{name}]={:.3} ratio_to_{}={:.4} paired_ratio={:.4}",
+                r.median_ms,
+                names[0],
+                r.median_ms / reports[0].median_ms,
+                trueneg::bench::paired_ratio(r, &reports[0])
+            );
+        }
+    }
+    Ok(())
+}

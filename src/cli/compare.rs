@@ -1,0 +1,42 @@
+//! `trueneg compare`: one metric of several runs side by side.
+
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Run folders (each with its metrics.jsonl).
+    #[arg(long, required = true, num_args = 1..)]
+    runs: Vec<PathBuf>,
+    /// The PNG file to write.
+    #[arg(long)]
+    out: PathBuf,
+    /// The metrics.jsonl field to plot.
+    #[arg(long, default_value = "mlm_loss")]
+    metric: String,
+    /// Log10 scale on the y axis.
+    #[arg(long)]
+    log_y: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let mut series = Vec::new();
+    for r in &a.runs {
+        series.push(trueneg::plot::metric_series(r, &a.metric)?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: no field `{}`",
+                r.join("metrics.jsonl").display(),
+                a.metric
+            )
+        })?);
+    }
+    trueneg::plot::line_plot(
+        &a.out,
+        &format!("{} by run", a.metric),
+        "step",
+        &a.metric,
+        &series,
+        a.log_y,
+    )?;
+    println!("wrote {}", a.out.display());
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! `trueneg evaluate`: a fine-tuned model on a dev set, optionally under an attack.
+
+use std::path::PathBuf;
+
+use super::Ui;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A folder written by `finetune` (…/seed-N).
+    #[arg(long)]
+    model: PathBuf,
+    /// The task's folder or a .tsv file (SQuAD: the JSON file).
+    #[arg(long)]
+    data: PathBuf,
+    /// Folder for the predictions (GLUE submission format) and the attack table.
+    #[arg(long)]
+    out: PathBuf,
+    /// Also evaluate under this attack (swap-syn-wordnet, add-sent-diverse) and report
+    /// original → transformed scores and the drop.
+    #[arg(long)]
+    attack: Option<String>,
+    /// Seed of the attack's random choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// WordNet database folder [default: Debian's wordnet-base, /usr/share/wordnet].
+    #[arg(long)]
+    wordnet: Option<PathBuf>,
+    /// SQuAD: evaluate on at most this many questions (0 = all).
+    #[arg(long, default_value_t = 0)]
+    max_eval_examples: usize,
+}
+
+fn show_scores(s: &trueneg::tasks::finetune::Scores) -> String {
+    s.metrics
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
+    use trueneg::tasks::runner::{attack_table, evaluate_model};
+    let original = evaluate_model(
+        &a.model,
+        &a.data,
+        &a.out,
+        None,
+        a.max_eval_examples,
+        ui.bars(),
+    )?;
+    for e in &original {
+        if let Some(s) = &e.scores {
+            println!(
+                "{}: {} ({:.1} examples/s)",
+                e.file.display(),
+                show_scores(s),
+                e.examples_per_s
+            );
+        }
+        println!("wrote {}", e.written.display());
+    }
+    let Some(kind) = &a.attack else {
+        return Ok(());
+    };
+    let kind = super::attack::attack_kind(kind)?;
+    let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
+    let attacked = evaluate_model(
+        &a.model,
+        &a.data,
+        &a.out,
+        Some((kind, &wn, a.seed)),
+        a.max_eval_examples,
+        ui.bars(),
+    )?;
+    let mut md = String::new();
+    for (o, t) in original.iter().zip(&attacked) {
+        if let (Some(os), Some(ts)) = (&o.scores, &t.scores) {
+            md += &attack_table(kind.name(), os, ts);
+        }
+    }
+    if md.is_empty() {
+        anyhow::bail!(
+            "{}: no gold labels to compare under attack",
+            a.data.display()
+        );
+    }
+    let path = a.out.join(format!("attack-{}.md", kind.name()));
+    trueneg::error::write_atomic(&path, md.as_bytes())?;
+    print!("{md}");
+    println!("wrote {}", path.display());
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! `trueneg lexicon build`: a synonym table (token id → synonym token ids) for a tokenizer.
+
+use std::path::PathBuf;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Build a synonym table (token id → synonym token ids) for a tokenizer.
+    Build {
+        /// tokenizer.json or vocab.txt.
+        #[arg(long)]
+        tokenizer: PathBuf,
+        /// The table file to write (lexicon.safetensors); must not exist.
+        #[arg(long)]
+        out: PathBuf,
+        /// WordNet database folder [default: /usr/share/wordnet].
+        #[arg(long)]
+        wordnet: Option<PathBuf>,
+        /// Use top-k neighbours from word vectors (word2vec text/binary or GloVe) instead.
+        #[arg(long, conflicts_with_all = ["wordnet", "checkpoint"])]
+        embeddings: Option<PathBuf>,
+        /// Use top-k neighbours in a checkpoint's own token embeddings (a model.safetensors,
+        /// e.g. runs/tiny/checkpoints/step-00000200/model.safetensors).
+        #[arg(long, conflicts_with = "wordnet")]
+        checkpoint: Option<PathBuf>,
+        /// Neighbours per word with --embeddings / --checkpoint.
+        #[arg(long, default_value_t = 10)]
+        top_k: usize,
+    },
+}
+
+pub fn run(c: Command) -> anyhow::Result<()> {
+    let Command::Build {
+        tokenizer,
+        out,
+        wordnet,
+        embeddings,
+        checkpoint,
+        top_k,
+    } = c;
+    use trueneg::lexicon::{embedding_table, embeddings::read_vectors, whole_words, wordnet_table};
+    if out.exists() {
+        anyhow::bail!(
+            "{}: already exists; choose another --out (nothing was changed)",
+            out.display()
+        );
+    }
+    let tok = trueneg::text::WordPieceTokenizer::load(&tokenizer)?;
+    let words = whole_words(&tok);
+    let table = if let Some(e) = embeddings {
+        let keep: std::collections::HashSet<String> =
+            words.iter().map(|(w, _)| w.to_lowercase()).collect();
+        let v = read_vectors(&e, &|w| keep.contains(w))?;
+        embedding_table(&tok, &v, top_k, &format!("embeddings:{}", e.display()))
+    } else if let Some(c) = checkpoint {
+        let map = trueneg::interop::read_safetensors(&c)?;
+        let m = map
+            .tensors
+            .iter()
+            .find(|(k, _)| k.ends_with("embeddings.word_embeddings.weight"))
+            .map(|(_, t)| t.clone())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: no `*.embeddings.word_embeddings.weight` tensor",
+                    c.display()
+                )
+            })?;
+        if m.shape[0] != tok.vocab_size() {
+            anyhow::bail!(
+                "{}: {} embedding rows, the tokenizer has {} tokens",
+                c.display(),
+                m.shape[0],
+                tok.vocab_size()
+            );
+        }
+        let dim = m.shape[1];
+        let v = trueneg::lexicon::embeddings::WordVectors {
+            words: words.iter().map(|(w, _)| w.to_lowercase()).collect(),
+            dim,
+            values: words
+                .iter()
+                .flat_map(|(_, id)| m.values[*id as usize * dim..(*id as usize + 1) * dim].to_vec())
+                .collect(),
+        };
+        embedding_table(&tok, &v, top_k, &format!("checkpoint:{}", c.display()))
+    } else {
+        wordnet_table(&tok, &super::wordnet_dir(&wordnet))?
+    };
+    table.save(&out)?;
+    let c = table.coverage(words.len());
+    println!(
+        "{} of {} whole-word tokens ({:.1} %) have synonyms, mean list length {:.2}; vocabulary {} -> {}",
+        c.with_synonyms,
+        c.whole_words,
+        100.0 * c.with_synonyms as f64 / c.whole_words.max(1) as f64,
+        c.mean_list_length,
+        c.vocab_size,
+        out.display()
+    );
+    Ok(())
+}

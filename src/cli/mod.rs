@@ -1,0 +1,110 @@
+//! The `trueneg` command line: one module per subcommand, each a clap `Args` struct and a short
+//! function that calls the library. No other module knows the command line.
+
+mod attack;
+mod bench;
+mod compare;
+mod evaluate;
+mod export;
+mod finetune;
+mod lexicon;
+mod prepare;
+mod pretrain;
+mod stats;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use trueneg::train::pretrain::Progress;
+
+#[derive(Parser)]
+#[command(
+    name = "trueneg",
+    version,
+    about = "Pre-train BERT / ELECTRA encoders on true negatives, fine-tune and evaluate them"
+)]
+pub struct Cli {
+    /// Hide progress bars and progress lines.
+    #[arg(long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Tokenize and pack a corpus into memory-mapped shards.
+    Prepare(prepare::Args),
+    /// Pre-train (or continue) a BERT or ELECTRA model.
+    Pretrain(pretrain::Args),
+    /// Export a run's checkpoint in transformers' layout (config.json + model.safetensors).
+    Export(export::Args),
+    /// Synonym lexicons for a tokenizer.
+    Lexicon {
+        #[command(subcommand)]
+        command: lexicon::Command,
+    },
+    /// Correction statistics over a run's checkpoints (the paper's Table 8) and their plot.
+    Stats(stats::Args),
+    /// Plot one metric of several runs side by side (PNG).
+    Compare(compare::Args),
+    /// Fine-tune on a GLUE task or SQuAD and report dev scores over seeds.
+    Finetune(finetune::Args),
+    /// Write a transformed copy of a data set (robustness attack).
+    Attack(attack::Args),
+    /// Evaluate a fine-tuned model on a dev set; writes predictions in GLUE's submission format.
+    Evaluate(evaluate::Args),
+    /// The CPU benchmark of DESIGN.md (BERT MLM + word-level SR step); prints ms_per_step=.
+    Bench(bench::Args),
+}
+
+/// How the command reports progress: a bar on a terminal, plain log lines otherwise.
+#[derive(Clone, Copy)]
+pub struct Ui {
+    pub progress: Progress,
+}
+
+impl Ui {
+    /// Whether to draw progress bars.
+    pub fn bars(&self) -> bool {
+        self.progress == Progress::Bar
+    }
+}
+
+/// A value of one of the library's lowercase-named enums (`f32`, `hc+sr`, `auto`, …), parsed
+/// by its serde name.
+pub fn from_name<T: serde::de::DeserializeOwned>(s: &str, expected: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(s.trim().to_string()))
+        .map_err(|_| format!("{s}: expected {expected}"))
+}
+
+/// The WordNet folder given, else Debian's wordnet-base.
+fn wordnet_dir(path: &Option<PathBuf>) -> PathBuf {
+    path.clone()
+        .unwrap_or_else(trueneg::text::default_corpus::default_wordnet_dir)
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let ui = Ui {
+        progress: if cli.quiet {
+            Progress::Hidden
+        } else if std::io::stderr().is_terminal() {
+            Progress::Bar
+        } else {
+            Progress::Lines
+        },
+    };
+    match cli.command {
+        Command::Prepare(a) => prepare::run(a, ui),
+        Command::Pretrain(a) => pretrain::run(a, ui),
+        Command::Export(a) => export::run(a),
+        Command::Lexicon { command } => lexicon::run(command),
+        Command::Stats(a) => stats::run(a),
+        Command::Compare(a) => compare::run(a),
+        Command::Finetune(a) => finetune::run(a, ui),
+        Command::Attack(a) => attack::run(a),
+        Command::Evaluate(a) => evaluate::run(a, ui),
+        Command::Bench(a) => bench::run(a),
+    }
+}

@@ -1,0 +1,70 @@
+//! `trueneg stats`: Hard Correction statistics over a run's checkpoints (the paper's Table 8).
+
+use std::path::PathBuf;
+
+use trueneg::plot::{Series, line_plot};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The run folder whose checkpoints are measured.
+    #[arg(long)]
+    checkpoints: PathBuf,
+    /// Text corpus to mask and predict (e.g. ../shared/data/wikitext-2/wiki.test.raw).
+    #[arg(long)]
+    corpus: PathBuf,
+    /// Synonym table [default: the run's lexicon.safetensors, else WordNet].
+    #[arg(long)]
+    lexicon: Option<PathBuf>,
+    /// Batches per checkpoint.
+    #[arg(long, default_value_t = 50)]
+    batches: usize,
+    /// Sequences per batch.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let run = &a.checkpoints;
+    let tok = trueneg::text::WordPieceTokenizer::load(&run.join("tokenizer.json"))?;
+    let table = match a
+        .lexicon
+        .or_else(|| Some(run.join("lexicon.safetensors")).filter(|p| p.exists()))
+    {
+        Some(p) => trueneg::lexicon::SynonymTable::load_for(&p, &tok.fingerprint())?,
+        None => trueneg::lexicon::wordnet_table(&tok, &super::wordnet_dir(&None))?,
+    };
+    let stats =
+        trueneg::train::stats::correction_stats(run, &a.corpus, &table, a.batches, a.batch_size)?;
+    let md = trueneg::train::stats::stats_table(&stats);
+    print!("{md}");
+    let png = run.join("correction-stats.png");
+    let series = vec![
+        Series {
+            name: "prediction level (corrected / mismatched)".into(),
+            points: stats
+                .iter()
+                .map(|s| (s.step as f64, 100.0 * s.prediction_level))
+                .collect(),
+        },
+        Series {
+            name: "iteration level (sequences with a correction)".into(),
+            points: stats
+                .iter()
+                .map(|s| (s.step as f64, 100.0 * s.iteration_level))
+                .collect(),
+        },
+    ];
+    line_plot(
+        &png,
+        "Hard Correction rates over training",
+        "step",
+        "%",
+        &series,
+        false,
+    )?;
+    let json = serde_json::to_string_pretty(&stats)?;
+    trueneg::error::write_atomic(&run.join("correction-stats.json"), json.as_bytes())?;
+    trueneg::error::write_atomic(&run.join("correction-stats.md"), md.as_bytes())?;
+    println!("wrote {}", png.display());
+    Ok(())
+}
