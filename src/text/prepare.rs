@@ -109,6 +109,13 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     let tokenizer = match (&opts.tokenizer, opts.train_vocab) {
         (Some(p), None) => WordPieceTokenizer::load(p)?,
         (None, Some(n)) => {
+            let spinner = if opts.show_progress {
+                ProgressBar::new_spinner()
+            } else {
+                ProgressBar::hidden()
+            };
+            spinner.enable_steady_tick(std::time::Duration::from_millis(200));
+            spinner.set_message("vocabulary: reading the corpus");
             let mut texts = Vec::new();
             for f in &files {
                 for d in read_documents(f)? {
@@ -121,7 +128,13 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
                     files[0].display()
                 )));
             }
-            WordPieceTokenizer::train(&texts, n)?
+            spinner.set_message(format!(
+                "vocabulary: counting the words of {} lines, then {n} pieces by merges",
+                texts.len()
+            ));
+            let t = WordPieceTokenizer::train(&texts, n)?;
+            spinner.finish_and_clear();
+            t
         }
         _ => {
             return Err(Error::Config(
@@ -170,27 +183,47 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
         let docs = read_documents(f)?;
         let first = doc_index;
         doc_index += docs.len() as u64;
-        let packed: Vec<Vec<Example>> = docs
-            .par_iter()
-            .enumerate()
-            .map(|(i, d)| {
-                let lines: Vec<Vec<u32>> = d
-                    .lines
-                    .iter()
-                    .flat_map(|l| split_sentences(l))
-                    .map(|s| tokenizer.encode(s))
-                    .collect();
-                pack_document(&lines, &packing, &mut doc_rng(opts.seed, first + i as u64))
-            })
-            .collect();
-        for ex in packed.into_iter().flatten() {
-            examples += 1;
-            tokens += ex.tokens.len() as u64;
-            single += usize::from(ex.segment_a_len == ex.tokens.len());
-            pending.push(ex);
+        let file_bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let doc_bytes: usize = docs
+            .iter()
+            .flat_map(|d| d.lines.iter().map(|l| l.len() + 1))
+            .sum::<usize>()
+            .max(1);
+        // Documents in chunks, so that the bar moves within a large file.
+        const CHUNK: usize = 2048;
+        let mut shown = 0u64;
+        for (c, chunk) in docs.chunks(CHUNK).enumerate() {
+            let packed: Vec<Vec<Example>> = chunk
+                .par_iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let lines: Vec<Vec<u32>> = d
+                        .lines
+                        .iter()
+                        .flat_map(|l| split_sentences(l))
+                        .map(|s| tokenizer.encode(s))
+                        .collect();
+                    let doc = first + (c * CHUNK + i) as u64;
+                    pack_document(&lines, &packing, &mut doc_rng(opts.seed, doc))
+                })
+                .collect();
+            for ex in packed.into_iter().flatten() {
+                examples += 1;
+                tokens += ex.tokens.len() as u64;
+                single += usize::from(ex.segment_a_len == ex.tokens.len());
+                pending.push(ex);
+            }
+            flush(&mut pending, false, &mut shards)?;
+            let chunk_bytes: usize = chunk
+                .iter()
+                .flat_map(|d| d.lines.iter().map(|l| l.len() + 1))
+                .sum();
+            let step = (chunk_bytes as f64 / doc_bytes as f64 * file_bytes as f64) as u64;
+            let step = step.min(file_bytes - shown);
+            bar.inc(step);
+            shown += step;
         }
-        flush(&mut pending, false, &mut shards)?;
-        bar.inc(f.metadata().map(|m| m.len()).unwrap_or(0));
+        bar.inc(file_bytes - shown);
     }
     flush(&mut pending, true, &mut shards)?;
     bar.finish_and_clear();
