@@ -98,8 +98,29 @@ fn masked(m: &TensorMap, d: &Device) -> (Tensor<1, Int>, Tensor<1, Int>) {
     )
 }
 
-fn all_positions(b: usize, l: usize, d: &Device) -> Tensor<1, Int> {
-    Tensor::arange(0..(b * l) as i64, d)
+/// Every position of the fixture's batch, and its [batch, length] shape (read from the inputs,
+/// so any fixture set `make_golden.py` writes fits).
+fn all_positions(m: &TensorMap, d: &Device) -> (Tensor<1, Int>, [usize; 2]) {
+    let shape = &get(m, "inputs.token_type_ids").shape;
+    let (b, l) = (shape[0], shape[1]);
+    (Tensor::arange(0..(b * l) as i64, d), [b, l])
+}
+
+/// The shapes of a fixture model, from its `config.json`.
+fn config(folder: &str) -> trueneg::interop::hf_config::HfConfig {
+    read_hf_config(&golden().join(folder).join("config.json")).unwrap()
+}
+
+/// How many golden tensors have this prefix (e.g. one gradient per parameter).
+fn count(m: &TensorMap, prefix: &str) -> usize {
+    m.tensors.keys().filter(|k| k.starts_with(prefix)).count()
+}
+
+/// How many parameter tensors a model has.
+fn parameters(walk: impl FnOnce(&mut trueneg::interop::Exporter)) -> usize {
+    let mut ex = trueneg::interop::Exporter::default();
+    walk(&mut ex);
+    ex.tensors.len()
 }
 
 fn load_bert(d: &Device) -> BertMlm {
@@ -150,7 +171,12 @@ fn bert_outputs_losses_and_gradients_match_transformers() {
     let model = load_bert(&d);
     let x = inputs(&g, "inputs.masked_input_ids", &d);
     let states = model.hidden_states(&x);
-    assert_eq!(states.len(), 3);
+    let vocab = config("bert_tiny").encoder.vocab_size;
+    assert_eq!(
+        states.len(),
+        config("bert_tiny").encoder.num_hidden_layers + 1
+    );
+    assert_eq!(states.len(), count(&g, "bert.hidden_states."));
     for (i, s) in states.iter().enumerate() {
         assert_close(
             &host(s.clone()),
@@ -159,9 +185,8 @@ fn bert_outputs_losses_and_gradients_match_transformers() {
             &format!("hidden {i}"),
         );
     }
-    let logits = model
-        .mlm_logits(&x, all_positions(3, 20, &d))
-        .reshape([3, 20, 100]);
+    let (all, [b, l]) = all_positions(&g, &d);
+    let logits = model.mlm_logits(&x, all).reshape([b, l, vocab]);
     assert_close(&host(logits), get(&g, "bert.logits"), 1e-4, "logits");
 
     let (pos, labels) = masked(&g, &d);
@@ -176,7 +201,12 @@ fn bert_outputs_losses_and_gradients_match_transformers() {
     let grads = Grads::collect(&grads, |w| model.walk(w));
     let n = check_grads(&grads, &g, "bert.grad.", |n| Some(n.to_string()));
     let names: Vec<&String> = grads.entries.keys().collect();
-    assert_eq!(n, 42, "every parameter has a gradient: {names:?}");
+    assert_eq!(
+        n,
+        parameters(|e| model.walk(e)),
+        "every parameter has a gradient: {names:?}"
+    );
+    assert_eq!(n, count(&g, "bert.grad."), "every golden gradient checked");
 }
 
 /// Both optimizer implementations (per tensor; multi-tensor over flat buffers) match.
@@ -214,7 +244,7 @@ fn three_adamw_steps(multi_tensor: MultiTensor) {
     }
     let mut ex = trueneg::interop::Exporter::default();
     model.walk(&mut ex);
-    assert_eq!(ex.tensors.len(), 42);
+    assert_eq!(ex.tensors.len(), count(&g, "bert.after_3_adamw."));
     for (name, t) in &ex.tensors {
         assert_close(
             t,
@@ -262,7 +292,12 @@ fn electra_generator_matches_transformers() {
         1e-4,
         "gen embeddings",
     );
-    for (i, s) in model.generator_hidden_states(&x).iter().enumerate() {
+    let states = model.generator_hidden_states(&x);
+    assert_eq!(
+        states.len(),
+        config("electra_generator").encoder.num_hidden_layers + 1
+    );
+    for (i, s) in states.iter().enumerate() {
         assert_close(
             &host(s.clone()),
             get(&g, &format!("gen.hidden_states.{i}")),
@@ -270,9 +305,9 @@ fn electra_generator_matches_transformers() {
             "gen hidden",
         );
     }
-    let logits = model
-        .generator_logits(&x, all_positions(3, 20, &d))
-        .reshape([3, 20, 100]);
+    let (all, [b, l]) = all_positions(&g, &d);
+    let vocab = config("electra_generator").encoder.vocab_size;
+    let logits = model.generator_logits(&x, all).reshape([b, l, vocab]);
     assert_close(
         &host(logits.clone()),
         get(&g, "gen.logits"),
@@ -310,7 +345,12 @@ fn electra_generator_matches_transformers() {
             None
         }
     });
-    assert_eq!(n, 28);
+    assert_eq!(n, count(&g, "gen.grad."), "every golden gradient checked");
+    // The generator's own parameters and the shared embeddings: all of them.
+    let disc = read_safetensors(&golden().join("electra_discriminator/model.safetensors")).unwrap();
+    let generator =
+        parameters(|e| model.walk(e)) - count(&disc, "") + count(&disc, "electra.embeddings.");
+    assert_eq!(n, generator);
 }
 
 #[test]
@@ -329,7 +369,10 @@ fn electra_discriminator_matches_transformers() {
         "disc embeddings",
     );
     let states = model.discriminator_hidden_states(&x);
-    assert_eq!(states.len(), 3);
+    assert_eq!(
+        states.len(),
+        config("electra_discriminator").encoder.num_hidden_layers + 1
+    );
     for (i, s) in states.iter().enumerate() {
         assert_close(
             &host(s.clone()),
@@ -362,5 +405,11 @@ fn electra_discriminator_matches_transformers() {
     let n = check_grads(&grads, &g, "disc.grad.", |n| {
         (!n.starts_with("generator.")).then(|| n.to_string())
     });
-    assert_eq!(n, 43);
+    assert_eq!(n, count(&g, "disc.grad."), "every golden gradient checked");
+    let disc = read_safetensors(&golden().join("electra_discriminator/model.safetensors")).unwrap();
+    assert_eq!(
+        n,
+        disc.tensors.len(),
+        "every discriminator parameter has a gradient"
+    );
 }
