@@ -148,7 +148,7 @@ fn add_sent_diverse_inserts_one_distractor_outside_the_answers() {
         &mut rng,
     );
     assert!(
-        d.ends_with('.') && d.contains("late") && !d.contains("2012"),
+        d.ends_with('.') && !d.contains("2012") && !d.contains("NFL"),
         "{d}"
     );
     assert!(!d.contains("Roger") && !d.contains("Goodell"), "{d}");
@@ -181,4 +181,143 @@ fn swapped_glue_file_keeps_its_layout() {
             assert_eq!((x.label, &x.id), (y.label, &y.id));
         }
     }
+}
+
+/// Names, numbers and answers are never swapped; synonyms are inflected like the word.
+#[test]
+fn swap_leaves_names_numbers_and_answers_and_inflects_synonyms() {
+    let wn = wordnet();
+    let text = "California joined the United States when eight settlers stayed in the valley. \
+                People in California sold the largest farms; Paris grew quickly.";
+    let answer = text.find("largest").unwrap();
+    let protected = [(answer, answer + "largest farms".len())];
+    for seed in 0..40 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let edits = swap_synonyms(text, &wn, &mut rng, &protected);
+        for (a, b, new) in &edits {
+            let old = &text[*a..*b];
+            for kept in [
+                "California",
+                "United",
+                "States",
+                "eight",
+                "Paris",
+                "largest",
+                "farms",
+            ] {
+                assert_ne!(old, kept, "seed {seed}: {old} → {new}");
+            }
+            assert!(new.chars().count() > 2, "{old} → {new}");
+        }
+    }
+    assert!(wn.is_proper("california") && !wn.is_proper("state"));
+    assert!(!wn.same_pos_synonyms("California").iter().any(|s| s == "ca"));
+    use trueneg::lexicon::wordnet::Form;
+    assert_eq!(wn.inflect("associate", Form::Gerund, 1), "associating");
+    assert_eq!(wn.inflect("apply", Form::Past, 1), "applied");
+    assert_eq!(wn.inflect("keep", Form::Past, 1), "kept");
+    assert_eq!(wn.inflect("alumnus", Form::S, 0), "alumni");
+    assert_eq!(wn.inflect("big", Form::Comparative, 2), "bigger");
+    let sold = wn.same_pos_synonyms("sold");
+    assert!(
+        sold.iter()
+            .all(|s| s.ends_with("ed") || wn.inflected_forms(&wn.lemmas(s)[0].0, 1).contains(s)),
+        "{sold:?}"
+    );
+}
+
+/// AddSentDiverse writes declarative sentences: no wh-word left in front, a full stop, the
+/// question's entity or number changed, a fake answer of the gold answer's kind.
+#[test]
+fn distractors_are_declarative_sentences() {
+    let wn = wordnet();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let cases = [
+        ("When did the Normans conquer England?", "1066"),
+        ("Who founded the city of Rome?", "Romulus"),
+        ("What is the capital of France?", "Paris"),
+        ("When was the Eiffel Tower built?", "1889"),
+        ("How many people live in Warsaw?", "1.7 million"),
+        ("In what year did the war end?", "1918"),
+        ("Plants lack what kind of immune cells?", "phagocytic cells"),
+    ];
+    let mut out = Vec::new();
+    for (q, a) in cases {
+        let d = distractor(q, a, &wn, &mut rng);
+        let first = d.split_whitespace().next().unwrap().to_lowercase();
+        assert!(
+            d.ends_with('.')
+                && !d.contains('?')
+                && !["what", "when", "who", "how", "in"].contains(&first.as_str()),
+            "{q} → {d}"
+        );
+        let c = d.chars().next().unwrap();
+        assert!(c.is_uppercase() || c.is_ascii_digit(), "{d}");
+        out.push(d);
+    }
+    assert!(
+        out[0].starts_with("The ")
+            && out[0].contains(" conquered ")
+            && !out[0].contains("England")
+            && !out[0].contains("1066"),
+        "{}",
+        out[0]
+    );
+    assert!(out[0].contains(" in "), "{}", out[0]);
+    assert!(
+        out[1].ends_with("founded the city of Rome.") || !out[1].contains("Rome"),
+        "{}",
+        out[1]
+    );
+    assert!(!out[1].starts_with("Romulus"), "{}", out[1]);
+    assert!(
+        out[2].starts_with("The capital of ")
+            && !out[2].contains("France")
+            && out[2].contains(" is "),
+        "{}",
+        out[2]
+    );
+    assert!(
+        out[3].contains(" was built in ") && !out[3].contains("1889"),
+        "{}",
+        out[3]
+    );
+    assert!(
+        out[4].contains(" people live in ") && !out[4].contains("Warsaw"),
+        "{}",
+        out[4]
+    );
+    assert!(
+        out[5].contains(" ended in ") && !out[5].contains("1918"),
+        "{}",
+        out[5]
+    );
+    assert!(out[6].starts_with("Plants lack "), "{}", out[6]);
+}
+
+/// A transformed SQuAD file keeps every article and its title.
+#[test]
+fn attacked_squad_keeps_articles_and_titles() {
+    let wn = wordnet();
+    let path = data("squad-v1.1/dev-half-a.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("add");
+    trueneg::tasks::runner::write_attacked(AttackKind::AddSentDiverse, None, &path, &out, &wn, 1)
+        .unwrap();
+    let titles = |p: &Path| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["title"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = titles(&path);
+    assert!(before.len() > 1);
+    assert_eq!(titles(&out.join("dev-half-a.json")), before);
+    assert_eq!(
+        read_squad(&out.join("dev-half-a.json")).unwrap().len(),
+        read_squad(&path).unwrap().len()
+    );
 }

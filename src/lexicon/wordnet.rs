@@ -47,6 +47,66 @@ pub struct Inflection {
     pub add: String,
 }
 
+/// The inflection of a word form relative to its lemma.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    Base,
+    /// Noun plural or verb third person singular (`-s`).
+    S,
+    /// Past tense or past participle (`-ed`).
+    Past,
+    /// `-ing`.
+    Gerund,
+    Comparative,
+    Superlative,
+}
+
+impl Form {
+    /// The form of `word`, reduced to a lemma of part of speech `pos` through `infl` (a
+    /// detachment rule) or, when `infl` is empty and the word differs from the lemma, through
+    /// an exception list entry (classified by the word's ending).
+    pub fn of(word: &str, lemma: &str, infl: &Inflection, pos: usize) -> Form {
+        let w = word.to_lowercase();
+        if w == lemma {
+            return Form::Base;
+        }
+        let ending = if infl.strip.is_empty() {
+            w.as_str()
+        } else {
+            infl.strip.as_str()
+        };
+        match pos {
+            0 => Form::S,
+            1 if ending.ends_with("ing") => Form::Gerund,
+            1 if ending.ends_with('s') => Form::S,
+            1 => Form::Past,
+            2 | 3 if ending.ends_with("est") || ending.ends_with("st") => Form::Superlative,
+            2 | 3 => Form::Comparative,
+            _ => Form::Base,
+        }
+    }
+}
+
+/// Vowel groups of a word (a final silent `e` not counted): a rough syllable count.
+fn syllables(w: &str) -> usize {
+    let w = w.strip_suffix('e').unwrap_or(w);
+    let mut n = 0;
+    let mut prev = false;
+    for c in w.chars() {
+        let v = "aeiouy".contains(c);
+        if v && !prev {
+            n += 1;
+        }
+        prev = v;
+    }
+    n.max(1)
+}
+
+fn consonant_y(w: &str) -> Option<&str> {
+    w.strip_suffix('y')
+        .filter(|stem| !stem.is_empty() && !stem.ends_with(['a', 'e', 'i', 'o', 'u']))
+}
+
 pub struct WordNet {
     /// Single-word lemmas (lower case) → ids of their synsets (index into `synsets`).
     lemma_synsets: HashMap<String, Vec<u32>>,
@@ -56,6 +116,9 @@ pub struct WordNet {
     exceptions: [HashMap<String, Vec<String>>; 4],
     /// Single-word lemma → its direct antonyms (WordNet's lexical `!` pointers).
     antonyms: HashMap<String, BTreeSet<String>>,
+    /// (synset id, lemma) pairs written with a capital in the synset: a name ("California",
+    /// "CA" in {California, Golden State, CA}), not a common word.
+    capitalized: std::collections::HashSet<(u32, String)>,
     pub dir: PathBuf,
 }
 
@@ -75,6 +138,7 @@ impl WordNet {
         let mut by_offset: HashMap<(usize, u64), Vec<String>> = HashMap::new();
         // (source word, target part of speech, target offset, target word number).
         let mut antonym_ptrs: Vec<(String, usize, u64, usize)> = Vec::new();
+        let mut capitalized = std::collections::HashSet::new();
         for (p, pos) in POS.iter().enumerate() {
             let path = dir.join(format!("data.{pos}"));
             if !path.exists() {
@@ -97,12 +161,17 @@ impl WordNet {
                     usize::from_str_radix(f.get(3).ok_or_else(bad)?, 16).map_err(|_| bad())?;
                 let mut words = Vec::new();
                 let mut all_words = Vec::new();
+                let id = synsets.len() as u32;
                 for i in 0..count {
                     let w = f.get(4 + 2 * i).ok_or_else(bad)?;
                     // Adjective markers like "(a)", "(p)", "(ip)" are not part of the lemma.
-                    let w = w.split('(').next().unwrap_or(w).to_lowercase();
+                    let original = w.split('(').next().unwrap_or(w);
+                    let w = original.to_lowercase();
                     all_words.push(w.clone());
                     if !w.contains('_') && !w.is_empty() && !words.contains(&w) {
+                        if original.chars().any(char::is_uppercase) {
+                            capitalized.insert((id, w.clone()));
+                        }
                         words.push(w);
                     }
                 }
@@ -132,7 +201,6 @@ impl WordNet {
                         antonym_ptrs.push((w.clone(), tpos, target, (st & 0xff) as usize));
                     }
                 }
-                let id = synsets.len() as u32;
                 for w in &words {
                     lemma_synsets.entry(w.clone()).or_default().push(id);
                 }
@@ -169,6 +237,7 @@ impl WordNet {
             synsets,
             exceptions,
             antonyms,
+            capitalized,
             dir: dir.to_path_buf(),
         })
     }
@@ -310,29 +379,140 @@ impl WordNet {
         best.map(|(_, p, l, i)| (p, l, i))
     }
 
+    /// Whether WordNet writes this lemma only as a name (capitalised in every synset it is in:
+    /// "california", "paris"); false for unknown words.
+    pub fn is_proper(&self, lemma: &str) -> bool {
+        let ids = self
+            .lemma_synsets
+            .get(lemma)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        !ids.is_empty()
+            && ids
+                .iter()
+                .all(|&id| self.capitalized.contains(&(id, lemma.to_string())))
+    }
+
     /// Single-word synonyms of a word form that share a synset of its dominant part of speech
-    /// (see [`Self::dominant_pos`]), inflected as the word was.
+    /// (see [`Self::dominant_pos`]), inflected as the word was. Only common-word senses count:
+    /// synsets where the lemma is a name are skipped, and so are synonyms written as names
+    /// ("CA" for "California", "Ca" for calcium).
     pub fn same_pos_synonyms(&self, word: &str) -> Vec<String> {
         let Some((pos, lemma, infl)) = self.dominant_pos(word) else {
             return Vec::new();
         };
         let w = word.to_lowercase();
+        let mut common = BTreeSet::new();
+        for &id in self
+            .lemma_synsets
+            .get(&lemma)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            let (p, words) = &self.synsets[id as usize];
+            if *p as usize != pos || self.capitalized.contains(&(id, lemma.clone())) {
+                continue;
+            }
+            common.extend(
+                words
+                    .iter()
+                    .filter(|s| **s != lemma && !self.capitalized.contains(&(id, (*s).clone())))
+                    .cloned(),
+            );
+        }
+        let form = Form::of(word, &lemma, &infl, pos);
         let mut out = BTreeSet::new();
-        for s in self.synonyms_of_lemma(&lemma, Some(pos)) {
-            let form = if infl.strip.is_empty() {
-                Some(s)
-            } else {
-                s.strip_suffix(infl.add.as_str())
-                    .map(|stem| format!("{stem}{}", infl.strip))
-            };
-            if let Some(f) = form
-                && f != w
-                && f.chars().all(|c| c.is_alphabetic())
+        for s in common {
+            // Comparatives and superlatives of multi-syllable adjectives take "more" / "most";
+            // a synonym that cannot be inflected by a suffix is left out.
+            if matches!(form, Form::Comparative | Form::Superlative)
+                && (syllables(&s) > 1 || s.ends_with("er") || s.ends_with("est"))
+                && self.inflected_forms(&s, pos).is_empty()
             {
+                continue;
+            }
+            if s.chars().count() < 3 {
+                continue;
+            }
+            let f = self.inflect(&s, form, pos);
+            if f != w && f.chars().all(|c| c.is_alphabetic()) && f.chars().count() > 2 {
                 out.insert(f);
             }
         }
         out.into_iter().collect()
+    }
+
+    /// The inflected forms WordNet's exception list gives for a base form of a part of speech
+    /// (`go` → `gone`, `went`; `stop` → `stopped`, `stopping`).
+    pub fn inflected_forms(&self, base: &str, pos: usize) -> Vec<String> {
+        let mut out: Vec<String> = self.exceptions[pos]
+            .iter()
+            .filter(|(_, bases)| bases.iter().any(|b| b == base))
+            .map(|(form, _)| form.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// `lemma` (of part of speech `pos`) in `form`: WordNet's exception list where it has the
+    /// form (`keep` → `kept`, `alumnus` → `alumni`, `stop` → `stopping`), else the regular
+    /// spelling rules (`associate` → `associating`, `apply` → `applied`).
+    pub fn inflect(&self, lemma: &str, form: Form, pos: usize) -> String {
+        if form == Form::Base || pos > 3 {
+            return lemma.to_string();
+        }
+        let mut forms = self.inflected_forms(lemma, pos);
+        // Past tenses before participles in `-n` ("went" before "gone").
+        forms.sort_by_key(|f| f.ends_with('n'));
+        let irregular = forms.into_iter().find(|f| match form {
+            Form::Gerund => f.ends_with("ing"),
+            Form::S => pos == 0 || (f.ends_with('s') && !f.ends_with("ss")),
+            Form::Past => !f.ends_with("ing") && (!f.ends_with('s') || f.ends_with("ss")),
+            Form::Comparative => !f.ends_with("st"),
+            Form::Superlative => f.ends_with("st"),
+            Form::Base => false,
+        });
+        if let Some(f) = irregular {
+            return f;
+        }
+        let l = lemma;
+        match form {
+            Form::S if l.ends_with('s') && !l.ends_with("ss") && pos == 0 => l.to_string(),
+            Form::S if l.ends_with(['s', 'x', 'z']) || l.ends_with("ch") || l.ends_with("sh") => {
+                format!("{l}es")
+            }
+            Form::S => match consonant_y(l) {
+                Some(stem) => format!("{stem}ies"),
+                None => format!("{l}s"),
+            },
+            Form::Past => match consonant_y(l) {
+                Some(stem) => format!("{stem}ied"),
+                None if l.ends_with('e') => format!("{l}d"),
+                None => format!("{l}ed"),
+            },
+            Form::Gerund => {
+                if let Some(stem) = l.strip_suffix("ie") {
+                    format!("{stem}ying")
+                } else if l.ends_with('e') && !l.ends_with("ee") && l.len() > 2 {
+                    format!("{}ing", &l[..l.len() - 1])
+                } else {
+                    format!("{l}ing")
+                }
+            }
+            Form::Comparative | Form::Superlative => {
+                let suffix = if form == Form::Comparative {
+                    "er"
+                } else {
+                    "est"
+                };
+                match consonant_y(l) {
+                    Some(stem) => format!("{stem}i{suffix}"),
+                    None if l.ends_with('e') => format!("{l}{}", &suffix[1..]),
+                    None => format!("{l}{suffix}"),
+                }
+            }
+            Form::Base => l.to_string(),
+        }
     }
 
     /// Number of single-word lemmas.

@@ -523,7 +523,7 @@ pub fn write_attacked(
                 let ex = super::squad::read_squad(f)?;
                 let t = attack_squad(kind, &ex, wn, seed);
                 let dst = out.join(f.file_name().expect("file name"));
-                write_squad(&dst, &t, kind.name())?;
+                write_squad(&dst, &t)?;
                 written.push(dst);
             }
         }

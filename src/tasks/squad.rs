@@ -11,6 +11,8 @@ use crate::{Error, Result};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct SquadExample {
+    /// The article's title (kept so that a transformed copy keeps every article).
+    pub title: String,
     pub id: String,
     pub question: String,
     pub context: String,
@@ -24,6 +26,8 @@ struct File {
 }
 #[derive(Deserialize)]
 struct Article {
+    #[serde(default)]
+    title: String,
     paragraphs: Vec<Paragraph>,
 }
 #[derive(Deserialize)]
@@ -74,6 +78,7 @@ pub fn read_squad(path: &Path) -> Result<Vec<SquadExample>> {
                     answers.push((ans.text, start));
                 }
                 out.push(SquadExample {
+                    title: art.title.clone(),
                     id: qa.id,
                     question: qa.question,
                     context: par.context.clone(),
