@@ -207,7 +207,10 @@ fn trained_vocabulary_matches_the_tokenizers_trainer() {
     let b: std::collections::HashSet<String> = theirs.get_vocab(true).into_keys().collect();
     assert_eq!(a.len(), b.len());
     let shared = a.intersection(&b).count();
-    eprintln!("{shared} of {} pieces shared with tokenizers' trainer", a.len());
+    eprintln!(
+        "{shared} of {} pieces shared with tokenizers' trainer",
+        a.len()
+    );
     assert!(
         shared as f64 >= 0.99 * a.len() as f64,
         "{shared} of {} tokens shared",

@@ -4,6 +4,7 @@
 pub mod embeddings;
 pub mod table;
 pub mod wordnet;
+pub mod words;
 
 use std::path::Path;
 

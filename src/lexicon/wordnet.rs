@@ -119,6 +119,8 @@ pub struct WordNet {
     /// (synset id, lemma) pairs written with a capital in the synset: a name ("California",
     /// "CA" in {California, Golden State, CA}), not a common word.
     capitalized: std::collections::HashSet<(u32, String)>,
+    /// Synset id → its direct hypernyms (`@` pointers).
+    hypernyms: HashMap<u32, Vec<u32>>,
     pub dir: PathBuf,
 }
 
@@ -139,6 +141,9 @@ impl WordNet {
         // (source word, target part of speech, target offset, target word number).
         let mut antonym_ptrs: Vec<(String, usize, u64, usize)> = Vec::new();
         let mut capitalized = std::collections::HashSet::new();
+        let mut id_by_offset: HashMap<(usize, u64), u32> = HashMap::new();
+        // (synset id, target part of speech, target offset) of every `@` pointer.
+        let mut hypernym_ptrs: Vec<(u32, usize, u64)> = Vec::new();
         for (p, pos) in POS.iter().enumerate() {
             let path = dir.join(format!("data.{pos}"));
             if !path.exists() {
@@ -179,10 +184,17 @@ impl WordNet {
                 // word numbers counted from 1; 0000 = the whole synset).
                 let offset: u64 = f[0].parse().map_err(|_| bad())?;
                 by_offset.insert((p, offset), all_words.clone());
+                id_by_offset.insert((p, offset), id);
                 let p_at = 4 + 2 * count;
                 let ptrs: usize = f.get(p_at).and_then(|v| v.parse().ok()).unwrap_or(0);
                 for k in 0..ptrs {
                     let q = &f[(p_at + 1 + 4 * k).min(f.len())..];
+                    if q.len() >= 4
+                        && q[0] == "@"
+                        && let Ok(target) = q[1].parse::<u64>()
+                    {
+                        hypernym_ptrs.push((id, if q[2] == "v" { 1 } else { 0 }, target));
+                    }
                     if q.len() < 4 || q[0] != "!" {
                         continue;
                     }
@@ -232,7 +244,14 @@ impl WordNet {
                 antonyms.entry(src).or_default().insert(t.clone());
             }
         }
+        let mut hypernyms: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (src, tpos, target) in hypernym_ptrs {
+            if let Some(&t) = id_by_offset.get(&(tpos, target)) {
+                hypernyms.entry(src).or_default().push(t);
+            }
+        }
         Ok(Self {
+            hypernyms,
             lemma_synsets,
             synsets,
             exceptions,
@@ -264,7 +283,7 @@ impl WordNet {
         for p in 0..4 {
             if let Some(bases) = self.exceptions[p].get(&w) {
                 for b in bases {
-                    if self.has_pos(b, p) && !out.iter().any(|(l, _, _)| l == b) {
+                    if self.has_pos(b, p) && !out.iter().any(|(l, _, q)| l == b && *q == Some(p)) {
                         out.push((b.clone(), none.clone(), Some(p)));
                     }
                 }
@@ -276,7 +295,9 @@ impl WordNet {
                     && !stem.is_empty()
                 {
                     let lemma = format!("{stem}{add}");
-                    if self.has_pos(&lemma, p) && !out.iter().any(|(l, _, _)| *l == lemma) {
+                    if self.has_pos(&lemma, p)
+                        && !out.iter().any(|(l, _, q)| *l == lemma && *q == Some(p))
+                    {
                         out.push((
                             lemma,
                             Inflection {
@@ -440,6 +461,60 @@ impl WordNet {
             }
         }
         out.into_iter().collect()
+    }
+
+    /// Single-word lemmas of the direct hypernyms of a word form's common-word senses in its
+    /// dominant part of speech ("oak" → "tree"), inflected as the word was.
+    pub fn hypernyms(&self, word: &str) -> Vec<String> {
+        let Some((pos, lemma, infl)) = self.dominant_pos(word) else {
+            return Vec::new();
+        };
+        let form = Form::of(word, &lemma, &infl, pos);
+        let mut out = BTreeSet::new();
+        for &id in self
+            .lemma_synsets
+            .get(&lemma)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            if self.synsets[id as usize].0 as usize != pos
+                || self.capitalized.contains(&(id, lemma.clone()))
+            {
+                continue;
+            }
+            for &h in self.hypernyms.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
+                for w in &self.synsets[h as usize].1 {
+                    if !self.capitalized.contains(&(h, w.clone())) && w.chars().count() > 2 {
+                        out.insert(self.inflect(w, form, pos));
+                    }
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// The other inflections of a word form's lemma in its dominant part of speech
+    /// ("cities" → "city"; "ran" → "run", "running", "runs").
+    pub fn other_inflections(&self, word: &str) -> Vec<String> {
+        let Some((pos, lemma, infl)) = self.dominant_pos(word) else {
+            return Vec::new();
+        };
+        let form = Form::of(word, &lemma, &infl, pos);
+        let forms: &[Form] = match pos {
+            0 => &[Form::Base, Form::S],
+            1 => &[Form::Base, Form::S, Form::Past, Form::Gerund],
+            _ => &[],
+        };
+        let w = word.to_lowercase();
+        let mut out: Vec<String> = forms
+            .iter()
+            .filter(|f| **f != form)
+            .map(|f| self.inflect(&lemma, *f, pos))
+            .filter(|f| *f != w)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// The inflected forms WordNet's exception list gives for a base form of a part of speech

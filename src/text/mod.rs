@@ -1,6 +1,7 @@
 //! Text: tokenizer, corpus reading, example packing, memory-mapped shards, dynamic masking.
 
 pub mod batches;
+pub mod cline;
 pub mod corpus;
 pub mod default_corpus;
 pub mod examples;

@@ -1,0 +1,155 @@
+//! CLINE example generation on real WordNet and real sentences (SST-2 dev).
+
+mod common;
+use common::data;
+
+use std::path::Path;
+
+use trueneg::lexicon::wordnet::WordNet;
+use trueneg::tasks::glue::{GlueTask, read_glue};
+use trueneg::text::WordPieceTokenizer;
+use trueneg::text::cline::{AntKind, ClineConfig, ClineGenerator, IGNORE, SynKind};
+
+fn wordnet() -> WordNet {
+    WordNet::open(Path::new("/usr/share/wordnet")).unwrap()
+}
+
+fn sentences() -> Vec<String> {
+    read_glue(GlueTask::Sst2, &data("glue/SST-2/dev.tsv"))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.text_a)
+        .collect()
+}
+
+fn tokenizer(texts: &[String]) -> WordPieceTokenizer {
+    WordPieceTokenizer::train(texts, 3000).unwrap()
+}
+
+#[test]
+fn replacements_are_synonyms_and_antonyms_at_labelled_pieces() {
+    let wn = wordnet();
+    let texts = sentences();
+    let tok = tokenizer(&texts);
+    let vocab = ClineGenerator::vocabulary_of(&tok);
+    let g = ClineGenerator::new(&wn, ClineConfig::default(), &vocab);
+    let (mut syn_words, mut words, mut ant_antonyms, mut ant_total) = (0, 0, 0, 0);
+    for (i, t) in texts.iter().take(300).enumerate() {
+        let ex = g.example(t, 1, i as u64);
+        assert_eq!(ex, g.example(t, 1, i as u64), "deterministic");
+        words += trueneg::lexicon::words::tokens(t)
+            .iter()
+            .filter(|x| x.2)
+            .count();
+        syn_words += ex.syn_replaced.len();
+        for r in &ex.syn_replaced {
+            let old = &t[r.start..r.end];
+            let new = r.new.to_lowercase();
+            let ok = match r.kind {
+                SynKind::Synonym => wn.same_pos_synonyms(old).contains(&new),
+                SynKind::Hypernym => wn.hypernyms(old).contains(&new),
+                SynKind::Inflection => wn.other_inflections(old).contains(&new),
+            };
+            assert!(ok, "{old} → {} ({:?})", r.new, r.kind);
+            assert!(ex.candidates.contains(&(r.start, r.end)));
+        }
+        for r in &ex.ant_replaced {
+            let old = &t[r.start..r.end];
+            ant_total += 1;
+            if r.kind == AntKind::Antonym {
+                ant_antonyms += 1;
+                // An antonym of the word's lemma, inflected like the word.
+                let (_, lemma, _) = wn.dominant_pos(old).unwrap();
+                let antonyms = wn.antonyms(&lemma);
+                assert!(
+                    wn.lemmas(&r.new.to_lowercase())
+                        .iter()
+                        .any(|(l, _, _)| antonyms.contains(l)),
+                    "{old} → {}",
+                    r.new
+                );
+            } else {
+                assert_eq!(
+                    wn.dominant_pos(&r.new.to_lowercase()).unwrap().0,
+                    wn.dominant_pos(old).unwrap().0,
+                    "{old} → {}: same part of speech",
+                    r.new
+                );
+            }
+        }
+        // Labels align with the pieces of the whole sentence.
+        for (replaced_text, p) in [
+            (
+                &ex.syn,
+                ClineGenerator::pieces(&tok, t, &ex.candidates, &ex.syn_replaced, 1),
+            ),
+            (
+                &ex.ant,
+                ClineGenerator::pieces(&tok, t, &ex.candidates, &ex.ant_replaced, 2),
+            ),
+        ] {
+            assert_eq!(p.ids, tok.encode(replaced_text), "{replaced_text}");
+            assert_eq!(p.ids.len(), p.labels.len());
+        }
+        let p = ClineGenerator::pieces(&tok, t, &ex.candidates, &ex.syn_replaced, 1);
+        let ones = p.labels.iter().filter(|l| **l == 1).count();
+        assert!(ones >= ex.syn_replaced.len());
+        let p = ClineGenerator::pieces(&tok, t, &ex.candidates, &ex.ant_replaced, 2);
+        assert!(p.labels.iter().all(|l| [0, 2, IGNORE].contains(l)));
+    }
+    let share = syn_words as f64 / words as f64;
+    assert!(
+        (0.15..=0.45).contains(&share),
+        "x_syn replaces {share:.3} of the words (target 0.4, bounded by the candidates)"
+    );
+    assert!(
+        ant_antonyms * 10 >= ant_total,
+        "{ant_antonyms} of {ant_total} antonyms"
+    );
+}
+
+#[test]
+fn names_numbers_and_stop_words_stay_and_the_cap_holds() {
+    let wn = wordnet();
+    let texts = sentences();
+    let tok = tokenizer(&texts);
+    let vocab = ClineGenerator::vocabulary_of(&tok);
+    let cfg = ClineConfig {
+        cap: 0.5,
+        syn_ratio: 1.0,
+        ant_ratio: 1.0,
+        ..ClineConfig::default()
+    };
+    let g = ClineGenerator::new(&wn, cfg, &vocab);
+    let t = "In 1999 the film opened in California, where eight critics in New York praised its quiet beauty.";
+    for seed in 0..30 {
+        let ex = g.example(t, seed, 0);
+        for (a, b) in ex
+            .syn_replaced
+            .iter()
+            .map(|r| (r.start, r.end))
+            .chain(ex.ant_replaced.iter().map(|r| (r.start, r.end)))
+        {
+            let w = &t[a..b];
+            assert!(
+                ![
+                    "In",
+                    "1999",
+                    "the",
+                    "California",
+                    "where",
+                    "eight",
+                    "New",
+                    "York",
+                    "its"
+                ]
+                .contains(&w),
+                "seed {seed}: {w} replaced"
+            );
+        }
+        assert!(ex.syn_replaced.len() * 2 <= ex.candidates.len());
+        assert!(ex.ant_replaced.len() * 2 <= ex.candidates.len());
+        assert!(!ex.candidates.is_empty());
+    }
+    assert_ne!(g.example(t, 1, 0), g.example(t, 2, 0), "the seed matters");
+}

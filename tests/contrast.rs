@@ -1,0 +1,191 @@
+//! Contrast-set readers on the shared data (and on rows written in the NLI layout), and the
+//! consistency metric on hand-computed cases.
+
+mod common;
+use common::data;
+
+use trueneg::tasks::contrast::*;
+
+fn ex(label: &str) -> Example {
+    Example {
+        text_a: label.to_string(),
+        text_b: None,
+        label: label.to_string(),
+        source: String::new(),
+    }
+}
+
+#[test]
+fn consistency_counts_groups_that_are_right_throughout() {
+    // Three groups; the model predicts "a" everywhere.
+    let groups = vec![
+        Group {
+            original: ex("a"),
+            perturbed: vec![ex("a"), ex("a")],
+        }, // all right
+        Group {
+            original: ex("a"),
+            perturbed: vec![ex("b")],
+        }, // original right, perturbation wrong
+        Group {
+            original: ex("b"),
+            perturbed: vec![ex("a")],
+        }, // original wrong
+    ];
+    let c = consistency(&groups, |_| "a".to_string());
+    assert!((c.ori - 200.0 / 3.0).abs() < 1e-9, "{c:?}");
+    assert!((c.rev - 75.0).abs() < 1e-9, "{c:?}");
+    assert!((c.con - 100.0 / 3.0).abs() < 1e-9, "{c:?}");
+    assert_eq!((c.groups, c.perturbed), (3, 4));
+    let md = consistency_table(&[("tiny".into(), "IMDb".into(), c)]);
+    assert!(
+        md.contains("| tiny | IMDb | 66.7 | 75.0 | 33.3 | 3 |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn counterfactual_sentiment_pairs_by_batch_id() {
+    let g = read_cad_sentiment(&data(
+        "counterfactual/sentiment/combined/paired/dev_paired.tsv",
+    ))
+    .unwrap();
+    assert_eq!(g.len(), 245);
+    let orig = std::fs::read_to_string(data("counterfactual/sentiment/orig/dev.tsv")).unwrap();
+    for x in &g {
+        assert_eq!(x.perturbed.len(), 1);
+        assert_ne!(
+            x.original.label, x.perturbed[0].label,
+            "revisions flip the label"
+        );
+    }
+    // The originals are the rows of orig/dev.tsv.
+    let first = g[0].original.text_a.chars().take(60).collect::<String>();
+    assert!(orig.contains(&first), "{first}");
+}
+
+#[test]
+fn allenai_contrast_sets_read_as_published() {
+    let dir = data("contrast-sets/IMDb/data");
+    let dev = read_imdb_contrast(&dir, "dev").unwrap();
+    let test = read_imdb_contrast(&dir, "test").unwrap();
+    assert_eq!((dev.len(), test.len()), (100, 488));
+    assert!(dev.iter().all(|g| g.original.label != g.perturbed[0].label));
+    // Quote-aware: a text that starts with a quote keeps its inner quotes and tabs-free body.
+    assert!(dev.iter().any(|g| g.original.text_a.contains("<br />")));
+
+    let boolq = read_boolq_contrast(&data("contrast-sets/BoolQ/boolq_perturbed.json")).unwrap();
+    assert_eq!(
+        boolq.len(),
+        68,
+        "the template item and items without perturbations dropped"
+    );
+    assert_eq!(boolq.iter().map(|g| g.perturbed.len()).sum::<usize>(), 335);
+    assert!(
+        boolq
+            .iter()
+            .flat_map(|g| std::iter::once(&g.original).chain(&g.perturbed))
+            .all(|e| (e.label == "TRUE" || e.label == "FALSE") && e.text_b.is_some())
+    );
+
+    let p = read_perspectrum_contrast(&data(
+        "contrast-sets/perspectrum/perspectrum_contrast_sets.csv",
+    ))
+    .unwrap();
+    assert_eq!(p.len(), 217, "rows with an unk stance dropped");
+    assert!(
+        p.iter()
+            .flat_map(|g| std::iter::once(&g.original).chain(&g.perturbed))
+            .all(|e| e.label == "pos" || e.label == "neg"),
+    );
+}
+
+#[test]
+fn nli_revisions_pair_two_per_original_and_bad_files_name_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let write = |folder: &str, rows: &[(&str, &str, &str)]| {
+        std::fs::create_dir_all(root.join(folder)).unwrap();
+        let mut t = String::from("sentence1\tsentence2\tgold_label\n");
+        for (a, b, l) in rows {
+            t += &format!("{a}\t{b}\t{l}\n");
+        }
+        std::fs::write(root.join(folder).join("dev.tsv"), t).unwrap();
+    };
+    write(
+        "original",
+        &[("A man plays a guitar.", "A man makes music.", "entailment")],
+    );
+    write(
+        "revised_premise",
+        &[
+            ("A man holds a guitar.", "A man makes music.", "neutral"),
+            ("A man sleeps.", "A man makes music.", "contradiction"),
+        ],
+    );
+    write(
+        "revised_hypothesis",
+        &[
+            ("A man plays a guitar.", "A man is on stage.", "neutral"),
+            ("A man plays a guitar.", "A man is silent.", "contradiction"),
+        ],
+    );
+    let g = read_cad_nli(root, "dev").unwrap();
+    assert_eq!(g.len(), 1);
+    assert_eq!(g[0].perturbed.len(), 4);
+    assert_eq!(
+        g[0].perturbed[3].text_b.as_deref(),
+        Some("A man is silent.")
+    );
+    // A revision whose unchanged sentence is not the original's: the pairing is wrong.
+    write(
+        "revised_hypothesis",
+        &[
+            ("A woman plays a guitar.", "A man is on stage.", "neutral"),
+            ("A man plays a guitar.", "A man is silent.", "contradiction"),
+        ],
+    );
+    let e = read_cad_nli(root, "dev").unwrap_err().to_string();
+    assert!(
+        e.contains("revised_hypothesis/dev.tsv:2") && e.contains("original/dev.tsv:2"),
+        "{e}"
+    );
+    // An unknown label.
+    write(
+        "revised_hypothesis",
+        &[
+            ("A man plays a guitar.", "A man is on stage.", "maybe"),
+            ("A man plays a guitar.", "A man is silent.", "contradiction"),
+        ],
+    );
+    let e = read_cad_nli(root, "dev").unwrap_err().to_string();
+    assert!(
+        e.contains("revised_hypothesis/dev.tsv:2") && e.contains("\"maybe\""),
+        "{e}"
+    );
+    // An IMDb contrast file whose rows do not pair with the originals.
+    let imdb = root.join("imdb");
+    std::fs::create_dir_all(&imdb).unwrap();
+    std::fs::write(
+        imdb.join("dev_original.tsv"),
+        "Sentiment\tText\nPositive\tGood.\nNegative\tBad.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        imdb.join("dev_contrast.tsv"),
+        "Sentiment\tText\nNegative\tNot good.\n",
+    )
+    .unwrap();
+    let e = read_imdb_contrast(&imdb, "dev").unwrap_err().to_string();
+    assert!(
+        e.contains("dev_contrast.tsv") && e.contains("pair by row"),
+        "{e}"
+    );
+    std::fs::write(
+        imdb.join("dev_contrast.tsv"),
+        "Sentiment\tText\nNegative\tNot good.\nMeh\tOk.\n",
+    )
+    .unwrap();
+    let e = read_imdb_contrast(&imdb, "dev").unwrap_err().to_string();
+    assert!(e.contains("dev_contrast.tsv:3"), "{e}");
+}
