@@ -1,5 +1,6 @@
 //! Training objectives, one small file each, formula in its doc comment.
 
+pub mod contrastive;
 pub mod hard_correction;
 pub mod mlm;
 pub mod rtd;

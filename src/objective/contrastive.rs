@@ -1,0 +1,74 @@
+//! CLINE's losses (Wang et al., ACL 2021) on a batch of (x_ori, x_syn, x_ant) triples.
+//!
+//! **Contrast, `infonce`** (the paper), with h the [CLS] vectors and f(u, v) = exp(u·v):
+//! `L_cts = mean_b −log f(o,s) / (f(o,s) + f(o,a)) = mean_b softplus(o·a − o·s)`,
+//! softplus(d) = max(d, 0) + log(1 + e^{−|d|}) (stable for any d).
+//!
+//! **Contrast, `bce`** (the authors' code), with p the tanh pooler outputs and
+//! x(u, v) = mean_d(u ⊙ v): the synonym pair is a positive, the antonym pair a negative,
+//! `L_cts = mean_b [BCE(x(o,s), 1) + BCE(x(o,a), 0)] = mean_b [softplus(−x(o,s)) + softplus(x(o,a))]`.
+//!
+//! **Detection.** Labels per piece: 0 kept candidate, 1 replaced in x_syn, 2 replaced in
+//! x_ant, −100 ignored. `binary` (the paper): one logit z per piece,
+//! `L_RTD = Σ_t m_t BCE(z_t, [y_t > 0]) / Σ_t m_t`, m_t = [y_t ≠ −100]; `three-way` (the code):
+//! three logits per piece, `L_RTD = Σ_t m_t CE(z_t, y_t) / Σ_t m_t`.
+//!
+//! **Weights.** `fixed`: L = λ1 L_MLM + λ2 L_RTD + λ3 L_cts. `learned` (the code): one
+//! parameter s_i per term, `L = Σ_i exp(−s_i) L_i + max(s_i, 0)`, trained with the model.
+
+use burn::prelude::*;
+use burn::tensor::activation::{log_softmax, relu};
+
+/// softplus(x) = log(1 + e^x), stable for large |x|.
+fn softplus<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    relu(x.clone()) + x.abs().neg().exp().log1p()
+}
+
+/// Row-wise dot products of two [batch, dim] matrices: [batch].
+fn dots(a: Tensor<2>, b: Tensor<2>) -> Tensor<1> {
+    (a * b).sum_dim(1).squeeze_dim(1)
+}
+
+/// The paper's contrast loss on [CLS] vectors `o`, `s`, `a` ([batch, dim]); a [1] tensor.
+pub fn infonce_contrast(o: Tensor<2>, s: Tensor<2>, a: Tensor<2>) -> Tensor<1> {
+    let d = dots(o.clone(), a) - dots(o, s);
+    softplus(d).mean()
+}
+
+/// The code's contrast loss on pooled vectors `o`, `s`, `a` ([batch, dim]); a [1] tensor.
+pub fn bce_contrast(o: Tensor<2>, s: Tensor<2>, a: Tensor<2>) -> Tensor<1> {
+    let dim = o.dims()[1] as f64;
+    let xs = dots(o.clone(), s) / dim;
+    let xa = dots(o, a) / dim;
+    (softplus(xs.neg()) + softplus(xa)).mean()
+}
+
+/// Share of the batch where o·s > o·a (the metric logged as `syn_closer`).
+pub fn syn_closer(o: Tensor<2>, s: Tensor<2>, a: Tensor<2>) -> Tensor<1> {
+    let d = dots(o.clone(), s) - dots(o, a);
+    d.greater_elem(0.0).float().mean()
+}
+
+/// Binary detection: `logits` [batch, len], `labels` [batch, len] (0 / 1 / 2 / −100).
+pub fn binary_detection_loss(logits: Tensor<2>, labels: Tensor<2, Int>) -> Tensor<1> {
+    let mask = labels.clone().not_equal_elem(-100).float();
+    let target = labels.greater_elem(0).float();
+    let per = relu(logits.clone()) - logits.clone() * target + logits.abs().neg().exp().log1p();
+    (per * mask.clone()).sum() / mask.sum().clamp_min(1.0)
+}
+
+/// Three-way detection: `logits` [batch, len, 3], `labels` [batch, len] (0 / 1 / 2 / −100).
+pub fn three_way_detection_loss(logits: Tensor<3>, labels: Tensor<2, Int>) -> Tensor<1> {
+    let mask = labels.clone().not_equal_elem(-100);
+    let safe = labels.mask_fill(mask.clone().bool_not(), 0);
+    let logp = log_softmax(logits, 2);
+    let picked = logp.gather(2, safe.unsqueeze_dim(2)).squeeze_dim(2);
+    let m = mask.float();
+    (picked.neg() * m.clone()).sum() / m.sum().clamp_min(1.0)
+}
+
+/// The learned weighting: `Σ_i exp(−s_i) L_i + max(s_i, 0)` for losses `l` and parameters
+/// `s` (both [n]).
+pub fn learned_weighting(l: Tensor<1>, s: Tensor<1>) -> Tensor<1> {
+    (s.clone().neg().exp() * l + relu(s)).sum()
+}
