@@ -153,3 +153,60 @@ fn names_numbers_and_stop_words_stay_and_the_cap_holds() {
     }
     assert_ne!(g.example(t, 1, 0), g.example(t, 2, 0), "the seed matters");
 }
+
+/// `trueneg hits` on a tiny run: triplets differ in one word (a synonym, an antonym), one
+/// row per layer, shares in [0, 100]; at the embeddings the [CLS] vectors of the three
+/// sentences are the same vector, so no triplet counts there.
+#[test]
+fn hits_reports_every_layer_on_synonym_antonym_triplets() {
+    use common::{bin, ok, pretrain_cmd};
+    let wn = wordnet();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    ok(pretrain_cmd(&run, &["train.steps=2"]).output().unwrap());
+    let out = dir.path().join("hits");
+    let printed = ok(bin()
+        .args(["hits", "--model"])
+        .arg(&run)
+        .arg("--sentences")
+        .arg(data("glue/SST-2/dev.tsv"))
+        .args(["--max", "40", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap());
+    assert!(printed.contains("| max |"), "{printed}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("hits.json")).unwrap()).unwrap();
+    let layers = v["report"]["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 3, "embeddings + 2 layers of the tiny preset");
+    assert_eq!(layers[0]["cls"].as_f64(), Some(0.0));
+    for l in layers {
+        for k in ["cls", "mean"] {
+            assert!((0.0..=100.0).contains(&l[k].as_f64().unwrap()));
+        }
+    }
+    let triplets = v["triplets"].as_array().unwrap();
+    assert_eq!(triplets.len(), 40);
+    for t in triplets {
+        let words = |k: &str| -> Vec<String> {
+            t[k].as_str()
+                .unwrap()
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        let (o, s, a) = (words("ori"), words("syn"), words("ant"));
+        assert_eq!((o.len(), s.len()), (a.len(), a.len()));
+        let diff: Vec<usize> = (0..o.len()).filter(|&i| o[i] != s[i]).collect();
+        assert_eq!(diff.len(), 1, "{t}");
+        let i = diff[0];
+        assert!(
+            o.iter().zip(&a).filter(|(x, y)| x != y).count() == 1 && o[i] != a[i],
+            "{t}"
+        );
+        assert!(
+            wn.same_pos_synonyms(&o[i]).contains(&s[i].to_lowercase()),
+            "{t}"
+        );
+    }
+}

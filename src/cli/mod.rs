@@ -7,6 +7,7 @@ mod compare;
 mod evaluate;
 mod export;
 mod finetune;
+mod hits;
 mod lexicon;
 mod prepare;
 mod pretrain;
@@ -55,6 +56,9 @@ enum Command {
     Attack(attack::Args),
     /// Evaluate a fine-tuned model on a dev set; writes predictions in GLUE's submission format.
     Evaluate(evaluate::Args),
+    /// CLINE's Hits: per layer, how often a sentence is closer to its synonym version than to
+    /// its antonym version.
+    Hits(hits::Args),
     /// The CPU benchmark of DESIGN.md (BERT MLM + word-level SR step); prints ms_per_step=.
     Bench(bench::Args),
 }
@@ -105,6 +109,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Finetune(a) => finetune::run(a, ui),
         Command::Attack(a) => attack::run(a),
         Command::Evaluate(a) => evaluate::run(a, ui),
+        Command::Hits(a) => hits::run(a),
         Command::Bench(a) => bench::run(a),
     }
 }

@@ -317,3 +317,8 @@ pub fn match_case(model: &str, w: &str) -> String {
     }
     w.to_string()
 }
+
+/// Whether the word at bytes `a..b` is part of a hyphenated compound ("high-spirited").
+pub fn in_compound(text: &str, a: usize, b: usize) -> bool {
+    text[..a].ends_with('-') || text[b..].starts_with('-')
+}

@@ -4,6 +4,7 @@ pub mod attack;
 pub mod contrast;
 pub mod finetune;
 pub mod glue;
+pub mod hits;
 pub mod metrics;
 pub mod qa;
 pub mod runner;

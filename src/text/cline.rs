@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use super::tokenizer::WordPieceTokenizer;
 use crate::lexicon::wordnet::{Form, WordNet};
-use crate::lexicon::words::{is_name_or_number, is_stop, match_case, tokens};
+use crate::lexicon::words::{in_compound, is_name_or_number, is_stop, match_case, tokens};
 
 /// The label of a piece the detection loss ignores.
 pub const IGNORE: i32 = -100;
@@ -221,9 +221,7 @@ impl<'a> ClineGenerator<'a> {
                     && w.chars().all(char::is_alphabetic)
                     && !is_stop(w)
                     && !is_name_or_number(text, &toks, i, self.wn)
-                    // Part of a hyphenated compound ("movie-going").
-                    && !text[..a].ends_with('-')
-                    && !text[b..].starts_with('-')
+                    && !in_compound(text, a, b)
                     // A lower-cased name ("hitchcock" in SST-2's lower-cased text).
                     && self
                         .wn

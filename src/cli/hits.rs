@@ -1,0 +1,95 @@
+//! `trueneg hits`: CLINE's Hits (§4.6) of an encoder on synonym / antonym triplets.
+
+use std::path::PathBuf;
+
+use trueneg::tasks::hits::{hits, hits_table, triplet};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A trueneg run folder or a transformers folder.
+    #[arg(long)]
+    model: PathBuf,
+    /// Sentences: a text file (one per line) or a .tsv with a `sentence` column (SST-2).
+    #[arg(long)]
+    sentences: PathBuf,
+    /// Use at most this many triplets (0 = all).
+    #[arg(long, default_value_t = 0)]
+    max: usize,
+    /// Seed of the word and replacement choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Triplets per forward pass.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// Tokens per sentence.
+    #[arg(long, default_value_t = 128)]
+    max_seq_len: usize,
+    /// Also write hits.md and hits.json (with the triplets) into this folder.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// WordNet database folder [default: Debian's wordnet-base, /usr/share/wordnet].
+    #[arg(long)]
+    wordnet: Option<PathBuf>,
+}
+
+/// The sentences of a file: a `sentence` column of a .tsv, else every non-empty line.
+fn read_sentences(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut lines = text.lines();
+    if path.extension().is_some_and(|e| e == "tsv") {
+        let header: Vec<&str> = lines.next().unwrap_or("").split('\t').collect();
+        let col = header
+            .iter()
+            .position(|h| *h == "sentence")
+            .ok_or_else(|| {
+                anyhow::anyhow!("{}:1: no `sentence` column in the header", path.display())
+            })?;
+        return lines
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                l.split('\t').nth(col).map(str::to_string).ok_or_else(|| {
+                    anyhow::anyhow!("{}:{}: no column {}", path.display(), i + 2, col + 1)
+                })
+            })
+            .collect();
+    }
+    Ok(lines
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
+    let sentences = read_sentences(&a.sentences)?;
+    let mut triplets: Vec<_> = sentences
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| triplet(s, &wn, a.seed, i as u64))
+        .collect();
+    if a.max > 0 {
+        triplets.truncate(a.max);
+    }
+    if triplets.is_empty() {
+        anyhow::bail!(
+            "{}: no sentence has a word with both a WordNet synonym and antonym",
+            a.sentences.display()
+        );
+    }
+    let pre = trueneg::tasks::finetune::load_pretrained(&a.model)?;
+    let report = hits(&pre, &triplets, a.batch_size, a.max_seq_len)?;
+    let md = hits_table(&report);
+    print!("{md}");
+    if let Some(out) = &a.out {
+        let json = serde_json::json!({"report": report, "triplets": triplets});
+        trueneg::error::write_atomic(&out.join("hits.md"), md.as_bytes())?;
+        trueneg::error::write_atomic(
+            &out.join("hits.json"),
+            serde_json::to_string_pretty(&json)?.as_bytes(),
+        )?;
+        println!("wrote {}", out.join("hits.md").display());
+    }
+    Ok(())
+}
