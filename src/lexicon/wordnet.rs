@@ -424,18 +424,10 @@ impl WordNet {
         };
         let w = word.to_lowercase();
         let mut common = BTreeSet::new();
-        for &id in self
-            .lemma_synsets
-            .get(&lemma)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-        {
-            let (p, words) = &self.synsets[id as usize];
-            if *p as usize != pos || self.capitalized.contains(&(id, lemma.clone())) {
-                continue;
-            }
+        for id in self.common_senses(&lemma, pos) {
             common.extend(
-                words
+                self.synsets[id as usize]
+                    .1
                     .iter()
                     .filter(|s| **s != lemma && !self.capitalized.contains(&(id, (*s).clone())))
                     .cloned(),
@@ -463,6 +455,47 @@ impl WordNet {
         out.into_iter().collect()
     }
 
+    /// The synsets of part of speech `pos` where `lemma` is a common word (not written as a
+    /// name).
+    fn common_senses<'s>(&'s self, lemma: &'s str, pos: usize) -> impl Iterator<Item = u32> + 's {
+        self.lemma_synsets
+            .get(lemma)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .copied()
+            .filter(move |&id| {
+                self.synsets[id as usize].0 as usize == pos
+                    && !self.capitalized.contains(&(id, lemma.to_string()))
+            })
+    }
+
+    /// Antonyms of a word form's lemma in its dominant part of speech, inflected like the word
+    /// ("wildest" → "tamest"; "dynamics" is a noun, so not "undynamic"), sorted, without the
+    /// word itself. `of_synonyms` adds the antonyms of the lemma's synonyms (CLINE's code).
+    pub fn same_pos_antonyms(&self, word: &str, of_synonyms: bool) -> Vec<String> {
+        let Some((pos, lemma, infl)) = self.dominant_pos(word) else {
+            return Vec::new();
+        };
+        let form = Form::of(word, &lemma, &infl, pos);
+        let mut lemmas: Vec<String> = self.antonyms(&lemma).into_iter().collect();
+        if of_synonyms {
+            for s in self.synonyms_of_lemma(&lemma, Some(pos)) {
+                lemmas.extend(self.antonyms(&s));
+            }
+        }
+        let w = word.to_lowercase();
+        let mut out: Vec<String> = lemmas
+            .iter()
+            .filter(|a| self.pos_counts(a)[pos] > 0)
+            .map(|a| self.inflect(a, form, pos))
+            .filter(|a| a.chars().all(char::is_alphabetic) && *a != w)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Single-word lemmas of the direct hypernyms of a word form's common-word senses in its
     /// dominant part of speech ("oak" → "tree"), inflected as the word was.
     pub fn hypernyms(&self, word: &str) -> Vec<String> {
@@ -471,17 +504,7 @@ impl WordNet {
         };
         let form = Form::of(word, &lemma, &infl, pos);
         let mut out = BTreeSet::new();
-        for &id in self
-            .lemma_synsets
-            .get(&lemma)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-        {
-            if self.synsets[id as usize].0 as usize != pos
-                || self.capitalized.contains(&(id, lemma.clone()))
-            {
-                continue;
-            }
+        for id in self.common_senses(&lemma, pos) {
             for &h in self.hypernyms.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
                 for w in &self.synsets[h as usize].1 {
                     if !self.capitalized.contains(&(h, w.clone())) && w.chars().count() > 2 {

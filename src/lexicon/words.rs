@@ -322,3 +322,19 @@ pub fn match_case(model: &str, w: &str) -> String {
 pub fn in_compound(text: &str, a: usize, b: usize) -> bool {
     text[..a].ends_with('-') || text[b..].starts_with('-')
 }
+
+/// `text` with the byte ranges of `edits` (sorted, not overlapping) replaced by their new text.
+pub fn apply_edits<'s>(
+    text: &str,
+    edits: impl IntoIterator<Item = (usize, usize, &'s str)>,
+) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut at = 0;
+    for (a, b, new) in edits {
+        out.push_str(&text[at..a]);
+        out.push_str(new);
+        at = b;
+    }
+    out.push_str(&text[at..]);
+    out
+}

@@ -53,9 +53,8 @@ use rand_chacha::ChaCha8Rng;
 use super::glue::{GlueTask, has_header, text_columns};
 use super::squad::SquadExample;
 use crate::lexicon::wordnet::WordNet;
-pub use crate::lexicon::words::{
-    capitalised, is_name_or_number, is_number_word, is_stop, match_case, sentence_start, tokens,
-};
+pub use crate::lexicon::words::tokens;
+use crate::lexicon::words::{apply_edits, capitalised, is_name_or_number, is_stop, match_case};
 use crate::{Error, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -91,15 +90,7 @@ pub fn swap_count(n_tokens: usize) -> usize {
 pub type Edits = Vec<(usize, usize, String)>;
 
 fn apply(text: &str, edits: &Edits) -> String {
-    let mut out = String::with_capacity(text.len() + 16);
-    let mut at = 0;
-    for (a, b, new) in edits {
-        out.push_str(&text[at..*a]);
-        out.push_str(new);
-        at = *b;
-    }
-    out.push_str(&text[at..]);
-    out
+    apply_edits(text, edits.iter().map(|(a, b, new)| (*a, *b, new.as_str())))
 }
 
 /// Where byte `pos` of the old text (not inside an edit) lands in the new one.
@@ -552,12 +543,17 @@ fn starts_predicate(w: &str, wn: &WordNet) -> bool {
         || is_participle(&l, wn)
 }
 
+/// Whether `w` (lower case) is an auxiliary: a form of *be*, *do*, a modal or *have*.
+fn is_aux(w: &str) -> bool {
+    [BE, DO, MODAL].iter().any(|l| l.contains(&w))
+}
+
 /// The end of a wh-phrase's noun phrase ("what general theory" | "was …"): the first auxiliary
 /// within four words, if any.
 fn phrase_end(lw: &[String], q: &[Piece], from: usize) -> Option<usize> {
     (from..(from + 5).min(lw.len()))
         .take_while(|&j| q[j].1)
-        .find(|&j| [BE, DO, MODAL].iter().any(|l| l.contains(&lw[j].as_str())))
+        .find(|&j| is_aux(&lw[j]))
         .filter(|&j| j > from)
 }
 
@@ -575,7 +571,6 @@ pub fn distractor(question: &str, answer: &str, wn: &WordNet, rng: &mut ChaCha8R
     }
     let lw: Vec<String> = q.iter().map(|p| p.0.to_lowercase()).collect();
     let at = |i: usize| lw.get(i).map(String::as_str).unwrap_or("");
-    let is_aux = |w: &str| [BE, DO, MODAL].iter().any(|l| l.contains(&w));
     let fake = fake_answer(answer, wn, rng);
     // The question's wh-word: one after a comma wins over a leading subordinate clause
     // ("When forces are …, what law gives symmetry?").
@@ -716,16 +711,19 @@ pub fn distractor(question: &str, answer: &str, wn: &WordNet, rng: &mut ChaCha8R
     };
     // The main verb after do / a modal: a verb form after the subject; a word that is more
     // often a noun counts only before a function word or at the end ("… did the war end").
-    let verb_at = (1..rest.len()).find(|&j| {
-        let l = rest[j].0.to_lowercase();
-        rest[j].1
-            && !capitalised(&rest[j].0)
-            && !determiner(&rest[j - 1].0)
-            && is_verb(&l, wn)
-            && (wn.dominant_pos(&l).is_some_and(|d| d.0 == 1)
-                || rest.get(j + 1).is_none_or(|n| !n.1 || is_stop(&n.0)))
-    });
-    let verb_at = verb_at.filter(|_| DO.contains(&aux.as_str()) || MODAL.contains(&aux.as_str()));
+    let verb_at = (DO.contains(&aux.as_str()) || MODAL.contains(&aux.as_str()))
+        .then(|| {
+            (1..rest.len()).find(|&j| {
+                let l = rest[j].0.to_lowercase();
+                rest[j].1
+                    && !capitalised(&rest[j].0)
+                    && !determiner(&rest[j - 1].0)
+                    && is_verb(&l, wn)
+                    && (wn.dominant_pos(&l).is_some_and(|d| d.0 == 1)
+                        || rest.get(j + 1).is_none_or(|n| !n.1 || is_stop(&n.0)))
+            })
+        })
+        .flatten();
     // The meaning changes around the verb, never the verb itself.
     let split = verb_at.unwrap_or(rest.len());
     let (subject_part, tail) = rest.split_at_mut(split);

@@ -46,18 +46,8 @@ pub fn triplet(text: &str, wn: &WordNet, seed: u64, index: u64) -> Option<Triple
             {
                 return None;
             }
-            let (pos, lemma, _) = wn.dominant_pos(w)?;
             let syn = wn.same_pos_synonyms(w);
-            let ant: Vec<String> = wn
-                .antonyms(&lemma)
-                .into_iter()
-                .filter(|x| wn.pos_counts(x)[pos] > 0 && x.chars().all(char::is_alphabetic))
-                .map(|x| {
-                    let (_, l, infl) = wn.dominant_pos(w).expect("known");
-                    let form = crate::lexicon::wordnet::Form::of(w, &l, &infl, pos);
-                    wn.inflect(&x, form, pos)
-                })
-                .collect();
+            let ant = wn.same_pos_antonyms(w, false);
             (!syn.is_empty() && !ant.is_empty()).then_some((a, b, syn, ant))
         })
         .collect();

@@ -36,8 +36,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::tokenizer::WordPieceTokenizer;
-use crate::lexicon::wordnet::{Form, WordNet};
-use crate::lexicon::words::{in_compound, is_name_or_number, is_stop, match_case, tokens};
+use crate::lexicon::wordnet::WordNet;
+use crate::lexicon::words::{
+    apply_edits, in_compound, is_name_or_number, is_stop, match_case, tokens,
+};
 
 /// The label of a piece the detection loss ignores.
 pub const IGNORE: i32 = -100;
@@ -172,31 +174,6 @@ impl<'a> ClineGenerator<'a> {
         out
     }
 
-    /// Antonyms of the word's lemma in its dominant part of speech, inflected like the word
-    /// ("wildest" → "tamest").
-    fn antonyms(&self, word: &str) -> Vec<String> {
-        let Some((pos, lemma, infl)) = self.wn.dominant_pos(word) else {
-            return Vec::new();
-        };
-        let form = Form::of(word, &lemma, &infl, pos);
-        let mut lemmas: Vec<String> = self.wn.antonyms(&lemma).into_iter().collect();
-        if self.config.co_synonym_antonyms {
-            for s in self.wn.synonyms_of_lemma(&lemma, Some(pos)) {
-                lemmas.extend(self.wn.antonyms(&s));
-            }
-        }
-        // Same part of speech only ("dynamics" is a noun: not "undynamic").
-        let mut out: Vec<String> = lemmas
-            .iter()
-            .filter(|a| self.wn.pos_counts(a)[pos] > 0)
-            .map(|a| self.wn.inflect(a, form, pos))
-            .collect();
-        out.sort();
-        out.dedup();
-        out.retain(|a| a.chars().all(char::is_alphabetic) && *a != word.to_lowercase());
-        out
-    }
-
     /// How many of `words` words (with `candidates` candidates) one side replaces.
     fn count(&self, ratio: f64, words: usize, candidates: usize) -> usize {
         if candidates == 0 {
@@ -260,7 +237,9 @@ impl<'a> ClineGenerator<'a> {
             .into_iter()
             .filter_map(|i| {
                 let w = &text[toks[i].0..toks[i].1];
-                let ants = self.antonyms(w);
+                let ants = self
+                    .wn
+                    .same_pos_antonyms(w, self.config.co_synonym_antonyms);
                 let (new, kind) = if let Some(a) = ants.choose(&mut rng) {
                     (a.clone(), AntKind::Antonym)
                 } else {
@@ -282,13 +261,13 @@ impl<'a> ClineGenerator<'a> {
         ant_replaced.sort_by_key(|r| r.start);
         ClineExample {
             ori: text.to_string(),
-            syn: apply(
+            syn: apply_edits(
                 text,
                 syn_replaced
                     .iter()
                     .map(|r| (r.start, r.end, r.new.as_str())),
             ),
-            ant: apply(
+            ant: apply_edits(
                 text,
                 ant_replaced
                     .iter()
@@ -324,16 +303,4 @@ impl<'a> ClineGenerator<'a> {
         }
         LabeledPieces { ids, labels }
     }
-}
-
-fn apply<'s>(text: &str, edits: impl Iterator<Item = (usize, usize, &'s str)>) -> String {
-    let mut out = String::with_capacity(text.len() + 16);
-    let mut at = 0;
-    for (a, b, new) in edits {
-        out.push_str(&text[at..a]);
-        out.push_str(new);
-        at = b;
-    }
-    out.push_str(&text[at..]);
-    out
 }

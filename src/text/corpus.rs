@@ -12,6 +12,18 @@ pub struct Document {
     pub lines: Vec<String>,
 }
 
+impl Document {
+    /// The document's sentences ([`split_sentences`] of each paragraph) as token ids: the
+    /// input of [`super::examples::pack_document`].
+    pub fn sentence_ids(&self, tokenizer: &super::tokenizer::WordPieceTokenizer) -> Vec<Vec<u32>> {
+        self.lines
+            .iter()
+            .flat_map(|l| split_sentences(l))
+            .map(|s| tokenizer.encode(s))
+            .collect()
+    }
+}
+
 /// Expands directories (recursively, sorted by path) into the files they hold; missing paths
 /// are an error naming the path.
 pub fn list_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {

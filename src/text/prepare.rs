@@ -12,7 +12,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::corpus::{list_inputs, read_documents, split_sentences};
+use super::corpus::{list_inputs, read_documents};
 use super::examples::{Example, PackingConfig, pack_document};
 use super::shards::{FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, encode_records};
 use super::tokenizer::WordPieceTokenizer;
@@ -197,14 +197,12 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
                 .par_iter()
                 .enumerate()
                 .map(|(i, d)| {
-                    let lines: Vec<Vec<u32>> = d
-                        .lines
-                        .iter()
-                        .flat_map(|l| split_sentences(l))
-                        .map(|s| tokenizer.encode(s))
-                        .collect();
                     let doc = first + (c * CHUNK + i) as u64;
-                    pack_document(&lines, &packing, &mut doc_rng(opts.seed, doc))
+                    pack_document(
+                        &d.sentence_ids(&tokenizer),
+                        &packing,
+                        &mut doc_rng(opts.seed, doc),
+                    )
                 })
                 .collect();
             for ex in packed.into_iter().flatten() {

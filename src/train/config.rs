@@ -174,6 +174,54 @@ pub struct PretrainConfig {
     pub train: TrainSection,
 }
 
+/// One range rule of [`PretrainConfig::validate`]: the field, its value, whether it holds, and
+/// the rule in words.
+struct Rule {
+    field: &'static str,
+    value: String,
+    ok: bool,
+    why: String,
+}
+
+fn rule(
+    field: &'static str,
+    value: impl std::fmt::Display,
+    ok: bool,
+    why: impl Into<String>,
+) -> Rule {
+    Rule {
+        field,
+        value: value.to_string(),
+        ok,
+        why: why.into(),
+    }
+}
+
+/// A count that must be > 0.
+fn count(field: &'static str, n: usize) -> Rule {
+    rule(field, n, n > 0, "must be > 0")
+}
+
+/// A finite real > 0.
+fn positive(field: &'static str, x: f64) -> Rule {
+    rule(field, x, x.is_finite() && x > 0.0, "must be > 0")
+}
+
+/// A finite real >= 0.
+fn non_negative(field: &'static str, x: f64) -> Rule {
+    rule(field, x, x.is_finite() && x >= 0.0, "must be >= 0")
+}
+
+/// A probability in [0, 1].
+fn unit(field: &'static str, x: f64) -> Rule {
+    rule(field, x, (0.0..=1.0).contains(&x), "must be in [0, 1]")
+}
+
+/// A rate in [0, 1) (dropout, Adam's betas).
+fn below_one(field: &'static str, x: f64) -> Rule {
+    rule(field, x, (0.0..1.0).contains(&x), "must be in [0, 1)")
+}
+
 /// Parses `value` as TOML if it can (numbers, booleans, arrays), else as a plain string.
 fn parse_value(value: &str) -> toml::Value {
     toml::from_str::<toml::Table>(&format!("v = {value}"))
@@ -245,224 +293,108 @@ impl PretrainConfig {
             &self.objective,
             &self.train,
         );
-        let pos = |x: f64| x.is_finite() && x > 0.0;
-        let nonneg = |x: f64| x.is_finite() && x >= 0.0;
-        let prob = |x: f64| (0.0..=1.0).contains(&x);
-        let rate = |x: f64| (0.0..1.0).contains(&x);
-        let gen_heads =
-            ((md.num_attention_heads as f64 * md.generator_size).round() as usize).max(1);
-        let gen_hidden = ((md.hidden_size as f64 * md.generator_size).round() as usize).max(1);
-        let rules: Vec<(&str, String, bool, String)> = vec![
-            (
-                "model.embedding_size",
-                md.embedding_size.to_string(),
-                md.embedding_size > 0,
-                "must be > 0".into(),
-            ),
-            (
-                "model.hidden_size",
-                md.hidden_size.to_string(),
-                md.hidden_size > 0,
-                "must be > 0".into(),
-            ),
-            (
-                "model.num_hidden_layers",
-                md.num_hidden_layers.to_string(),
-                md.num_hidden_layers > 0,
-                "must be > 0".into(),
-            ),
-            (
+        let generator = md.generator(1);
+        let (gen_hidden, gen_heads) = (generator.hidden_size, generator.num_attention_heads);
+        let rules = [
+            count("model.embedding_size", md.embedding_size),
+            count("model.hidden_size", md.hidden_size),
+            count("model.num_hidden_layers", md.num_hidden_layers),
+            rule(
                 "model.num_attention_heads",
-                md.num_attention_heads.to_string(),
+                md.num_attention_heads,
                 md.num_attention_heads > 0 && md.hidden_size.is_multiple_of(md.num_attention_heads),
                 format!(
                     "must be > 0 and divide model.hidden_size = {}",
                     md.hidden_size
                 ),
             ),
-            (
-                "model.intermediate_size",
-                md.intermediate_size.to_string(),
-                md.intermediate_size > 0,
-                "must be > 0".into(),
-            ),
-            (
-                "model.max_position_embeddings",
-                md.max_position_embeddings.to_string(),
-                md.max_position_embeddings > 0,
-                "must be > 0".into(),
-            ),
-            (
+            count("model.intermediate_size", md.intermediate_size),
+            count("model.max_position_embeddings", md.max_position_embeddings),
+            rule(
                 "model.type_vocab_size",
-                md.type_vocab_size.to_string(),
+                md.type_vocab_size,
                 md.type_vocab_size >= 2,
-                "must be >= 2 (examples have two segments)".into(),
+                "must be >= 2 (examples have two segments)",
             ),
-            (
-                "model.layer_norm_eps",
-                md.layer_norm_eps.to_string(),
-                pos(md.layer_norm_eps),
-                "must be > 0".into(),
-            ),
-            (
-                "model.hidden_dropout_prob",
-                md.hidden_dropout_prob.to_string(),
-                rate(md.hidden_dropout_prob),
-                "must be in [0, 1)".into(),
-            ),
-            (
+            positive("model.layer_norm_eps", md.layer_norm_eps),
+            below_one("model.hidden_dropout_prob", md.hidden_dropout_prob),
+            below_one(
                 "model.attention_probs_dropout_prob",
-                md.attention_probs_dropout_prob.to_string(),
-                rate(md.attention_probs_dropout_prob),
-                "must be in [0, 1)".into(),
+                md.attention_probs_dropout_prob,
             ),
-            (
+            rule(
                 "model.generator_size",
-                md.generator_size.to_string(),
+                md.generator_size,
                 md.generator_size > 0.0 && md.generator_size <= 1.0,
-                "must be in (0, 1]".into(),
+                "must be in (0, 1]",
             ),
-            (
+            rule(
                 "model.generator_size",
-                md.generator_size.to_string(),
+                md.generator_size,
                 md.kind == ModelKind::Bert || gen_hidden.is_multiple_of(gen_heads),
                 format!(
                     "gives a generator of {gen_hidden} hidden units and {gen_heads} heads, which do not divide"
                 ),
             ),
-            (
-                "data.batch_size",
-                d.batch_size.to_string(),
-                d.batch_size > 0,
-                "must be > 0".into(),
-            ),
-            (
+            count("data.batch_size", d.batch_size),
+            rule(
                 "data.max_seq_len",
-                d.max_seq_len.to_string(),
+                d.max_seq_len,
                 (8..=md.max_position_embeddings).contains(&d.max_seq_len),
                 format!(
                     "must be in [8, model.max_position_embeddings = {}]",
                     md.max_position_embeddings
                 ),
             ),
-            (
+            rule(
                 "data.default_corpus_vocab",
-                d.default_corpus_vocab.to_string(),
+                d.default_corpus_vocab,
                 d.default_corpus_vocab >= 100,
-                "must be >= 100".into(),
+                "must be >= 100",
             ),
-            (
+            rule(
                 "masking.prob",
-                m.prob.to_string(),
+                m.prob,
                 m.prob > 0.0 && m.prob <= 1.0,
-                "must be in (0, 1]".into(),
+                "must be in (0, 1]",
             ),
-            (
-                "masking.mask_frac",
-                m.mask_frac.to_string(),
-                prob(m.mask_frac),
-                "must be in [0, 1]".into(),
-            ),
-            (
+            unit("masking.mask_frac", m.mask_frac),
+            rule(
                 "masking.random_frac",
-                m.random_frac.to_string(),
-                prob(m.random_frac) && m.mask_frac + m.random_frac <= 1.0 + 1e-9,
-                "must be in [0, 1], with masking.mask_frac + masking.random_frac <= 1".into(),
+                m.random_frac,
+                (0.0..=1.0).contains(&m.random_frac) && m.mask_frac + m.random_frac <= 1.0 + 1e-9,
+                "must be in [0, 1], with masking.mask_frac + masking.random_frac <= 1",
             ),
-            (
-                "masking.max_predictions",
-                m.max_predictions.to_string(),
-                m.max_predictions > 0,
-                "must be > 0".into(),
-            ),
-            (
-                "optimizer.lr",
-                o.lr.to_string(),
-                pos(o.lr),
-                "must be > 0".into(),
-            ),
-            (
-                "optimizer.beta1",
-                o.beta1.to_string(),
-                rate(o.beta1),
-                "must be in [0, 1)".into(),
-            ),
-            (
-                "optimizer.beta2",
-                o.beta2.to_string(),
-                rate(o.beta2),
-                "must be in [0, 1)".into(),
-            ),
-            (
-                "optimizer.eps",
-                o.eps.to_string(),
-                pos(o.eps),
-                "must be > 0".into(),
-            ),
-            (
-                "optimizer.weight_decay",
-                o.weight_decay.to_string(),
-                nonneg(o.weight_decay),
-                "must be >= 0".into(),
-            ),
-            (
+            count("masking.max_predictions", m.max_predictions),
+            positive("optimizer.lr", o.lr),
+            below_one("optimizer.beta1", o.beta1),
+            below_one("optimizer.beta2", o.beta2),
+            positive("optimizer.eps", o.eps),
+            non_negative("optimizer.weight_decay", o.weight_decay),
+            rule(
                 "optimizer.max_grad_norm",
-                o.max_grad_norm.to_string(),
-                nonneg(o.max_grad_norm),
-                "must be >= 0 (0 = no clipping)".into(),
+                o.max_grad_norm,
+                o.max_grad_norm.is_finite() && o.max_grad_norm >= 0.0,
+                "must be >= 0 (0 = no clipping)",
             ),
-            (
-                "objective.sr_weight",
-                ob.sr_weight.to_string(),
-                nonneg(ob.sr_weight),
-                "must be >= 0".into(),
-            ),
-            (
-                "objective.sr_sent_weight",
-                ob.sr_sent_weight.to_string(),
-                nonneg(ob.sr_sent_weight),
-                "must be >= 0".into(),
-            ),
-            (
-                "train.steps",
-                t.steps.to_string(),
-                t.steps > 0,
-                "must be > 0".into(),
-            ),
-            (
-                "train.grad_accum",
-                t.grad_accum.to_string(),
-                t.grad_accum > 0,
-                "must be > 0".into(),
-            ),
-            (
-                "train.disc_weight",
-                t.disc_weight.to_string(),
-                nonneg(t.disc_weight),
-                "must be >= 0".into(),
-            ),
-            (
-                "train.checkpoint_every",
-                t.checkpoint_every.to_string(),
-                t.checkpoint_every > 0,
-                "must be > 0".into(),
-            ),
-            (
-                "train.log_every",
-                t.log_every.to_string(),
-                t.log_every > 0,
-                "must be > 0".into(),
-            ),
-            (
+            non_negative("objective.sr_weight", ob.sr_weight),
+            non_negative("objective.sr_sent_weight", ob.sr_sent_weight),
+            count("train.steps", t.steps as usize),
+            count("train.grad_accum", t.grad_accum),
+            non_negative("train.disc_weight", t.disc_weight),
+            count("train.checkpoint_every", t.checkpoint_every as usize),
+            count("train.log_every", t.log_every as usize),
+            rule(
                 "train.device",
                 format!("{:?}", t.device),
                 DEVICE_NAMES.contains(&t.device.as_str()),
                 format!("must be one of {}", DEVICE_NAMES.join(", ")),
             ),
         ];
-        match rules.into_iter().find(|r| !r.2) {
-            Some((field, value, _, why)) => Err(Error::Config(format!(
-                "{origin}: field `{field}` = {value} {why}"
+        match rules.into_iter().find(|r| !r.ok) {
+            Some(r) => Err(Error::Config(format!(
+                "{origin}: field `{}` = {} {}",
+                r.field, r.value, r.why
             ))),
             None => Ok(()),
         }

@@ -21,7 +21,7 @@ use crate::model::Inputs;
 use crate::objective::{CorrectionCounts, correction_weights};
 use crate::text::WordPieceTokenizer;
 use crate::text::batches::Batch;
-use crate::text::corpus::{read_documents, split_sentences};
+use crate::text::corpus::read_documents;
 use crate::text::examples::{Example, PackingConfig, pack_document};
 use crate::text::masking::mask_batch;
 use crate::{Error, Result};
@@ -45,13 +45,7 @@ pub fn corpus_examples(
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let mut out = Vec::new();
     for d in read_documents(corpus)? {
-        let lines: Vec<Vec<u32>> = d
-            .lines
-            .iter()
-            .flat_map(|l| split_sentences(l))
-            .map(|t| tokenizer.encode(t))
-            .collect();
-        out.extend(pack_document(&lines, &cfg, &mut rng));
+        out.extend(pack_document(&d.sentence_ids(tokenizer), &cfg, &mut rng));
     }
     if out.is_empty() {
         return Err(Error::Input(format!(
