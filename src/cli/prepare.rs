@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use trueneg::text::prepare::{PrepareOptions, prepare};
+use trueneg::text::cline::ClineConfig;
+use trueneg::text::prepare::{ClineOptions, PrepareOptions, prepare};
 
 use super::Ui;
 
@@ -34,6 +35,25 @@ pub struct Args {
     /// Examples per shard file.
     #[arg(long, default_value_t = 65536)]
     examples_per_shard: usize,
+    /// CLINE: one (original, synonym, antonym) sentence triple per sentence instead of packed
+    /// examples, for `objective.kind = "cline"`.
+    #[arg(long)]
+    cline: bool,
+    /// CLINE: share of a sentence's words replaced in the synonym sentence.
+    #[arg(long, default_value_t = ClineConfig::default().syn_ratio, requires = "cline")]
+    syn_ratio: f64,
+    /// CLINE: share of a sentence's words replaced in the antonym sentence.
+    #[arg(long, default_value_t = ClineConfig::default().ant_ratio, requires = "cline")]
+    ant_ratio: f64,
+    /// CLINE: at most this share of the candidate words is replaced (the authors' code: 0.5).
+    #[arg(long, default_value_t = ClineConfig::default().cap, requires = "cline")]
+    cap: f64,
+    /// CLINE: also take antonyms of a word's synonyms (the authors' code).
+    #[arg(long, requires = "cline")]
+    co_synonym_antonyms: bool,
+    /// CLINE: WordNet database folder [default: /usr/share/wordnet].
+    #[arg(long, requires = "cline")]
+    wordnet: Option<PathBuf>,
 }
 
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
@@ -46,8 +66,34 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         seed: a.seed,
         examples_per_shard: a.examples_per_shard,
         show_progress: ui.bars(),
+        cline: a.cline.then(|| ClineOptions {
+            config: ClineConfig {
+                syn_ratio: a.syn_ratio,
+                ant_ratio: a.ant_ratio,
+                cap: a.cap,
+                co_synonym_antonyms: a.co_synonym_antonyms,
+            },
+            wordnet: super::wordnet_dir(&a.wordnet),
+        }),
     })?;
     let m = &r.manifest;
+    if let Some(c) = &m.cline {
+        println!(
+            "prepared {} CLINE triples from {} sentences ({} skipped: nothing to replace; {} cut to {} tokens), {:.0} sentences/s -> {}",
+            m.examples,
+            c.sentences,
+            c.skipped,
+            c.truncated,
+            m.max_seq_len,
+            c.sentences as f64 / r.seconds.max(1e-9),
+            a.out.display()
+        );
+        println!(
+            "  x_syn: {} synonyms, {} hypernyms, {} inflections; x_ant: {} antonyms, {} random words",
+            c.syn_synonyms, c.syn_hypernyms, c.syn_inflections, c.ant_antonyms, c.ant_random
+        );
+        return Ok(());
+    }
     println!(
         "prepared {} examples ({} tokens, {} single-segment) in {} shards, vocab {}, {:.1} MB/s -> {}",
         m.examples,

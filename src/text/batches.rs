@@ -6,7 +6,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::examples::Example;
-use super::shards::ShardSet;
+use super::shards::{ClineRecord, ShardSet};
 
 /// Host-side batch, row-major [batch, len], padded with `pad` to the longest example.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +21,11 @@ pub struct Batch {
 impl Batch {
     pub fn from_examples(examples: &[Example], pad: u32) -> Self {
         let len = examples.iter().map(|e| e.tokens.len()).max().unwrap_or(0);
+        Self::padded_to(examples, pad, len)
+    }
+
+    /// Like [`Batch::from_examples`], padded to `len` (≥ the longest example).
+    pub fn padded_to(examples: &[Example], pad: u32, len: usize) -> Self {
         let batch = examples.len();
         let mut b = Batch {
             batch,
@@ -82,10 +87,11 @@ impl<'a> BatchStream<'a> {
         self.order.shuffle(&mut rng);
     }
 
-    /// The next batch (wrapping into a new, reshuffled epoch when one runs out).
-    pub fn next_batch(&mut self) -> Batch {
-        let mut examples = Vec::with_capacity(self.batch_size);
-        while examples.len() < self.batch_size {
+    /// The example indices of the next batch (wrapping into a new, reshuffled epoch when one
+    /// runs out).
+    fn next_indices(&mut self) -> Vec<usize> {
+        let mut out = Vec::with_capacity(self.batch_size);
+        while out.len() < self.batch_size {
             if self.position.index >= self.order.len() {
                 self.position = DataPosition {
                     epoch: self.position.epoch + 1,
@@ -93,9 +99,76 @@ impl<'a> BatchStream<'a> {
                 };
                 self.shuffle();
             }
-            examples.push(self.shards.get(self.order[self.position.index]));
+            out.push(self.order[self.position.index]);
             self.position.index += 1;
         }
+        out
+    }
+
+    /// The next batch of a plain corpus.
+    pub fn next_batch(&mut self) -> Batch {
+        let examples: Vec<Example> = self
+            .next_indices()
+            .into_iter()
+            .map(|i| self.shards.get(i))
+            .collect();
         Batch::from_examples(&examples, self.shards.manifest.special_ids.pad)
+    }
+
+    /// The next batch of a CLINE corpus.
+    pub fn next_cline_batch(&mut self) -> ClineBatch {
+        let records: Vec<ClineRecord> = self
+            .next_indices()
+            .into_iter()
+            .map(|i| self.shards.get_cline(i))
+            .collect();
+        ClineBatch::new(&records, self.shards.manifest.special_ids.pad)
+    }
+}
+
+/// A CLINE batch: x_ori, x_syn and x_ant of the same sentences, all padded to one length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClineBatch {
+    pub ori: Batch,
+    pub syn: Batch,
+    pub ant: Batch,
+    /// Detection labels of the x_syn rows then the x_ant rows, [2 · batch, len]: 0 / 1 / 2,
+    /// −100 on special tokens, non-candidates and padding.
+    pub labels: Vec<i64>,
+}
+
+impl ClineBatch {
+    pub fn new(records: &[ClineRecord], pad: u32) -> Self {
+        let len = records
+            .iter()
+            .flat_map(|r| [r.ori.len(), r.syn.len(), r.ant.len()])
+            .max()
+            .unwrap_or(0);
+        let side = |f: fn(&ClineRecord) -> &Vec<u32>| {
+            let ex: Vec<Example> = records
+                .iter()
+                .map(|r| Example {
+                    tokens: f(r).clone(),
+                    segment_a_len: f(r).len(),
+                })
+                .collect();
+            Batch::padded_to(&ex, pad, len)
+        };
+        let mut labels = vec![-100i64; 2 * records.len() * len];
+        for k in 0..2 {
+            for (row, r) in records.iter().enumerate() {
+                let at = (k * records.len() + row) * len;
+                let lab = if k == 0 { &r.syn_labels } else { &r.ant_labels };
+                for (t, &l) in lab.iter().enumerate() {
+                    labels[at + t] = l as i64;
+                }
+            }
+        }
+        Self {
+            ori: side(|r| &r.ori),
+            syn: side(|r| &r.syn),
+            ant: side(|r| &r.ant),
+            labels,
+        }
     }
 }

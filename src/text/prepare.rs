@@ -12,9 +12,14 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use super::cline::{AntKind, ClineConfig, ClineGenerator, IGNORE, SynKind};
+use super::corpus::split_sentences;
 use super::corpus::{list_inputs, read_documents};
 use super::examples::{Example, PackingConfig, pack_document};
-use super::shards::{FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, encode_records};
+use super::shards::{
+    ClineData, ClineRecord, FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, encode_cline_records,
+    encode_records,
+};
 use super::tokenizer::WordPieceTokenizer;
 use crate::{Error, Result};
 
@@ -28,6 +33,14 @@ pub struct PrepareOptions {
     pub seed: u64,
     pub examples_per_shard: usize,
     pub show_progress: bool,
+    /// Write CLINE sentence triples instead of packed examples.
+    pub cline: Option<ClineOptions>,
+}
+
+/// `prepare --cline`: the generation settings and the WordNet database.
+pub struct ClineOptions {
+    pub config: ClineConfig,
+    pub wordnet: PathBuf,
 }
 
 #[derive(Debug)]
@@ -158,6 +171,9 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
             .expect("template"),
     );
 
+    if let Some(c) = &opts.cline {
+        return prepare_cline(opts, c, &tokenizer, &files, bar, start, total_bytes);
+    }
     let mut pending: Vec<Example> = Vec::new();
     let mut shards = Vec::new();
     let (mut examples, mut tokens, mut single) = (0usize, 0u64, 0usize);
@@ -249,6 +265,221 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
         single_segment_examples: single,
         inputs: files.iter().map(|p| p.display().to_string()).collect(),
         shards,
+        cline: None,
+    };
+    let json = serde_json::to_string_pretty(&manifest).expect("json") + "\n";
+    crate::error::write_atomic(&opts.out.join(MANIFEST), json.as_bytes())?;
+    Ok(PrepareReport {
+        manifest,
+        seconds: start.elapsed().as_secs_f64(),
+        bytes: total_bytes,
+    })
+}
+
+/// One sentence → its CLINE record, or `None` when a side has no word to replace. The three
+/// sentences are cut to `max_len − 2` pieces and framed by `[CLS]` … `[SEP]`.
+fn cline_record(
+    generator: &ClineGenerator,
+    tokenizer: &WordPieceTokenizer,
+    sentence: &str,
+    seed: u64,
+    index: u64,
+    max_len: usize,
+) -> Option<(ClineRecord, super::cline::ClineExample, bool)> {
+    let ex = generator.example(sentence, seed, index);
+    if ex.syn_replaced.is_empty() || ex.ant_replaced.is_empty() {
+        return None;
+    }
+    let none: &[super::cline::Replacement<SynKind>] = &[];
+    let ori = ClineGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, none, 0);
+    let syn = ClineGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, &ex.syn_replaced, 1);
+    let ant = ClineGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, &ex.ant_replaced, 2);
+    let s = tokenizer.special;
+    let keep = max_len - 2;
+    let truncated = [&ori, &syn, &ant].iter().any(|p| p.ids.len() > keep);
+    let frame = |ids: &[u32]| {
+        let mut v = vec![s.cls];
+        v.extend_from_slice(&ids[..ids.len().min(keep)]);
+        v.push(s.sep);
+        v
+    };
+    let frame_labels = |labels: &[i32]| {
+        let mut v = vec![IGNORE as i8];
+        v.extend(labels[..labels.len().min(keep)].iter().map(|&l| l as i8));
+        v.push(IGNORE as i8);
+        v
+    };
+    let record = ClineRecord {
+        ori: frame(&ori.ids),
+        syn: frame(&syn.ids),
+        ant: frame(&ant.ids),
+        syn_labels: frame_labels(&syn.labels),
+        ant_labels: frame_labels(&ant.labels),
+    };
+    // A side whose replaced words were all cut off has nothing to detect.
+    let kept = |l: &[i8], label: i8| l.contains(&label);
+    (kept(&record.syn_labels, 1) && kept(&record.ant_labels, 2)).then_some((record, ex, truncated))
+}
+
+/// `prepare --cline`: every sentence of the corpus (its lines split by [`split_sentences`])
+/// becomes one (x_ori, x_syn, x_ant) record; sentence `i` draws from an RNG seeded by
+/// (seed, i), so the output is the same whatever the number of threads.
+fn prepare_cline(
+    opts: &PrepareOptions,
+    c: &ClineOptions,
+    tokenizer: &WordPieceTokenizer,
+    files: &[PathBuf],
+    bar: ProgressBar,
+    start: std::time::Instant,
+    total_bytes: u64,
+) -> Result<PrepareReport> {
+    let cc = &c.config;
+    for (flag, v, ok) in [
+        (
+            "--syn-ratio",
+            cc.syn_ratio,
+            (0.0..=1.0).contains(&cc.syn_ratio),
+        ),
+        (
+            "--ant-ratio",
+            cc.ant_ratio,
+            (0.0..=1.0).contains(&cc.ant_ratio),
+        ),
+        ("--cap", cc.cap, cc.cap > 0.0 && cc.cap <= 1.0),
+    ] {
+        if !ok {
+            return Err(Error::Config(format!(
+                "{flag} {v} must be in {}",
+                if flag == "--cap" { "(0, 1]" } else { "[0, 1]" }
+            )));
+        }
+    }
+    let wn = crate::lexicon::wordnet::WordNet::open(&c.wordnet)?;
+    let generator = ClineGenerator::new(
+        &wn,
+        c.config.clone(),
+        &ClineGenerator::vocabulary_of(tokenizer),
+    );
+    let token_bytes = if tokenizer.vocab_size() <= 1 << 16 {
+        2
+    } else {
+        4
+    };
+    let mut data = ClineData {
+        config: c.config.clone(),
+        sentences: 0,
+        skipped: 0,
+        syn_synonyms: 0,
+        syn_hypernyms: 0,
+        syn_inflections: 0,
+        ant_antonyms: 0,
+        ant_random: 0,
+        truncated: 0,
+    };
+    let mut pending: Vec<ClineRecord> = Vec::new();
+    let mut shards = Vec::new();
+    let (mut examples, mut tokens) = (0usize, 0u64);
+    let flush =
+        |pending: &mut Vec<ClineRecord>, all: bool, shards: &mut Vec<ShardInfo>| -> Result<()> {
+            while pending.len() >= opts.examples_per_shard || (all && !pending.is_empty()) {
+                let take = pending.len().min(opts.examples_per_shard);
+                let chunk: Vec<ClineRecord> = pending.drain(..take).collect();
+                let file = format!("shard-{:05}.bin", shards.len());
+                crate::error::write_atomic(
+                    &opts.out.join(&file),
+                    &encode_cline_records(&chunk, opts.max_seq_len, token_bytes),
+                )?;
+                shards.push(ShardInfo {
+                    file,
+                    examples: chunk.len(),
+                });
+            }
+            Ok(())
+        };
+    for f in files {
+        let sentences: Vec<String> = read_documents(f)?
+            .iter()
+            .flat_map(|d| d.lines.iter())
+            .flat_map(|l| split_sentences(l).into_iter().map(str::to_string))
+            .collect();
+        let file_bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
+        const CHUNK: usize = 4096;
+        let mut shown = 0u64;
+        let n_chunks = sentences.len().div_ceil(CHUNK).max(1) as u64;
+        for chunk in sentences.chunks(CHUNK) {
+            let first = data.sentences as u64;
+            let made: Vec<_> = chunk
+                .par_iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    cline_record(
+                        &generator,
+                        tokenizer,
+                        s,
+                        opts.seed,
+                        first + i as u64,
+                        opts.max_seq_len,
+                    )
+                })
+                .collect();
+            data.sentences += chunk.len();
+            for m in made {
+                let Some((record, ex, truncated)) = m else {
+                    data.skipped += 1;
+                    continue;
+                };
+                for r in &ex.syn_replaced {
+                    match r.kind {
+                        SynKind::Synonym => data.syn_synonyms += 1,
+                        SynKind::Hypernym => data.syn_hypernyms += 1,
+                        SynKind::Inflection => data.syn_inflections += 1,
+                    }
+                }
+                for r in &ex.ant_replaced {
+                    match r.kind {
+                        AntKind::Antonym => data.ant_antonyms += 1,
+                        AntKind::Random => data.ant_random += 1,
+                    }
+                }
+                data.truncated += usize::from(truncated);
+                examples += 1;
+                tokens += record.ori.len() as u64;
+                pending.push(record);
+            }
+            flush(&mut pending, false, &mut shards)?;
+            let step = (file_bytes / n_chunks).min(file_bytes - shown);
+            bar.inc(step);
+            shown += step;
+        }
+        bar.inc(file_bytes - shown);
+    }
+    flush(&mut pending, true, &mut shards)?;
+    bar.finish_and_clear();
+    if examples == 0 {
+        return Err(Error::Input(format!(
+            "{}: no sentence has a word to replace by a synonym and one by an antonym or random word",
+            files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    tokenizer.save(&opts.out.join("tokenizer.json"))?;
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        max_seq_len: opts.max_seq_len,
+        token_bytes,
+        vocab_size: tokenizer.vocab_size(),
+        tokenizer_fingerprint: tokenizer.fingerprint(),
+        special_ids: tokenizer.special,
+        seed: opts.seed,
+        examples,
+        tokens,
+        single_segment_examples: examples,
+        inputs: files.iter().map(|p| p.display().to_string()).collect(),
+        shards,
+        cline: Some(data),
     };
     let json = serde_json::to_string_pretty(&manifest).expect("json") + "\n";
     crate::error::write_atomic(&opts.out.join(MANIFEST), json.as_bytes())?;

@@ -4,6 +4,11 @@
 //! `[length: u16 LE][segment_a_len: u16 LE][max_seq_len token ids, u16 or u32 LE, 0-padded]`,
 //! so example i of a shard starts at `i * record_size` and is read without parsing.
 //! `manifest.json` records the layout, the tokenizer fingerprint and the counts.
+//!
+//! A CLINE corpus (`prepare --cline`, manifest field `cline`) holds one sentence triple per
+//! record: `[len ori, len syn, len ant, 0: u16 LE][ori ids][syn ids][ant ids]` (each
+//! `max_seq_len` ids, 0-padded) `[syn labels][ant labels]` (each `max_seq_len` bytes, i8:
+//! 0 / 1 / 2 / −100, see [`crate::text::cline`]).
 
 use std::path::{Path, PathBuf};
 
@@ -38,11 +43,48 @@ pub struct Manifest {
     pub single_segment_examples: usize,
     pub inputs: Vec<String>,
     pub shards: Vec<ShardInfo>,
+    /// Set for a CLINE corpus: how its sentence triples were made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cline: Option<ClineData>,
+}
+
+/// What `prepare --cline` did: its settings and counts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClineData {
+    pub config: super::cline::ClineConfig,
+    /// Sentences read.
+    pub sentences: usize,
+    /// Sentences left out: no word to replace on one side.
+    pub skipped: usize,
+    /// Words replaced in x_syn, by kind.
+    pub syn_synonyms: usize,
+    pub syn_hypernyms: usize,
+    pub syn_inflections: usize,
+    /// Words replaced in x_ant, by kind.
+    pub ant_antonyms: usize,
+    pub ant_random: usize,
+    /// Examples whose three sentences were cut to `max_seq_len`.
+    pub truncated: usize,
+}
+
+/// One CLINE record: the three sentences as ids (with `[CLS]`/`[SEP]`) and the detection labels
+/// of x_syn and x_ant (−100 on special tokens).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClineRecord {
+    pub ori: Vec<u32>,
+    pub syn: Vec<u32>,
+    pub ant: Vec<u32>,
+    pub syn_labels: Vec<i8>,
+    pub ant_labels: Vec<i8>,
 }
 
 impl Manifest {
     pub fn record_size(&self) -> usize {
-        4 + self.max_seq_len * self.token_bytes
+        if self.cline.is_some() {
+            8 + self.max_seq_len * (3 * self.token_bytes + 2)
+        } else {
+            4 + self.max_seq_len * self.token_bytes
+        }
     }
 
     pub fn read(dir: &Path) -> Result<Self> {
@@ -61,6 +103,30 @@ impl Manifest {
     }
 }
 
+fn put_ids(out: &mut [u8], ids: &[u32], token_bytes: usize) {
+    for (i, &t) in ids.iter().enumerate() {
+        let at = i * token_bytes;
+        if token_bytes == 2 {
+            out[at..at + 2].copy_from_slice(&(t as u16).to_le_bytes());
+        } else {
+            out[at..at + 4].copy_from_slice(&t.to_le_bytes());
+        }
+    }
+}
+
+fn get_ids(r: &[u8], len: usize, token_bytes: usize) -> Vec<u32> {
+    (0..len)
+        .map(|k| {
+            let at = k * token_bytes;
+            if token_bytes == 2 {
+                u16::from_le_bytes([r[at], r[at + 1]]) as u32
+            } else {
+                u32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]])
+            }
+        })
+        .collect()
+}
+
 /// Encodes examples into one shard's bytes.
 pub fn encode_records(examples: &[Example], max_seq_len: usize, token_bytes: usize) -> Vec<u8> {
     let rec = 4 + max_seq_len * token_bytes;
@@ -69,12 +135,31 @@ pub fn encode_records(examples: &[Example], max_seq_len: usize, token_bytes: usi
         assert!(ex.tokens.len() <= max_seq_len && max_seq_len <= u16::MAX as usize);
         chunk[0..2].copy_from_slice(&(ex.tokens.len() as u16).to_le_bytes());
         chunk[2..4].copy_from_slice(&(ex.segment_a_len as u16).to_le_bytes());
-        for (i, &t) in ex.tokens.iter().enumerate() {
-            let at = 4 + i * token_bytes;
-            if token_bytes == 2 {
-                chunk[at..at + 2].copy_from_slice(&(t as u16).to_le_bytes());
-            } else {
-                chunk[at..at + 4].copy_from_slice(&t.to_le_bytes());
+        put_ids(&mut chunk[4..], &ex.tokens, token_bytes);
+    }
+    out
+}
+
+/// Encodes CLINE records into one shard's bytes.
+pub fn encode_cline_records(
+    records: &[ClineRecord],
+    max_seq_len: usize,
+    token_bytes: usize,
+) -> Vec<u8> {
+    let l = max_seq_len;
+    let rec = 8 + l * (3 * token_bytes + 2);
+    let mut out = vec![0u8; rec * records.len()];
+    for (r, chunk) in records.iter().zip(out.chunks_exact_mut(rec)) {
+        let sides = [&r.ori, &r.syn, &r.ant];
+        for (k, ids) in sides.iter().enumerate() {
+            assert!(ids.len() <= l && l <= u16::MAX as usize);
+            chunk[2 * k..2 * k + 2].copy_from_slice(&(ids.len() as u16).to_le_bytes());
+            put_ids(&mut chunk[8 + k * l * token_bytes..], ids, token_bytes);
+        }
+        let labels = 8 + 3 * l * token_bytes;
+        for (k, lab) in [&r.syn_labels, &r.ant_labels].iter().enumerate() {
+            for (i, &v) in lab.iter().enumerate() {
+                chunk[labels + k * l + i] = v as u8;
             }
         }
     }
@@ -139,26 +224,45 @@ impl ShardSet {
 
     /// Example `i`: its token ids and the length of segment A (with `[CLS]` and `[SEP]`).
     pub fn get(&self, i: usize) -> Example {
+        assert!(!self.is_cline(), "get on a CLINE corpus");
+        let r = self.record(i);
+        let len = u16::from_le_bytes([r[0], r[1]]) as usize;
+        let segment_a_len = u16::from_le_bytes([r[2], r[3]]) as usize;
+        Example {
+            tokens: get_ids(&r[4..], len, self.manifest.token_bytes),
+            segment_a_len,
+        }
+    }
+
+    /// Whether this is a CLINE corpus (records read with [`ShardSet::get_cline`]).
+    pub fn is_cline(&self) -> bool {
+        self.manifest.cline.is_some()
+    }
+
+    fn record(&self, i: usize) -> &[u8] {
         let shard = self.starts.partition_point(|&s| s <= i) - 1;
         let rec = self.manifest.record_size();
         let off = (i - self.starts[shard]) * rec;
-        let r = &self.maps[shard][off..off + rec];
-        let len = u16::from_le_bytes([r[0], r[1]]) as usize;
-        let segment_a_len = u16::from_le_bytes([r[2], r[3]]) as usize;
-        let tb = self.manifest.token_bytes;
-        let tokens = (0..len)
-            .map(|k| {
-                let at = 4 + k * tb;
-                if tb == 2 {
-                    u16::from_le_bytes([r[at], r[at + 1]]) as u32
-                } else {
-                    u32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]])
-                }
-            })
-            .collect();
-        Example {
-            tokens,
-            segment_a_len,
+        &self.maps[shard][off..off + rec]
+    }
+
+    /// Triple `i` of a CLINE corpus.
+    pub fn get_cline(&self, i: usize) -> ClineRecord {
+        assert!(self.is_cline(), "get_cline on a plain corpus");
+        let r = self.record(i);
+        let (l, tb) = (self.manifest.max_seq_len, self.manifest.token_bytes);
+        let len = |k: usize| u16::from_le_bytes([r[2 * k], r[2 * k + 1]]) as usize;
+        let ids = |k: usize| get_ids(&r[8 + k * l * tb..], len(k), tb);
+        let labels = |k: usize, n: usize| {
+            let at = 8 + 3 * l * tb + k * l;
+            r[at..at + n].iter().map(|&b| b as i8).collect()
+        };
+        ClineRecord {
+            ori: ids(0),
+            syn: ids(1),
+            ant: ids(2),
+            syn_labels: labels(0, len(1)),
+            ant_labels: labels(1, len(2)),
         }
     }
 }

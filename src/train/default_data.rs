@@ -25,6 +25,7 @@ pub fn ensure_default_shards(run: &Path, cfg: &PretrainConfig, progress: bool) -
         seed: cfg.train.seed,
         examples_per_shard: 65536,
         show_progress: progress,
+        cline: None,
     })?;
     Ok(data)
 }
