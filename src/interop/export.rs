@@ -29,7 +29,10 @@ pub fn export_run(run: &Path, step: Option<u64>, out: &Path) -> Result<Vec<PathB
             step.map(|s| format!(" at step {s}")).unwrap_or_default()
         ))
     })?;
-    let ck = checkpoint::load(&dir)?;
+    let mut ck = checkpoint::load(&dir)?;
+    // CLINE's detection head, pooler and loss weights have no place in transformers' classes.
+    ck.model
+        .retain(|k, _| !k.starts_with(crate::model::heads::CLINE_PREFIX));
     let vocab = ck
         .model
         .get("electra.embeddings.word_embeddings.weight")

@@ -18,6 +18,51 @@
 
 use burn::prelude::*;
 use burn::tensor::activation::{log_softmax, relu};
+use serde::{Deserialize, Serialize};
+
+/// CLINE's replaced-token detection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClineRtd {
+    /// One logit per piece: replaced or not (the paper).
+    #[default]
+    Binary,
+    /// Kept / synonym-side / antonym-side (the authors' code).
+    ThreeWay,
+}
+
+/// CLINE's contrast loss.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClineContrast {
+    /// [`infonce_contrast`] on [CLS] (the paper).
+    #[default]
+    Infonce,
+    /// [`bce_contrast`] on the tanh pooler (the authors' code).
+    Bce,
+}
+
+/// Which x_ori the contrast reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClineOri {
+    /// The masked MLM input (the authors' code).
+    #[default]
+    Masked,
+    /// The sentence as it is (one more sequence per example in the forward pass).
+    Unmasked,
+}
+
+/// How CLINE's three losses are weighted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClineWeights {
+    /// λ from `objective.cline_lambdas`.
+    #[default]
+    Fixed,
+    /// [`learned_weighting`] (the authors' code).
+    Learned,
+}
 
 /// softplus(x) = log(1 + e^x), stable for large |x|.
 fn softplus<const D: usize>(x: Tensor<D>) -> Tensor<D> {

@@ -7,6 +7,7 @@ pub mod rtd;
 pub mod sentence_regularization;
 pub mod soft_regularization;
 
+pub use contrastive::{ClineContrast, ClineOri, ClineRtd, ClineWeights};
 pub use hard_correction::{CorrectionCounts, Prediction, correction_weights};
 pub use mlm::masked_cross_entropy;
 pub use rtd::replaced_token_loss;
@@ -30,6 +31,10 @@ pub enum ObjectiveKind {
     SrSent,
     #[serde(rename = "hc+sr")]
     HcSr,
+    /// CLINE (Wang et al., 2021): MLM + detection + contrast on synonym / antonym sentences
+    /// (needs a corpus from `prepare --cline`).
+    #[serde(rename = "cline")]
+    Cline,
 }
 
 impl ObjectiveKind {
@@ -70,6 +75,16 @@ pub struct ObjectiveConfig {
     pub hc_multi_piece: bool,
     /// Synonym table file (`trueneg lexicon build`); unset = WordNet table built for the run.
     pub lexicon: Option<PathBuf>,
+    /// CLINE detection: `binary` (the paper) or `three-way` (the authors' code).
+    pub cline_rtd: ClineRtd,
+    /// CLINE contrast: `infonce` on [CLS] (the paper) or `bce` on the tanh pooler (the code).
+    pub cline_contrast: ClineContrast,
+    /// Which x_ori gives h_o: `masked` (the code: the MLM input) or `unmasked`.
+    pub cline_ori: ClineOri,
+    /// `fixed` (λ from `cline_lambdas`) or `learned` (the code's s_i).
+    pub cline_weights: ClineWeights,
+    /// λ1, λ2, λ3 of L = λ1 L_MLM + λ2 L_RTD + λ3 L_cts with fixed weights.
+    pub cline_lambdas: [f64; 3],
 }
 
 impl Default for ObjectiveConfig {
@@ -82,6 +97,11 @@ impl Default for ObjectiveConfig {
             hc_discriminator: DiscriminatorCorrection::Off,
             hc_multi_piece: false,
             lexicon: None,
+            cline_rtd: ClineRtd::Binary,
+            cline_contrast: ClineContrast::Infonce,
+            cline_ori: ClineOri::Masked,
+            cline_weights: ClineWeights::Fixed,
+            cline_lambdas: [1.0, 1.0, 1.0],
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Training: configuration, optimizer and schedule, the pre-training loop, checkpoints.
 
 pub mod checkpoint;
+pub mod cline_step;
 pub mod config;
 pub mod default_data;
 pub mod model;

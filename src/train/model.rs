@@ -5,45 +5,98 @@ use burn::prelude::*;
 use super::config::{ModelKind, PretrainConfig};
 use crate::interop::tensors::{Loader, TensorMap};
 use crate::interop::{read_hf_config, read_safetensors};
+use crate::model::heads::{CLINE_PREFIX, ClineHeads};
 use crate::model::params::ParamWalker;
 use crate::model::{BertMlm, Electra, EncoderConfig};
+use crate::objective::ObjectiveKind;
+use crate::objective::contrastive::{ClineContrast, ClineRtd, ClineWeights};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone)]
 #[allow(clippy::large_enum_variant)] // one value per run, never moved in a hot loop
-pub enum PretrainModel {
+pub enum Net {
     Bert(BertMlm),
     Electra(Electra),
+}
+
+/// The network and, for `objective.kind = "cline"`, CLINE's own heads and loss weights.
+#[derive(Debug, Clone)]
+pub struct PretrainModel {
+    pub net: Net,
+    pub cline: Option<ClineHeads>,
 }
 
 impl PretrainModel {
     pub fn new(cfg: &PretrainConfig, vocab: usize, device: &Device) -> Self {
         let p = cfg.train.precision;
         let encoder = cfg.model.encoder(vocab).with_precision(p);
-        match cfg.model.kind {
-            ModelKind::Bert => PretrainModel::Bert(BertMlm::new(&encoder, device)),
-            ModelKind::Electra => PretrainModel::Electra(Electra::new(
+        let net = match cfg.model.kind {
+            ModelKind::Bert => Net::Bert(BertMlm::new(&encoder, device)),
+            ModelKind::Electra => Net::Electra(Electra::new(
                 &encoder,
                 &cfg.model.generator(vocab).with_precision(p),
                 device,
             )),
-        }
+        };
+        let o = &cfg.objective;
+        let cline = (o.kind == ObjectiveKind::Cline).then(|| {
+            let outputs = match (o.cline_rtd, cfg.model.kind) {
+                (ClineRtd::ThreeWay, _) => Some(3),
+                (ClineRtd::Binary, ModelKind::Bert) => Some(1),
+                // The discriminator's own head detects replaced tokens.
+                (ClineRtd::Binary, ModelKind::Electra) => None,
+            };
+            ClineHeads::new(
+                &encoder,
+                outputs,
+                o.cline_contrast == ClineContrast::Bce,
+                o.cline_weights == ClineWeights::Learned,
+                device,
+            )
+        });
+        Self { net, cline }
+    }
+
+    pub fn is_electra(&self) -> bool {
+        matches!(self.net, Net::Electra(_))
     }
 
     pub fn walk(&mut self, w: &mut dyn ParamWalker) {
-        match self {
-            PretrainModel::Bert(m) => m.walk(w),
-            PretrainModel::Electra(m) => m.walk(w),
+        self.walk_net(w);
+        if let Some(c) = &mut self.cline {
+            c.walk(w);
+        }
+    }
+
+    fn walk_net(&mut self, w: &mut dyn ParamWalker) {
+        match &mut self.net {
+            Net::Bert(m) => m.walk(w),
+            Net::Electra(m) => m.walk(w),
         }
     }
 
     /// Sets every parameter from `map` (names as [`PretrainModel::walk`] gives them).
     pub fn load(&mut self, map: &TensorMap, device: &Device) -> Result<()> {
+        self.load_from(map, device, true)
+    }
+
+    /// Sets the network's parameters from `map` (`model.init_from`): CLINE's heads keep their
+    /// fresh values, and CLINE tensors in `map` are not used.
+    pub fn load_init(&mut self, map: &TensorMap, device: &Device) -> Result<()> {
+        self.load_from(map, device, false)
+    }
+
+    fn load_from(&mut self, map: &TensorMap, device: &Device, heads: bool) -> Result<()> {
         let mut loader = Loader::new(map, device);
-        self.walk(&mut loader);
+        if heads {
+            self.walk(&mut loader);
+        } else {
+            self.walk_net(&mut loader);
+        }
         let used = loader.finish()?;
         if let Some(extra) = map.tensors.keys().find(|k| {
             !used.contains(*k)
+                && (heads || !k.starts_with(CLINE_PREFIX))
                 && !k.ends_with("position_ids")
                 && !k.contains("decoder.weight")
                 && !k.contains("generator_lm_head.weight")
@@ -65,13 +118,32 @@ impl PretrainModel {
     }
 }
 
-/// Reads transformers weights for `init_from`: a BERT directory, or an ELECTRA directory
-/// with `discriminator/` and `generator/`. Checks the configs against the run's encoder.
+/// Reads the weights for `init_from`: a trueneg run folder (its latest checkpoint, same model
+/// kind), a transformers BERT directory, or an ELECTRA directory with `discriminator/` and
+/// `generator/`. Checks the configs against the run's encoder (tensor shapes are checked when
+/// they are loaded).
 pub fn read_transformers_weights(
     dir: &std::path::Path,
     kind: ModelKind,
     expect: &EncoderConfig,
 ) -> Result<TensorMap> {
+    if dir.join("config.toml").exists() {
+        let run_cfg = PretrainConfig::load(&dir.join("config.toml").to_string_lossy(), &[])?;
+        if run_cfg.model.kind != kind {
+            return Err(Error::Config(format!(
+                "field `model.init_from`: {} is a {:?} run, this run's model.kind is {kind:?}",
+                dir.display(),
+                run_cfg.model.kind
+            )));
+        }
+        let (_, ck) = super::checkpoint::list(dir).pop().ok_or_else(|| {
+            Error::Checkpoint(format!(
+                "field `model.init_from`: {} has no checkpoint",
+                dir.display()
+            ))
+        })?;
+        return read_safetensors(&ck.join("model.safetensors"));
+    }
     let check = |sub: &std::path::Path, hidden_ok: bool| -> Result<TensorMap> {
         let cfg = read_hf_config(&sub.join("config.json"))?;
         if cfg.encoder.vocab_size != expect.vocab_size {

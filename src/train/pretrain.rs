@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::checkpoint::{self, TrainState, WindowTotals};
+use super::cline_step::cline_step_loss;
 use super::config::PretrainConfig;
 use super::model::{PretrainModel, read_transformers_weights};
 use super::optimizer::{AdamW, Grads, scheduled_lr};
@@ -44,6 +45,21 @@ pub struct StepMetrics {
     pub sr_loss: Option<f64>,
     /// Sentence-level Soft Regularization term (before its weight).
     pub sr_sent_loss: Option<f64>,
+    /// CLINE: the replaced-token detection loss on x_syn and x_ant (before its weight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtd_loss: Option<f64>,
+    /// CLINE: detection accuracy over the labelled pieces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtd_accuracy: Option<f64>,
+    /// CLINE: the contrast loss (before its weight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contrast_loss: Option<f64>,
+    /// CLINE: share of the examples where h_o is closer to h_syn than to h_ant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syn_closer: Option<f64>,
+    /// CLINE: the weights of L_MLM, L_RTD, L_cts (exp(−s_i) when learned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_weights: Option<[f64; 3]>,
     pub lr: f64,
     pub grad_norm: f64,
     /// Masked positions. This and the Hard Correction counts below are totals over the steps
@@ -211,6 +227,20 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             shards.manifest.max_seq_len
         )));
     }
+    let cline = cfg.objective.kind == crate::objective::ObjectiveKind::Cline;
+    if cline != shards.is_cline() {
+        return Err(Error::Config(if cline {
+            format!(
+                "field `objective.kind` is \"cline\", but {} holds packed examples; make sentence triples with `trueneg prepare --cline`",
+                shards.dir.display()
+            )
+        } else {
+            format!(
+                "{} holds CLINE sentence triples (`prepare --cline`); they train only with objective.kind = \"cline\"",
+                shards.dir.display()
+            )
+        }));
+    }
     let base_device = crate::device::device_for(&cfg.train.device)?;
     let device = base_device.clone().autodiff();
     let mut model = PretrainModel::new(cfg, vocab, &device);
@@ -253,7 +283,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             if let Some(init) = &cfg.model.init_from {
                 let weights =
                     read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
-                model.load(&weights, &device)?;
+                model.load_init(&weights, &device)?;
             }
         }
     }
@@ -318,27 +348,40 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         let (mut loss_sum, mut mlm_sum, mut disc_sum, mut correct, mut real, mut masked) =
             (0.0, 0.0, 0.0, 0.0, 0usize, 0usize);
         let (mut sr_sum, mut sr_sent_sum) = (0.0, 0.0);
+        // CLINE: detection loss, right detections, labelled pieces, contrast, syn-closer share,
+        // and the three weights.
+        let (mut rtd_sum, mut rtd_right, mut rtd_counted) = (0.0, 0.0, 0usize);
+        let (mut cts_sum, mut closer_sum, mut weights) = (0.0, 0.0, [0.0; 3]);
         for micro in 0..cfg.train.grad_accum {
             let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
             crate::model::seed(&base_device, step_seed);
             let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
-            let batch = stream.next_batch();
-            let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);
-            let l = step_loss(
-                &model,
-                cfg,
-                table.as_ref(),
-                multi_piece.as_ref(),
-                &batch,
-                &m,
-                &device,
-            );
-            masked += m.positions.len();
+            let (l, n_masked, n_tokens) = if cline {
+                let cb = stream.next_cline_batch();
+                let m = mask_batch(&cb.ori, &cfg.masking, &special, vocab, &mut rng);
+                let l = cline_step_loss(&model, cfg, &cb, &m, &device);
+                (l, m.positions.len(), cb.ori.batch * cb.ori.len)
+            } else {
+                let batch = stream.next_batch();
+                let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);
+                let l = step_loss(
+                    &model,
+                    cfg,
+                    table.as_ref(),
+                    multi_piece.as_ref(),
+                    &batch,
+                    &m,
+                    &device,
+                );
+                (l, m.positions.len(), batch.batch * batch.len)
+            };
+            masked += n_masked;
             real += l.real_tokens;
             let g = l.total.backward();
             grads.accumulate(Grads::collect(&g, |w| model.walk(w)));
             // Every loss term in one read (one device sync instead of one per term).
             let zero = || Tensor::<1>::zeros([1], &device);
+            let c = l.cline.as_ref();
             let terms = [
                 Some(l.total),
                 Some(l.mlm),
@@ -346,9 +389,18 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 l.disc_correct,
                 l.sr,
                 l.sr_sent,
+                c.map(|c| c.rtd.clone()),
+                c.map(|c| c.rtd_correct.clone()),
+                c.map(|c| c.contrast.clone()),
+                c.map(|c| c.syn_closer.clone()),
             ]
             .map(|t| t.map(|t| t.inner().reshape([1])).unwrap_or_else(zero));
-            let v = Tensor::cat(terms.to_vec(), 0)
+            let mut terms = terms.to_vec();
+            terms.push(
+                c.map(|c| c.weights.clone().inner())
+                    .unwrap_or_else(|| Tensor::zeros([3], &device)),
+            );
+            let v = Tensor::cat(terms, 0)
                 .into_data()
                 .convert::<f64>()
                 .try_into_vec::<f64>()
@@ -359,13 +411,19 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             correct += v[3];
             sr_sum += v[4];
             sr_sent_sum += v[5];
+            rtd_sum += v[6];
+            rtd_right += v[7];
+            cts_sum += v[8];
+            closer_sum += v[9];
+            weights = [v[10], v[11], v[12]];
+            rtd_counted += c.map_or(0, |c| c.rtd_counted);
             if let Some(c) = l.corrections {
                 window
                     .corrections
                     .get_or_insert_with(CorrectionCounts::default)
                     .add(&c);
             }
-            rate_tokens += batch.batch * batch.len;
+            rate_tokens += n_tokens;
         }
         let k = cfg.train.grad_accum as f64;
         if !loss_sum.is_finite() {
@@ -388,13 +446,13 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         window.masked += masked;
         window.steps += 1;
 
-        let is_electra = matches!(model, PretrainModel::Electra(_));
+        let is_electra = model.is_electra();
         let metrics = StepMetrics {
             step: done,
             loss: loss_sum / k,
             mlm_loss: mlm_sum / k,
-            disc_loss: is_electra.then_some(disc_sum / k),
-            disc_accuracy: is_electra.then(|| correct / real.max(1) as f64),
+            disc_loss: (is_electra && !cline).then_some(disc_sum / k),
+            disc_accuracy: (is_electra && !cline).then(|| correct / real.max(1) as f64),
             sr_loss: cfg
                 .objective
                 .kind
@@ -405,6 +463,11 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 .kind
                 .sentence_regularization()
                 .then_some(sr_sent_sum / k),
+            rtd_loss: cline.then_some(rtd_sum / k),
+            rtd_accuracy: cline.then(|| rtd_right / rtd_counted.max(1) as f64),
+            contrast_loss: cline.then_some(cts_sum / k),
+            syn_closer: cline.then_some(closer_sum / k),
+            loss_weights: cline.then_some(weights),
             lr,
             grad_norm,
             masked: window.masked,
@@ -434,6 +497,11 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                     metrics
                         .disc_loss
                         .map(|d| format!("  disc {d:.4}"))
+                        .or_else(|| metrics.contrast_loss.map(|c| format!(
+                            "  rtd {:.4}  contrast {c:.4}  syn-closer {:.2}",
+                            metrics.rtd_loss.unwrap_or(0.0),
+                            metrics.syn_closer.unwrap_or(0.0)
+                        )))
                         .unwrap_or_default(),
                     lr,
                     metrics.tokens_per_s,

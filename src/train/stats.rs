@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::checkpoint;
 use super::config::PretrainConfig;
-use super::model::PretrainModel;
+use super::model::{Net, PretrainModel};
 use super::step::ints;
 use crate::interop::tensors::TensorMap;
 use crate::lexicon::SynonymTable;
@@ -112,9 +112,9 @@ pub fn correction_stats(
                 ),
                 &device,
             );
-            let logits = match &model {
-                PretrainModel::Bert(bm) => bm.mlm_logits(&x, pos),
-                PretrainModel::Electra(e) => e.generator_logits(&x, pos),
+            let logits = match &model.net {
+                Net::Bert(bm) => bm.mlm_logits(&x, pos),
+                Net::Electra(e) => e.generator_logits(&x, pos),
             };
             let pred: Vec<u32> = logits
                 .argmax(1)

@@ -8,7 +8,7 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 
 use super::config::PretrainConfig;
-use super::model::PretrainModel;
+use super::model::{Net, PretrainModel};
 use crate::lexicon::SynonymTable;
 use crate::model::Inputs;
 use crate::objective::hard_correction::MultiPiece;
@@ -64,6 +64,21 @@ pub struct StepLoss {
     pub sr_sent: Option<Tensor<1>>,
     pub corrections: Option<CorrectionCounts>,
     pub real_tokens: usize,
+    /// CLINE only.
+    pub cline: Option<ClineTerms>,
+}
+
+/// CLINE's terms of one micro-batch (see [`super::cline_step`]).
+pub struct ClineTerms {
+    pub rtd: Tensor<1>,
+    /// Detection predictions that are right, over the `rtd_counted` labelled pieces.
+    pub rtd_correct: Tensor<1>,
+    pub rtd_counted: usize,
+    pub contrast: Tensor<1>,
+    /// Share of the examples where h_o is closer (dot product) to h_s than to h_a.
+    pub syn_closer: Tensor<1>,
+    /// The weights w1..w3 the total used ([3]; exp(−s_i) when learned).
+    pub weights: Tensor<1>,
 }
 
 /// The masked ids with each masked position replaced by `predicted`.
@@ -93,16 +108,16 @@ pub fn step_loss(
     let rows: Vec<usize> = m.positions.iter().map(|&p| p / batch.len.max(1)).collect();
     let shape = [batch.batch, batch.len];
 
-    let (logits, words) = match model {
-        PretrainModel::Bert(b) => (b.mlm_logits(&x, positions), b.embeddings.word_matrix()),
-        PretrainModel::Electra(e) => (
+    let (logits, words) = match &model.net {
+        Net::Bert(b) => (b.mlm_logits(&x, positions), b.embeddings.word_matrix()),
+        Net::Electra(e) => (
             e.generator_logits(&x, positions),
             e.embeddings.word_matrix(),
         ),
     };
     let argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
-    let sampled = match model {
-        PretrainModel::Electra(_) => {
+    let sampled = match &model.net {
+        Net::Electra(_) => {
             // Gumbel-max sampling at temperature 1: argmax(z − log(−log u)).
             let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
             let gumbel = u.log().neg().log().neg();
@@ -112,7 +127,7 @@ pub fn step_loss(
                     .squeeze_dim::<1>(1),
             ))
         }
-        PretrainModel::Bert(_) => None,
+        Net::Bert(_) => None,
     };
     let needs_argmax_host = obj.kind.sentence_regularization()
         || (obj.kind.hard_correction()
@@ -159,9 +174,9 @@ pub fn step_loss(
             ids: ints(&batch.ids, shape, device),
             ..x.clone()
         };
-        let (hp, hs) = match model {
-            PretrainModel::Bert(b) => (b.encode(&xp), b.encode(&xs)),
-            PretrainModel::Electra(e) => (e.generator_encode(&xp), e.generator_encode(&xs)),
+        let (hp, hs) = match &model.net {
+            Net::Bert(b) => (b.encode(&xp), b.encode(&xs)),
+            Net::Electra(e) => (e.generator_encode(&xp), e.generator_encode(&xs)),
         };
         sentence_regularization(hp, hs, ints(&batch.attention_mask, shape, device).float())
     });
@@ -169,8 +184,8 @@ pub fn step_loss(
         total = total + r.clone().mul_scalar(obj.sr_sent_weight);
     }
 
-    let (disc, disc_correct) = match (model, &sampled) {
-        (PretrainModel::Electra(e), Some(sampled)) => {
+    let (disc, disc_correct) = match (&model.net, &sampled) {
+        (Net::Electra(e), Some(sampled)) => {
             let disc_ids = filled(batch, m, sampled);
             let mut replaced = vec![0u32; batch.ids.len()];
             let mut weights: Vec<u32> = batch.attention_mask.clone();
@@ -215,5 +230,6 @@ pub fn step_loss(
         sr_sent,
         corrections,
         real_tokens,
+        cline: None,
     }
 }

@@ -1,0 +1,202 @@
+//! One CLINE micro-step (Wang et al., ACL 2021) on a batch of (x_ori, x_syn, x_ant) triples.
+//!
+//! One batched forward pass of `[x_ori masked; x_syn; x_ant]` (and `x_ori` as it is, a fourth
+//! block, with `objective.cline_ori = "unmasked"`), then
+//! `L = w1·L_MLM + w2·L_RTD + w3·L_cts` (the losses and both weightings are in
+//! [`crate::objective::contrastive`]):
+//! - L_MLM: the masked x_ori rows (BERT: the encoder's MLM head; ELECTRA: the generator, and
+//!   the discriminator serves as the encoder of the three sentences);
+//! - L_RTD: the x_syn and x_ant rows at candidate pieces (binary: BERT's CLINE head or the
+//!   ELECTRA discriminator's own head; three-way: CLINE's head);
+//! - L_cts: h_o, h_s, h_a the [CLS] vectors (`infonce`) or their tanh pooler outputs (`bce`).
+
+use burn::prelude::*;
+
+use super::config::PretrainConfig;
+use super::model::{Net, PretrainModel};
+use super::step::{StepLoss, ints};
+use crate::model::Inputs;
+use crate::model::heads::gather_rows;
+use crate::objective::contrastive::{
+    ClineContrast, ClineOri, ClineRtd, ClineWeights, bce_contrast, binary_detection_loss,
+    infonce_contrast, learned_weighting, syn_closer, three_way_detection_loss,
+};
+use crate::objective::masked_cross_entropy;
+use crate::text::batches::ClineBatch;
+use crate::text::masking::Masked;
+
+/// Rows `from..to` of a [rows, len, hidden] tensor.
+fn rows(h: &Tensor<3>, from: usize, to: usize) -> Tensor<3> {
+    let [_, l, d] = h.dims();
+    h.clone().slice([from..to, 0..l, 0..d])
+}
+
+/// Forward pass and loss of one CLINE micro-batch; `m` masks `cb.ori`.
+pub fn cline_step_loss(
+    model: &PretrainModel,
+    cfg: &PretrainConfig,
+    cb: &ClineBatch,
+    m: &Masked,
+    device: &Device,
+) -> StepLoss {
+    let o = &cfg.objective;
+    let heads = model.cline.as_ref().expect("CLINE heads");
+    let (b, len) = (cb.ori.batch, cb.ori.len);
+    let unmasked = o.cline_ori == ClineOri::Unmasked;
+    let positions = {
+        let v: Vec<i64> = m.positions.iter().map(|&p| p as i64).collect();
+        let n = v.len();
+        Tensor::<1, Int>::from_data(TensorData::new(v, [n]), device)
+    };
+    let labels = {
+        let v: Vec<i64> = m.labels.iter().map(|&l| l as i64).collect();
+        let n = v.len();
+        Tensor::<1, Int>::from_data(TensorData::new(v, [n]), device)
+    };
+
+    // The sequences of the encoder pass, block by block.
+    let mut ids: Vec<u32> = Vec::with_capacity(4 * b * len);
+    let mut mask: Vec<u32> = Vec::with_capacity(4 * b * len);
+    let electra_unmasked = unmasked && model.is_electra();
+    ids.extend_from_slice(if electra_unmasked {
+        &cb.ori.ids
+    } else {
+        &m.input_ids
+    });
+    mask.extend_from_slice(&cb.ori.attention_mask);
+    for side in [&cb.syn, &cb.ant] {
+        ids.extend_from_slice(&side.ids);
+        mask.extend_from_slice(&side.attention_mask);
+    }
+    if unmasked && !model.is_electra() {
+        ids.extend_from_slice(&cb.ori.ids);
+        mask.extend_from_slice(&cb.ori.attention_mask);
+    }
+    let n = ids.len() / len.max(1);
+    let dense = mask.iter().all(|&v| v == 1);
+    let x = Inputs {
+        ids: ints(&ids, [n, len], device),
+        token_types: Tensor::zeros([n, len], device),
+        attention_mask: (!dense).then(|| ints(&mask, [n, len], device)),
+    };
+
+    let (mlm_logits, h) = match &model.net {
+        Net::Bert(bert) => {
+            let h = bert.encode(&x);
+            let logits = bert.head.forward(
+                gather_rows(rows(&h, 0, b), positions),
+                bert.embeddings.word_matrix(),
+            );
+            (logits, h)
+        }
+        Net::Electra(e) => {
+            let xo = Inputs {
+                ids: ints(&m.input_ids, [b, len], device),
+                token_types: Tensor::zeros([b, len], device),
+                attention_mask: (!cb.ori.is_dense())
+                    .then(|| ints(&cb.ori.attention_mask, [b, len], device)),
+            };
+            (e.generator_logits(&xo, positions), e.encode(&x))
+        }
+    };
+    let mlm = masked_cross_entropy(mlm_logits, labels, None);
+
+    // Detection on the x_syn and x_ant rows.
+    let det_labels =
+        Tensor::<2, Int>::from_data(TensorData::new(cb.labels.clone(), [2 * b, len]), device);
+    let counted = cb.labels.iter().filter(|&&l| l != -100).count();
+    let h_sa = rows(&h, b, 3 * b);
+    let (rtd, rtd_correct) = match o.cline_rtd {
+        ClineRtd::Binary => {
+            let logits = match (&heads.detection, &model.net) {
+                (Some(d), _) => d.forward(h_sa),
+                (None, Net::Electra(e)) => e.discriminator_head.forward(h_sa),
+                (None, Net::Bert(_)) => unreachable!("BERT has a CLINE detection head"),
+            }
+            .squeeze_dim::<2>(2);
+            let keep = det_labels.clone().not_equal_elem(-100).float();
+            let correct = (logits
+                .clone()
+                .detach()
+                .greater_elem(0.0)
+                .equal(det_labels.clone().greater_elem(0))
+                .float()
+                * keep)
+                .sum();
+            (binary_detection_loss(logits, det_labels), correct)
+        }
+        ClineRtd::ThreeWay => {
+            let logits = heads
+                .detection
+                .as_ref()
+                .expect("a three-way head")
+                .forward(h_sa);
+            let keep = det_labels.clone().not_equal_elem(-100).float();
+            let predicted = logits.clone().detach().argmax(2).squeeze_dim::<2>(2);
+            let correct = (predicted.equal(det_labels.clone()).float() * keep).sum();
+            (three_way_detection_loss(logits, det_labels), correct)
+        }
+    };
+
+    // Contrast on the [CLS] vectors (or their pooler outputs).
+    let [_, _, d] = h.dims();
+    let cls = h.slice([0..n, 0..1, 0..d]).reshape([n, d]);
+    let block = |k: usize| cls.clone().slice([k * b..(k + 1) * b, 0..d]);
+    let ori_block = if unmasked && !model.is_electra() {
+        3
+    } else {
+        0
+    };
+    let (vo, vs, va) = (block(ori_block), block(1), block(2));
+    let (contrast, closer) = match o.cline_contrast {
+        ClineContrast::Infonce => (
+            infonce_contrast(vo.clone(), vs.clone(), va.clone()),
+            syn_closer(vo.detach(), vs.detach(), va.detach()),
+        ),
+        ClineContrast::Bce => {
+            let (po, ps, pa) = (heads.pool(vo), heads.pool(vs), heads.pool(va));
+            (
+                bce_contrast(po.clone(), ps.clone(), pa.clone()),
+                syn_closer(po.detach(), ps.detach(), pa.detach()),
+            )
+        }
+    };
+
+    let (total, weights) = match (o.cline_weights, &heads.loss_weights) {
+        (ClineWeights::Learned, Some(s)) => {
+            let l = Tensor::cat(vec![mlm.clone(), rtd.clone(), contrast.clone()], 0);
+            let s = s.val();
+            (learned_weighting(l, s.clone()), s.detach().neg().exp())
+        }
+        _ => {
+            let [l1, l2, l3] = o.cline_lambdas;
+            (
+                mlm.clone().mul_scalar(l1)
+                    + rtd.clone().mul_scalar(l2)
+                    + contrast.clone().mul_scalar(l3),
+                Tensor::from_data(
+                    TensorData::new(vec![l1 as f32, l2 as f32, l3 as f32], [3]),
+                    device,
+                ),
+            )
+        }
+    };
+    StepLoss {
+        total,
+        mlm,
+        disc: None,
+        disc_correct: None,
+        sr: None,
+        sr_sent: None,
+        corrections: None,
+        real_tokens: cb.ori.attention_mask.iter().filter(|&&v| v == 1).count(),
+        cline: Some(super::step::ClineTerms {
+            rtd,
+            rtd_correct,
+            rtd_counted: counted,
+            contrast,
+            syn_closer: closer,
+            weights,
+        }),
+    }
+}
