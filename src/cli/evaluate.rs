@@ -10,8 +10,16 @@ pub struct Args {
     #[arg(long)]
     model: PathBuf,
     /// The task's folder or a .tsv file (SQuAD: the JSON file).
-    #[arg(long)]
-    data: PathBuf,
+    #[arg(long, required_unless_present = "contrast", conflicts_with = "contrast")]
+    data: Option<PathBuf>,
+    /// Score contrast consistency (Ori / Rev / Con, CLINE's Table 4) on a contrast set instead:
+    /// the counterfactual sentiment pairs (`…/combined/paired/dev_paired.tsv`), the
+    /// counterfactual NLI root, allenai's IMDb folder, BoolQ .json or PERSPECTRUM .csv.
+    #[arg(long, conflicts_with = "attack")]
+    contrast: Option<PathBuf>,
+    /// The split of a contrast folder (NLI, IMDb): dev or test.
+    #[arg(long, default_value = "dev")]
+    split: String,
     /// Folder for the predictions (GLUE submission format) and the attack table.
     #[arg(long)]
     out: PathBuf,
@@ -38,11 +46,40 @@ fn show_scores(s: &trueneg::tasks::finetune::Scores) -> String {
         .join(", ")
 }
 
+/// `--contrast`: the Table 4 row of this model, printed and written as contrast.md / .json.
+fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
+    use trueneg::tasks::contrast::consistency_table;
+    let (kind, c) =
+        trueneg::tasks::runner::evaluate_contrast(&a.model, set, &a.split, ui.bars())?;
+    let kind_name = serde_json::to_value(kind)?
+        .as_str()
+        .unwrap_or("contrast")
+        .to_string();
+    let md = consistency_table(&[(a.model.display().to_string(), kind_name.clone(), c.clone())]);
+    std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("{}: {e}", a.out.display()))?;
+    let stem = format!("contrast-{kind_name}");
+    let json = serde_json::json!({
+        "model": a.model, "set": set, "kind": kind, "split": a.split, "scores": c,
+    });
+    trueneg::error::write_atomic(&a.out.join(format!("{stem}.md")), md.as_bytes())?;
+    trueneg::error::write_atomic(
+        &a.out.join(format!("{stem}.json")),
+        serde_json::to_string_pretty(&json)?.as_bytes(),
+    )?;
+    print!("{md}");
+    println!("wrote {}", a.out.join(format!("{stem}.md")).display());
+    Ok(())
+}
+
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     use trueneg::tasks::runner::{attack_table, evaluate_model};
+    if let Some(set) = &a.contrast {
+        return contrast(&a, set, ui);
+    }
+    let data = a.data.clone().expect("clap requires --data");
     let original = evaluate_model(
         &a.model,
-        &a.data,
+        &data,
         &a.out,
         None,
         a.max_eval_examples,
@@ -66,7 +103,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
     let attacked = evaluate_model(
         &a.model,
-        &a.data,
+        &data,
         &a.out,
         Some((kind, &wn, a.seed)),
         a.max_eval_examples,
@@ -81,7 +118,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     if md.is_empty() {
         anyhow::bail!(
             "{}: no gold labels to compare under attack",
-            a.data.display()
+            data.display()
         );
     }
     let path = a.out.join(format!("attack-{}.md", kind.name()));

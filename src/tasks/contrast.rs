@@ -79,6 +79,61 @@ pub fn consistency(groups: &[Group], mut predict: impl FnMut(&Example) -> String
     }
 }
 
+/// The kinds of contrast set [`read_contrast_set`] recognises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SetKind {
+    CadSentiment,
+    CadNli,
+    Imdb,
+    Boolq,
+    Perspectrum,
+}
+
+impl SetKind {
+    /// The labels of the set's examples.
+    pub fn labels(self) -> &'static [&'static str] {
+        match self {
+            Self::CadSentiment | Self::Imdb => &SENTIMENT,
+            Self::CadNli => &NLI,
+            Self::Boolq => &["TRUE", "FALSE"],
+            Self::Perspectrum => &["support", "undermine"],
+        }
+    }
+}
+
+/// Reads a contrast set, its kind told by its layout: a `.tsv` with a `batch_id` column (the
+/// counterfactual sentiment pairs), a folder with `original/` (the counterfactual NLI root; rows
+/// of `split`), a folder with `<split>_original.tsv` (allenai's IMDb), a `.json` (BoolQ), a
+/// `.csv` (PERSPECTRUM).
+pub fn read_contrast_set(path: &Path, split: &str) -> Result<(SetKind, Vec<Group>)> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if path.is_dir() {
+        if path.join("original").is_dir() {
+            return Ok((SetKind::CadNli, read_cad_nli(path, split)?));
+        }
+        if path.join(format!("{split}_original.tsv")).exists() {
+            return Ok((SetKind::Imdb, read_imdb_contrast(path, split)?));
+        }
+        if path.join("data").join(format!("{split}_original.tsv")).exists() {
+            return Ok((SetKind::Imdb, read_imdb_contrast(&path.join("data"), split)?));
+        }
+        return Err(Error::Input(format!(
+            "{}: neither a counterfactual NLI root (original/, revised_premise/, revised_hypothesis/) nor an IMDb contrast folder ({split}_original.tsv, {split}_contrast.tsv)",
+            path.display()
+        )));
+    }
+    match ext {
+        "tsv" => Ok((SetKind::CadSentiment, read_cad_sentiment(path)?)),
+        "json" => Ok((SetKind::Boolq, read_boolq_contrast(path)?)),
+        "csv" => Ok((SetKind::Perspectrum, read_perspectrum_contrast(path)?)),
+        _ => Err(Error::Input(format!(
+            "{}: not a contrast set (a paired .tsv, an NLI or IMDb folder, BoolQ .json, PERSPECTRUM .csv)",
+            path.display()
+        ))),
+    }
+}
+
 /// The results as CLINE's Table 4: one row per (model, set).
 pub fn consistency_table(rows: &[(String, String, Consistency)]) -> String {
     let mut md =
@@ -150,6 +205,36 @@ fn check_label(path: &Path, line: u64, label: &str, allowed: &[&str]) -> Result<
             path.display()
         )))
     }
+}
+
+/// A file of a counterfactually-augmented task (quoted TSV with a header) as fine-tuning
+/// examples; every row must carry one of the task's labels.
+pub fn read_cad_examples(
+    task: super::glue::GlueTask,
+    path: &Path,
+) -> Result<Vec<super::glue::GlueExample>> {
+    use super::glue::{GlueExample, GlueTask, Label};
+    let columns: &[&str] = match task {
+        GlueTask::CadNli => &["sentence1", "sentence2", "gold_label"],
+        _ => &["Text", "Sentiment"],
+    };
+    let labels = task.labels();
+    rows(path, tsv_reader(path)?, columns)?
+        .into_iter()
+        .map(|(line, f)| {
+            let label = f.last().expect("a label column");
+            check_label(path, line, label, labels)?;
+            Ok(GlueExample {
+                id: line.to_string(),
+                text_a: f[0].clone(),
+                text_b: (f.len() == 3).then(|| f[1].clone()),
+                label: labels
+                    .iter()
+                    .position(|l| l == label)
+                    .map(Label::Class),
+            })
+        })
+        .collect()
 }
 
 /// Sentiment labels of the IMDb-based sets.

@@ -17,6 +17,14 @@ pub enum GlueTask {
     Mnli,
     Qnli,
     Rte,
+    /// Counterfactually-augmented IMDb sentiment (Kaushik et al. 2020): `Sentiment\tText`,
+    /// quoted TSV, labels Negative / Positive (the `orig`, `new` or `combined` folder).
+    #[serde(rename = "cad-sentiment")]
+    CadSentiment,
+    /// Counterfactually-augmented SNLI: `sentence1\tsentence2\tgold_label` (one of the folders
+    /// `original/`, `revised_premise/`, …).
+    #[serde(rename = "cad-nli")]
+    CadNli,
 }
 
 /// A label: a class index, or a real score (STS-B).
@@ -57,6 +65,8 @@ impl GlueTask {
             "mnli" => Self::Mnli,
             "qnli" => Self::Qnli,
             "rte" => Self::Rte,
+            "cadsentiment" => Self::CadSentiment,
+            "cadnli" => Self::CadNli,
             _ => return None,
         })
     }
@@ -72,6 +82,8 @@ impl GlueTask {
             Self::Mnli => "MNLI",
             Self::Qnli => "QNLI",
             Self::Rte => "RTE",
+            Self::CadSentiment => "CAD-sentiment",
+            Self::CadNli => "CAD-NLI",
         }
     }
 
@@ -79,7 +91,8 @@ impl GlueTask {
     pub fn labels(self) -> &'static [&'static str] {
         match self {
             Self::Stsb => &[],
-            Self::Mnli => &["contradiction", "entailment", "neutral"],
+            Self::Mnli | Self::CadNli => &["contradiction", "entailment", "neutral"],
+            Self::CadSentiment => &super::contrast::SENTIMENT,
             Self::Qnli | Self::Rte => &["entailment", "not_entailment"],
             _ => &["0", "1"],
         }
@@ -110,6 +123,12 @@ impl GlueTask {
         }
     }
 
+    /// The counterfactually-augmented tasks: quoted TSV, read by
+    /// [`super::contrast::read_cad_examples`].
+    pub fn is_cad(self) -> bool {
+        matches!(self, Self::CadSentiment | Self::CadNli)
+    }
+
     /// Header columns (or positions for header-less CoLA) of text A, text B and the label.
     fn columns(self) -> (Col, Option<Col>, Col) {
         use Col::{Name, Pos};
@@ -130,6 +149,12 @@ impl GlueTask {
             ),
             Self::Qnli => (Name("question"), Some(Name("sentence")), Name("label")),
             Self::Rte => (Name("sentence1"), Some(Name("sentence2")), Name("label")),
+            Self::CadSentiment => (Name("Text"), None, Name("Sentiment")),
+            Self::CadNli => (
+                Name("sentence1"),
+                Some(Name("sentence2")),
+                Name("gold_label"),
+            ),
         }
     }
 }
@@ -165,6 +190,9 @@ enum Col {
 
 /// Reads one GLUE file. Labels are optional (GLUE's test files have none).
 pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
+    if task.is_cad() {
+        return super::contrast::read_cad_examples(task, path);
+    }
     let bytes = crate::error::read(path)?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|e| Error::Input(format!("{}: invalid UTF-8 ({e})", path.display())))?;

@@ -454,6 +454,59 @@ pub fn evaluate_model(
     Ok(results)
 }
 
+/// A fine-tuned model's label for each label of a contrast set: the same names (CAD-sentiment
+/// on the sentiment sets, CAD-NLI or MNLI on the NLI set), or SST-2's 0 / 1 for Negative /
+/// Positive.
+fn label_map(task: GlueTask, kind: super::contrast::SetKind) -> Result<Vec<String>> {
+    let set = kind.labels();
+    let model = task.labels();
+    if set.iter().all(|l| model.contains(l)) {
+        return Ok(model.iter().map(|s| s.to_string()).collect());
+    }
+    if task == GlueTask::Sst2 && set == super::contrast::SENTIMENT {
+        return Ok(set.iter().map(|s| s.to_string()).collect());
+    }
+    Err(Error::Config(format!(
+        "a model fine-tuned on {} predicts {model:?}; this contrast set is labelled {set:?}",
+        task.dir_name()
+    )))
+}
+
+/// Contrast consistency (Ori / Rev / Con) of a fine-tuned model folder on a contrast set
+/// ([`super::contrast::read_contrast_set`]). Returns the set's kind and the scores.
+pub fn evaluate_contrast(
+    model: &Path,
+    set: &Path,
+    split: &str,
+    progress: bool,
+) -> Result<(super::contrast::SetKind, super::contrast::Consistency)> {
+    use super::contrast::{consistency, read_contrast_set};
+    let device = Device::flex();
+    let (kind, groups) = read_contrast_set(set, split)?;
+    if groups.is_empty() {
+        return Err(Error::Input(format!("{}: no groups", set.display())));
+    }
+    let (ft, tok, max_len) = load_finetuned(model, &device)?;
+    let names = label_map(ft.task, kind)?;
+    let examples: Vec<super::glue::GlueExample> = groups
+        .iter()
+        .flat_map(|g| std::iter::once(&g.original).chain(&g.perturbed))
+        .map(|e| super::glue::GlueExample {
+            id: e.source.clone(),
+            text_a: e.text_a.clone(),
+            text_b: e.text_b.clone(),
+            label: None,
+        })
+        .collect();
+    let (pred, _) = predict(&ft, &tok, &examples, max_len, 64, &device, progress);
+    let mut it = pred.into_iter();
+    let c = consistency(&groups, |_| {
+        let p = it.next().expect("one prediction per example") as usize;
+        names[p].clone()
+    });
+    Ok((kind, c))
+}
+
 /// The paper's Table 6 layout: per metric, the original score → the score under attack, and
 /// the drop.
 pub fn attack_table(kind: &str, ori: &Scores, trans: &Scores) -> String {
