@@ -10,7 +10,11 @@ pub struct Args {
     #[arg(long)]
     model: PathBuf,
     /// The task's folder or a .tsv file (SQuAD: the JSON file).
-    #[arg(long, required_unless_present = "contrast", conflicts_with = "contrast")]
+    #[arg(
+        long,
+        required_unless_present = "contrast",
+        conflicts_with = "contrast"
+    )]
     data: Option<PathBuf>,
     /// Score contrast consistency (Ori / Rev / Con, CLINE's Table 4) on a contrast set instead:
     /// the counterfactual sentiment pairs (`…/combined/paired/dev_paired.tsv`), the
@@ -49,8 +53,7 @@ fn show_scores(s: &trueneg::tasks::finetune::Scores) -> String {
 /// `--contrast`: the Table 4 row of this model, printed and written as contrast.md / .json.
 fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
     use trueneg::tasks::contrast::consistency_table;
-    let (kind, c) =
-        trueneg::tasks::runner::evaluate_contrast(&a.model, set, &a.split, ui.bars())?;
+    let (kind, c) = trueneg::tasks::runner::evaluate_contrast(&a.model, set, &a.split, ui.bars())?;
     let kind_name = serde_json::to_value(kind)?
         .as_str()
         .unwrap_or("contrast")
@@ -116,10 +119,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         }
     }
     if md.is_empty() {
-        anyhow::bail!(
-            "{}: no gold labels to compare under attack",
-            data.display()
-        );
+        anyhow::bail!("{}: no gold labels to compare under attack", data.display());
     }
     let path = a.out.join(format!("attack-{}.md", kind.name()));
     trueneg::error::write_atomic(&path, md.as_bytes())?;

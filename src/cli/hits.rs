@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use trueneg::tasks::hits::{hits, hits_table, triplet};
+use trueneg::tasks::hits::{hits, hits_table, read_sentences, triplet};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,35 +30,6 @@ pub struct Args {
     /// WordNet database folder [default: Debian's wordnet-base, /usr/share/wordnet].
     #[arg(long)]
     wordnet: Option<PathBuf>,
-}
-
-/// The sentences of a file: a `sentence` column of a .tsv, else every non-empty line.
-fn read_sentences(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let mut lines = text.lines();
-    if path.extension().is_some_and(|e| e == "tsv") {
-        let header: Vec<&str> = lines.next().unwrap_or("").split('\t').collect();
-        let col = header
-            .iter()
-            .position(|h| *h == "sentence")
-            .ok_or_else(|| {
-                anyhow::anyhow!("{}:1: no `sentence` column in the header", path.display())
-            })?;
-        return lines
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| {
-                l.split('\t').nth(col).map(str::to_string).ok_or_else(|| {
-                    anyhow::anyhow!("{}:{}: no column {}", path.display(), i + 2, col + 1)
-                })
-            })
-            .collect();
-    }
-    Ok(lines
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_string)
-        .collect())
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {

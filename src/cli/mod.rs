@@ -3,6 +3,7 @@
 
 mod attack;
 mod bench;
+mod cline_compare;
 mod compare;
 mod evaluate;
 mod export;
@@ -59,6 +60,8 @@ enum Command {
     /// CLINE's Hits: per layer, how often a sentence is closer to its synonym version than to
     /// its antonym version.
     Hits(hits::Args),
+    /// Baseline vs CLINE continued from one run: contrast consistency and Hits over seeds.
+    ClineCompare(cline_compare::Args),
     /// The CPU benchmark of DESIGN.md (BERT MLM + word-level SR step); prints ms_per_step=.
     Bench(bench::Args),
 }
@@ -110,6 +113,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Attack(a) => attack::run(a),
         Command::Evaluate(a) => evaluate::run(a, ui),
         Command::Hits(a) => hits::run(a),
+        Command::ClineCompare(a) => cline_compare::run(a, ui),
         Command::Bench(a) => bench::run(a),
     }
 }

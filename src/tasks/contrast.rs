@@ -115,8 +115,15 @@ pub fn read_contrast_set(path: &Path, split: &str) -> Result<(SetKind, Vec<Group
         if path.join(format!("{split}_original.tsv")).exists() {
             return Ok((SetKind::Imdb, read_imdb_contrast(path, split)?));
         }
-        if path.join("data").join(format!("{split}_original.tsv")).exists() {
-            return Ok((SetKind::Imdb, read_imdb_contrast(&path.join("data"), split)?));
+        if path
+            .join("data")
+            .join(format!("{split}_original.tsv"))
+            .exists()
+        {
+            return Ok((
+                SetKind::Imdb,
+                read_imdb_contrast(&path.join("data"), split)?,
+            ));
         }
         return Err(Error::Input(format!(
             "{}: neither a counterfactual NLI root (original/, revised_premise/, revised_hypothesis/) nor an IMDb contrast folder ({split}_original.tsv, {split}_contrast.tsv)",
@@ -228,10 +235,7 @@ pub fn read_cad_examples(
                 id: line.to_string(),
                 text_a: f[0].clone(),
                 text_b: (f.len() == 3).then(|| f[1].clone()),
-                label: labels
-                    .iter()
-                    .position(|l| l == label)
-                    .map(Label::Class),
+                label: labels.iter().position(|l| l == label).map(Label::Class),
             })
         })
         .collect()

@@ -191,3 +191,39 @@ pub fn hits_table(r: &HitsReport) -> String {
     md += &format!("| max | {:.1} | {:.1} |\n", r.max_cls, r.max_mean);
     md
 }
+
+/// The sentences of a file: a `sentence` column of a .tsv, else every non-empty line.
+pub fn read_sentences(path: &std::path::Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+    let mut lines = text.lines();
+    if path.extension().is_some_and(|e| e == "tsv") {
+        let header: Vec<&str> = lines.next().unwrap_or("").split('\t').collect();
+        let col = header
+            .iter()
+            .position(|h| *h == "sentence")
+            .ok_or_else(|| {
+                crate::Error::Input(format!(
+                    "{}:1: no `sentence` column in the header",
+                    path.display()
+                ))
+            })?;
+        return lines
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                l.split('\t').nth(col).map(str::to_string).ok_or_else(|| {
+                    crate::Error::Input(format!(
+                        "{}:{}: no column {}",
+                        path.display(),
+                        i + 2,
+                        col + 1
+                    ))
+                })
+            })
+            .collect();
+    }
+    Ok(lines
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect())
+}

@@ -1,0 +1,99 @@
+//! `trueneg cline-compare`: baseline vs CLINE continued from one run, fine-tuned on the
+//! counterfactual sentiment task, scored on contrast consistency and Hits, over seeds.
+
+use std::path::PathBuf;
+
+use trueneg::tasks::cline_compare::{CompareOptions, compare};
+use trueneg::tasks::finetune::FinetuneOptions;
+use trueneg::tasks::glue::GlueTask;
+use trueneg::tasks::hits::{read_sentences, triplet};
+
+use super::Ui;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The trueneg run both arms continue from (pre-trained on a prepared corpus).
+    #[arg(long)]
+    base_run: PathBuf,
+    /// Sentence triples from `prepare --cline` with the base run's tokenizer.
+    #[arg(long)]
+    cline_data: PathBuf,
+    /// Steps of continued pre-training in each arm.
+    #[arg(long, default_value_t = 200)]
+    steps: u64,
+    /// Override a config value of both arms, e.g. --set optimizer.lr=1e-4 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Comma-separated pre-training seeds.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pretrain_seeds: Vec<u64>,
+    /// Comma-separated fine-tuning seeds.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    finetune_seeds: Vec<u64>,
+    /// The cad-sentiment folder to fine-tune on (train.tsv, dev.tsv: `orig` or `combined`).
+    #[arg(long)]
+    task_data: PathBuf,
+    /// The contrast set (e.g. …/counterfactual/sentiment/combined/paired/dev_paired.tsv).
+    #[arg(long)]
+    contrast: PathBuf,
+    /// The split of a contrast folder.
+    #[arg(long, default_value = "dev")]
+    split: String,
+    /// Sentences for Hits: a text file or a .tsv with a `sentence` column (SST-2 dev).
+    #[arg(long)]
+    hits_sentences: PathBuf,
+    /// Use at most this many Hits triplets.
+    #[arg(long, default_value_t = 200)]
+    hits_max: usize,
+    /// Fine-tuning epochs.
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Fine-tuning peak learning rate.
+    #[arg(long)]
+    lr: Option<f64>,
+    /// Fine-tuning tokens per example.
+    #[arg(long)]
+    max_seq_len: Option<usize>,
+    /// Fine-tune on at most this many examples (0 = all).
+    #[arg(long, default_value_t = 0)]
+    max_train_examples: usize,
+    /// WordNet database folder (Hits triplets) [default: /usr/share/wordnet].
+    #[arg(long)]
+    wordnet: Option<PathBuf>,
+    /// Folder of the comparison (runs, fine-tuned models, report); an unfinished one continues.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
+    let mut ft = FinetuneOptions::electra(GlueTask::CadSentiment);
+    ft.epochs = a.epochs.unwrap_or(ft.epochs);
+    ft.lr = a.lr.unwrap_or(ft.lr);
+    ft.max_seq_len = a.max_seq_len.unwrap_or(ft.max_seq_len);
+    ft.max_train_examples = a.max_train_examples;
+    let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
+    let mut triplets: Vec<_> = read_sentences(&a.hits_sentences)?
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| triplet(s, &wn, 1, i as u64))
+        .collect();
+    triplets.truncate(a.hits_max);
+    let (_, md) = compare(&CompareOptions {
+        base_run: a.base_run,
+        cline_data: a.cline_data,
+        steps: a.steps,
+        overrides: a.set,
+        pretrain_seeds: a.pretrain_seeds,
+        finetune_seeds: a.finetune_seeds,
+        task_data: a.task_data,
+        finetune: ft,
+        contrast: a.contrast,
+        split: a.split,
+        triplets,
+        out: a.out.clone(),
+        progress: ui.progress,
+    })?;
+    print!("{md}");
+    println!("wrote {}", a.out.join("report.md").display());
+    Ok(())
+}

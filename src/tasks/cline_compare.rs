@@ -1,0 +1,371 @@
+//! The small-scale CLINE comparison: from one pre-trained run, continue pre-training with its
+//! own objective on its own corpus (the baseline) and with CLINE on sentence triples, for the
+//! same number of steps and each pre-training seed; fine-tune every model on the
+//! counterfactual sentiment task over the fine-tuning seeds; score contrast consistency
+//! (Ori / Rev / Con) and Hits.
+//!
+//! Layout of `out`: `pretrain/<arm>-seed<s>/` (runs), `finetune/<arm>-seed<s>/` (fine-tuned
+//! models per fine-tuning seed, `results.json`, each seed's `contrast.json`),
+//! `hits/<arm>-seed<s>.json`, and `report.md` / `report.json`. Every stage whose output is
+//! whole is reused, so a killed comparison continues where it stopped.
+//!
+//! Statistics: mean ± sample standard deviation over (pre-training seed × fine-tuning seed) for
+//! the fine-tuned scores, over pre-training seeds for Hits; the CLINE − baseline difference is
+//! paired on the same seeds.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::contrast::Consistency;
+use super::finetune::{FinetuneOptions, load_pretrained};
+use super::glue::GlueTask;
+use super::hits::{HitsReport, Triplet, hits};
+use super::runner::{
+    Summary, TaskResult, evaluate_contrast, finetune_glue, summary, write_results,
+};
+use crate::objective::ObjectiveKind;
+use crate::text::shards::ShardSet;
+use crate::train::config::PretrainConfig;
+use crate::train::pretrain::{Progress, RunOptions, pretrain};
+use crate::train::run::{new_run, resume_run};
+use crate::{Error, Result};
+
+pub struct CompareOptions {
+    /// The trueneg run both arms continue from (its config, data and latest checkpoint).
+    pub base_run: PathBuf,
+    /// `prepare --cline` output made with the base run's tokenizer.
+    pub cline_data: PathBuf,
+    /// Steps of continued pre-training in each arm.
+    pub steps: u64,
+    /// `--set` overrides applied to both arms (e.g. `optimizer.lr=1e-4`).
+    pub overrides: Vec<String>,
+    pub pretrain_seeds: Vec<u64>,
+    pub finetune_seeds: Vec<u64>,
+    /// The cad-sentiment folder (`train.tsv`, `dev.tsv`).
+    pub task_data: PathBuf,
+    pub finetune: FinetuneOptions,
+    /// The contrast set ([`super::contrast::read_contrast_set`]) and its split.
+    pub contrast: PathBuf,
+    pub split: String,
+    /// Hits triplets (already built from sentences).
+    pub triplets: Vec<Triplet>,
+    pub out: PathBuf,
+    pub progress: Progress,
+}
+
+/// One arm's scores for one (pre-training seed, fine-tuning seed).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SeedScores {
+    pub pretrain_seed: u64,
+    pub finetune_seed: u64,
+    pub dev_accuracy: f64,
+    pub contrast: Consistency,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ArmReport {
+    pub arm: String,
+    pub runs: Vec<PathBuf>,
+    pub scores: Vec<SeedScores>,
+    pub hits: Vec<HitsReport>,
+    pub dev_accuracy: Summary,
+    pub ori: Summary,
+    pub rev: Summary,
+    pub con: Summary,
+    pub hits_cls: Summary,
+    pub hits_mean: Summary,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CompareReport {
+    pub base_run: PathBuf,
+    pub steps: u64,
+    pub contrast: PathBuf,
+    pub arms: Vec<ArmReport>,
+    /// CLINE − baseline, paired by seeds: dev accuracy, Ori, Rev, Con, Hits [CLS], Hits mean.
+    pub difference: Vec<(String, Summary)>,
+}
+
+const ARMS: [&str; 2] = ["baseline", "cline"];
+
+/// Continues `base` for one arm and seed into `dir` (resuming what is there).
+fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<()> {
+    let folder = if dir.join("config.toml").exists() {
+        resume_run(dir, &[])?
+    } else {
+        let base_cfg = o.base_run.join("config.toml");
+        let mut sets = vec![
+            format!("model.init_from={}", o.base_run.display()),
+            format!("train.steps={}", o.steps),
+            format!("train.seed={seed}"),
+            format!("train.checkpoint_every={}", o.steps),
+            "train.keep_checkpoints=1".to_string(),
+        ];
+        if arm == "cline" {
+            sets.push("objective.kind=cline".into());
+            sets.push(format!("data.shards={}", o.cline_data.display()));
+        }
+        sets.extend(o.overrides.iter().cloned());
+        let mut cfg = PretrainConfig::load(&base_cfg.to_string_lossy(), &sets)?;
+        if cfg.train.log_every > o.steps {
+            cfg.train.log_every = o.steps;
+        }
+        if cfg.optimizer.warmup_steps >= o.steps {
+            cfg.optimizer.warmup_steps = o.steps / 10;
+        }
+        if arm == "baseline" && cfg.objective.kind == ObjectiveKind::Cline {
+            return Err(Error::Config(format!(
+                "{}: the base run is a CLINE run; start from a run of another objective",
+                o.base_run.display()
+            )));
+        }
+        cfg.absolute_paths()?;
+        cfg.validate("cline-compare")?;
+        new_run(cfg, dir)?
+    };
+    let cfg = &folder.config;
+    let shards_dir = cfg.data.shards.clone().ok_or_else(|| {
+        Error::Config(format!(
+            "{}: the base run has no data.shards (it used the embedded default corpus); prepare a corpus and pre-train on it",
+            o.base_run.display()
+        ))
+    })?;
+    let shards = ShardSet::open(&shards_dir)?;
+    pretrain(
+        cfg,
+        &shards,
+        &RunOptions {
+            run_dir: dir.to_path_buf(),
+            resume: folder.resume,
+            progress: o.progress,
+            stop: None,
+        },
+    )?;
+    Ok(())
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    crate::error::write_atomic(
+        path,
+        serde_json::to_string_pretty(value)
+            .expect("json")
+            .as_bytes(),
+    )
+}
+
+/// Prints one progress line per stage with the stages done and an ETA.
+struct Stages {
+    total: usize,
+    done: usize,
+    start: Instant,
+    show: bool,
+}
+
+impl Stages {
+    fn begin(&self, what: &str) {
+        if !self.show {
+            return;
+        }
+        let eta = if self.done == 0 {
+            "?".to_string()
+        } else {
+            let per = self.start.elapsed().as_secs_f64() / self.done as f64;
+            format!("{:.0} s", per * (self.total - self.done) as f64)
+        };
+        tracing::info!(
+            "cline-compare stage {}/{}: {what} (eta {eta})",
+            self.done + 1,
+            self.total
+        );
+    }
+}
+
+/// Runs (or continues) the comparison and writes `report.md` / `report.json` into `out`.
+pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
+    if o.pretrain_seeds.is_empty() || o.finetune_seeds.is_empty() {
+        return Err(Error::Config(
+            "--pretrain-seeds and --finetune-seeds need at least one seed each".into(),
+        ));
+    }
+    if o.triplets.is_empty() {
+        return Err(Error::Input(
+            "no Hits triplet: no sentence has a word with a WordNet synonym and antonym".into(),
+        ));
+    }
+    o.finetune.validate()?;
+    std::fs::create_dir_all(&o.out).map_err(|e| Error::io(&o.out, e))?;
+    let _lock = crate::lock::FolderLock::acquire(&o.out, "trueneg cline-compare")?;
+    let mut stages = Stages {
+        total: ARMS.len() * o.pretrain_seeds.len() * 3,
+        done: 0,
+        start: Instant::now(),
+        show: o.progress != Progress::Hidden,
+    };
+    let mut arms = Vec::new();
+    for arm in ARMS {
+        let mut scores = Vec::new();
+        let mut hits_all = Vec::new();
+        let mut runs = Vec::new();
+        for &ps in &o.pretrain_seeds {
+            let tag = format!("{arm}-seed{ps}");
+            let run = o.out.join("pretrain").join(&tag);
+            stages.begin(&format!("pre-train {tag}"));
+            pretrain_arm(o, arm, ps, &run)?;
+            stages.done += 1;
+            runs.push(run.clone());
+
+            stages.begin(&format!("fine-tune {tag} on CAD-sentiment"));
+            let ft = o.out.join("finetune").join(&tag);
+            let result: TaskResult = match read_json(&ft.join("results.json")) {
+                Some(r) => r,
+                None => {
+                    if ft.exists() {
+                        // A fine-tuning killed part-way: its own folder, started again.
+                        std::fs::remove_dir_all(&ft).map_err(|e| Error::io(&ft, e))?;
+                    }
+                    let pre = load_pretrained(&run)?;
+                    let r = finetune_glue(
+                        GlueTask::CadSentiment,
+                        &pre,
+                        &o.task_data,
+                        &o.finetune,
+                        &o.finetune_seeds,
+                        &ft,
+                        o.progress == Progress::Bar,
+                        &mut |_| {},
+                    )?;
+                    write_results(&ft, &r)?;
+                    r
+                }
+            };
+            for (&fs, s) in o.finetune_seeds.iter().zip(&result.per_seed) {
+                let seed_dir = ft.join(format!("seed-{fs}"));
+                let path = seed_dir.join("contrast.json");
+                let c: Consistency = match read_json(&path) {
+                    Some(c) => c,
+                    None => {
+                        let (_, c) = evaluate_contrast(&seed_dir, &o.contrast, &o.split, false)?;
+                        write_json(&path, &c)?;
+                        c
+                    }
+                };
+                scores.push(SeedScores {
+                    pretrain_seed: ps,
+                    finetune_seed: fs,
+                    dev_accuracy: s.metrics.get("accuracy").copied().unwrap_or(s.score),
+                    contrast: c,
+                });
+            }
+            stages.done += 1;
+
+            stages.begin(&format!("Hits of {tag}"));
+            let hits_path = o.out.join("hits").join(format!("{tag}.json"));
+            let h: HitsReport = match read_json(&hits_path) {
+                Some(h) => h,
+                None => {
+                    let h = hits(&load_pretrained(&run)?, &o.triplets, 32, 128)?;
+                    write_json(&hits_path, &h)?;
+                    h
+                }
+            };
+            hits_all.push(h);
+            stages.done += 1;
+        }
+        let of =
+            |f: &dyn Fn(&SeedScores) -> f64| summary(&scores.iter().map(f).collect::<Vec<_>>());
+        arms.push(ArmReport {
+            arm: arm.to_string(),
+            runs,
+            dev_accuracy: of(&|s| s.dev_accuracy),
+            ori: of(&|s| s.contrast.ori),
+            rev: of(&|s| s.contrast.rev),
+            con: of(&|s| s.contrast.con),
+            hits_cls: summary(&hits_all.iter().map(|h| h.max_cls).collect::<Vec<_>>()),
+            hits_mean: summary(&hits_all.iter().map(|h| h.max_mean).collect::<Vec<_>>()),
+            scores,
+            hits: hits_all,
+        });
+    }
+    let (b, c) = (&arms[0], &arms[1]);
+    let paired = |f: &dyn Fn(&SeedScores) -> f64| {
+        summary(
+            &c.scores
+                .iter()
+                .zip(&b.scores)
+                .map(|(x, y)| f(x) - f(y))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let paired_hits = |f: &dyn Fn(&HitsReport) -> f64| {
+        summary(
+            &c.hits
+                .iter()
+                .zip(&b.hits)
+                .map(|(x, y)| f(x) - f(y))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let difference = vec![
+        ("dev accuracy".to_string(), paired(&|s| s.dev_accuracy)),
+        ("Ori".to_string(), paired(&|s| s.contrast.ori)),
+        ("Rev".to_string(), paired(&|s| s.contrast.rev)),
+        ("Con".to_string(), paired(&|s| s.contrast.con)),
+        ("Hits [CLS]".to_string(), paired_hits(&|h| h.max_cls)),
+        ("Hits mean".to_string(), paired_hits(&|h| h.max_mean)),
+    ];
+    let report = CompareReport {
+        base_run: o.base_run.clone(),
+        steps: o.steps,
+        contrast: o.contrast.clone(),
+        arms,
+        difference,
+    };
+    let md = report_table(&report, o);
+    crate::error::write_atomic(&o.out.join("report.md"), md.as_bytes())?;
+    write_json(&o.out.join("report.json"), &report)?;
+    Ok((report, md))
+}
+
+fn cell(s: &Summary) -> String {
+    format!("{:.1} ± {:.1}", s.mean, s.std)
+}
+
+/// The comparison as Markdown: CLINE's Table 4 (Ori / Rev / Con) and Table 7 (Hits) side by side.
+pub fn report_table(r: &CompareReport, o: &CompareOptions) -> String {
+    let mut md = format!(
+        "# Baseline vs CLINE, continued {} steps from {}\n\n\
+         Pre-training seeds {:?} × fine-tuning seeds {:?} on CAD-sentiment; contrast set {} ({}); \
+         Hits on {} triplets. Mean ± sample standard deviation over seeds.\n\n",
+        r.steps,
+        r.base_run.display(),
+        o.pretrain_seeds,
+        o.finetune_seeds,
+        r.contrast.display(),
+        o.split,
+        o.triplets.len()
+    );
+    md += "| model | dev acc. | Ori | Rev | Con | Hits [CLS] | Hits mean |\n|---|---:|---:|---:|---:|---:|---:|\n";
+    for a in &r.arms {
+        md += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            a.arm,
+            cell(&a.dev_accuracy),
+            cell(&a.ori),
+            cell(&a.rev),
+            cell(&a.con),
+            cell(&a.hits_cls),
+            cell(&a.hits_mean)
+        );
+    }
+    md += "\n| CLINE − baseline (paired) | mean ± sd |\n|---|---:|\n";
+    for (name, s) in &r.difference {
+        md += &format!("| {name} | {:+.1} ± {:.1} |\n", s.mean, s.std);
+    }
+    md
+}
