@@ -111,6 +111,21 @@ pub struct ClineExample {
 pub struct LabeledPieces {
     pub ids: Vec<u32>,
     pub labels: Vec<i32>,
+    /// For each piece, the index of its word in x_ori ([`tokens`] order): the three sentences
+    /// are cut at the same word.
+    pub words: Vec<usize>,
+}
+
+impl LabeledPieces {
+    /// The pieces of the words before word `n`.
+    pub fn first_words(&self, n: usize) -> LabeledPieces {
+        let k = self.words.partition_point(|&w| w < n);
+        LabeledPieces {
+            ids: self.ids[..k].to_vec(),
+            labels: self.labels[..k].to_vec(),
+            words: self.words[..k].to_vec(),
+        }
+    }
 }
 
 /// Makes CLINE examples with one WordNet and one vocabulary.
@@ -290,7 +305,8 @@ impl<'a> ClineGenerator<'a> {
     ) -> LabeledPieces {
         let mut ids = Vec::new();
         let mut labels = Vec::new();
-        for (a, b, _) in tokens(ori) {
+        let mut words = Vec::new();
+        for (w, (a, b, _)) in tokens(ori).into_iter().enumerate() {
             let (text, l) = match replaced.iter().find(|r| r.start == a) {
                 Some(r) => (r.new.as_str(), label),
                 None if candidates.contains(&(a, b)) => (&ori[a..b], 0),
@@ -299,8 +315,9 @@ impl<'a> ClineGenerator<'a> {
             for id in tokenizer.encode(text) {
                 ids.push(id);
                 labels.push(l);
+                words.push(w);
             }
         }
-        LabeledPieces { ids, labels }
+        LabeledPieces { ids, labels, words }
     }
 }

@@ -296,16 +296,25 @@ fn cline_record(
     let ant = ClineGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, &ex.ant_replaced, 2);
     let s = tokenizer.special;
     let keep = max_len - 2;
+    // Too long: all three are cut after the same words, the most that fit on every side.
     let truncated = [&ori, &syn, &ant].iter().any(|p| p.ids.len() > keep);
+    let (ori, syn, ant) = if truncated {
+        let fits =
+            |p: &super::cline::LabeledPieces| p.words.get(keep).copied().unwrap_or(usize::MAX);
+        let n = fits(&ori).min(fits(&syn)).min(fits(&ant));
+        (ori.first_words(n), syn.first_words(n), ant.first_words(n))
+    } else {
+        (ori, syn, ant)
+    };
     let frame = |ids: &[u32]| {
         let mut v = vec![s.cls];
-        v.extend_from_slice(&ids[..ids.len().min(keep)]);
+        v.extend_from_slice(ids);
         v.push(s.sep);
         v
     };
     let frame_labels = |labels: &[i32]| {
         let mut v = vec![IGNORE as i8];
-        v.extend(labels[..labels.len().min(keep)].iter().map(|&l| l as i8));
+        v.extend(labels.iter().map(|&l| l as i8));
         v.push(IGNORE as i8);
         v
     };

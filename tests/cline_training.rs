@@ -1,0 +1,393 @@
+//! CLINE end to end through the `trueneg` binary: sentence triples from `prepare --cline`,
+//! continued pre-training from a tiny WikiText-2 run (resumed exactly), fine-tuning on the
+//! counterfactual sentiment data, contrast consistency, and the comparison command.
+
+mod common;
+use common::{bin, data, fails, metrics, ok, pretrain_cmd, shards};
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use trueneg::interop::tensors::read_safetensors;
+use trueneg::text::shards::ShardSet;
+
+/// WikiText-2 test as CLINE triples, with the shared test corpus' tokenizer.
+fn prepare_cline(out: &Path, threads: &str) {
+    ok(bin()
+        .env("RAYON_NUM_THREADS", threads)
+        .args(["prepare", "--cline", "--input"])
+        .arg(data("wikitext-2/wiki.test.raw"))
+        .arg("--tokenizer")
+        .arg(shards().join("tokenizer.json"))
+        .args(["--max-seq-len", "64", "--out"])
+        .arg(out)
+        .output()
+        .unwrap());
+}
+
+fn cline_data() -> &'static Path {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("cline");
+        prepare_cline(&out, "2");
+        (dir, out)
+    })
+    .1
+}
+
+/// A 6-step tiny ELECTRA run on the shared corpus: the checkpoint CLINE continues from.
+fn base_run() -> &'static Path {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("base");
+        ok(pretrain_cmd(&run, &["train.steps=6"]).output().unwrap());
+        (dir, run)
+    })
+    .1
+}
+
+/// Is `small` a subsequence of `big`?
+fn subsequence(small: &[u32], big: &[u32]) -> bool {
+    let mut it = big.iter();
+    small.iter().all(|s| it.any(|b| b == s))
+}
+
+#[test]
+fn prepare_cline_writes_labelled_triples_the_same_for_any_thread_count() {
+    let set = ShardSet::open(cline_data()).unwrap();
+    let c = set.manifest.cline.clone().expect("a CLINE manifest");
+    assert!(set.len() > 1000, "{} triples", set.len());
+    assert_eq!(set.len() + c.skipped, c.sentences);
+    assert!(c.syn_synonyms > 0 && c.syn_hypernyms > 0 && c.syn_inflections > 0);
+    assert!(c.ant_antonyms > 0 && c.ant_random > 0);
+    let special = set.manifest.special_ids;
+    for i in (0..set.len()).step_by(7) {
+        let r = set.get_cline(i);
+        for (ids, labels, label) in [(&r.syn, &r.syn_labels, 1i8), (&r.ant, &r.ant_labels, 2)] {
+            assert_eq!(ids.len(), labels.len());
+            assert!(ids.len() <= 64);
+            assert_eq!((ids[0], ids[ids.len() - 1]), (special.cls, special.sep));
+            assert_eq!((labels[0], labels[labels.len() - 1]), (-100, -100));
+            assert!(labels.contains(&label), "triple {i}: a replaced piece");
+            assert!(labels.iter().all(|&l| l == -100 || l == 0 || l == label));
+            // Outside the replaced words, the sentence is x_ori's pieces in order.
+            let kept: Vec<u32> = ids
+                .iter()
+                .zip(labels.iter())
+                .filter(|&(_, &l)| l != label)
+                .map(|(&t, _)| t)
+                .collect();
+            assert!(subsequence(&kept, &r.ori), "triple {i}: {r:?}");
+            assert_ne!(ids, &r.ori, "triple {i} changed");
+        }
+    }
+    // One thread, same bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("one");
+    prepare_cline(&one, "1");
+    for f in ["shard-00000.bin", "manifest.json", "tokenizer.json"] {
+        assert_eq!(
+            std::fs::read(one.join(f)).unwrap(),
+            std::fs::read(cline_data().join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
+
+fn cline_cmd(run: &Path, extra: &[&str]) -> std::process::Command {
+    let mut c = pretrain_cmd(run, extra);
+    c.args(["--set", "objective.kind=cline"])
+        .arg("--set")
+        .arg(format!("data.shards={}", cline_data().display()))
+        .arg("--set")
+        .arg(format!("model.init_from={}", base_run().display()));
+    c
+}
+
+#[test]
+fn cline_continues_a_run_logs_its_terms_and_resumes_on_the_same_curve() {
+    let dir = tempfile::tempdir().unwrap();
+    let learned = ["train.steps=6", "objective.cline_weights=learned"];
+    let a = dir.path().join("a");
+    ok(cline_cmd(&a, &learned).output().unwrap());
+    let m = metrics(&a);
+    assert_eq!(m.len(), 6);
+    for l in &m {
+        let (rtd, acc, cts, closer) = (
+            l.rtd_loss.unwrap(),
+            l.rtd_accuracy.unwrap(),
+            l.contrast_loss.unwrap(),
+            l.syn_closer.unwrap(),
+        );
+        assert!(rtd.is_finite() && cts.is_finite() && rtd > 0.0 && cts > 0.0);
+        assert!((0.0..=1.0).contains(&acc) && (0.0..=1.0).contains(&closer));
+        assert!(l.disc_loss.is_none(), "no ELECTRA L_D in CLINE");
+        // Learned: L = Σ exp(−s_i) L_i + max(s_i, 0) ≥ Σ w_i L_i.
+        let w = l.loss_weights.unwrap();
+        assert!(w.iter().all(|&x| x > 0.5 && x < 2.0), "{w:?}");
+        let weighted = w[0] * l.mlm_loss + w[1] * rtd + w[2] * cts;
+        assert!(l.loss >= weighted - 1e-3, "{} vs {weighted}", l.loss);
+    }
+    assert!(
+        m[5].loss_weights != m[0].loss_weights,
+        "the s_i are trained"
+    );
+    // The first step starts from the base run's weights: its MLM loss is near the base run's.
+    let base_mlm = metrics(base_run()).last().unwrap().mlm_loss;
+    assert!(
+        (m[0].mlm_loss - base_mlm).abs() < 1.0,
+        "{} vs {base_mlm}",
+        m[0].mlm_loss
+    );
+    let ck = read_safetensors(&a.join("checkpoints/step-00000006/model.safetensors")).unwrap();
+    assert_eq!(ck.tensors["cline.loss_weights"].shape, vec![3]);
+    assert!(
+        !ck.tensors.contains_key("cline.detection.dense.weight"),
+        "binary ELECTRA: the discriminator's head"
+    );
+
+    // The same run with its last checkpoint gone (killed after step 3), resumed: the same curve.
+    let b = dir.path().join("b");
+    assert!(
+        std::process::Command::new("cp")
+            .arg("-r")
+            .arg(&a)
+            .arg(&b)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::remove_dir_all(b.join("checkpoints/step-00000006")).unwrap();
+    ok(bin()
+        .args(["pretrain", "--resume"])
+        .arg(&b)
+        .output()
+        .unwrap());
+    let (ma, mb) = (metrics(&a), metrics(&b));
+    assert_eq!(mb.len(), 6);
+    for (x, y) in ma.iter().zip(&mb) {
+        assert_eq!((x.step, x.loss, x.grad_norm), (y.step, y.loss, y.grad_norm));
+        assert_eq!(x.loss_weights, y.loss_weights);
+    }
+
+    // Export leaves CLINE's own tensors out.
+    let out = dir.path().join("hf");
+    ok(bin()
+        .args(["export", "--run"])
+        .arg(&a)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap());
+    let disc = read_safetensors(&out.join("discriminator/model.safetensors")).unwrap();
+    assert!(disc.tensors.keys().all(|k| !k.starts_with("cline.")));
+}
+
+#[test]
+fn the_code_variants_run_on_bert_and_bad_combinations_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("bert");
+    let mut c = pretrain_cmd(&run, &["train.steps=2", "model.kind=bert"]);
+    for s in [
+        "objective.kind=cline",
+        "objective.cline_rtd=three-way",
+        "objective.cline_contrast=bce",
+        "objective.cline_ori=unmasked",
+    ] {
+        c.args(["--set", s]);
+    }
+    c.arg("--set")
+        .arg(format!("data.shards={}", cline_data().display()));
+    ok(c.output().unwrap());
+    let m = metrics(&run);
+    assert!(m.iter().all(|l| l.contrast_loss.unwrap().is_finite()));
+    assert_eq!(m[0].loss_weights, Some([1.0, 1.0, 1.0]));
+    let ck = read_safetensors(&run.join("checkpoints/step-00000002/model.safetensors")).unwrap();
+    assert_eq!(
+        ck.tensors["cline.detection.dense_prediction.weight"].shape,
+        vec![3, 64],
+        "three logits per piece"
+    );
+    assert!(ck.tensors.contains_key("cline.pooler.dense.weight"));
+
+    // CLINE on packed examples, and packed-example objectives on triples: one-line errors.
+    let e = fails(
+        pretrain_cmd(&dir.path().join("x"), &["objective.kind=cline"])
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("prepare --cline"), "{e}");
+    let mut c = pretrain_cmd(&dir.path().join("y"), &[]);
+    c.arg("--set")
+        .arg(format!("data.shards={}", cline_data().display()));
+    let e = fails(c.output().unwrap());
+    assert!(e.contains("objective.kind = \"cline\""), "{e}");
+}
+
+#[test]
+fn fine_tuned_on_counterfactual_sentiment_and_scored_for_contrast_consistency() {
+    let dir = tempfile::tempdir().unwrap();
+    let ft = dir.path().join("ft");
+    ok(bin()
+        .args(["finetune", "--task", "cad-sentiment", "--data"])
+        .arg(data("counterfactual/sentiment/orig"))
+        .arg("--model")
+        .arg(base_run())
+        .args([
+            "--epochs",
+            "1",
+            "--max-train-examples",
+            "64",
+            "--max-seq-len",
+            "64",
+            "--lr",
+            "1e-3",
+            "--out",
+        ])
+        .arg(&ft)
+        .output()
+        .unwrap());
+    let out = dir.path().join("eval");
+    let paired = data("counterfactual/sentiment/combined/paired/dev_paired.tsv");
+    let stdout = ok(bin()
+        .args(["evaluate", "--model"])
+        .arg(ft.join("seed-1"))
+        .arg("--contrast")
+        .arg(&paired)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap());
+    assert!(stdout.contains("| Ori | Rev | Con |"), "{stdout}");
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("contrast-cad-sentiment.json")).unwrap())
+            .unwrap();
+    let s = &j["scores"];
+    let (ori, rev, con) = (
+        s["ori"].as_f64().unwrap(),
+        s["rev"].as_f64().unwrap(),
+        s["con"].as_f64().unwrap(),
+    );
+    assert_eq!(s["groups"], 245);
+    assert_eq!(s["perturbed"], 245);
+    // Every original has one revision of the other label: a model right on both is right on
+    // both sides of a flip, so Con ≤ min(Ori, Rev) and Ori + Rev − 100 ≤ Con.
+    assert!(
+        con <= ori.min(rev) + 1e-9 && con >= ori + rev - 100.0 - 1e-9,
+        "{s}"
+    );
+
+    // allenai's IMDb contrast set through the same model.
+    ok(bin()
+        .args(["evaluate", "--model"])
+        .arg(ft.join("seed-1"))
+        .arg("--contrast")
+        .arg(data("contrast-sets/IMDb"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap());
+    assert!(out.join("contrast-imdb.md").exists());
+
+    // A sentiment model on the NLI layout: refused, naming the labels.
+    let nli = dir.path().join("nli");
+    for folder in ["original", "revised_premise", "revised_hypothesis"] {
+        std::fs::create_dir_all(nli.join(folder)).unwrap();
+        let rows = if folder == "original" { 1 } else { 2 };
+        let mut t = String::from("sentence1\tsentence2\tgold_label\n");
+        for k in 0..rows {
+            t += &format!("A man sleeps {k}.\tA person rests.\tentailment\n");
+        }
+        std::fs::write(nli.join(folder).join("dev.tsv"), t).unwrap();
+    }
+    let e = fails(
+        bin()
+            .args(["evaluate", "--model"])
+            .arg(ft.join("seed-1"))
+            .arg("--contrast")
+            .arg(&nli)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("contradiction"), "{e}");
+}
+
+#[test]
+fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let cmd = || {
+        let mut c = bin();
+        c.args(["cline-compare", "--base-run"])
+            .arg(base_run())
+            .arg("--cline-data")
+            .arg(cline_data())
+            .args([
+                "--steps",
+                "3",
+                "--pretrain-seeds",
+                "1",
+                "--finetune-seeds",
+                "1",
+            ])
+            .args(["--set", "data.batch_size=8"])
+            .arg("--task-data")
+            .arg(data("counterfactual/sentiment/orig"))
+            .arg("--contrast")
+            .arg(data(
+                "counterfactual/sentiment/combined/paired/dev_paired.tsv",
+            ))
+            .arg("--hits-sentences")
+            .arg(data("glue/SST-2/dev.tsv"))
+            .args([
+                "--hits-max",
+                "20",
+                "--epochs",
+                "1",
+                "--max-train-examples",
+                "32",
+            ])
+            .args(["--max-seq-len", "64", "--out"])
+            .arg(&out);
+        c
+    };
+    let first = ok(cmd().output().unwrap());
+    assert!(
+        first.contains("| baseline |") && first.contains("| cline |"),
+        "{first}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    for arm in report["arms"].as_array().unwrap() {
+        let hits = arm["hits_cls"]["mean"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&hits));
+        assert_eq!(arm["scores"].as_array().unwrap().len(), 1);
+    }
+    let cline_run = out.join("pretrain/cline-seed1");
+    assert_eq!(metrics(&cline_run).last().unwrap().step, 3);
+    assert!(metrics(&cline_run)[0].contrast_loss.is_some());
+    assert!(
+        metrics(&out.join("pretrain/baseline-seed1"))[0]
+            .contrast_loss
+            .is_none()
+    );
+
+    // Run again: every stage is reused (no run gets longer), same report.
+    let stamp = std::fs::metadata(out.join("finetune/cline-seed1/results.json"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let second = ok(cmd().output().unwrap());
+    assert_eq!(first, second);
+    assert_eq!(
+        std::fs::metadata(out.join("finetune/cline-seed1/results.json"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        stamp
+    );
+}
