@@ -189,3 +189,44 @@ fn nli_revisions_pair_two_per_original_and_bad_files_name_their_line() {
     let e = read_imdb_contrast(&imdb, "dev").unwrap_err().to_string();
     assert!(e.contains("dev_contrast.tsv:3"), "{e}");
 }
+
+#[test]
+fn counterfactual_fine_tuning_files_read_quoted_rows_and_name_bad_lines() {
+    use trueneg::tasks::glue::{GlueTask, Label, read_glue};
+    let train = read_glue(
+        GlueTask::CadSentiment,
+        &data("counterfactual/sentiment/orig/train.tsv"),
+    )
+    .unwrap();
+    assert_eq!(train.len(), 1707);
+    let pos = train
+        .iter()
+        .filter(|e| e.label == Some(Label::Class(1)))
+        .count();
+    assert!(pos > 700 && pos < 1000, "{pos} positive");
+    // A quoted review keeps its inner quotes and line breaks markup.
+    assert!(train.iter().any(|e| e.text_a.contains("<br />")));
+    assert!(train.iter().all(|e| e.text_b.is_none()));
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("train.tsv");
+    std::fs::write(
+        &bad,
+        "Sentiment\tText\nPositive\t\"Fine, \"\"really\"\".\"\nMixed\tHm.\n",
+    )
+    .unwrap();
+    let e = read_glue(GlueTask::CadSentiment, &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("train.tsv:3") && e.contains("\"Mixed\""), "{e}");
+
+    let nli = dir.path().join("nli.tsv");
+    std::fs::write(
+        &nli,
+        "sentence1\tsentence2\tgold_label\nA dog runs.\tAn animal moves.\tentailment\n",
+    )
+    .unwrap();
+    let ex = read_glue(GlueTask::CadNli, &nli).unwrap();
+    assert_eq!(ex[0].text_b.as_deref(), Some("An animal moves."));
+    assert_eq!(ex[0].label, Some(Label::Class(1)), "MNLI's label order");
+}

@@ -97,7 +97,7 @@ impl SetKind {
             Self::CadSentiment | Self::Imdb => &SENTIMENT,
             Self::CadNli => &NLI,
             Self::Boolq => &["TRUE", "FALSE"],
-            Self::Perspectrum => &["support", "undermine"],
+            Self::Perspectrum => &["pos", "neg"],
         }
     }
 }

@@ -379,6 +379,13 @@ impl PretrainConfig {
             ),
             non_negative("objective.sr_weight", ob.sr_weight),
             non_negative("objective.sr_sent_weight", ob.sr_sent_weight),
+            rule(
+                "objective.cline_lambdas",
+                format!("{:?}", ob.cline_lambdas),
+                ob.cline_lambdas.iter().all(|l| l.is_finite() && *l >= 0.0)
+                    && ob.cline_lambdas.iter().any(|l| *l > 0.0),
+                "must be three finite weights >= 0, not all 0",
+            ),
             count("train.steps", t.steps as usize),
             count("train.grad_accum", t.grad_accum),
             non_negative("train.disc_weight", t.disc_weight),
