@@ -34,6 +34,8 @@ fn replacements_are_synonyms_and_antonyms_at_labelled_pieces() {
     let vocab = ClineGenerator::vocabulary_of(&tok);
     let g = ClineGenerator::new(&wn, ClineConfig::default(), &vocab);
     let (mut syn_words, mut words, mut ant_antonyms, mut ant_total) = (0, 0, 0, 0);
+    // Random x_ant words standing for an inflected noun / verb: (all, inflected themselves).
+    let mut inflected_random = (0usize, 0usize);
     for (i, t) in texts.iter().take(300).enumerate() {
         let ex = g.example(t, 1, i as u64);
         assert_eq!(ex, g.example(t, 1, i as u64), "deterministic");
@@ -69,12 +71,27 @@ fn replacements_are_synonyms_and_antonyms_at_labelled_pieces() {
                     r.new
                 );
             } else {
-                assert_eq!(
-                    wn.dominant_pos(&r.new.to_lowercase()).unwrap().0,
-                    wn.dominant_pos(old).unwrap().0,
+                let (pos, lemma, _) = wn.dominant_pos(old).unwrap();
+                let new = r.new.to_lowercase();
+                // A form of a lemma of the same part of speech ("roles" → "rages").
+                let readings = wn.lemmas(&new);
+                assert!(
+                    readings
+                        .iter()
+                        .any(|(l, _, p)| *p == Some(pos)
+                            || (p.is_none() && wn.pos_counts(l)[pos] > 0)),
                     "{old} → {}: same part of speech",
                     r.new
                 );
+                // An inflected noun or verb ("critics", "opened") gets an inflected word.
+                if pos <= 1 && lemma != old.to_lowercase() {
+                    inflected_random.0 += 1;
+                    inflected_random.1 += usize::from(
+                        readings
+                            .iter()
+                            .any(|(l, _, _)| *l != new && wn.pos_counts(l)[pos] > 0),
+                    );
+                }
             }
         }
         // Labels align with the pieces of the whole sentence.
@@ -105,6 +122,10 @@ fn replacements_are_synonyms_and_antonyms_at_labelled_pieces() {
     assert!(
         ant_antonyms * 10 >= ant_total,
         "{ant_antonyms} of {ant_total} antonyms"
+    );
+    assert!(
+        inflected_random.0 >= 20 && inflected_random.1 * 10 >= inflected_random.0 * 9,
+        "random words inflected like the word: {inflected_random:?}"
     );
 }
 

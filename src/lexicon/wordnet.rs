@@ -496,6 +496,23 @@ impl WordNet {
         out
     }
 
+    /// `lemma` (of the same part of speech) inflected as `word` is ("played", "swim" →
+    /// "swam"). Comparatives and superlatives of a multi-syllable adjective stay in the base
+    /// form (no "more" / "most" is added). `lemma` itself when `word` is unknown.
+    pub fn inflect_as(&self, word: &str, lemma: &str) -> String {
+        let Some((pos, word_lemma, infl)) = self.dominant_pos(word) else {
+            return lemma.to_string();
+        };
+        let form = Form::of(word, &word_lemma, &infl, pos);
+        if matches!(form, Form::Comparative | Form::Superlative)
+            && syllables(lemma) > 1
+            && self.inflected_forms(lemma, pos).is_empty()
+        {
+            return lemma.to_string();
+        }
+        self.inflect(lemma, form, pos)
+    }
+
     /// Single-word lemmas of the direct hypernyms of a word form's common-word senses in its
     /// dominant part of speech ("oak" → "tree"), inflected as the word was.
     pub fn hypernyms(&self, word: &str) -> Vec<String> {

@@ -17,7 +17,7 @@
 //! **x_ant.** Each chosen candidate becomes a WordNet antonym of one of its lemmas (the `!`
 //! pointers); with `co_synonym_antonyms` (the authors' code) also an antonym of one of its
 //! synonyms. A candidate without one becomes a random vocabulary word of the same part of
-//! speech.
+//! speech, inflected like the word ([`WordNet::inflect_as`]).
 //!
 //! **How many.** `syn_ratio` and `ant_ratio` of the sentence's words (the paper: about 40 % and
 //! 20 %), at most `cap` of the candidates (the code: 50 %; 1 = no cap), at least one when the
@@ -263,7 +263,8 @@ impl<'a> ClineGenerator<'a> {
                         .iter()
                         .filter(|v| **v != w.to_lowercase())
                         .collect();
-                    ((*pool.choose(&mut rng)?).clone(), AntKind::Random)
+                    let lemma = *pool.choose(&mut rng)?;
+                    (self.wn.inflect_as(w, lemma), AntKind::Random)
                 };
                 Some(Replacement {
                     start: toks[i].0,
