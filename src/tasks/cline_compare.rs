@@ -238,7 +238,11 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
                         &o.finetune_seeds,
                         &ft,
                         o.progress == Progress::Bar,
-                        &mut |_| {},
+                        &mut |line| {
+                            if o.progress == Progress::Lines {
+                                tracing::info!("{line}");
+                            }
+                        },
                     )?;
                     write_results(&ft, &r)?;
                     r
