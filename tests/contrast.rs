@@ -230,3 +230,90 @@ fn counterfactual_fine_tuning_files_read_quoted_rows_and_name_bad_lines() {
     assert_eq!(ex[0].text_b.as_deref(), Some("An animal moves."));
     assert_eq!(ex[0].label, Some(Label::Class(1)), "MNLI's label order");
 }
+
+#[test]
+fn boolq_and_perspectrum_training_sets_read_in_their_official_formats() {
+    use trueneg::tasks::glue::{GlueTask, Label, read_glue};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("train.jsonl"),
+        concat!(
+            r#"{"question": "is the sky blue", "title": "Sky", "answer": true, "passage": "The sky is blue."}"#,
+            "\n",
+            r#"{"question": "is grass red", "title": "Grass", "answer": false, "passage": "Grass is green."}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let b = read_glue(GlueTask::Boolq, &GlueTask::Boolq.train_file(d)).unwrap();
+    assert_eq!(b.len(), 2);
+    assert_eq!(
+        (b[0].text_a.as_str(), b[0].label),
+        ("is the sky blue", Some(Label::Class(1)))
+    );
+    assert_eq!(b[1].label, Some(Label::Class(0)), "FALSE is class 0");
+    std::fs::write(d.join("dev.jsonl"), "{\"question\": 3}\n").unwrap();
+    let e = read_glue(GlueTask::Boolq, &d.join("dev.jsonl"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("dev.jsonl:1"), "{e}");
+
+    std::fs::write(
+        d.join("perspectrum_with_answers_v1.0.json"),
+        r#"[{"cId": 1, "text": "Mayors should be elected.", "source": "x", "perspectives": [
+              {"pids": [10, 11], "stance_label_3": "support", "stance_label_5": "support", "voter_counts": [], "evidence": []},
+              {"pids": [12], "stance_label_3": "undermine", "stance_label_5": "undermine", "voter_counts": [], "evidence": []},
+              {"pids": [13], "stance_label_3": "not-a-perspective", "stance_label_5": "", "voter_counts": [], "evidence": []}]},
+            {"cId": 2, "text": "Zoos are good.", "source": "x", "perspectives": [
+              {"pids": [14], "stance_label_3": "support", "stance_label_5": "support", "voter_counts": [], "evidence": []}]}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("perspective_pool_v1.0.json"),
+        r#"[{"pId": 10, "text": "Democracy.", "source": "x"}, {"pId": 11, "text": "Accountability.", "source": "x"},
+            {"pId": 12, "text": "Cost.", "source": "x"}, {"pId": 13, "text": "Weather.", "source": "x"},
+            {"pId": 14, "text": "Conservation.", "source": "x"}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("dataset_split_v1.0.json"),
+        r#"{"1": "train", "2": "dev"}"#,
+    )
+    .unwrap();
+    let p = read_glue(GlueTask::Perspectrum, &GlueTask::Perspectrum.train_file(d)).unwrap();
+    let got: Vec<_> = p
+        .iter()
+        .map(|e| (e.text_b.clone().unwrap(), e.label))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("Democracy.".to_string(), Some(Label::Class(1))),
+            ("Accountability.".to_string(), Some(Label::Class(1))),
+            ("Cost.".to_string(), Some(Label::Class(0))),
+        ],
+        "train claims only; not-a-perspective dropped"
+    );
+    let dev = read_glue(
+        GlueTask::Perspectrum,
+        &GlueTask::Perspectrum.dev_files(d)[0],
+    )
+    .unwrap();
+    assert_eq!(dev.len(), 1);
+    assert_eq!(
+        GlueTask::Perspectrum.labels(),
+        ["neg", "pos"],
+        "the contrast set's names"
+    );
+    // A perspective id missing from the pool is named.
+    std::fs::write(
+        d.join("perspective_pool_v1.0.json"),
+        r#"[{"pId": 10, "text": "Democracy.", "source": "x"}]"#,
+    )
+    .unwrap();
+    let e = read_glue(GlueTask::Perspectrum, &GlueTask::Perspectrum.train_file(d))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("perspective 11"), "{e}");
+}

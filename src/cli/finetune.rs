@@ -7,12 +7,12 @@ use trueneg::tasks::{finetune, qa, runner};
 use super::Ui;
 
 /// The tasks `--task` takes.
-pub const TASKS: &str =
-    "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, cad-sentiment, cad-nli or squad";
+pub const TASKS: &str = "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, cad-sentiment, cad-nli, boolq, perspectrum or squad";
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, cad-sentiment, cad-nli or squad.
+    /// cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, cad-sentiment, cad-nli, boolq, perspectrum
+    /// or squad.
     #[arg(long)]
     task: String,
     /// The task's folder (GLUE: train.tsv, dev.tsv; MNLI: dev_matched.tsv, dev_mismatched.tsv;

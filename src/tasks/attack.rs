@@ -894,9 +894,9 @@ pub fn write_squad(path: &Path, examples: &[SquadExample]) -> Result<()> {
 /// SwapSynWordNet on a GLUE file: text columns transformed, every other byte of the file kept
 /// (header, other columns, byte-order mark). Returns the transformed file's text.
 pub fn attack_glue_file(task: GlueTask, path: &Path, wn: &WordNet, seed: u64) -> Result<String> {
-    if task.is_cad() {
+    if !task.is_glue() {
         return Err(crate::Error::Config(format!(
-            "{}: the counterfactual sets are already minimal edits; attacks apply to GLUE and SQuAD",
+            "{}: attacks apply to GLUE and SQuAD (contrast sets are evaluated with evaluate --contrast)",
             task.dir_name()
         )));
     }

@@ -154,7 +154,7 @@ pub fn consistency_table(rows: &[(String, String, Consistency)]) -> String {
     md
 }
 
-fn tsv_reader(path: &Path) -> Result<csv::Reader<std::fs::File>> {
+pub(crate) fn tsv_reader(path: &Path) -> Result<csv::Reader<std::fs::File>> {
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     Ok(csv::ReaderBuilder::new()
         .delimiter(b'\t')
@@ -163,7 +163,7 @@ fn tsv_reader(path: &Path) -> Result<csv::Reader<std::fs::File>> {
 }
 
 /// Rows of a delimited file with a header: (line, fields by column name).
-fn rows(
+pub(crate) fn rows(
     path: &Path,
     mut reader: csv::Reader<std::fs::File>,
     columns: &[&str],
@@ -203,7 +203,7 @@ fn rows(
     Ok(out)
 }
 
-fn check_label(path: &Path, line: u64, label: &str, allowed: &[&str]) -> Result<()> {
+pub(crate) fn check_label(path: &Path, line: u64, label: &str, allowed: &[&str]) -> Result<()> {
     if allowed.contains(&label) {
         Ok(())
     } else {
@@ -212,33 +212,6 @@ fn check_label(path: &Path, line: u64, label: &str, allowed: &[&str]) -> Result<
             path.display()
         )))
     }
-}
-
-/// A file of a counterfactually-augmented task (quoted TSV with a header) as fine-tuning
-/// examples; every row must carry one of the task's labels.
-pub fn read_cad_examples(
-    task: super::glue::GlueTask,
-    path: &Path,
-) -> Result<Vec<super::glue::GlueExample>> {
-    use super::glue::{GlueExample, GlueTask, Label};
-    let columns: &[&str] = match task {
-        GlueTask::CadNli => &["sentence1", "sentence2", "gold_label"],
-        _ => &["Text", "Sentiment"],
-    };
-    let labels = task.labels();
-    rows(path, tsv_reader(path)?, columns)?
-        .into_iter()
-        .map(|(line, f)| {
-            let label = f.last().expect("a label column");
-            check_label(path, line, label, labels)?;
-            Ok(GlueExample {
-                id: line.to_string(),
-                text_a: f[0].clone(),
-                text_b: (f.len() == 3).then(|| f[1].clone()),
-                label: labels.iter().position(|l| l == label).map(Label::Class),
-            })
-        })
-        .collect()
 }
 
 /// Sentiment labels of the IMDb-based sets.

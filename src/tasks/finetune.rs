@@ -684,7 +684,7 @@ pub type DevSets = Vec<(PathBuf, Vec<GlueExample>)>;
 
 /// Reads train and dev of a GLUE task folder.
 pub fn read_task(task: GlueTask, data: &Path) -> Result<(Vec<GlueExample>, DevSets)> {
-    let train = read_glue(task, &data.join("train.tsv"))?;
+    let train = read_glue(task, &task.train_file(data))?;
     let mut dev = Vec::new();
     for f in task.dev_files(data) {
         let ex = read_glue(task, &f)?;

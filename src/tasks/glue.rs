@@ -25,6 +25,11 @@ pub enum GlueTask {
     /// `original/`, `revised_premise/`, …).
     #[serde(rename = "cad-nli")]
     CadNli,
+    /// BoolQ (Clark et al. 2019) in its official JSONL: (question, passage) → FALSE / TRUE.
+    Boolq,
+    /// PERSPECTRUM stance (Chen et al. 2019) from its official JSON files: (claim, perspective)
+    /// → neg (undermine) / pos (support).
+    Perspectrum,
 }
 
 /// A label: a class index, or a real score (STS-B).
@@ -67,6 +72,8 @@ impl GlueTask {
             "rte" => Self::Rte,
             "cadsentiment" => Self::CadSentiment,
             "cadnli" => Self::CadNli,
+            "boolq" => Self::Boolq,
+            "perspectrum" => Self::Perspectrum,
             _ => return None,
         })
     }
@@ -84,6 +91,8 @@ impl GlueTask {
             Self::Rte => "RTE",
             Self::CadSentiment => "CAD-sentiment",
             Self::CadNli => "CAD-NLI",
+            Self::Boolq => "BoolQ",
+            Self::Perspectrum => "PERSPECTRUM",
         }
     }
 
@@ -93,6 +102,8 @@ impl GlueTask {
             Self::Stsb => &[],
             Self::Mnli | Self::CadNli => &["contradiction", "entailment", "neutral"],
             Self::CadSentiment => &super::contrast::SENTIMENT,
+            Self::Boolq => &["FALSE", "TRUE"],
+            Self::Perspectrum => &["neg", "pos"],
             Self::Qnli | Self::Rte => &["entailment", "not_entailment"],
             _ => &["0", "1"],
         }
@@ -106,12 +117,32 @@ impl GlueTask {
         self == Self::Stsb
     }
 
+    /// The training file in the task's folder. PERSPECTRUM's splits are named as
+    /// `<folder>/train`, `<folder>/dev` (the claims of that split in the official files).
+    pub fn train_file(self, dir: &Path) -> PathBuf {
+        match self {
+            Self::Boolq => dir.join("train.jsonl"),
+            Self::Perspectrum => dir.join("train"),
+            _ => dir.join("train.tsv"),
+        }
+    }
+
     /// The dev files: MNLI has matched and mismatched.
     pub fn dev_files(self, dir: &Path) -> Vec<PathBuf> {
         match self {
             Self::Mnli => vec![dir.join("dev_matched.tsv"), dir.join("dev_mismatched.tsv")],
+            Self::Boolq => vec![dir.join("dev.jsonl")],
+            Self::Perspectrum => vec![dir.join("dev")],
             _ => vec![dir.join("dev.tsv")],
         }
+    }
+
+    /// GLUE's own tab-separated tasks (the others have readers of their own formats).
+    pub fn is_glue(self) -> bool {
+        !matches!(
+            self,
+            Self::CadSentiment | Self::CadNli | Self::Boolq | Self::Perspectrum
+        )
     }
 
     /// Number of epochs in ELECTRA's recipe (10 for the small RTE and STS-B, else 3).
@@ -121,12 +152,6 @@ impl GlueTask {
         } else {
             3
         }
-    }
-
-    /// The counterfactually-augmented tasks: quoted TSV, read by
-    /// [`super::contrast::read_cad_examples`].
-    pub fn is_cad(self) -> bool {
-        matches!(self, Self::CadSentiment | Self::CadNli)
     }
 
     /// Header columns (or positions for header-less CoLA) of text A, text B and the label.
@@ -155,6 +180,8 @@ impl GlueTask {
                 Some(Name("sentence2")),
                 Name("gold_label"),
             ),
+            Self::Boolq => (Name("question"), Some(Name("passage")), Name("answer")),
+            Self::Perspectrum => (Name("claim"), Some(Name("perspective")), Name("stance")),
         }
     }
 }
@@ -190,8 +217,13 @@ enum Col {
 
 /// Reads one GLUE file. Labels are optional (GLUE's test files have none).
 pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
-    if task.is_cad() {
-        return super::contrast::read_cad_examples(task, path);
+    match task {
+        GlueTask::CadSentiment | GlueTask::CadNli => {
+            return super::task_formats::read_cad_examples(task, path);
+        }
+        GlueTask::Boolq => return super::task_formats::read_boolq(path),
+        GlueTask::Perspectrum => return super::task_formats::read_perspectrum(path),
+        _ => {}
     }
     let bytes = crate::error::read(path)?;
     let text = std::str::from_utf8(&bytes)

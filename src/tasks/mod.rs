@@ -10,3 +10,4 @@ pub mod metrics;
 pub mod qa;
 pub mod runner;
 pub mod squad;
+pub mod task_formats;

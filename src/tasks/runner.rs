@@ -546,7 +546,7 @@ pub fn write_attacked(
                 ));
             }
             if data.is_dir() {
-                files.push(data.join("train.tsv"));
+                files.push(t.train_file(data));
                 files.extend(t.dev_files(data));
                 files.retain(|f| f.exists());
             } else {
