@@ -391,3 +391,45 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
         stamp
     );
 }
+
+#[test]
+fn a_boolq_model_is_scored_on_the_boolq_contrast_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("boolq");
+    std::fs::create_dir_all(&d).unwrap();
+    let mut rows = String::new();
+    for k in 0..16 {
+        rows += &format!(
+            "{{\"question\": \"is item {k} even\", \"title\": \"t\", \"answer\": {}, \"passage\": \"Item {k} is a number.\"}}\n",
+            k % 2 == 0
+        );
+    }
+    std::fs::write(d.join("train.jsonl"), &rows).unwrap();
+    std::fs::write(d.join("dev.jsonl"), &rows).unwrap();
+    let ft = dir.path().join("ft");
+    ok(bin()
+        .args(["finetune", "--task", "boolq", "--data"])
+        .arg(&d)
+        .arg("--model")
+        .arg(base_run())
+        .args(["--epochs", "1", "--max-seq-len", "64", "--out"])
+        .arg(&ft)
+        .output()
+        .unwrap());
+    let out = dir.path().join("eval");
+    ok(bin()
+        .args(["evaluate", "--model"])
+        .arg(ft.join("seed-1"))
+        .arg("--contrast")
+        .arg(data("contrast-sets/BoolQ/boolq_perturbed.json"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap());
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("contrast-boolq.json")).unwrap()).unwrap();
+    assert_eq!(j["scores"]["groups"], 68);
+    assert_eq!(j["scores"]["perturbed"], 335);
+    let con = j["scores"]["con"].as_f64().unwrap();
+    assert!(con <= j["scores"]["ori"].as_f64().unwrap());
+}
