@@ -149,3 +149,26 @@ fn embedding_neighbours_are_cosine_top_k() {
     let nb = top_k_neighbours(&v, 1, &burn::prelude::Device::flex());
     assert_eq!(nb, vec![vec![1], vec![0], vec![3], vec![2]]);
 }
+
+#[test]
+fn inflection_doubles_consonants_and_keeps_unchanging_pasts() {
+    use trueneg::lexicon::wordnet::Form;
+    let wn = WordNet::open(Path::new(WORDNET)).unwrap();
+    let verb = |l: &str, f: Form| wn.inflect(l, f, 1);
+    assert_eq!(verb("stop", Form::Past), "stopped");
+    assert_eq!(verb("run", Form::Gerund), "running");
+    assert_eq!(verb("put", Form::Past), "put");
+    assert_eq!(verb("put", Form::Gerund), "putting");
+    assert_eq!(verb("cut", Form::Past), "cut");
+    assert_eq!(verb("go", Form::Past), "went", "the exception list");
+    // No doubling: two syllables, two final consonants, two vowels, w / x / y.
+    assert_eq!(verb("visit", Form::Past), "visited");
+    assert_eq!(verb("help", Form::Gerund), "helping");
+    assert_eq!(verb("rain", Form::Past), "rained");
+    assert_eq!(verb("fix", Form::Past), "fixed");
+    assert_eq!(verb("show", Form::Gerund), "showing");
+    assert_eq!(verb("hope", Form::Gerund), "hoping");
+    assert_eq!(wn.inflect("big", Form::Comparative, 2), "bigger");
+    assert_eq!(wn.inflect("quick", Form::Superlative, 2), "quickest");
+    assert!(!wn.other_inflections("put").contains(&"puted".to_string()));
+}

@@ -102,6 +102,54 @@ fn syllables(w: &str) -> usize {
     n.max(1)
 }
 
+/// Verbs whose past tense is the lemma itself; WordNet's exception list leaves them out.
+const SAME_PAST: [&str; 24] = [
+    "beat",
+    "bet",
+    "bid",
+    "broadcast",
+    "burst",
+    "cast",
+    "cost",
+    "cut",
+    "forecast",
+    "hit",
+    "hurt",
+    "let",
+    "put",
+    "quit",
+    "read",
+    "rid",
+    "set",
+    "shed",
+    "shut",
+    "slit",
+    "split",
+    "spread",
+    "thrust",
+    "upset",
+];
+
+/// A one-syllable word ending consonant–vowel–consonant doubles its last letter before
+/// -ed / -ing / -er / -est ("stop" → "stopped", "big" → "bigger"; not "fix", "show", "stay").
+fn doubled(w: &str) -> String {
+    let c: Vec<char> = w.chars().collect();
+    let vowel = |x: char| "aeiou".contains(x);
+    let n = c.len();
+    if n >= 3
+        && syllables(w) == 1
+        && !vowel(c[n - 1])
+        && !"wxy".contains(c[n - 1])
+        && vowel(c[n - 2])
+        && !vowel(c[n - 3])
+        && !(c[n - 3] == 'u' || (n >= 4 && c[n - 3] == 'q'))
+    {
+        format!("{w}{}", c[n - 1])
+    } else {
+        w.to_string()
+    }
+}
+
 fn consonant_y(w: &str) -> Option<&str> {
     w.strip_suffix('y')
         .filter(|stem| !stem.is_empty() && !stem.ends_with(['a', 'e', 'i', 'o', 'u']))
@@ -577,8 +625,9 @@ impl WordNet {
             return lemma.to_string();
         }
         let mut forms = self.inflected_forms(lemma, pos);
-        // Past tenses before participles in `-n` ("went" before "gone").
-        forms.sort_by_key(|f| f.ends_with('n'));
+        // Past tenses before participles in `-n` / `-ne` ("went" before "gone", "took" before
+        // "taken").
+        forms.sort_by_key(|f| f.ends_with('n') || f.ends_with("ne"));
         let irregular = forms.into_iter().find(|f| match form {
             Form::Gerund => f.ends_with("ing"),
             Form::S => pos == 0 || (f.ends_with('s') && !f.ends_with("ss")),
@@ -600,10 +649,11 @@ impl WordNet {
                 Some(stem) => format!("{stem}ies"),
                 None => format!("{l}s"),
             },
+            Form::Past if SAME_PAST.contains(&l) => l.to_string(),
             Form::Past => match consonant_y(l) {
                 Some(stem) => format!("{stem}ied"),
                 None if l.ends_with('e') => format!("{l}d"),
-                None => format!("{l}ed"),
+                None => format!("{}ed", doubled(l)),
             },
             Form::Gerund => {
                 if let Some(stem) = l.strip_suffix("ie") {
@@ -611,7 +661,7 @@ impl WordNet {
                 } else if l.ends_with('e') && !l.ends_with("ee") && l.len() > 2 {
                     format!("{}ing", &l[..l.len() - 1])
                 } else {
-                    format!("{l}ing")
+                    format!("{}ing", doubled(l))
                 }
             }
             Form::Comparative | Form::Superlative => {
@@ -623,7 +673,7 @@ impl WordNet {
                 match consonant_y(l) {
                     Some(stem) => format!("{stem}i{suffix}"),
                     None if l.ends_with('e') => format!("{l}{}", &suffix[1..]),
-                    None => format!("{l}{suffix}"),
+                    None => format!("{}{suffix}", doubled(l)),
                 }
             }
             Form::Base => l.to_string(),

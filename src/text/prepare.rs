@@ -50,6 +50,47 @@ pub struct PrepareReport {
     pub bytes: u64,
 }
 
+/// `prepare --cline` writes every 100th triple (at most 40) here, to be read by a person.
+pub const CLINE_SAMPLES: &str = "samples.md";
+
+/// One triple as Markdown: the three sentences and each replacement with its kind.
+fn sample_md(n: usize, ex: &super::cline::ClineExample) -> String {
+    let list = |r: Vec<(&str, &str, String)>| {
+        r.iter()
+            .map(|(old, new, kind)| format!("{old} → {new} ({kind})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let syn = list(
+        ex.syn_replaced
+            .iter()
+            .map(|r| {
+                (
+                    &ex.ori[r.start..r.end],
+                    r.new.as_str(),
+                    format!("{:?}", r.kind).to_lowercase(),
+                )
+            })
+            .collect(),
+    );
+    let ant = list(
+        ex.ant_replaced
+            .iter()
+            .map(|r| {
+                (
+                    &ex.ori[r.start..r.end],
+                    r.new.as_str(),
+                    format!("{:?}", r.kind).to_lowercase(),
+                )
+            })
+            .collect(),
+    );
+    format!(
+        "**{n}.** {}\n\n- x_syn: {}\n  - {syn}\n- x_ant: {}\n  - {ant}\n\n",
+        ex.ori, ex.syn, ex.ant
+    )
+}
+
 fn doc_rng(seed: u64, doc: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ doc)
 }
@@ -59,6 +100,7 @@ fn is_output(name: &str) -> bool {
     (name.starts_with("shard-") && name.ends_with(".bin"))
         || name == "tokenizer.json"
         || name == MANIFEST
+        || name == CLINE_SAMPLES
         || (name.starts_with('.') && name.ends_with(".tmp"))
 }
 
@@ -386,6 +428,7 @@ fn prepare_cline(
         truncated: 0,
     };
     let mut pending: Vec<ClineRecord> = Vec::new();
+    let mut samples: Vec<String> = Vec::new();
     let mut shards = Vec::new();
     let (mut examples, mut tokens) = (0usize, 0u64);
     let flush =
@@ -437,6 +480,9 @@ fn prepare_cline(
                     data.skipped += 1;
                     continue;
                 };
+                if examples.is_multiple_of(100) && samples.len() < 40 {
+                    samples.push(sample_md(examples, &ex));
+                }
                 for r in &ex.syn_replaced {
                     match r.kind {
                         SynKind::Synonym => data.syn_synonyms += 1,
@@ -475,6 +521,18 @@ fn prepare_cline(
         )));
     }
     tokenizer.save(&opts.out.join("tokenizer.json"))?;
+    let header = format!(
+        "# CLINE triples: samples\n\nEvery 100th triple of {} (triple number in bold), as text before tokenization.\n\n",
+        files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    crate::error::write_atomic(
+        &opts.out.join(CLINE_SAMPLES),
+        (header + &samples.concat()).as_bytes(),
+    )?;
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
         max_seq_len: opts.max_seq_len,
