@@ -96,6 +96,19 @@ fn prepare_cline_writes_labelled_triples_the_same_for_any_thread_count() {
     }
 }
 
+/// `trueneg evaluate --contrast <set>` of a fine-tuned model folder into `out`.
+fn evaluate_contrast(model: &Path, set: &Path, out: &Path) -> std::process::Output {
+    bin()
+        .args(["evaluate", "--model"])
+        .arg(model)
+        .arg("--contrast")
+        .arg(set)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 fn cline_cmd(run: &Path, extra: &[&str]) -> std::process::Command {
     let mut c = pretrain_cmd(run, extra);
     c.args(["--set", "objective.kind=cline"])
@@ -251,15 +264,7 @@ fn fine_tuned_on_counterfactual_sentiment_and_scored_for_contrast_consistency() 
         .unwrap());
     let out = dir.path().join("eval");
     let paired = data("counterfactual/sentiment/combined/paired/dev_paired.tsv");
-    let stdout = ok(bin()
-        .args(["evaluate", "--model"])
-        .arg(ft.join("seed-1"))
-        .arg("--contrast")
-        .arg(&paired)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap());
+    let stdout = ok(evaluate_contrast(&ft.join("seed-1"), &paired, &out));
     assert!(stdout.contains("| Ori | Rev | Con |"), "{stdout}");
     let j: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("contrast-cad-sentiment.json")).unwrap())
@@ -280,15 +285,11 @@ fn fine_tuned_on_counterfactual_sentiment_and_scored_for_contrast_consistency() 
     );
 
     // allenai's IMDb contrast set through the same model.
-    ok(bin()
-        .args(["evaluate", "--model"])
-        .arg(ft.join("seed-1"))
-        .arg("--contrast")
-        .arg(data("contrast-sets/IMDb"))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap());
+    ok(evaluate_contrast(
+        &ft.join("seed-1"),
+        &data("contrast-sets/IMDb"),
+        &out,
+    ));
     assert!(out.join("contrast-imdb.md").exists());
 
     // A sentiment model on the NLI layout: refused, naming the labels.
@@ -302,17 +303,7 @@ fn fine_tuned_on_counterfactual_sentiment_and_scored_for_contrast_consistency() 
         }
         std::fs::write(nli.join(folder).join("dev.tsv"), t).unwrap();
     }
-    let e = fails(
-        bin()
-            .args(["evaluate", "--model"])
-            .arg(ft.join("seed-1"))
-            .arg("--contrast")
-            .arg(&nli)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap(),
-    );
+    let e = fails(evaluate_contrast(&ft.join("seed-1"), &nli, &out));
     assert!(e.contains("contradiction"), "{e}");
 }
 
@@ -417,15 +408,11 @@ fn a_boolq_model_is_scored_on_the_boolq_contrast_set() {
         .output()
         .unwrap());
     let out = dir.path().join("eval");
-    ok(bin()
-        .args(["evaluate", "--model"])
-        .arg(ft.join("seed-1"))
-        .arg("--contrast")
-        .arg(data("contrast-sets/BoolQ/boolq_perturbed.json"))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap());
+    ok(evaluate_contrast(
+        &ft.join("seed-1"),
+        &data("contrast-sets/BoolQ/boolq_perturbed.json"),
+        &out,
+    ));
     let j: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("contrast-boolq.json")).unwrap()).unwrap();
     assert_eq!(j["scores"]["groups"], 68);

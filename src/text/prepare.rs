@@ -53,41 +53,26 @@ pub struct PrepareReport {
 /// `prepare --cline` writes every 100th triple (at most 40) here, to be read by a person.
 pub const CLINE_SAMPLES: &str = "samples.md";
 
+/// Replacements as `old → new (kind)`, comma-separated.
+fn replacement_list<K: std::fmt::Debug>(ori: &str, r: &[super::cline::Replacement<K>]) -> String {
+    r.iter()
+        .map(|r| {
+            let kind = format!("{:?}", r.kind).to_lowercase();
+            format!("{} → {} ({kind})", &ori[r.start..r.end], r.new)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One triple as Markdown: the three sentences and each replacement with its kind.
 fn sample_md(n: usize, ex: &super::cline::ClineExample) -> String {
-    let list = |r: Vec<(&str, &str, String)>| {
-        r.iter()
-            .map(|(old, new, kind)| format!("{old} → {new} ({kind})"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let syn = list(
-        ex.syn_replaced
-            .iter()
-            .map(|r| {
-                (
-                    &ex.ori[r.start..r.end],
-                    r.new.as_str(),
-                    format!("{:?}", r.kind).to_lowercase(),
-                )
-            })
-            .collect(),
-    );
-    let ant = list(
-        ex.ant_replaced
-            .iter()
-            .map(|r| {
-                (
-                    &ex.ori[r.start..r.end],
-                    r.new.as_str(),
-                    format!("{:?}", r.kind).to_lowercase(),
-                )
-            })
-            .collect(),
-    );
     format!(
-        "**{n}.** {}\n\n- x_syn: {}\n  - {syn}\n- x_ant: {}\n  - {ant}\n\n",
-        ex.ori, ex.syn, ex.ant
+        "**{n}.** {}\n\n- x_syn: {}\n  - {}\n- x_ant: {}\n  - {}\n\n",
+        ex.ori,
+        ex.syn,
+        replacement_list(&ex.ori, &ex.syn_replaced),
+        ex.ant,
+        replacement_list(&ex.ori, &ex.ant_replaced)
     )
 }
 
@@ -197,8 +182,7 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
             ));
         }
     };
-    let vocab_size = tokenizer.vocab_size();
-    let token_bytes = if vocab_size <= 1 << 16 { 2 } else { 4 };
+    let token_bytes = token_bytes(&tokenizer);
     let s = tokenizer.special;
     let packing = PackingConfig::new(opts.max_seq_len, s.cls, s.sep);
 
@@ -220,23 +204,11 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     let mut shards = Vec::new();
     let (mut examples, mut tokens, mut single) = (0usize, 0u64, 0usize);
     let mut doc_index = 0u64;
-    let flush =
-        |pending: &mut Vec<Example>, all: bool, shards: &mut Vec<ShardInfo>| -> Result<()> {
-            while pending.len() >= opts.examples_per_shard || (all && !pending.is_empty()) {
-                let take = pending.len().min(opts.examples_per_shard);
-                let chunk: Vec<Example> = pending.drain(..take).collect();
-                let file = format!("shard-{:05}.bin", shards.len());
-                crate::error::write_atomic(
-                    &opts.out.join(&file),
-                    &encode_records(&chunk, opts.max_seq_len, token_bytes),
-                )?;
-                shards.push(ShardInfo {
-                    file,
-                    examples: chunk.len(),
-                });
-            }
-            Ok(())
-        };
+    let flush = |pending: &mut Vec<Example>, all: bool, shards: &mut Vec<ShardInfo>| {
+        write_shards(opts, pending, all, shards, |c| {
+            encode_records(c, opts.max_seq_len, token_bytes)
+        })
+    };
     for f in &files {
         let docs = read_documents(f)?;
         let first = doc_index;
@@ -286,36 +258,18 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     if examples == 0 {
         return Err(Error::Input(format!(
             "{}: the corpus has no text (empty input)",
-            files
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            input_list(&files)
         )));
     }
-    tokenizer.save(&opts.out.join("tokenizer.json"))?;
-    let manifest = Manifest {
-        format_version: FORMAT_VERSION,
-        max_seq_len: opts.max_seq_len,
-        token_bytes,
-        vocab_size,
-        tokenizer_fingerprint: tokenizer.fingerprint(),
-        special_ids: s,
-        seed: opts.seed,
-        examples,
-        tokens,
-        single_segment_examples: single,
-        inputs: files.iter().map(|p| p.display().to_string()).collect(),
+    finish(
+        opts,
+        &tokenizer,
+        &files,
+        (examples, tokens, single),
         shards,
-        cline: None,
-    };
-    let json = serde_json::to_string_pretty(&manifest).expect("json") + "\n";
-    crate::error::write_atomic(&opts.out.join(MANIFEST), json.as_bytes())?;
-    Ok(PrepareReport {
-        manifest,
-        seconds: start.elapsed().as_secs_f64(),
-        bytes: total_bytes,
-    })
+        None,
+        (start, total_bytes),
+    )
 }
 
 /// One sentence → its CLINE record, or `None` when a side has no word to replace. The three
@@ -411,11 +365,7 @@ fn prepare_cline(
         c.config.clone(),
         &ClineGenerator::vocabulary_of(tokenizer),
     );
-    let token_bytes = if tokenizer.vocab_size() <= 1 << 16 {
-        2
-    } else {
-        4
-    };
+    let token_bytes = token_bytes(tokenizer);
     let mut data = ClineData {
         config: c.config.clone(),
         sentences: 0,
@@ -431,23 +381,11 @@ fn prepare_cline(
     let mut samples: Vec<String> = Vec::new();
     let mut shards = Vec::new();
     let (mut examples, mut tokens) = (0usize, 0u64);
-    let flush =
-        |pending: &mut Vec<ClineRecord>, all: bool, shards: &mut Vec<ShardInfo>| -> Result<()> {
-            while pending.len() >= opts.examples_per_shard || (all && !pending.is_empty()) {
-                let take = pending.len().min(opts.examples_per_shard);
-                let chunk: Vec<ClineRecord> = pending.drain(..take).collect();
-                let file = format!("shard-{:05}.bin", shards.len());
-                crate::error::write_atomic(
-                    &opts.out.join(&file),
-                    &encode_cline_records(&chunk, opts.max_seq_len, token_bytes),
-                )?;
-                shards.push(ShardInfo {
-                    file,
-                    examples: chunk.len(),
-                });
-            }
-            Ok(())
-        };
+    let flush = |pending: &mut Vec<ClineRecord>, all: bool, shards: &mut Vec<ShardInfo>| {
+        write_shards(opts, pending, all, shards, |c| {
+            encode_cline_records(c, opts.max_seq_len, token_bytes)
+        })
+    };
     for f in files {
         let sentences: Vec<String> = read_documents(f)?
             .iter()
@@ -513,48 +451,100 @@ fn prepare_cline(
     if examples == 0 {
         return Err(Error::Input(format!(
             "{}: no sentence has a word to replace by a synonym and one by an antonym or random word",
-            files
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            input_list(files)
         )));
     }
-    tokenizer.save(&opts.out.join("tokenizer.json"))?;
     let header = format!(
         "# CLINE triples: samples\n\nEvery 100th triple of {} (triple number in bold), as text before tokenization.\n\n",
-        files
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        input_list(files)
     );
     crate::error::write_atomic(
         &opts.out.join(CLINE_SAMPLES),
         (header + &samples.concat()).as_bytes(),
     )?;
+    finish(
+        opts,
+        tokenizer,
+        files,
+        (examples, tokens, examples),
+        shards,
+        Some(data),
+        (start, total_bytes),
+    )
+}
+
+/// Writes whole shards of `pending` (and the rest when `all`), each encoded by `encode`.
+fn write_shards<R>(
+    opts: &PrepareOptions,
+    pending: &mut Vec<R>,
+    all: bool,
+    shards: &mut Vec<ShardInfo>,
+    encode: impl Fn(&[R]) -> Vec<u8>,
+) -> Result<()> {
+    while pending.len() >= opts.examples_per_shard || (all && !pending.is_empty()) {
+        let take = pending.len().min(opts.examples_per_shard);
+        let chunk: Vec<R> = pending.drain(..take).collect();
+        let file = format!("shard-{:05}.bin", shards.len());
+        crate::error::write_atomic(&opts.out.join(&file), &encode(&chunk))?;
+        shards.push(ShardInfo {
+            file,
+            examples: chunk.len(),
+        });
+    }
+    Ok(())
+}
+
+fn input_list(files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Saves the tokenizer, then the manifest (a folder with a manifest is complete).
+/// `counts`: examples, tokens, single-segment examples; `timing`: start and input bytes.
+fn finish(
+    opts: &PrepareOptions,
+    tokenizer: &WordPieceTokenizer,
+    files: &[PathBuf],
+    counts: (usize, u64, usize),
+    shards: Vec<ShardInfo>,
+    cline: Option<ClineData>,
+    timing: (std::time::Instant, u64),
+) -> Result<PrepareReport> {
+    tokenizer.save(&opts.out.join("tokenizer.json"))?;
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
         max_seq_len: opts.max_seq_len,
-        token_bytes,
+        token_bytes: token_bytes(tokenizer),
         vocab_size: tokenizer.vocab_size(),
         tokenizer_fingerprint: tokenizer.fingerprint(),
         special_ids: tokenizer.special,
         seed: opts.seed,
-        examples,
-        tokens,
-        single_segment_examples: examples,
+        examples: counts.0,
+        tokens: counts.1,
+        single_segment_examples: counts.2,
         inputs: files.iter().map(|p| p.display().to_string()).collect(),
         shards,
-        cline: Some(data),
+        cline,
     };
     let json = serde_json::to_string_pretty(&manifest).expect("json") + "\n";
     crate::error::write_atomic(&opts.out.join(MANIFEST), json.as_bytes())?;
     Ok(PrepareReport {
         manifest,
-        seconds: start.elapsed().as_secs_f64(),
-        bytes: total_bytes,
+        seconds: timing.0.elapsed().as_secs_f64(),
+        bytes: timing.1,
     })
+}
+
+/// Bytes per token id in the shards: 2 below 65,536 tokens, else 4.
+fn token_bytes(tokenizer: &WordPieceTokenizer) -> usize {
+    if tokenizer.vocab_size() <= 1 << 16 {
+        2
+    } else {
+        4
+    }
 }
 
 /// The tokenizer saved next to the shards.
