@@ -358,6 +358,16 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
         assert!((0.0..=100.0).contains(&hits));
         assert_eq!(arm["scores"].as_array().unwrap().len(), 1);
     }
+    let diffs = report["difference"].as_array().unwrap();
+    assert_eq!(diffs.len(), 6);
+    for d in diffs {
+        // [name, mean ± sd summary, bootstrap interval]
+        let (s, ci) = (&d[1], &d[2]);
+        let mean = s["mean"].as_f64().unwrap();
+        assert!((ci["mean"].as_f64().unwrap() - mean).abs() < 1e-9, "{d}");
+        assert!(ci["low"].as_f64().unwrap() <= mean && mean <= ci["high"].as_f64().unwrap());
+    }
+    assert!(first.contains("95 % interval"), "{first}");
     let cline_run = out.join("pretrain/cline-seed1");
     assert_eq!(metrics(&cline_run).last().unwrap().step, 3);
     assert!(metrics(&cline_run)[0].contrast_loss.is_some());

@@ -11,13 +11,15 @@
 //!
 //! Statistics: mean ± sample standard deviation over (pre-training seed × fine-tuning seed) for
 //! the fine-tuned scores, over pre-training seeds for Hits; the CLINE − baseline difference is
-//! paired on the same seeds.
+//! paired on the same seeds, with a 95 % two-level bootstrap interval (10,000 draws, fixed seed;
+//! [`super::bootstrap`]) and a plain word when it contains 0.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::bootstrap::{Interval, paired_difference};
 use super::contrast::Consistency;
 use super::finetune::{FinetuneOptions, load_pretrained};
 use super::glue::GlueTask;
@@ -84,8 +86,9 @@ pub struct CompareReport {
     pub steps: u64,
     pub contrast: PathBuf,
     pub arms: Vec<ArmReport>,
-    /// CLINE − baseline, paired by seeds: dev accuracy, Ori, Rev, Con, Hits [CLS], Hits mean.
-    pub difference: Vec<(String, Summary)>,
+    /// CLINE − baseline, paired by seeds: dev accuracy, Ori, Rev, Con, Hits [CLS], Hits mean;
+    /// mean ± sd and the 95 % two-level bootstrap interval ([`super::bootstrap`]).
+    pub difference: Vec<(String, Summary, Interval)>,
 }
 
 const ARMS: [&str; 2] = ["baseline", "cline"];
@@ -297,31 +300,60 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
         });
     }
     let (b, c) = (&arms[0], &arms[1]);
-    let paired = |f: &dyn Fn(&SeedScores) -> f64| {
-        summary(
-            &c.scores
-                .iter()
-                .zip(&b.scores)
-                .map(|(x, y)| f(x) - f(y))
-                .collect::<Vec<_>>(),
-        )
+    // Rows: pre-training seeds; entries: fine-tuning seeds (Hits: one per row).
+    let grid = |a: &ArmReport, f: &dyn Fn(&SeedScores) -> f64| -> Vec<Vec<f64>> {
+        a.scores
+            .chunks(o.finetune_seeds.len())
+            .map(|row| row.iter().map(f).collect())
+            .collect()
     };
-    let paired_hits = |f: &dyn Fn(&HitsReport) -> f64| {
-        summary(
-            &c.hits
-                .iter()
-                .zip(&b.hits)
-                .map(|(x, y)| f(x) - f(y))
-                .collect::<Vec<_>>(),
+    let hits_grid = |a: &ArmReport, f: &dyn Fn(&HitsReport) -> f64| -> Vec<Vec<f64>> {
+        a.hits.iter().map(|h| vec![f(h)]).collect()
+    };
+    let diff = |name: &str, x: Vec<Vec<f64>>, y: Vec<Vec<f64>>| {
+        let d: Vec<f64> = x
+            .iter()
+            .flatten()
+            .zip(y.iter().flatten())
+            .map(|(p, q)| p - q)
+            .collect();
+        (
+            name.to_string(),
+            summary(&d),
+            paired_difference(&x, &y, 10_000, 0.95, 1),
         )
     };
     let difference = vec![
-        ("dev accuracy".to_string(), paired(&|s| s.dev_accuracy)),
-        ("Ori".to_string(), paired(&|s| s.contrast.ori)),
-        ("Rev".to_string(), paired(&|s| s.contrast.rev)),
-        ("Con".to_string(), paired(&|s| s.contrast.con)),
-        ("Hits [CLS]".to_string(), paired_hits(&|h| h.max_cls)),
-        ("Hits mean".to_string(), paired_hits(&|h| h.max_mean)),
+        diff(
+            "dev accuracy",
+            grid(c, &|s| s.dev_accuracy),
+            grid(b, &|s| s.dev_accuracy),
+        ),
+        diff(
+            "Ori",
+            grid(c, &|s| s.contrast.ori),
+            grid(b, &|s| s.contrast.ori),
+        ),
+        diff(
+            "Rev",
+            grid(c, &|s| s.contrast.rev),
+            grid(b, &|s| s.contrast.rev),
+        ),
+        diff(
+            "Con",
+            grid(c, &|s| s.contrast.con),
+            grid(b, &|s| s.contrast.con),
+        ),
+        diff(
+            "Hits [CLS]",
+            hits_grid(c, &|h| h.max_cls),
+            hits_grid(b, &|h| h.max_cls),
+        ),
+        diff(
+            "Hits mean",
+            hits_grid(c, &|h| h.max_mean),
+            hits_grid(b, &|h| h.max_mean),
+        ),
     ];
     let report = CompareReport {
         base_run: o.base_run.clone(),
@@ -367,9 +399,19 @@ pub fn report_table(r: &CompareReport, o: &CompareOptions) -> String {
             cell(&a.hits_mean)
         );
     }
-    md += "\n| CLINE − baseline (paired) | mean ± sd |\n|---|---:|\n";
-    for (name, s) in &r.difference {
-        md += &format!("| {name} | {:+.1} ± {:.1} |\n", s.mean, s.std);
+    md += "\n| CLINE − baseline (paired) | mean ± sd | 95 % interval (two-level bootstrap) | |\n|---|---:|---:|---|\n";
+    for (name, s, ci) in &r.difference {
+        let verdict = if ci.contains_zero() {
+            "contains 0: no evidence of a difference"
+        } else if ci.low > 0.0 {
+            "CLINE higher"
+        } else {
+            "CLINE lower"
+        };
+        md += &format!(
+            "| {name} | {:+.1} ± {:.1} | [{:+.1}, {:+.1}] | {verdict} |\n",
+            s.mean, s.std, ci.low, ci.high
+        );
     }
     md
 }

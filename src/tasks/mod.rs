@@ -1,6 +1,7 @@
 //! Downstream tasks: GLUE and SQuAD v1.1 readers, metrics.
 
 pub mod attack;
+pub mod bootstrap;
 pub mod cline_compare;
 pub mod contrast;
 pub mod finetune;
