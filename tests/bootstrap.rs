@@ -30,7 +30,8 @@ fn the_interval_matches_the_normal_approximation_and_is_reproducible() {
     // 400 values spread evenly on [0, 1]: mean 0.5, sd ≈ 0.2894; the 95 % interval of the mean
     // is ≈ 0.5 ± 1.96 · 0.2894 / 20 = 0.5 ± 0.02836.
     let values: Vec<f64> = (0..400).map(|i| i as f64 / 399.0).collect();
-    let i = bootstrap_grid(&[values.clone()], 4000, 0.95, 7);
+    let grid = vec![values];
+    let i = bootstrap_grid(&grid, 4000, 0.95, 7);
     assert!((i.mean - 0.5).abs() < 1e-12);
     let half = (i.high - i.low) / 2.0;
     assert!((half - 0.02836).abs() < 0.003, "half-width {half}");
