@@ -45,6 +45,22 @@ pub fn read(path: &std::path::Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| Error::io(path, e))
 }
 
+/// Reads and parses a JSON file; the error names the file.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
+    serde_json::from_slice(&read(path)?)
+        .map_err(|e| Error::Input(format!("{}: {e}", path.display())))
+}
+
+/// Writes `value` as pretty JSON with [`write_atomic`].
+pub fn write_json<T: serde::Serialize>(path: &std::path::Path, value: &T) -> Result<()> {
+    write_atomic(
+        path,
+        serde_json::to_string_pretty(value)
+            .expect("json")
+            .as_bytes(),
+    )
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync, rename.
 /// A reader never sees a half-written file, and a crash leaves the old file in place.
 pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {

@@ -65,10 +65,7 @@ fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
         "model": a.model, "set": set, "kind": kind, "split": a.split, "scores": c,
     });
     trueneg::error::write_atomic(&a.out.join(format!("{stem}.md")), md.as_bytes())?;
-    trueneg::error::write_atomic(
-        &a.out.join(format!("{stem}.json")),
-        serde_json::to_string_pretty(&json)?.as_bytes(),
-    )?;
+    trueneg::error::write_json(&a.out.join(format!("{stem}.json")), &json)?;
     print!("{md}");
     println!("wrote {}", a.out.join(format!("{stem}.md")).display());
     Ok(())

@@ -56,10 +56,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(out) = &a.out {
         let json = serde_json::json!({"report": report, "triplets": triplets});
         trueneg::error::write_atomic(&out.join("hits.md"), md.as_bytes())?;
-        trueneg::error::write_atomic(
-            &out.join("hits.json"),
-            serde_json::to_string_pretty(&json)?.as_bytes(),
-        )?;
+        trueneg::error::write_json(&out.join("hits.json"), &json)?;
         println!("wrote {}", out.join("hits.md").display());
     }
     Ok(())

@@ -149,17 +149,9 @@ fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<
     Ok(())
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
-}
-
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    crate::error::write_atomic(
-        path,
-        serde_json::to_string_pretty(value)
-            .expect("json")
-            .as_bytes(),
-    )
+/// A stage's output when it is there and whole (else the stage runs again).
+fn finished<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    crate::error::read_json(path).ok()
 }
 
 /// Prints one progress line per stage with the stages done and an ETA.
@@ -225,7 +217,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
 
             stages.begin(&format!("fine-tune {tag} on CAD-sentiment"));
             let ft = o.out.join("finetune").join(&tag);
-            let result: TaskResult = match read_json(&ft.join("results.json")) {
+            let result: TaskResult = match finished(&ft.join("results.json")) {
                 Some(r) => r,
                 None => {
                     if ft.exists() {
@@ -254,11 +246,11 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
             for (&fs, s) in o.finetune_seeds.iter().zip(&result.per_seed) {
                 let seed_dir = ft.join(format!("seed-{fs}"));
                 let path = seed_dir.join("contrast.json");
-                let c: Consistency = match read_json(&path) {
+                let c: Consistency = match finished(&path) {
                     Some(c) => c,
                     None => {
                         let (_, c) = evaluate_contrast(&seed_dir, &o.contrast, &o.split, false)?;
-                        write_json(&path, &c)?;
+                        crate::error::write_json(&path, &c)?;
                         c
                     }
                 };
@@ -273,11 +265,11 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
 
             stages.begin(&format!("Hits of {tag}"));
             let hits_path = o.out.join("hits").join(format!("{tag}.json"));
-            let h: HitsReport = match read_json(&hits_path) {
+            let h: HitsReport = match finished(&hits_path) {
                 Some(h) => h,
                 None => {
                     let h = hits(&load_pretrained(&run)?, &o.triplets, 32, 128)?;
-                    write_json(&hits_path, &h)?;
+                    crate::error::write_json(&hits_path, &h)?;
                     h
                 }
             };
@@ -364,7 +356,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     };
     let md = report_table(&report, o);
     crate::error::write_atomic(&o.out.join("report.md"), md.as_bytes())?;
-    write_json(&o.out.join("report.json"), &report)?;
+    crate::error::write_json(&o.out.join("report.json"), &report)?;
     Ok((report, md))
 }
 

@@ -129,12 +129,7 @@ pub fn write_results(out: &Path, result: &TaskResult) -> Result<String> {
     let md = results_table(std::slice::from_ref(result));
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     crate::error::write_atomic(&out.join("results.md"), md.as_bytes())?;
-    crate::error::write_atomic(
-        &out.join("results.json"),
-        serde_json::to_string_pretty(result)
-            .expect("json")
-            .as_bytes(),
-    )?;
+    crate::error::write_json(&out.join("results.json"), result)?;
     Ok(md)
 }
 

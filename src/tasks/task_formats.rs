@@ -96,11 +96,6 @@ struct Perspective {
     text: String,
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
-    let bytes = crate::error::read(path)?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::Input(format!("{}: {e}", path.display())))
-}
-
 /// The examples of one PERSPECTRUM split: `split_path` is `<folder>/<split>` with the official
 /// files in `<folder>`.
 pub fn read_perspectrum(split_path: &Path) -> Result<Vec<GlueExample>> {
@@ -117,9 +112,10 @@ pub fn read_perspectrum(split_path: &Path) -> Result<Vec<GlueExample>> {
     }
     let claims_path = dir.join("perspectrum_with_answers_v1.0.json");
     let pool_path = dir.join("perspective_pool_v1.0.json");
-    let claims: Vec<Claim> = read_json(&claims_path)?;
-    let pool: Vec<Perspective> = read_json(&pool_path)?;
-    let splits: HashMap<String, String> = read_json(&dir.join("dataset_split_v1.0.json"))?;
+    let claims: Vec<Claim> = crate::error::read_json(&claims_path)?;
+    let pool: Vec<Perspective> = crate::error::read_json(&pool_path)?;
+    let splits: HashMap<String, String> =
+        crate::error::read_json(&dir.join("dataset_split_v1.0.json"))?;
     let pool: HashMap<u64, String> = pool.into_iter().map(|p| (p.id, p.text)).collect();
     let mut out = Vec::new();
     for (i, c) in claims.iter().enumerate() {

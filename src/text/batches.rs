@@ -155,13 +155,13 @@ impl ClineBatch {
             Batch::padded_to(&ex, pad, len)
         };
         let mut labels = vec![-100i64; 2 * records.len() * len];
-        for k in 0..2 {
-            for (row, r) in records.iter().enumerate() {
-                let at = (k * records.len() + row) * len;
-                let lab = if k == 0 { &r.syn_labels } else { &r.ant_labels };
-                for (t, &l) in lab.iter().enumerate() {
-                    labels[at + t] = l as i64;
-                }
+        let rows = records.iter().map(|r| &r.syn_labels);
+        for (row, lab) in rows
+            .chain(records.iter().map(|r| &r.ant_labels))
+            .enumerate()
+        {
+            for (t, &l) in lab.iter().enumerate() {
+                labels[row * len + t] = l as i64;
             }
         }
         Self {

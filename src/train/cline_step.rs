@@ -14,15 +14,14 @@ use burn::prelude::*;
 
 use super::config::PretrainConfig;
 use super::model::{Net, PretrainModel};
-use super::step::{StepLoss, ints};
-use crate::model::Inputs;
+use super::step::{StepLoss, inputs, ints1};
 use crate::model::heads::gather_rows;
 use crate::objective::contrastive::{
     ClineContrast, ClineOri, ClineRtd, ClineWeights, bce_contrast, binary_detection_loss,
     infonce_contrast, learned_weighting, syn_closer, three_way_detection_loss,
 };
 use crate::objective::masked_cross_entropy;
-use crate::text::batches::ClineBatch;
+use crate::text::batches::{Batch, ClineBatch};
 use crate::text::masking::Masked;
 
 /// Rows `from..to` of a [rows, len, hidden] tensor.
@@ -43,42 +42,41 @@ pub fn cline_step_loss(
     let heads = model.cline.as_ref().expect("CLINE heads");
     let (b, len) = (cb.ori.batch, cb.ori.len);
     let unmasked = o.cline_ori == ClineOri::Unmasked;
-    let positions = {
-        let v: Vec<i64> = m.positions.iter().map(|&p| p as i64).collect();
-        let n = v.len();
-        Tensor::<1, Int>::from_data(TensorData::new(v, [n]), device)
-    };
-    let labels = {
-        let v: Vec<i64> = m.labels.iter().map(|&l| l as i64).collect();
-        let n = v.len();
-        Tensor::<1, Int>::from_data(TensorData::new(v, [n]), device)
-    };
+    let positions = ints1(m.positions.iter().map(|&p| p as i64), device);
+    let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
 
-    // The sequences of the encoder pass, block by block.
-    let mut ids: Vec<u32> = Vec::with_capacity(4 * b * len);
-    let mut mask: Vec<u32> = Vec::with_capacity(4 * b * len);
-    let electra_unmasked = unmasked && model.is_electra();
-    ids.extend_from_slice(if electra_unmasked {
+    // The sequences of the encoder pass, block by block, as one batch.
+    let ori_ids = if unmasked && model.is_electra() {
         &cb.ori.ids
     } else {
         &m.input_ids
-    });
-    mask.extend_from_slice(&cb.ori.attention_mask);
-    for side in [&cb.syn, &cb.ant] {
-        ids.extend_from_slice(&side.ids);
-        mask.extend_from_slice(&side.attention_mask);
-    }
-    if unmasked && !model.is_electra() {
-        ids.extend_from_slice(&cb.ori.ids);
-        mask.extend_from_slice(&cb.ori.attention_mask);
-    }
-    let n = ids.len() / len.max(1);
-    let dense = mask.iter().all(|&v| v == 1);
-    let x = Inputs {
-        ids: ints(&ids, [n, len], device),
-        token_types: Tensor::zeros([n, len], device),
-        attention_mask: (!dense).then(|| ints(&mask, [n, len], device)),
     };
+    let mut blocks = vec![
+        (&cb.ori, ori_ids),
+        (&cb.syn, &cb.syn.ids),
+        (&cb.ant, &cb.ant.ids),
+    ];
+    if unmasked && !model.is_electra() {
+        blocks.push((&cb.ori, &cb.ori.ids));
+    }
+    let all = Batch {
+        batch: blocks.len() * b,
+        len,
+        ids: blocks
+            .iter()
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .collect(),
+        token_types: blocks
+            .iter()
+            .flat_map(|(s, _)| s.token_types.iter().copied())
+            .collect(),
+        attention_mask: blocks
+            .iter()
+            .flat_map(|(s, _)| s.attention_mask.iter().copied())
+            .collect(),
+    };
+    let n = all.batch;
+    let x = inputs(&all, &all.ids, device);
 
     let (mlm_logits, h) = match &model.net {
         Net::Bert(bert) => {
@@ -90,12 +88,7 @@ pub fn cline_step_loss(
             (logits, h)
         }
         Net::Electra(e) => {
-            let xo = Inputs {
-                ids: ints(&m.input_ids, [b, len], device),
-                token_types: Tensor::zeros([b, len], device),
-                attention_mask: (!cb.ori.is_dense())
-                    .then(|| ints(&cb.ori.attention_mask, [b, len], device)),
-            };
+            let xo = inputs(&cb.ori, &m.input_ids, device);
             (e.generator_logits(&xo, positions), e.encode(&x))
         }
     };

@@ -24,7 +24,7 @@ pub(crate) fn ints(values: &[u32], shape: [usize; 2], device: &Device) -> Tensor
     Tensor::from_data(TensorData::new(v, shape), device)
 }
 
-fn ints1(values: impl Iterator<Item = i64>, device: &Device) -> Tensor<1, Int> {
+pub(crate) fn ints1(values: impl Iterator<Item = i64>, device: &Device) -> Tensor<1, Int> {
     let v: Vec<i64> = values.collect();
     let n = v.len();
     Tensor::from_data(TensorData::new(v, [n]), device)
@@ -45,7 +45,8 @@ fn host_ids(t: Tensor<1, Int>) -> Vec<u32> {
         .collect()
 }
 
-fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
+/// The model inputs of `batch` with token ids `ids` (the batch's own, or a corrupted copy).
+pub(crate) fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
     let shape = [batch.batch, batch.len];
     Inputs {
         ids: ints(ids, shape, device),
