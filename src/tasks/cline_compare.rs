@@ -93,7 +93,9 @@ pub struct CompareReport {
 
 const ARMS: [&str; 2] = ["baseline", "cline"];
 
-/// Continues `base` for one arm and seed into `dir` (resuming what is there).
+/// Continues `base` for one arm and seed into `dir` (resuming what is there). The base run's
+/// config with `train.steps`, the seed, one final checkpoint and the overrides; `log_every` is
+/// cut to the steps, and a warmup as long as the run is cut to a tenth of it.
 fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<()> {
     let folder = if dir.join("config.toml").exists() {
         resume_run(dir, &[])?
