@@ -234,3 +234,124 @@ pub fn run_loss_plot(run: &Path) -> Result<std::path::PathBuf> {
     )?;
     Ok(out)
 }
+
+/// One named series of (mean, low, high) per category; `None` where it has no value.
+pub struct IntervalSeries {
+    pub name: String,
+    pub points: Vec<Option<(f64, f64, f64)>>,
+}
+
+/// Draws each category's intervals side by side (a dot at the mean, a whisker from low to
+/// high, one colour per series) into a PNG at `path`; `zero_line` draws y = 0.
+pub fn interval_plot(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    categories: &[String],
+    series: &[IntervalSeries],
+    zero_line: bool,
+) -> Result<()> {
+    let values = series
+        .iter()
+        .flat_map(|s| s.points.iter().flatten())
+        .flat_map(|&(m, l, h)| [m, l, h])
+        .filter(|v| v.is_finite());
+    let (mut y0, mut y1) = (f64::MAX, f64::MIN);
+    for v in values.chain(zero_line.then_some(0.0)) {
+        y0 = y0.min(v);
+        y1 = y1.max(v);
+    }
+    if categories.is_empty() || y0 > y1 {
+        return Err(Error::Input(format!("{}: nothing to plot", path.display())));
+    }
+    let pad = ((y1 - y0) * 0.08).max(1e-3);
+    // Room under the data for the category names.
+    let (y0, y1) = (y0 - 2.0 * pad, y1 + pad);
+    let y_step = (y1 - y0) / 10.0;
+    let tmp = path.with_extension("tmp.png");
+    let text = font_available();
+    let drawn = (|| -> Result<()> {
+        let draw_err =
+            |e: String| Error::Input(format!("{}: drawing failed ({e})", path.display()));
+        let root = BitMapBackend::new(&tmp, (1100, 560)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| draw_err(e.to_string()))?;
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .margin(16)
+            .x_label_area_size(0)
+            .y_label_area_size(if text { 60 } else { 0 });
+        if text {
+            builder.caption(title, ("sans-serif", 22));
+        }
+        let n = categories.len() as f64;
+        let mut chart = builder
+            .build_cartesian_2d(-0.5..n - 0.5, y0..y1)
+            .map_err(|e| draw_err(e.to_string()))?;
+        let mut mesh = chart.configure_mesh();
+        mesh.disable_x_mesh().disable_x_axis();
+        let y_fmt = move |v: &f64| tick(*v, y_step);
+        if text {
+            mesh.y_desc(y_label).y_label_formatter(&y_fmt);
+        } else {
+            mesh.disable_y_axis();
+        }
+        mesh.draw().map_err(|e| draw_err(e.to_string()))?;
+        if zero_line {
+            chart
+                .draw_series(LineSeries::new(
+                    [(-0.5, 0.0), (n - 0.5, 0.0)],
+                    BLACK.stroke_width(1),
+                ))
+                .map_err(|e| draw_err(e.to_string()))?;
+        }
+        let width = 0.7 / series.len().max(1) as f64;
+        for (i, s) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let offset = -0.35 + width * (i as f64 + 0.5);
+            let at = |c: usize| c as f64 + offset;
+            let whiskers = s.points.iter().enumerate().filter_map(|(c, p)| {
+                p.map(|(_, l, h)| {
+                    PathElement::new(vec![(at(c), l), (at(c), h)], color.stroke_width(2))
+                })
+            });
+            chart
+                .draw_series(whiskers)
+                .map_err(|e| draw_err(e.to_string()))?;
+            let dots = chart
+                .draw_series(s.points.iter().enumerate().filter_map(|(c, p)| {
+                    p.map(|(m, _, _)| Circle::new((at(c), m), 4, color.filled()))
+                }))
+                .map_err(|e| draw_err(e.to_string()))?;
+            if text {
+                dots.label(s.name.clone())
+                    .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
+            }
+        }
+        if text {
+            let labels = categories.iter().enumerate().map(|(c, name)| {
+                Text::new(
+                    name.clone(),
+                    (c as f64 - 0.4, y0 + 0.5 * pad),
+                    ("sans-serif", 13).into_font(),
+                )
+            });
+            chart
+                .draw_series(labels)
+                .map_err(|e| draw_err(e.to_string()))?;
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 16))
+                .draw()
+                .map_err(|e| draw_err(e.to_string()))?;
+        }
+        root.present().map_err(|e| draw_err(e.to_string()))?;
+        Ok(())
+    })()
+    .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+    if drawn.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    drawn
+}

@@ -1,6 +1,7 @@
 //! The `trueneg` command line: one module per subcommand, each a clap `Args` struct and a short
 //! function that calls the library. No other module knows the command line.
 
+mod ablation;
 mod attack;
 mod bench;
 mod cline_compare;
@@ -62,6 +63,9 @@ enum Command {
     Hits(hits::Args),
     /// Baseline vs CLINE continued from one run: contrast consistency and Hits over seeds.
     ClineCompare(cline_compare::Args),
+    /// The paper's ablation in one command: pre-train per objective and seed, HC statistics,
+    /// GLUE / SQuAD fine-tuning and robustness over seeds, a report with bootstrap intervals.
+    Ablation(ablation::Args),
     /// The CPU benchmark of DESIGN.md (BERT MLM + word-level SR step); prints ms_per_step=.
     Bench(bench::Args),
 }
@@ -114,6 +118,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Evaluate(a) => evaluate::run(a, ui),
         Command::Hits(a) => hits::run(a),
         Command::ClineCompare(a) => cline_compare::run(a, ui),
+        Command::Ablation(a) => ablation::run(a, ui),
         Command::Bench(a) => bench::run(a),
     }
 }

@@ -38,6 +38,28 @@ pub enum ObjectiveKind {
 }
 
 impl ObjectiveKind {
+    pub const ALL: [Self; 6] = [
+        Self::Baseline,
+        Self::Hc,
+        Self::Sr,
+        Self::SrSent,
+        Self::HcSr,
+        Self::Cline,
+    ];
+    /// The config name (`objective.kind`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Baseline => "baseline",
+            Self::Hc => "hc",
+            Self::Sr => "sr",
+            Self::SrSent => "sr-sent",
+            Self::HcSr => "hc+sr",
+            Self::Cline => "cline",
+        }
+    }
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
     pub fn hard_correction(self) -> bool {
         matches!(self, Self::Hc | Self::HcSr)
     }

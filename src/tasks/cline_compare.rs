@@ -15,7 +15,6 @@
 //! [`super::bootstrap`]) and a plain word when it contains 0.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +26,7 @@ use super::hits::{HitsReport, Triplet, hits};
 use super::runner::{
     Summary, TaskResult, evaluate_contrast, finetune_glue, summary, write_results,
 };
+use super::stages::Stages;
 use crate::objective::ObjectiveKind;
 use crate::text::shards::ShardSet;
 use crate::train::config::PretrainConfig;
@@ -156,33 +156,6 @@ fn finished<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     crate::error::read_json(path).ok()
 }
 
-/// Prints one progress line per stage with the stages done and an ETA.
-struct Stages {
-    total: usize,
-    done: usize,
-    start: Instant,
-    show: bool,
-}
-
-impl Stages {
-    fn begin(&self, what: &str) {
-        if !self.show {
-            return;
-        }
-        let eta = if self.done == 0 {
-            "?".to_string()
-        } else {
-            let per = self.start.elapsed().as_secs_f64() / self.done as f64;
-            format!("{:.0} s", per * (self.total - self.done) as f64)
-        };
-        tracing::info!(
-            "cline-compare stage {}/{}: {what} (eta {eta})",
-            self.done + 1,
-            self.total
-        );
-    }
-}
-
 /// Runs (or continues) the comparison and writes `report.md` / `report.json` into `out`.
 pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     if o.pretrain_seeds.is_empty() || o.finetune_seeds.is_empty() {
@@ -198,12 +171,11 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     o.finetune.validate()?;
     std::fs::create_dir_all(&o.out).map_err(|e| Error::io(&o.out, e))?;
     let _lock = crate::lock::FolderLock::acquire(&o.out, "trueneg cline-compare")?;
-    let mut stages = Stages {
-        total: ARMS.len() * o.pretrain_seeds.len() * 3,
-        done: 0,
-        start: Instant::now(),
-        show: o.progress != Progress::Hidden,
-    };
+    let mut stages = Stages::new(
+        "cline-compare",
+        ARMS.len() * o.pretrain_seeds.len() * 3,
+        o.progress != Progress::Hidden,
+    );
     let mut arms = Vec::new();
     for arm in ARMS {
         let mut scores = Vec::new();
@@ -214,7 +186,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
             let run = o.out.join("pretrain").join(&tag);
             stages.begin(&format!("pre-train {tag}"));
             pretrain_arm(o, arm, ps, &run)?;
-            stages.done += 1;
+            stages.finish(true);
             runs.push(run.clone());
 
             stages.begin(&format!("fine-tune {tag} on CAD-sentiment"));
@@ -263,7 +235,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
                     contrast: c,
                 });
             }
-            stages.done += 1;
+            stages.finish(true);
 
             stages.begin(&format!("Hits of {tag}"));
             let hits_path = o.out.join("hits").join(format!("{tag}.json"));
@@ -276,7 +248,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
                 }
             };
             hits_all.push(h);
-            stages.done += 1;
+            stages.finish(true);
         }
         let of =
             |f: &dyn Fn(&SeedScores) -> f64| summary(&scores.iter().map(f).collect::<Vec<_>>());

@@ -1,5 +1,7 @@
 //! Downstream tasks: GLUE and SQuAD v1.1 readers, metrics.
 
+pub mod ablation;
+pub mod ablation_report;
 pub mod attack;
 pub mod bootstrap;
 pub mod cline_compare;
@@ -11,4 +13,5 @@ pub mod metrics;
 pub mod qa;
 pub mod runner;
 pub mod squad;
+pub mod stages;
 pub mod task_formats;

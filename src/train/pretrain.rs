@@ -243,6 +243,9 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     }
     let base_device = crate::device::device_for(&cfg.train.device)?;
     let device = base_device.clone().autodiff();
+    // The initial weights follow `train.seed`: runs of one seed start from the same weights
+    // whatever their objective (the ablation's pairing).
+    crate::model::seed(&base_device, cfg.train.seed);
     let mut model = PretrainModel::new(cfg, vocab, &device);
     let mut opt = AdamW::new(cfg.optimizer.clone());
     let mut position = DataPosition::default();

@@ -9,7 +9,7 @@ use std::path::Path;
 use burn::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::checkpoint;
 use super::config::PretrainConfig;
@@ -26,7 +26,7 @@ use crate::text::examples::{Example, PackingConfig, pack_document};
 use crate::text::masking::mask_batch;
 use crate::{Error, Result};
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CheckpointStats {
     pub step: u64,
     pub counts: CorrectionCounts,

@@ -1,0 +1,140 @@
+//! `trueneg ablation`: the paper's ablation in one command (pre-training per objective and
+//! seed, HC statistics, GLUE and SQuAD fine-tuning over seeds, robustness, report).
+
+use std::path::PathBuf;
+
+use trueneg::objective::ObjectiveKind;
+use trueneg::tasks::ablation::{AblationOptions, AblationSpec, ablation};
+
+use super::Ui;
+
+/// The tasks of the paper's Table 2 that ../shared holds.
+const DEFAULT_TASKS: &str = "cola,sst2,mrpc,stsb,rte";
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A preset (tiny, electra-small, electra-base, bert-base) or a TOML file for every run.
+    #[arg(long)]
+    config: String,
+    /// Override a config value of every run, e.g. --set train.steps=600 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Comma-separated objectives: baseline (required), hc, sr, sr-sent, hc+sr.
+    #[arg(long, value_delimiter = ',', default_value = "baseline,hc,sr,sr-sent")]
+    objectives: Vec<String>,
+    /// Comma-separated pre-training seeds.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    pretrain_seeds: Vec<u64>,
+    /// Pre-training device (cpu, cuda, libtorch-cuda, …) [default: the config's]. Fine-tuning
+    /// runs on the CPU.
+    #[arg(long)]
+    device: Option<String>,
+    /// Checkpoints per pre-training run; HC runs keep them all for the statistics.
+    #[arg(long, default_value_t = 5)]
+    checkpoints: u64,
+    /// The folder holding GLUE's task folders (CoLA/, SST-2/, MRPC/, STS-B/, RTE/, …).
+    #[arg(long)]
+    glue: Option<PathBuf>,
+    /// Comma-separated GLUE tasks [default with --glue: cola,sst2,mrpc,stsb,rte].
+    #[arg(long, value_delimiter = ',')]
+    tasks: Option<Vec<String>>,
+    /// Comma-separated fine-tuning seeds.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    finetune_seeds: Vec<u64>,
+    /// GLUE fine-tuning epochs [default: ELECTRA's, 3; RTE and STS-B 10].
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Fine-tuning peak learning rate (GLUE and SQuAD) [default: 1e-4].
+    #[arg(long)]
+    lr: Option<f64>,
+    /// GLUE tokens per example [default: 128].
+    #[arg(long)]
+    max_seq_len: Option<usize>,
+    /// Fine-tune each GLUE task on at most this many examples (0 = all).
+    #[arg(long, default_value_t = 0)]
+    max_train_examples: usize,
+    /// SQuAD v1.1: a folder (train-v1.1.json, dev-v1.1.json) or one file split in two.
+    #[arg(long)]
+    squad: Option<PathBuf>,
+    /// SQuAD questions to train on (0 = all; one file: the first N).
+    #[arg(long, default_value_t = 0)]
+    squad_train: usize,
+    /// SQuAD dev questions to evaluate on (0 = all).
+    #[arg(long, default_value_t = 0)]
+    squad_eval: usize,
+    /// SQuAD fine-tuning epochs [default: 2].
+    #[arg(long)]
+    squad_epochs: Option<usize>,
+    /// SQuAD window length [default: 384, or the model's longest position when shorter].
+    #[arg(long)]
+    squad_max_seq_len: Option<usize>,
+    /// Seed of the attacks' random choices.
+    #[arg(long, default_value_t = 1)]
+    attack_seed: u64,
+    /// Text the HC statistics mask and predict (the paper: WikiText-2) [default: the embedded
+    /// corpus when the config names no shards].
+    #[arg(long)]
+    stats_corpus: Option<PathBuf>,
+    /// Batches of 32 sequences per checkpoint for the HC statistics.
+    #[arg(long, default_value_t = 50)]
+    stats_batches: usize,
+    /// Keep the fine-tuned models' weights (by default only scores and predictions stay).
+    #[arg(long)]
+    keep_models: bool,
+    /// Folder of the experiment; an unfinished one continues where it stopped.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
+    let objectives = a
+        .objectives
+        .iter()
+        .map(|o| {
+            ObjectiveKind::parse(o.trim()).ok_or_else(|| {
+                anyhow::anyhow!("--objectives {o}: expected baseline, hc, sr, sr-sent or hc+sr")
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let tasks = match (&a.tasks, &a.glue) {
+        (Some(t), _) => t.clone(),
+        (None, Some(_)) => DEFAULT_TASKS.split(',').map(String::from).collect(),
+        (None, None) => Vec::new(),
+    }
+    .iter()
+    .filter(|t| !t.trim().is_empty())
+    .map(|t| super::finetune::glue_task(t.trim()))
+    .collect::<anyhow::Result<Vec<_>>>()?;
+    let spec = AblationSpec {
+        config: a.config,
+        overrides: a.set,
+        objectives,
+        pretrain_seeds: a.pretrain_seeds,
+        device: a.device,
+        checkpoints: a.checkpoints,
+        glue: a.glue,
+        tasks,
+        finetune_seeds: a.finetune_seeds,
+        epochs: a.epochs,
+        lr: a.lr,
+        max_seq_len: a.max_seq_len,
+        max_train_examples: a.max_train_examples,
+        squad: a.squad,
+        squad_train: a.squad_train,
+        squad_eval: a.squad_eval,
+        squad_epochs: a.squad_epochs,
+        squad_max_seq_len: a.squad_max_seq_len,
+        attack_seed: a.attack_seed,
+        stats_corpus: a.stats_corpus,
+        stats_batches: a.stats_batches,
+    };
+    let (_, md) = ablation(&AblationOptions {
+        spec,
+        out: a.out.clone(),
+        keep_models: a.keep_models,
+        progress: ui.progress,
+    })?;
+    print!("{md}");
+    println!("wrote {}", a.out.join("report.md").display());
+    Ok(())
+}

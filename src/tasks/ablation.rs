@@ -1,0 +1,564 @@
+//! The paper's ablation as one experiment: pre-train one model per (objective, pre-training
+//! seed), measure Hard Correction's rates over the checkpoints of every HC run (Table 8),
+//! fine-tune every model on each GLUE task over the fine-tuning seeds (Table 2), fine-tune it on
+//! SQuAD and score it on the original and the attacked dev set (Tables 3 and 6), then write the
+//! report ([`super::ablation_report`]).
+//!
+//! **Pairing.** All runs of one pre-training seed start from the same initial weights, read the
+//! same examples in the same order and draw the same masks (all follow `train.seed`); only the
+//! objective differs. The pre-training seed changes all three. Fine-tuning seed f is the same
+//! for every model. So the difference objective − baseline is paired on (pre-training seed,
+//! fine-tuning seed).
+//!
+//! **Layout of `out`.** `experiment.json` (the settings; a continued experiment must match),
+//! `data/` (the embedded corpus when the config names no shards), `pretrain/<objective>-seed<s>/`
+//! (runs), `stats/<tag>.json`, `finetune/<tag>/<TASK>/results.json`, `squad/<tag>/robustness.json`,
+//! then `report.md`, `report.json` and PNGs.
+//!
+//! **Resuming.** A stage whose output file is whole is reused, never redone; a run killed
+//! part-way continues from its last checkpoint; a fine-tuning killed part-way starts that task
+//! again in a clean folder.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::attack::{AttackKind, attack_squad};
+use super::finetune::{FinetuneOptions, PretrainedEncoder, Scores, load_pretrained};
+use super::glue::GlueTask;
+use super::qa::{QaOptions, load_qa, predict_squad, squad_finetune_options};
+use super::runner::{TaskResult, finetune_glue, finetune_qa, squad_scores, squad_splits};
+use super::squad::SquadExample;
+use super::stages::Stages;
+use crate::lexicon::SynonymTable;
+use crate::objective::ObjectiveKind;
+use crate::text::shards::ShardSet;
+use crate::train::config::PretrainConfig;
+use crate::train::pretrain::{Progress, RunOptions, pretrain};
+use crate::train::run::{new_run, resume_run};
+use crate::train::stats::{CheckpointStats, correction_stats};
+use crate::{Error, Result};
+
+/// Everything that decides an ablation's numbers; saved as `experiment.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AblationSpec {
+    /// A preset name or a TOML file, and `--set` overrides for every run.
+    pub config: String,
+    pub overrides: Vec<String>,
+    /// The objectives; `baseline` is the reference of every paired difference.
+    pub objectives: Vec<ObjectiveKind>,
+    pub pretrain_seeds: Vec<u64>,
+    /// Pre-training device (`train.device`); `None` keeps the config's.
+    pub device: Option<String>,
+    /// Checkpoints written per run (HC runs keep them all for the Table 8 statistics).
+    pub checkpoints: u64,
+    /// The folder holding GLUE's task folders (`CoLA/`, `SST-2/`, …).
+    pub glue: Option<PathBuf>,
+    pub tasks: Vec<GlueTask>,
+    pub finetune_seeds: Vec<u64>,
+    /// Fine-tuning epochs (`None`: ELECTRA's recipe per task), peak learning rate, tokens per
+    /// example, training examples per task (0 = all).
+    pub epochs: Option<usize>,
+    pub lr: Option<f64>,
+    pub max_seq_len: Option<usize>,
+    pub max_train_examples: usize,
+    /// SQuAD v1.1: a folder with train/dev files or one file split in two; questions to train
+    /// on and to evaluate on; epochs and window length (`None`: 2, and 384 or the model's
+    /// longest position).
+    pub squad: Option<PathBuf>,
+    pub squad_train: usize,
+    pub squad_eval: usize,
+    pub squad_epochs: Option<usize>,
+    pub squad_max_seq_len: Option<usize>,
+    /// Seed of the attacks' random choices.
+    pub attack_seed: u64,
+    /// Text the Table 8 statistics mask and predict (`None`: the embedded corpus); batches per
+    /// checkpoint.
+    pub stats_corpus: Option<PathBuf>,
+    pub stats_batches: usize,
+}
+
+pub struct AblationOptions {
+    pub spec: AblationSpec,
+    pub out: PathBuf,
+    /// Keep the fine-tuned models (`finetune/<tag>/<TASK>/seed-N/`); by default only their
+    /// scores and predictions stay.
+    pub keep_models: bool,
+    pub progress: Progress,
+}
+
+/// One (objective, pre-training seed): its run and every score measured on it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunResults {
+    pub objective: ObjectiveKind,
+    pub pretrain_seed: u64,
+    pub run: PathBuf,
+    /// One per task, scores in fine-tuning seed order.
+    pub glue: Vec<TaskResult>,
+    pub squad: Option<SquadRobustness>,
+    /// Table 8 statistics (HC runs).
+    pub stats: Option<Vec<CheckpointStats>>,
+}
+
+/// SQuAD scores of one pre-trained model over the fine-tuning seeds: the original dev
+/// questions and each attack's transformed copy.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SquadRobustness {
+    pub ori: TaskResult,
+    pub attacks: Vec<AttackScores>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AttackScores {
+    pub attack: String,
+    /// One per fine-tuning seed.
+    pub per_seed: Vec<Scores>,
+}
+
+pub const ATTACKS: [AttackKind; 2] = [AttackKind::SwapSynWordnet, AttackKind::AddSentDiverse];
+
+impl AblationSpec {
+    /// Checks the settings before any work: the error names the option.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if !self.objectives.contains(&ObjectiveKind::Baseline) {
+            return bad(
+                "--objectives: include baseline (the reference of every paired difference)".into(),
+            );
+        }
+        if self.objectives.contains(&ObjectiveKind::Cline) {
+            return bad("--objectives: cline trains on sentence triples; compare it with `trueneg cline-compare`".into());
+        }
+        for (name, v) in [
+            ("--objectives", dedup_len(&self.objectives)),
+            ("--pretrain-seeds", dedup_len(&self.pretrain_seeds)),
+            ("--finetune-seeds", dedup_len(&self.finetune_seeds)),
+            ("--tasks", dedup_len(&self.tasks)),
+        ] {
+            if let Some((n, unique)) = v
+                && n != unique
+            {
+                return bad(format!("{name}: a value is given twice"));
+            }
+        }
+        if self.pretrain_seeds.is_empty() || self.finetune_seeds.is_empty() {
+            return bad("--pretrain-seeds and --finetune-seeds need at least one seed each".into());
+        }
+        if self.tasks.is_empty() && self.squad.is_none() {
+            return bad("nothing to fine-tune: give --tasks with --glue, or --squad".into());
+        }
+        if !self.tasks.is_empty() && self.glue.is_none() {
+            return bad("--tasks needs --glue (the folder holding CoLA/, SST-2/, …)".into());
+        }
+        if let Some(t) = self.tasks.iter().find(|t| !t.is_glue()) {
+            return bad(format!("--tasks: {} is not a GLUE task", t.dir_name()));
+        }
+        if self.checkpoints == 0 {
+            return bad("--checkpoints: must be > 0".into());
+        }
+        if self.stats_batches == 0 {
+            return bad("--stats-batches: must be > 0".into());
+        }
+        for o in &self.overrides {
+            let key = o.split_once('=').map(|(k, _)| k.trim()).unwrap_or(o);
+            if matches!(
+                key,
+                "objective.kind"
+                    | "train.seed"
+                    | "train.checkpoint_every"
+                    | "train.keep_checkpoints"
+            ) {
+                return bad(format!(
+                    "--set {o}: the ablation sets {key} itself (see --objectives, --pretrain-seeds, --checkpoints)"
+                ));
+            }
+        }
+        if let Some(g) = &self.glue {
+            for t in &self.tasks {
+                let f = t.train_file(&g.join(t.dir_name()));
+                if !f.exists() {
+                    return Err(Error::Input(format!("{}: no such file", f.display())));
+                }
+            }
+        }
+        for t in &self.tasks {
+            self.glue_options(*t).validate()?;
+        }
+        Ok(())
+    }
+
+    /// ELECTRA's fine-tuning recipe for `task` with this experiment's changes.
+    pub fn glue_options(&self, task: GlueTask) -> FinetuneOptions {
+        let mut o = FinetuneOptions::electra(task);
+        o.epochs = self.epochs.unwrap_or(o.epochs);
+        o.lr = self.lr.unwrap_or(o.lr);
+        o.max_seq_len = self.max_seq_len.unwrap_or(o.max_seq_len);
+        o.max_train_examples = self.max_train_examples;
+        o
+    }
+
+    /// Run folder name of one (objective, pre-training seed).
+    pub fn tag(kind: ObjectiveKind, seed: u64) -> String {
+        format!("{}-seed{seed}", kind.name())
+    }
+}
+
+fn dedup_len<T: PartialEq>(v: &[T]) -> Option<(usize, usize)> {
+    let unique = v
+        .iter()
+        .enumerate()
+        .filter(|(i, x)| !v[..*i].contains(x))
+        .count();
+    Some((v.len(), unique))
+}
+
+/// A stage's output when it is there and whole (else the stage runs again).
+fn finished<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    crate::error::read_json(path).ok()
+}
+
+/// `experiment.json`: written by the first call, compared by every later one.
+fn claim_spec(spec: &AblationSpec, out: &Path) -> Result<()> {
+    let path = out.join("experiment.json");
+    if path.exists() {
+        let saved: serde_json::Value = crate::error::read_json(&path)?;
+        let now = serde_json::to_value(spec).expect("spec as JSON");
+        if saved != now {
+            let fields: Vec<String> = now
+                .as_object()
+                .expect("object")
+                .iter()
+                .filter(|(k, v)| saved.get(k.as_str()) != Some(v))
+                .map(|(k, _)| k.clone())
+                .collect();
+            return Err(Error::Config(format!(
+                "{}: this folder holds an experiment with other settings ({}); continue it with the same options or choose another --out",
+                path.display(),
+                fields.join(", ")
+            )));
+        }
+        return Ok(());
+    }
+    crate::error::write_json(&path, spec)
+}
+
+/// The pre-training config of one run: the experiment's config and overrides, the objective,
+/// the seed, the shared shards, `checkpoints` evenly spaced checkpoints (all kept for HC runs).
+fn run_config(
+    spec: &AblationSpec,
+    kind: ObjectiveKind,
+    seed: u64,
+    shards: &Path,
+) -> Result<PretrainConfig> {
+    let base = PretrainConfig::load(&spec.config, &spec.overrides)?;
+    let steps = base.train.steps;
+    let every = (steps / spec.checkpoints).max(1);
+    let keep = if kind.hard_correction() {
+        spec.checkpoints as usize + 1
+    } else {
+        1
+    };
+    let mut sets = spec.overrides.clone();
+    sets.extend([
+        format!("objective.kind={}", kind.name()),
+        format!("train.seed={seed}"),
+        format!("data.shards={}", shards.display()),
+        format!("train.checkpoint_every={every}"),
+        format!("train.keep_checkpoints={keep}"),
+    ]);
+    if let Some(d) = &spec.device {
+        sets.push(format!("train.device={d}"));
+    }
+    let mut cfg = PretrainConfig::load(&spec.config, &sets)?;
+    cfg.absolute_paths()?;
+    Ok(cfg)
+}
+
+fn pretrain_run(
+    o: &AblationOptions,
+    kind: ObjectiveKind,
+    seed: u64,
+    shards: &Path,
+) -> Result<bool> {
+    let dir = o.out.join("pretrain").join(AblationSpec::tag(kind, seed));
+    let folder = if dir.join("config.toml").exists() {
+        resume_run(&dir, &[])?
+    } else {
+        new_run(run_config(&o.spec, kind, seed, shards)?, &dir)?
+    };
+    let set = ShardSet::open(shards)?;
+    let s = pretrain(
+        &folder.config,
+        &set,
+        &RunOptions {
+            run_dir: dir,
+            resume: folder.resume,
+            progress: o.progress,
+            stop: None,
+        },
+    )?;
+    Ok(!s.already_finished)
+}
+
+/// Table 8 over the run's checkpoints, with the run's own synonym table.
+fn run_stats(run: &Path, corpus: &Path, batches: usize) -> Result<Vec<CheckpointStats>> {
+    let tok = crate::text::WordPieceTokenizer::load(&run.join("tokenizer.json"))?;
+    let table = SynonymTable::load_for(&run.join("lexicon.safetensors"), &tok.fingerprint())?;
+    correction_stats(run, corpus, &table, batches, 32)
+}
+
+fn remove_models(dir: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.starts_with("seed-") && e.path().is_dir() {
+            // Predictions stay; the weights go.
+            for f in ["model.safetensors", "optimizer.safetensors"] {
+                let p = e.path().join(f);
+                if p.exists() {
+                    std::fs::remove_file(&p).map_err(|err| Error::io(&p, err))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A folder for a stage that starts again: what a killed attempt left is removed.
+fn fresh(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    Ok(())
+}
+
+/// The SQuAD data of the experiment: training and dev questions and each attack's copy of dev.
+struct SquadData {
+    train: Vec<SquadExample>,
+    dev: Vec<SquadExample>,
+    attacked: Vec<(AttackKind, Vec<SquadExample>)>,
+}
+
+fn squad_data(spec: &AblationSpec) -> Result<Option<SquadData>> {
+    let Some(path) = &spec.squad else {
+        return Ok(None);
+    };
+    let (train, dev) = squad_splits(path, spec.squad_train, spec.squad_eval)?;
+    let wn = crate::lexicon::WordNet::open(&crate::text::default_corpus::default_wordnet_dir())?;
+    let attacked = ATTACKS
+        .iter()
+        .map(|&k| (k, attack_squad(k, &dev, &wn, spec.attack_seed)))
+        .collect();
+    Ok(Some(SquadData {
+        train,
+        dev,
+        attacked,
+    }))
+}
+
+fn squad_stage(
+    o: &AblationOptions,
+    pre: &PretrainedEncoder,
+    data: &SquadData,
+    dir: &Path,
+) -> Result<SquadRobustness> {
+    let spec = &o.spec;
+    let mut opts = squad_finetune_options();
+    let len = spec
+        .squad_max_seq_len
+        .unwrap_or(384.min(pre.config.max_position_embeddings));
+    opts.max_seq_len = len;
+    opts.epochs = spec.squad_epochs.unwrap_or(opts.epochs);
+    opts.lr = spec.lr.unwrap_or(opts.lr);
+    opts.validate()?;
+    let qa = QaOptions {
+        max_seq_len: len,
+        ..QaOptions::default()
+    };
+    let ori = finetune_qa(
+        pre,
+        &data.train,
+        &data.dev,
+        &opts,
+        &qa,
+        &spec.finetune_seeds,
+        dir,
+        o.progress == Progress::Bar,
+        &mut |line| {
+            if o.progress == Progress::Lines {
+                tracing::info!("{line}");
+            }
+        },
+    )?;
+    let device = burn::prelude::Device::flex();
+    let mut attacks = Vec::new();
+    for (kind, dev) in &data.attacked {
+        let mut per_seed = Vec::new();
+        for &fs in &spec.finetune_seeds {
+            let seed_dir = dir.join(format!("seed-{fs}"));
+            let (m, tok) = load_qa(&seed_dir, &device)?;
+            let (answers, _) = predict_squad(&m, &tok, dev, &device, false)?;
+            super::runner::write_predictions(
+                &seed_dir.join(format!("predictions-{}.json", kind.name())),
+                &answers,
+            )?;
+            per_seed.push(squad_scores(dev, &answers));
+        }
+        attacks.push(AttackScores {
+            attack: kind.name().to_string(),
+            per_seed,
+        });
+    }
+    Ok(SquadRobustness { ori, attacks })
+}
+
+/// Runs (or continues) the experiment, writes the report into `out` and returns it with its
+/// Markdown.
+pub fn ablation(o: &AblationOptions) -> Result<(super::ablation_report::AblationReport, String)> {
+    let spec = &o.spec;
+    spec.validate()?;
+    std::fs::create_dir_all(&o.out).map_err(|e| Error::io(&o.out, e))?;
+    let _lock = crate::lock::FolderLock::acquire(&o.out, "trueneg ablation")?;
+    claim_spec(spec, &o.out)?;
+
+    // One corpus for every run: the config's shards, or the embedded default prepared once.
+    let base = PretrainConfig::load(&spec.config, &spec.overrides)?;
+    let shards = match &base.data.shards {
+        Some(s) => s.clone(),
+        None => crate::train::default_data::ensure_default_shards(
+            &o.out,
+            &base,
+            o.progress == Progress::Bar,
+        )?,
+    };
+    let hc_runs = spec.objectives.iter().any(|k| k.hard_correction());
+    let stats_corpus = match (&spec.stats_corpus, &base.data.shards) {
+        (Some(c), _) => Some(c.clone()),
+        (None, None) => Some(o.out.join("corpus").join("wordnet-glosses.txt")),
+        (None, Some(_)) if hc_runs => {
+            return Err(Error::Config(
+                "--stats-corpus: the HC statistics need a text corpus (e.g. WikiText-2's wiki.test.raw, as in the paper)".into(),
+            ));
+        }
+        (None, Some(_)) => None,
+    };
+    let squad = squad_data(spec)?;
+
+    let per_run = 1 + spec.tasks.len() + usize::from(squad.is_some());
+    let n_stats = spec
+        .objectives
+        .iter()
+        .filter(|k| k.hard_correction())
+        .count();
+    let mut stages = Stages::new(
+        "ablation",
+        spec.pretrain_seeds.len() * (spec.objectives.len() * per_run + n_stats),
+        o.progress != Progress::Hidden,
+    );
+    let mut runs = Vec::new();
+    // Seed-major: a stopped experiment has whole pairs (every objective of the first seeds).
+    for &seed in &spec.pretrain_seeds {
+        for &kind in &spec.objectives {
+            let tag = AblationSpec::tag(kind, seed);
+            let run = o.out.join("pretrain").join(&tag);
+            stages.begin(&format!("pre-train {tag}"));
+            let ran = pretrain_run(o, kind, seed, &shards)?;
+            stages.finish(ran);
+
+            let stats = if kind.hard_correction() {
+                stages.begin(&format!("HC statistics of {tag}"));
+                let path = o.out.join("stats").join(format!("{tag}.json"));
+                let (s, ran) = match finished(&path) {
+                    Some(s) => (s, false),
+                    None => {
+                        let corpus = stats_corpus.as_ref().expect("checked above");
+                        let s = run_stats(&run, corpus, spec.stats_batches)?;
+                        crate::error::write_json(&path, &s)?;
+                        (s, true)
+                    }
+                };
+                stages.finish(ran);
+                Some(s)
+            } else {
+                None
+            };
+
+            let mut pre: Option<PretrainedEncoder> = None;
+            let mut glue = Vec::new();
+            for &task in &spec.tasks {
+                stages.begin(&format!("fine-tune {tag} on {}", task.dir_name()));
+                let dir = o.out.join("finetune").join(&tag).join(task.dir_name());
+                let path = dir.join("results.json");
+                let (r, ran) = match finished::<TaskResult>(&path) {
+                    Some(r) => (r, false),
+                    None => {
+                        fresh(&dir)?;
+                        if pre.is_none() {
+                            pre = Some(load_pretrained(&run)?);
+                        }
+                        let r = finetune_glue(
+                            task,
+                            pre.as_ref().expect("loaded"),
+                            &spec.glue.as_ref().expect("validated").join(task.dir_name()),
+                            &spec.glue_options(task),
+                            &spec.finetune_seeds,
+                            &dir,
+                            o.progress == Progress::Bar,
+                            &mut |line| {
+                                if o.progress == Progress::Lines {
+                                    tracing::info!("{line}");
+                                }
+                            },
+                        )?;
+                        if !o.keep_models {
+                            remove_models(&dir)?;
+                        }
+                        super::runner::write_results(&dir, &r)?;
+                        (r, true)
+                    }
+                };
+                stages.finish(ran);
+                glue.push(r);
+            }
+
+            let squad_result = match &squad {
+                None => None,
+                Some(data) => {
+                    stages.begin(&format!("SQuAD and its attacks on {tag}"));
+                    let dir = o.out.join("squad").join(&tag);
+                    let path = dir.join("robustness.json");
+                    let (r, ran) = match finished::<SquadRobustness>(&path) {
+                        Some(r) => (r, false),
+                        None => {
+                            fresh(&dir)?;
+                            if pre.is_none() {
+                                pre = Some(load_pretrained(&run)?);
+                            }
+                            let r = squad_stage(o, pre.as_ref().expect("loaded"), data, &dir)?;
+                            if !o.keep_models {
+                                remove_models(&dir)?;
+                            }
+                            crate::error::write_json(&path, &r)?;
+                            (r, true)
+                        }
+                    };
+                    stages.finish(ran);
+                    Some(r)
+                }
+            };
+            runs.push(RunResults {
+                objective: kind,
+                pretrain_seed: seed,
+                run,
+                glue,
+                squad: squad_result,
+                stats,
+            });
+        }
+    }
+    let report = super::ablation_report::build(spec, runs);
+    let md = super::ablation_report::write(&report, &o.out)?;
+    Ok((report, md))
+}
