@@ -328,12 +328,17 @@ pub fn interval_plot(
             }
         }
         if text {
-            let labels = categories.iter().enumerate().map(|(c, name)| {
-                Text::new(
-                    name.clone(),
-                    (c as f64 - 0.4, y0 + 0.5 * pad),
-                    ("sans-serif", 13).into_font(),
-                )
+            // Long names on two lines (split at the last space).
+            let labels = categories.iter().enumerate().flat_map(|(c, name)| {
+                let lines: Vec<String> = match name.rsplit_once(' ') {
+                    Some((a, b)) if name.len() > 12 => vec![a.to_string(), b.to_string()],
+                    _ => vec![name.clone()],
+                };
+                let n_lines = lines.len();
+                lines.into_iter().enumerate().map(move |(i, line)| {
+                    let y = y0 + pad * (0.4 + 0.7 * (n_lines - 1 - i) as f64);
+                    Text::new(line, (c as f64 - 0.4, y), ("sans-serif", 13).into_font())
+                })
             });
             chart
                 .draw_series(labels)
