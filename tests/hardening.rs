@@ -382,6 +382,28 @@ fn finetune_output_folders_are_claimed_not_overwritten() {
 }
 
 #[test]
+fn finetune_and_evaluate_refuse_a_device_this_build_lacks_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    for args in [
+        vec![
+            "finetune", "--task", "rte", "--model", "nowhere", "--device", "tpu:0",
+        ],
+        vec!["evaluate", "--model", "nowhere", "--device", "tpu:0"],
+    ] {
+        let mut c = common::bin();
+        c.args(&args)
+            .arg("--data")
+            .arg(common::data("glue/RTE"))
+            .arg("--out")
+            .arg(&out);
+        let e = common::fails(c.output().unwrap());
+        assert!(e.contains("--device") && e.contains("tpu:0"), "{e}");
+        assert!(!out.exists(), "nothing written: {args:?}");
+    }
+}
+
+#[test]
 fn plots_refuse_a_folder_and_leave_no_temporary_file() {
     let dir = tempfile::tempdir().unwrap();
     let series = [trueneg::plot::Series {

@@ -25,8 +25,8 @@ pub struct Args {
     /// Comma-separated pre-training seeds.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     pretrain_seeds: Vec<u64>,
-    /// Pre-training device (cpu, cuda, libtorch-cuda, …) [default: the config's]. Fine-tuning
-    /// runs on the CPU.
+    /// Device of every run, pre-training and fine-tuning (cpu, cuda, libtorch-cuda, … as built)
+    /// [default: the config's train.device for pre-training, cpu for fine-tuning].
     #[arg(long)]
     device: Option<String>,
     /// Checkpoints per pre-training run; HC runs keep them all for the statistics.

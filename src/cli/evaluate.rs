@@ -40,6 +40,9 @@ pub struct Args {
     /// SQuAD: evaluate on at most this many questions (0 = all).
     #[arg(long, default_value_t = 0)]
     max_eval_examples: usize,
+    /// Device to predict on: cpu, or cuda / libtorch-cuda in a build with that feature.
+    #[arg(long, default_value = "cpu")]
+    device: String,
 }
 
 fn show_scores(s: &trueneg::tasks::finetune::Scores) -> String {
@@ -53,7 +56,8 @@ fn show_scores(s: &trueneg::tasks::finetune::Scores) -> String {
 /// `--contrast`: the Table 4 row of this model, printed and written as contrast.md / .json.
 fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
     use trueneg::tasks::contrast::consistency_table;
-    let (kind, c) = trueneg::tasks::runner::evaluate_contrast(&a.model, set, &a.split, ui.bars())?;
+    let (kind, c) =
+        trueneg::tasks::runner::evaluate_contrast(&a.model, set, &a.split, &a.device, ui.bars())?;
     let kind_name = serde_json::to_value(kind)?
         .as_str()
         .unwrap_or("contrast")
@@ -73,6 +77,7 @@ fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
 
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     use trueneg::tasks::runner::{attack_table, evaluate_model};
+    trueneg::device::device_for(&a.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
     if let Some(set) = &a.contrast {
         return contrast(&a, set, ui);
     }
@@ -83,6 +88,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         &a.out,
         None,
         a.max_eval_examples,
+        &a.device,
         ui.bars(),
     )?;
     for e in &original {
@@ -107,6 +113,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         &a.out,
         Some((kind, &wn, a.seed)),
         a.max_eval_examples,
+        &a.device,
         ui.bars(),
     )?;
     let mut md = String::new();

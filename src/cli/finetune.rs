@@ -56,6 +56,10 @@ pub struct Args {
     /// MRPC / QQP: also train on the swapped sentence order.
     #[arg(long)]
     both_orders: bool,
+    /// Device to train and predict on: cpu, or cuda / libtorch-cuda in a build with that
+    /// feature.
+    #[arg(long, default_value = "cpu")]
+    device: String,
 }
 
 pub fn glue_task(name: &str) -> anyhow::Result<trueneg::tasks::glue::GlueTask> {
@@ -78,7 +82,9 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     opts.layer_decay = a.layer_decay.unwrap_or(opts.layer_decay);
     opts.max_train_examples = a.max_train_examples;
     opts.both_orders = a.both_orders;
+    opts.device = a.device.clone();
     opts.validate()?;
+    trueneg::device::device_for(&opts.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
     if a.seeds.is_empty() {
         anyhow::bail!("--seeds: give at least one seed");
     }

@@ -48,7 +48,8 @@ pub struct AblationSpec {
     /// The objectives; `baseline` is the reference of every paired difference.
     pub objectives: Vec<ObjectiveKind>,
     pub pretrain_seeds: Vec<u64>,
-    /// Pre-training device (`train.device`); `None` keeps the config's.
+    /// Device of pre-training (`train.device`) and fine-tuning; `None`: the config's for
+    /// pre-training, the CPU for fine-tuning.
     pub device: Option<String>,
     /// Checkpoints written per run (HC runs keep them all for the Table 8 statistics).
     pub checkpoints: u64,
@@ -194,6 +195,7 @@ impl AblationSpec {
         o.lr = self.lr.unwrap_or(o.lr);
         o.max_seq_len = self.max_seq_len.unwrap_or(o.max_seq_len);
         o.max_train_examples = self.max_train_examples;
+        o.device = self.device.clone().unwrap_or_else(|| "cpu".into());
         o
     }
 
@@ -372,6 +374,7 @@ fn squad_stage(
     opts.max_seq_len = len;
     opts.epochs = spec.squad_epochs.unwrap_or(opts.epochs);
     opts.lr = spec.lr.unwrap_or(opts.lr);
+    opts.device = spec.device.clone().unwrap_or_else(|| "cpu".into());
     opts.validate()?;
     let qa = QaOptions {
         max_seq_len: len,
@@ -392,7 +395,7 @@ fn squad_stage(
             }
         },
     )?;
-    let device = burn::prelude::Device::flex();
+    let device = crate::device::device_for(&opts.device)?;
     let mut attacks = Vec::new();
     for (kind, dev) in &data.attacked {
         let mut per_seed = Vec::new();

@@ -223,7 +223,13 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
                 let c: Consistency = match finished(&path) {
                     Some(c) => c,
                     None => {
-                        let (_, c) = evaluate_contrast(&seed_dir, &o.contrast, &o.split, false)?;
+                        let (_, c) = evaluate_contrast(
+                            &seed_dir,
+                            &o.contrast,
+                            &o.split,
+                            &o.finetune.device,
+                            false,
+                        )?;
                         crate::error::write_json(&path, &c)?;
                         c
                     }

@@ -179,6 +179,13 @@ pub struct FinetuneOptions {
     pub max_train_examples: usize,
     /// Paraphrase tasks (MRPC, QQP): also train on (B, A).
     pub both_orders: bool,
+    /// The device to train and predict on (`cpu`, `cuda`, `libtorch-cuda`, … as built).
+    #[serde(default = "cpu")]
+    pub device: String,
+}
+
+fn cpu() -> String {
+    "cpu".into()
 }
 
 impl FinetuneOptions {
@@ -242,6 +249,7 @@ impl FinetuneOptions {
             weight_decay: 0.01,
             max_train_examples: 0,
             both_orders: false,
+            device: cpu(),
         }
     }
 }
@@ -426,7 +434,7 @@ pub fn finetune_one(
     seed: u64,
     progress: bool,
 ) -> Result<(FineTuned, f64)> {
-    let base = Device::flex();
+    let base = crate::device::device_for(&opts.device)?;
     crate::model::seed(&base, seed);
     let device = base.clone().autodiff();
     let mut model = Classifier::new(&pre.config, task.num_labels(), &device);

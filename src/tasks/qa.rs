@@ -67,6 +67,7 @@ pub fn squad_finetune_options() -> FinetuneOptions {
         weight_decay: 0.01,
         max_train_examples: 0,
         both_orders: false,
+        device: "cpu".into(),
     }
 }
 
@@ -238,7 +239,7 @@ pub fn finetune_squad(
             qa.max_seq_len, pre.config.max_position_embeddings
         )));
     }
-    let base = Device::flex();
+    let base = crate::device::device_for(&opts.device)?;
     crate::model::seed(&base, seed);
     let device = base.clone().autodiff();
     let mut model = SpanExtractor::new(&pre.config, &device);

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use burn::prelude::Device;
 use serde::{Deserialize, Serialize};
 
 use super::finetune::{
@@ -156,7 +155,7 @@ pub fn finetune_glue(
     report: Report,
 ) -> Result<TaskResult> {
     let (train, dev) = read_task(task, data)?;
-    let device = Device::flex();
+    let device = crate::device::device_for(&opts.device)?;
     let mut per_seed = Vec::new();
     let (mut train_rate, mut eval_rate) = (0.0, 0.0);
     for &seed in seeds {
@@ -242,7 +241,7 @@ pub fn finetune_qa(
     progress: bool,
     report: Report,
 ) -> Result<TaskResult> {
-    let device = Device::flex();
+    let device = crate::device::device_for(&opts.device)?;
     let mut per_seed = Vec::new();
     let (mut train_rate, mut eval_rate) = (0.0, 0.0);
     for &seed in seeds {
@@ -369,7 +368,9 @@ fn submission(task: GlueTask, ex: &[super::glue::GlueExample], pred: &[f64]) -> 
 
 /// Evaluates a fine-tuned model folder (`finetune`'s `seed-N`) on `data` (the task folder's
 /// dev file(s), or one file) and writes its predictions into `out`. `attack` transforms the
-/// data first. SQuAD: `max_eval` questions at most (0 = all).
+/// data first. SQuAD: `max_eval` questions at most (0 = all). `device` names the device
+/// ([`crate::device::device_for`]).
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate_model(
     model: &Path,
     data: &Path,
@@ -380,10 +381,11 @@ pub fn evaluate_model(
         u64,
     )>,
     max_eval: usize,
+    device: &str,
     progress: bool,
 ) -> Result<Vec<Evaluation>> {
     use super::attack::{attack_glue_file, attack_squad};
-    let device = Device::flex();
+    let device = crate::device::device_for(device)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let task = super::qa::finetuned_task(model)?;
     let tag = attack
@@ -473,10 +475,11 @@ pub fn evaluate_contrast(
     model: &Path,
     set: &Path,
     split: &str,
+    device: &str,
     progress: bool,
 ) -> Result<(super::contrast::SetKind, super::contrast::Consistency)> {
     use super::contrast::{consistency, read_contrast_set};
-    let device = Device::flex();
+    let device = crate::device::device_for(device)?;
     let (kind, groups) = read_contrast_set(set, split)?;
     if groups.is_empty() {
         return Err(Error::Input(format!("{}: no groups", set.display())));
