@@ -26,6 +26,23 @@ fn font_available() -> bool {
     unsafe { OK }
 }
 
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    BitMapBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The series names in a box.
+fn legend<'b>(chart: &mut Chart<'b, 'b>) -> std::result::Result<(), String> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 16))
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
 /// One named series of (x, y) points.
 pub struct Series {
     pub name: String,
@@ -178,13 +195,7 @@ fn draw(
             }
         }
         if text {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 16))
-                .draw()
-                .map_err(|e| draw_err(e.to_string()))?;
+            legend(&mut chart).map_err(|e| draw_err(e.to_string()))?;
         }
         root.present().map_err(|e| draw_err(e.to_string()))?;
     }
@@ -343,13 +354,7 @@ pub fn interval_plot(
             chart
                 .draw_series(labels)
                 .map_err(|e| draw_err(e.to_string()))?;
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 16))
-                .draw()
-                .map_err(|e| draw_err(e.to_string()))?;
+            legend(&mut chart).map_err(|e| draw_err(e.to_string()))?;
         }
         root.present().map_err(|e| draw_err(e.to_string()))?;
         Ok(())

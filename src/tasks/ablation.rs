@@ -389,11 +389,7 @@ fn squad_stage(
         &spec.finetune_seeds,
         dir,
         o.progress == Progress::Bar,
-        &mut |line| {
-            if o.progress == Progress::Lines {
-                tracing::info!("{line}");
-            }
-        },
+        &mut super::stages::seed_lines(o.progress),
     )?;
     let device = crate::device::device_for(&opts.device)?;
     let mut attacks = Vec::new();
@@ -509,11 +505,7 @@ pub fn ablation(o: &AblationOptions) -> Result<(super::ablation_report::Ablation
                             &spec.finetune_seeds,
                             &dir,
                             o.progress == Progress::Bar,
-                            &mut |line| {
-                                if o.progress == Progress::Lines {
-                                    tracing::info!("{line}");
-                                }
-                            },
+                            &mut super::stages::seed_lines(o.progress),
                         )?;
                         if !o.keep_models {
                             remove_models(&dir)?;

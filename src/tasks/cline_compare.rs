@@ -207,11 +207,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
                         &o.finetune_seeds,
                         &ft,
                         o.progress == Progress::Bar,
-                        &mut |line| {
-                            if o.progress == Progress::Lines {
-                                tracing::info!("{line}");
-                            }
-                        },
+                        &mut super::stages::seed_lines(o.progress),
                     )?;
                     write_results(&ft, &r)?;
                     r

@@ -4,6 +4,18 @@
 
 use std::time::Instant;
 
+use crate::train::pretrain::Progress;
+
+/// A fine-tuning's per-seed lines: logged when progress is shown as lines (with bars, the bars
+/// say it; hidden, nothing).
+pub fn seed_lines(progress: Progress) -> impl FnMut(String) {
+    move |line| {
+        if progress == Progress::Lines {
+            tracing::info!("{line}");
+        }
+    }
+}
+
 pub struct Stages {
     name: &'static str,
     total: usize,
