@@ -276,8 +276,8 @@ pub fn interval_plot(
         return Err(Error::Input(format!("{}: nothing to plot", path.display())));
     }
     let pad = ((y1 - y0) * 0.08).max(1e-3);
-    // Room under the data for the category names.
-    let (y0, y1) = (y0 - 2.0 * pad, y1 + pad);
+    // Room under the data for the category names (up to three lines).
+    let (y0, y1) = (y0 - 2.4 * pad, y1 + pad);
     let y_step = (y1 - y0) / 10.0;
     let tmp = path.with_extension("tmp.png");
     let text = font_available();
@@ -339,11 +339,12 @@ pub fn interval_plot(
             }
         }
         if text {
-            // Long names on two lines (split at the last space).
+            // Long names one word a line.
             let labels = categories.iter().enumerate().flat_map(|(c, name)| {
-                let lines: Vec<String> = match name.rsplit_once(' ') {
-                    Some((a, b)) if name.len() > 12 => vec![a.to_string(), b.to_string()],
-                    _ => vec![name.clone()],
+                let lines: Vec<String> = if name.len() > 12 {
+                    name.split(' ').map(String::from).collect()
+                } else {
+                    vec![name.clone()]
                 };
                 let n_lines = lines.len();
                 lines.into_iter().enumerate().map(move |(i, line)| {
