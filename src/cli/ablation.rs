@@ -41,18 +41,8 @@ pub struct Args {
     /// Comma-separated fine-tuning seeds.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     finetune_seeds: Vec<u64>,
-    /// GLUE fine-tuning epochs [default: ELECTRA's, 3; RTE and STS-B 10].
-    #[arg(long)]
-    epochs: Option<usize>,
-    /// Fine-tuning peak learning rate (GLUE and SQuAD) [default: 1e-4].
-    #[arg(long)]
-    lr: Option<f64>,
-    /// GLUE tokens per example [default: 128].
-    #[arg(long)]
-    max_seq_len: Option<usize>,
-    /// Fine-tune each GLUE task on at most this many examples (0 = all).
-    #[arg(long, default_value_t = 0)]
-    max_train_examples: usize,
+    #[command(flatten)]
+    recipe: super::finetune::RecipeArgs,
     /// SQuAD v1.1: a folder (train-v1.1.json, dev-v1.1.json) or one file split in two.
     #[arg(long)]
     squad: Option<PathBuf>,
@@ -115,10 +105,10 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         glue: a.glue,
         tasks,
         finetune_seeds: a.finetune_seeds,
-        epochs: a.epochs,
-        lr: a.lr,
-        max_seq_len: a.max_seq_len,
-        max_train_examples: a.max_train_examples,
+        epochs: a.recipe.epochs,
+        lr: a.recipe.lr,
+        max_seq_len: a.recipe.max_seq_len,
+        max_train_examples: a.recipe.max_train_examples,
         squad: a.squad,
         squad_train: a.squad_train,
         squad_eval: a.squad_eval,

@@ -45,18 +45,8 @@ pub struct Args {
     /// Use at most this many Hits triplets.
     #[arg(long, default_value_t = 200)]
     hits_max: usize,
-    /// Fine-tuning epochs.
-    #[arg(long)]
-    epochs: Option<usize>,
-    /// Fine-tuning peak learning rate.
-    #[arg(long)]
-    lr: Option<f64>,
-    /// Fine-tuning tokens per example.
-    #[arg(long)]
-    max_seq_len: Option<usize>,
-    /// Fine-tune on at most this many examples (0 = all).
-    #[arg(long, default_value_t = 0)]
-    max_train_examples: usize,
+    #[command(flatten)]
+    recipe: super::finetune::RecipeArgs,
     /// WordNet database folder (Hits triplets) [default: /usr/share/wordnet].
     #[arg(long)]
     wordnet: Option<PathBuf>,
@@ -67,10 +57,7 @@ pub struct Args {
 
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     let mut ft = FinetuneOptions::electra(GlueTask::CadSentiment);
-    ft.epochs = a.epochs.unwrap_or(ft.epochs);
-    ft.lr = a.lr.unwrap_or(ft.lr);
-    ft.max_seq_len = a.max_seq_len.unwrap_or(ft.max_seq_len);
-    ft.max_train_examples = a.max_train_examples;
+    a.recipe.apply(&mut ft);
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
     let mut triplets: Vec<_> = read_sentences(&a.hits_sentences)?
         .iter()

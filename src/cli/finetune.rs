@@ -62,6 +62,33 @@ pub struct Args {
     device: String,
 }
 
+/// Changes to ELECTRA's fine-tuning recipe taken by the experiment commands (`ablation`,
+/// `cline-compare`).
+#[derive(clap::Args)]
+pub struct RecipeArgs {
+    /// Fine-tuning epochs [default: ELECTRA's, 3; RTE and STS-B 10].
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Fine-tuning peak learning rate [default: 1e-4; the ablation also uses it for SQuAD].
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Fine-tuning tokens per example [default: 128].
+    #[arg(long)]
+    pub max_seq_len: Option<usize>,
+    /// Fine-tune each task on at most this many examples (0 = all).
+    #[arg(long, default_value_t = 0)]
+    pub max_train_examples: usize,
+}
+
+impl RecipeArgs {
+    pub fn apply(&self, o: &mut finetune::FinetuneOptions) {
+        o.epochs = self.epochs.unwrap_or(o.epochs);
+        o.lr = self.lr.unwrap_or(o.lr);
+        o.max_seq_len = self.max_seq_len.unwrap_or(o.max_seq_len);
+        o.max_train_examples = self.max_train_examples;
+    }
+}
+
 pub fn glue_task(name: &str) -> anyhow::Result<trueneg::tasks::glue::GlueTask> {
     trueneg::tasks::glue::GlueTask::parse(name)
         .ok_or_else(|| anyhow::anyhow!("--task {name}: expected {TASKS}"))
