@@ -287,10 +287,9 @@ fn ablation_end_to_end_resume_and_refusals() {
     )));
     assert!(md.contains("| paper: baseline |"));
     for png in ["scores.png", "differences.png", "correction-rates.png"] {
-        assert!(
-            std::fs::metadata(whole.join(png)).unwrap().len() > 1000,
-            "{png}"
-        );
+        // A PNG (drawn with or without a font on the machine).
+        let bytes = std::fs::read(whole.join(png)).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 100, "{png}");
     }
 
     // --- The same experiment from the command line, killed once its first fine-tuning is
