@@ -130,15 +130,13 @@ impl AblationSpec {
         if self.objectives.contains(&ObjectiveKind::Cline) {
             return bad("--objectives: cline trains on sentence triples; compare it with `trueneg cline-compare`".into());
         }
-        for (name, v) in [
-            ("--objectives", dedup_len(&self.objectives)),
-            ("--pretrain-seeds", dedup_len(&self.pretrain_seeds)),
-            ("--finetune-seeds", dedup_len(&self.finetune_seeds)),
-            ("--tasks", dedup_len(&self.tasks)),
+        for (name, repeated) in [
+            ("--objectives", has_repeat(&self.objectives)),
+            ("--pretrain-seeds", has_repeat(&self.pretrain_seeds)),
+            ("--finetune-seeds", has_repeat(&self.finetune_seeds)),
+            ("--tasks", has_repeat(&self.tasks)),
         ] {
-            if let Some((n, unique)) = v
-                && n != unique
-            {
+            if repeated {
                 return bad(format!("{name}: a value is given twice"));
             }
         }
@@ -205,13 +203,8 @@ impl AblationSpec {
     }
 }
 
-fn dedup_len<T: PartialEq>(v: &[T]) -> Option<(usize, usize)> {
-    let unique = v
-        .iter()
-        .enumerate()
-        .filter(|(i, x)| !v[..*i].contains(x))
-        .count();
-    Some((v.len(), unique))
+fn has_repeat<T: PartialEq>(v: &[T]) -> bool {
+    v.iter().enumerate().any(|(i, x)| v[..i].contains(x))
 }
 
 /// A stage's output when it is there and whole (else the stage runs again).
@@ -245,15 +238,15 @@ fn claim_spec(spec: &AblationSpec, out: &Path) -> Result<()> {
 }
 
 /// The pre-training config of one run: the experiment's config and overrides, the objective,
-/// the seed, the shared shards, `checkpoints` evenly spaced checkpoints (all kept for HC runs).
+/// the seed, the shared shards, `checkpoints` evenly spaced over the config's `steps` (all kept
+/// for HC runs).
 fn run_config(
     spec: &AblationSpec,
+    steps: u64,
     kind: ObjectiveKind,
     seed: u64,
     shards: &Path,
 ) -> Result<PretrainConfig> {
-    let base = PretrainConfig::load(&spec.config, &spec.overrides)?;
-    let steps = base.train.steps;
     let every = (steps / spec.checkpoints).max(1);
     let keep = if kind.hard_correction() {
         spec.checkpoints as usize + 1
@@ -278,6 +271,7 @@ fn run_config(
 
 fn pretrain_run(
     o: &AblationOptions,
+    steps: u64,
     kind: ObjectiveKind,
     seed: u64,
     shards: &Path,
@@ -286,7 +280,7 @@ fn pretrain_run(
     let folder = if dir.join("config.toml").exists() {
         resume_run(&dir, &[])?
     } else {
-        new_run(run_config(&o.spec, kind, seed, shards)?, &dir)?
+        new_run(run_config(&o.spec, steps, kind, seed, shards)?, &dir)?
     };
     let set = ShardSet::open(shards)?;
     let s = pretrain(
@@ -317,11 +311,9 @@ fn remove_models(dir: &Path) -> Result<()> {
         let name = e.file_name().to_string_lossy().to_string();
         if name.starts_with("seed-") && e.path().is_dir() {
             // Predictions stay; the weights go.
-            for f in ["model.safetensors", "optimizer.safetensors"] {
-                let p = e.path().join(f);
-                if p.exists() {
-                    std::fs::remove_file(&p).map_err(|err| Error::io(&p, err))?;
-                }
+            let p = e.path().join("model.safetensors");
+            if p.exists() {
+                std::fs::remove_file(&p).map_err(|err| Error::io(&p, err))?;
             }
         }
     }
@@ -392,23 +384,26 @@ fn squad_stage(
         &mut super::stages::seed_lines(o.progress),
     )?;
     let device = crate::device::device_for(&opts.device)?;
-    let mut attacks = Vec::new();
-    for (kind, dev) in &data.attacked {
-        let mut per_seed = Vec::new();
-        for &fs in &spec.finetune_seeds {
-            let seed_dir = dir.join(format!("seed-{fs}"));
-            let (m, tok) = load_qa(&seed_dir, &device)?;
+    let mut attacks: Vec<AttackScores> = data
+        .attacked
+        .iter()
+        .map(|(kind, _)| AttackScores {
+            attack: kind.name().to_string(),
+            per_seed: Vec::new(),
+        })
+        .collect();
+    // Each fine-tuned model is read once and scored on every attacked copy.
+    for &fs in &spec.finetune_seeds {
+        let seed_dir = dir.join(format!("seed-{fs}"));
+        let (m, tok) = load_qa(&seed_dir, &device)?;
+        for ((kind, dev), scores) in data.attacked.iter().zip(&mut attacks) {
             let (answers, _) = predict_squad(&m, &tok, dev, &device, false)?;
             super::runner::write_predictions(
                 &seed_dir.join(format!("predictions-{}.json", kind.name())),
                 &answers,
             )?;
-            per_seed.push(squad_scores(dev, &answers));
+            scores.per_seed.push(squad_scores(dev, &answers));
         }
-        attacks.push(AttackScores {
-            attack: kind.name().to_string(),
-            per_seed,
-        });
     }
     Ok(SquadRobustness { ori, attacks })
 }
@@ -463,7 +458,7 @@ pub fn ablation(o: &AblationOptions) -> Result<(super::ablation_report::Ablation
             let tag = AblationSpec::tag(kind, seed);
             let run = o.out.join("pretrain").join(&tag);
             stages.begin(&format!("pre-train {tag}"));
-            let ran = pretrain_run(o, kind, seed, &shards)?;
+            let ran = pretrain_run(o, base.train.steps, kind, seed, &shards)?;
             stages.finish(ran);
 
             let stats = if kind.hard_correction() {

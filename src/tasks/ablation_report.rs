@@ -16,15 +16,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::ablation::{ATTACKS, AblationSpec, RunResults};
-use super::bootstrap::{Interval, bootstrap_grid, paired_difference};
+use super::bootstrap::{Interval, RESAMPLES, describe, describe_difference};
 use super::runner::{Summary, summary};
 use crate::Result;
 use crate::objective::ObjectiveKind;
 use crate::plot::{IntervalSeries, Series, interval_plot, line_plot};
-
-const RESAMPLES: usize = 10_000;
-const LEVEL: f64 = 0.95;
-const BOOTSTRAP_SEED: u64 = 1;
 
 /// A score over seeds: mean ± sd and the bootstrap interval of the mean.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
@@ -161,11 +157,9 @@ fn grids(runs: &[&RunResults]) -> Vec<(String, Vec<Vec<f64>>)> {
     out
 }
 
-fn cell(grid: &[Vec<f64>]) -> Cell {
-    let flat: Vec<f64> = grid.iter().flatten().copied().collect();
-    Cell {
-        summary: summary(&flat),
-        interval: bootstrap_grid(grid, RESAMPLES, LEVEL, BOOTSTRAP_SEED),
+impl From<(Summary, Interval)> for Cell {
+    fn from((summary, interval): (Summary, Interval)) -> Self {
+        Self { summary, interval }
     }
 }
 
@@ -191,28 +185,13 @@ pub fn build(spec: &AblationSpec, runs: Vec<RunResults>) -> AblationReport {
             scores.push(Measured {
                 objective: k.name().into(),
                 measure: measure.clone(),
-                cell: cell(grid),
+                cell: describe(grid).into(),
             });
             if k != ObjectiveKind::Baseline {
-                let d: Vec<f64> = grid
-                    .iter()
-                    .flatten()
-                    .zip(base_grid.iter().flatten())
-                    .map(|(a, b)| a - b)
-                    .collect();
                 differences.push(Measured {
                     objective: k.name().into(),
                     measure: measure.clone(),
-                    cell: Cell {
-                        summary: summary(&d),
-                        interval: paired_difference(
-                            grid,
-                            base_grid,
-                            RESAMPLES,
-                            LEVEL,
-                            BOOTSTRAP_SEED,
-                        ),
-                    },
+                    cell: describe_difference(grid, base_grid).into(),
                 });
             }
         }
@@ -314,18 +293,21 @@ fn verdict(c: &Cell) -> &'static str {
     }
 }
 
+/// The report's measures in order of first appearance, those `keep` accepts.
+fn measures(r: &AblationReport, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut m: Vec<String> = Vec::new();
+    for x in &r.scores {
+        if keep(&x.measure) && !m.contains(&x.measure) {
+            m.push(x.measure.clone());
+        }
+    }
+    m
+}
+
 /// The report as Markdown.
 pub fn markdown(r: &AblationReport) -> String {
     let s = &r.spec;
-    let measures: Vec<String> = {
-        let mut m: Vec<String> = Vec::new();
-        for x in &r.scores {
-            if !m.contains(&x.measure) {
-                m.push(x.measure.clone());
-            }
-        }
-        m
-    };
+    let measures = measures(r, |_| true);
     let glue: Vec<String> = measures
         .iter()
         .filter(|m| !m.starts_with("SQuAD") && !ATTACKS.iter().any(|a| m.starts_with(a.name())))
@@ -463,15 +445,10 @@ fn interval_series(
 
 fn plots(r: &AblationReport, out: &Path) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
-    let mut measures: Vec<String> = Vec::new();
-    for x in &r.scores {
-        // Raw attacked EM is in the table; the plots show the drop.
-        let attacked_em =
-            x.measure.ends_with(" EM") && ATTACKS.iter().any(|a| x.measure.starts_with(a.name()));
-        if !attacked_em && !measures.contains(&x.measure) {
-            measures.push(x.measure.clone());
-        }
-    }
+    // Raw attacked EM is in the table; the plots show the drop.
+    let measures = measures(r, |m| {
+        !(m.ends_with(" EM") && ATTACKS.iter().any(|a| m.starts_with(a.name())))
+    });
     let all: Vec<&str> = r.spec.objectives.iter().map(|k| k.name()).collect();
     let path = out.join("scores.png");
     interval_plot(

@@ -99,3 +99,35 @@ pub fn paired_difference(
         .collect();
     bootstrap_grid(&diff, resamples, level, seed)
 }
+
+/// Draws, level and seed of every interval the experiment reports print.
+pub const RESAMPLES: usize = 10_000;
+pub const LEVEL: f64 = 0.95;
+pub const SEED: u64 = 1;
+
+/// Mean ± sample sd of all the grid's values and the 95 % two-level interval of their mean
+/// ([`RESAMPLES`] draws, seed [`SEED`]).
+pub fn describe(grid: &[Vec<f64>]) -> (crate::tasks::runner::Summary, Interval) {
+    let flat: Vec<f64> = grid.iter().flatten().copied().collect();
+    (
+        crate::tasks::runner::summary(&flat),
+        bootstrap_grid(grid, RESAMPLES, LEVEL, SEED),
+    )
+}
+
+/// [`describe`] of `method − baseline`, paired entry by entry (same shapes).
+pub fn describe_difference(
+    method: &[Vec<f64>],
+    baseline: &[Vec<f64>],
+) -> (crate::tasks::runner::Summary, Interval) {
+    let flat: Vec<f64> = method
+        .iter()
+        .flatten()
+        .zip(baseline.iter().flatten())
+        .map(|(m, b)| m - b)
+        .collect();
+    (
+        crate::tasks::runner::summary(&flat),
+        paired_difference(method, baseline, RESAMPLES, LEVEL, SEED),
+    )
+}

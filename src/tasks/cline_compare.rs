@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::bootstrap::{Interval, paired_difference};
+use super::bootstrap::{Interval, describe_difference};
 use super::contrast::Consistency;
 use super::finetune::{FinetuneOptions, load_pretrained};
 use super::glue::GlueTask;
@@ -92,6 +92,9 @@ pub struct CompareReport {
 }
 
 const ARMS: [&str; 2] = ["baseline", "cline"];
+
+/// A named score read from one result.
+type Measure<T> = (&'static str, fn(&T) -> f64);
 
 /// Continues `base` for one arm and seed into `dir` (resuming what is there). The base run's
 /// config with `train.steps`, the seed, one final checkpoint and the overrides; `log_every` is
@@ -278,51 +281,25 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     let hits_grid = |a: &ArmReport, f: &dyn Fn(&HitsReport) -> f64| -> Vec<Vec<f64>> {
         a.hits.iter().map(|h| vec![f(h)]).collect()
     };
-    let diff = |name: &str, x: Vec<Vec<f64>>, y: Vec<Vec<f64>>| {
-        let d: Vec<f64> = x
-            .iter()
-            .flatten()
-            .zip(y.iter().flatten())
-            .map(|(p, q)| p - q)
-            .collect();
-        (
-            name.to_string(),
-            summary(&d),
-            paired_difference(&x, &y, 10_000, 0.95, 1),
-        )
-    };
-    let difference = vec![
-        diff(
-            "dev accuracy",
-            grid(c, &|s| s.dev_accuracy),
-            grid(b, &|s| s.dev_accuracy),
-        ),
-        diff(
-            "Ori",
-            grid(c, &|s| s.contrast.ori),
-            grid(b, &|s| s.contrast.ori),
-        ),
-        diff(
-            "Rev",
-            grid(c, &|s| s.contrast.rev),
-            grid(b, &|s| s.contrast.rev),
-        ),
-        diff(
-            "Con",
-            grid(c, &|s| s.contrast.con),
-            grid(b, &|s| s.contrast.con),
-        ),
-        diff(
-            "Hits [CLS]",
-            hits_grid(c, &|h| h.max_cls),
-            hits_grid(b, &|h| h.max_cls),
-        ),
-        diff(
-            "Hits mean",
-            hits_grid(c, &|h| h.max_mean),
-            hits_grid(b, &|h| h.max_mean),
-        ),
+    let score_measures: [Measure<SeedScores>; 4] = [
+        ("dev accuracy", |s| s.dev_accuracy),
+        ("Ori", |s| s.contrast.ori),
+        ("Rev", |s| s.contrast.rev),
+        ("Con", |s| s.contrast.con),
     ];
+    let hits_measures: [Measure<HitsReport>; 2] =
+        [("Hits [CLS]", |h| h.max_cls), ("Hits mean", |h| h.max_mean)];
+    let diff = |name: &str, (s, ci)| (name.to_string(), s, ci);
+    let difference = score_measures
+        .iter()
+        .map(|(name, f)| diff(name, describe_difference(&grid(c, f), &grid(b, f))))
+        .chain(hits_measures.iter().map(|(name, f)| {
+            diff(
+                name,
+                describe_difference(&hits_grid(c, f), &hits_grid(b, f)),
+            )
+        }))
+        .collect();
     let report = CompareReport {
         base_run: o.base_run.clone(),
         steps: o.steps,
