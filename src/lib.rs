@@ -8,6 +8,7 @@ pub mod bench;
 pub mod device;
 pub mod error;
 pub mod interop;
+pub mod kernels;
 pub mod lexicon;
 pub mod lock;
 pub mod model;

@@ -2,7 +2,8 @@
 //! dropout masks (rate, scale, determinism).
 
 use burn::prelude::*;
-use trueneg::model::activation::{gelu, gelu_host};
+use trueneg::kernels::gelu::forward as gelu_host;
+use trueneg::model::activation::gelu;
 use trueneg::model::dropout::{dropout, mask_values};
 
 fn reference(x: f64) -> (f64, f64) {

@@ -34,7 +34,7 @@ pub fn seed(device: &Device, seed: u64) {
 /// Applies `d` (its probability and its training flag) to `x`.
 pub fn dropout<const D: usize>(d: &Dropout, x: Tensor<D>) -> Tensor<D> {
     let device = x.device();
-    if !d.training.is_enabled() || !device.is_autodiff() || d.prob == 0.0 {
+    if !active(d, &device) {
         return x;
     }
     if !on_host(&device) {
@@ -47,7 +47,13 @@ pub fn dropout<const D: usize>(d: &Dropout, x: Tensor<D>) -> Tensor<D> {
     x * Tensor::<D>::from_data(TensorData::new(mask, shape), &device).cast(dtype)
 }
 
-fn next_call_seed() -> u64 {
+/// Whether `d` drops anything on `device`: training, on an autodiff device, with p > 0.
+pub(crate) fn active(d: &Dropout, device: &Device) -> bool {
+    d.training.is_enabled() && device.is_autodiff() && d.prob > 0.0
+}
+
+/// The seed of the next dropout draw (each call advances the process-wide RNG).
+pub(crate) fn next_call_seed() -> u64 {
     MASK_SEEDS
         .lock()
         .expect("dropout seed lock")
@@ -57,22 +63,26 @@ fn next_call_seed() -> u64 {
 
 /// `n` mask values: 0 with probability `p`, else 1 / (1 − p).
 pub fn mask_values(n: usize, p: f64, call_seed: u64) -> Vec<f32> {
-    let scale = (1.0 / (1.0 - p)) as f32;
-    // Drop when a uniform u32 falls below p · 2³².
-    let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
     let mut mask = vec![0f32; n];
     mask.par_chunks_mut(CHUNK)
         .enumerate()
-        .for_each(|(i, chunk)| {
-            let mut rng = ChaCha8Rng::seed_from_u64(call_seed);
-            rng.set_stream(i as u64);
-            for v in chunk {
-                *v = if rng.next_u32() < threshold {
-                    0.0
-                } else {
-                    scale
-                };
-            }
-        });
+        .for_each(|(i, chunk)| fill_mask(chunk, p, call_seed, i as u64));
     mask
+}
+
+/// Fills `out` with mask values (0 with probability `p`, else 1 / (1 − p)) from stream `stream`
+/// of the ChaCha8 generator seeded with `call_seed`: the same arguments give the same values.
+pub fn fill_mask(out: &mut [f32], p: f64, call_seed: u64, stream: u64) {
+    let scale = (1.0 / (1.0 - p)) as f32;
+    // Drop when a uniform u32 falls below p · 2³².
+    let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
+    let mut rng = ChaCha8Rng::seed_from_u64(call_seed);
+    rng.set_stream(stream);
+    for v in out {
+        *v = if rng.next_u32() < threshold {
+            0.0
+        } else {
+            scale
+        };
+    }
 }

@@ -12,8 +12,9 @@ use burn::prelude::*;
 use burn::tensor::activation::softmax;
 
 use super::EncoderConfig;
-use super::dropout::dropout;
+use super::dropout::{active, dropout, next_call_seed};
 use super::precision::{Precision, full};
+use crate::kernels::{self, DropMask};
 use crate::model::params::{ParamWalker, walk_layer_norm, walk_linear};
 
 /// BERT's initialiser: N(0, 0.02) for every weight matrix; biases are set to zero afterwards.
@@ -35,6 +36,16 @@ pub(crate) fn layer_norm(d: usize, eps: f64, device: &Device) -> LayerNorm {
     LayerNormConfig::new(d).with_epsilon(eps).init(device)
 }
 
+/// `ln` (made with `eps`) applied to `x`: the fused kernel where it serves, else burn's.
+pub(crate) fn norm<const D: usize>(ln: &LayerNorm, eps: f64, x: Tensor<D>) -> Tensor<D> {
+    match &ln.beta {
+        Some(beta) if kernels::fused(&x.device(), x.dtype()) => {
+            kernels::layer_norm(x, ln.gamma.val(), beta.val(), eps)
+        }
+        _ => ln.forward(x),
+    }
+}
+
 /// Token, position and segment embeddings.
 #[derive(Module, Debug)]
 pub struct Embeddings {
@@ -43,6 +54,9 @@ pub struct Embeddings {
     pub token_type: Embedding,
     pub norm: LayerNorm,
     pub dropout: Dropout,
+    /// The LayerNorm's ε (burn keeps its own private).
+    #[module(skip)]
+    pub eps: f64,
 }
 
 impl Embeddings {
@@ -58,6 +72,7 @@ impl Embeddings {
             token_type: emb(c.type_vocab_size),
             norm: layer_norm(c.embedding_size, c.layer_norm_eps, device),
             dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
+            eps: c.layer_norm_eps,
         }
     }
 
@@ -71,7 +86,7 @@ impl Embeddings {
         let x = self.word.forward(ids)
             + self.position.forward(positions)
             + self.token_type.forward(token_types);
-        dropout(&self.dropout, self.norm.forward(x))
+        dropout(&self.dropout, norm(&self.norm, self.eps, x))
     }
 
     /// The word-embedding matrix [vocab, embedding_size] (tied to the MLM decoder).
@@ -112,6 +127,9 @@ pub struct Layer {
     pub heads: usize,
     #[module(skip)]
     pub precision: Precision,
+    /// The LayerNorms' ε.
+    #[module(skip)]
+    pub eps: f64,
 }
 
 impl Layer {
@@ -130,31 +148,73 @@ impl Layer {
             hidden_dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
             heads: c.num_attention_heads,
             precision: c.precision,
+            eps: c.layer_norm_eps,
         }
     }
 
     /// `x`: [batch, len, hidden]; `mask_bias`: [batch, 1, 1, len] additive (0 or a large negative
     /// number on padded keys), `None` when no position is padded.
     pub fn forward(&self, x: Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Tensor<3> {
-        let [b, l, h] = x.dims();
-        let dh = h / self.heads;
         let p = self.precision;
+        let q = p.linear(&self.query, x.clone());
+        let k = p.linear(&self.key, x.clone());
+        let v = p.linear(&self.value, x.clone());
+        let ctx = if kernels::fused(&x.device(), q.dtype()) {
+            self.fused_attention(q, k, v, mask_bias)
+        } else {
+            self.composed_attention(q, k, v, mask_bias)
+        };
+        let attn = dropout(&self.hidden_dropout, p.linear(&self.attention_out, ctx));
+        let a = norm(&self.attention_norm, self.eps, full(attn) + x);
+        let inter = gelu(p.linear(&self.intermediate, a.clone()));
+        let out = dropout(&self.hidden_dropout, p.linear(&self.output, inter));
+        norm(&self.output_norm, self.eps, full(out) + a)
+    }
+
+    /// softmax(Q Kᵀ / √d + bias) V per head, from burn's operations.
+    fn composed_attention(
+        &self,
+        q: Tensor<3>,
+        k: Tensor<3>,
+        v: Tensor<3>,
+        mask_bias: Option<&Tensor<4>>,
+    ) -> Tensor<3> {
+        let [b, l, h] = q.dims();
+        let dh = h / self.heads;
         let split = |t: Tensor<3>| t.reshape([b, l, self.heads, dh]).swap_dims(1, 2);
-        let q = split(p.linear(&self.query, x.clone())).mul_scalar(1.0 / (dh as f64).sqrt());
-        let k = split(p.linear(&self.key, x.clone()));
-        let v = split(p.linear(&self.value, x.clone()));
+        let q = split(q).mul_scalar(1.0 / (dh as f64).sqrt());
         // Scores, softmax and the padding bias in f32; the products in the compute dtype.
-        let mut scores = full(q.matmul(k.swap_dims(2, 3)));
+        let mut scores = full(q.matmul(split(k).swap_dims(2, 3)));
         if let Some(bias) = mask_bias {
             scores = scores + bias.clone();
         }
-        let probs = dropout(&self.attention_dropout, p.compute(softmax(scores, 3)));
-        let ctx = probs.matmul(v).swap_dims(1, 2).reshape([b, l, h]);
-        let attn = dropout(&self.hidden_dropout, p.linear(&self.attention_out, ctx));
-        let a = self.attention_norm.forward(full(attn) + x);
-        let inter = gelu(p.linear(&self.intermediate, a.clone()));
-        let out = dropout(&self.hidden_dropout, p.linear(&self.output, inter));
-        self.output_norm.forward(full(out) + a)
+        let probs = dropout(
+            &self.attention_dropout,
+            self.precision.compute(softmax(scores, 3)),
+        );
+        probs.matmul(split(v)).swap_dims(1, 2).reshape([b, l, h])
+    }
+
+    /// The same in one fused operation (`kernels::attention`).
+    fn fused_attention(
+        &self,
+        q: Tensor<3>,
+        k: Tensor<3>,
+        v: Tensor<3>,
+        mask_bias: Option<&Tensor<4>>,
+    ) -> Tensor<3> {
+        let [b, l, _] = q.dims();
+        let device = q.device();
+        let key_bias = match mask_bias {
+            Some(bias) => bias.clone().reshape([b, l]),
+            None => Tensor::zeros([b, l], &device),
+        };
+        let d = &self.attention_dropout;
+        let mask = active(d, &device).then(|| DropMask {
+            p: d.prob,
+            seed: next_call_seed(),
+        });
+        kernels::attention(q, k, v, key_bias, self.heads, mask)
     }
 
     pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {

@@ -5,7 +5,7 @@ use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
 
-use super::encoder::{layer_norm, linear};
+use super::encoder::{layer_norm, linear, norm};
 use super::params::{ParamWalker, walk_layer_norm, walk_linear};
 use super::precision::{Precision, full};
 
@@ -19,6 +19,9 @@ pub struct MlmHead {
     pub bias: Param<Tensor<1>>,
     #[module(skip)]
     pub precision: Precision,
+    /// The LayerNorm's ε.
+    #[module(skip)]
+    pub eps: f64,
 }
 
 impl MlmHead {
@@ -29,6 +32,7 @@ impl MlmHead {
             norm: layer_norm(c.embedding_size, c.layer_norm_eps, device),
             bias: Param::from_tensor(Tensor::zeros([c.vocab_size], device)),
             precision: c.precision,
+            eps: c.layer_norm_eps,
         }
     }
 
@@ -36,7 +40,11 @@ impl MlmHead {
     /// embedding matrix [vocab, embedding]. Returns logits [n, vocab].
     pub fn forward(&self, hidden: Tensor<2>, words: Tensor<2>) -> Tensor<2> {
         let p = self.precision;
-        let h = self.norm.forward(full(gelu(p.linear(&self.dense, hidden))));
+        let h = norm(
+            &self.norm,
+            self.eps,
+            full(gelu(p.linear(&self.dense, hidden))),
+        );
         full(p.matmul(h, words.transpose())) + self.bias.val().unsqueeze::<2>()
     }
 

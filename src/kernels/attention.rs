@@ -1,0 +1,279 @@
+//! Fused multi-head self-attention on the host, forward and backward:
+//!
+//! `S = Q Kᵀ / √d + b`, `P = softmax(S)` by rows, `P̃ = P ⊙ M`, `C = P̃ V`, per head, where `b`
+//! is the additive key bias (0, or a large negative number on padded keys) and `M` the dropout
+//! mask (0 with probability p, else 1 / (1 − p)). With `G = ∂L/∂C`:
+//!
+//! `∂V = P̃ᵀ G`, `∂P = (G Vᵀ) ⊙ M`, `∂S = P ⊙ (∂P − rowsum(∂P ⊙ P))`,
+//! `∂Q = ∂S K / √d`, `∂K = ∂Sᵀ Q / √d`.
+//!
+//! Q, K, V and C stay in the `[batch, len, heads · head_dim]` layout of the projections (a head
+//! is a strided block, so no transposes are copied). Each head is one task for rayon: its scores
+//! and products are computed in one pass with its own `L × L` buffers. The probabilities `P` are
+//! kept for the backward pass; the mask is drawn again from its seed (stream = head index),
+//! so it costs no memory and does not depend on the thread count.
+
+use rayon::prelude::*;
+
+use super::exp_non_positive;
+use super::gemm::{View, ViewMut, product};
+use crate::model::dropout::fill_mask;
+
+/// The sizes of one attention call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims {
+    pub batch: usize,
+    pub len: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+}
+
+impl Dims {
+    pub fn hidden(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    fn scale(&self) -> f32 {
+        1.0 / (self.head_dim as f32).sqrt()
+    }
+
+    /// Offset of head `head` (batch-major) in a `[batch, len, hidden]` buffer.
+    fn offset(&self, head: usize) -> usize {
+        let (b, h) = (head / self.heads, head % self.heads);
+        b * self.len * self.hidden() + h * self.head_dim
+    }
+
+    /// Head `head` of a `[batch, len, hidden]` buffer as a `len × head_dim` view.
+    fn view(&self, data: &[f32], head: usize) -> View {
+        View::rows(
+            data,
+            self.offset(head),
+            self.len,
+            self.head_dim,
+            self.hidden(),
+        )
+    }
+
+    fn check(&self, name: &str, data: &[f32]) {
+        assert_eq!(
+            data.len(),
+            self.batch * self.len * self.hidden(),
+            "attention: {name} is not [batch, len, hidden]"
+        );
+    }
+}
+
+/// Attention dropout: probability and the per-call seed of its mask.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DropMask {
+    pub p: f64,
+    pub seed: u64,
+}
+
+impl DropMask {
+    fn fill(&self, head: usize, out: &mut [f32]) {
+        fill_mask(out, self.p, self.seed, head as u64);
+    }
+}
+
+/// A `[batch, len, hidden]` output buffer that heads (disjoint column blocks) write in parallel.
+struct Output {
+    ptr: *mut f32,
+    dims: Dims,
+}
+
+unsafe impl Send for Output {}
+unsafe impl Sync for Output {}
+
+impl Output {
+    fn new(data: &mut [f32], dims: Dims) -> Self {
+        Self {
+            ptr: data.as_mut_ptr(),
+            dims,
+        }
+    }
+
+    /// Head `head` as a writable `len × head_dim` view.
+    fn head(&self, head: usize) -> ViewMut {
+        let d = self.dims;
+        ViewMut {
+            // In bounds: `offset` + (len − 1) · hidden + head_dim ≤ batch · len · hidden.
+            ptr: unsafe { self.ptr.add(d.offset(head)) },
+            rows: d.len,
+            cols: d.head_dim,
+            rs: d.hidden() as isize,
+            cs: 1,
+        }
+    }
+}
+
+/// Context `C` `[batch, len, hidden]` and, when `keep`, the probabilities `P`
+/// `[batch, heads, len, len]` (else an empty vector). `key_bias` is `[batch, len]`.
+pub fn forward(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    key_bias: &[f32],
+    dims: Dims,
+    dropout: Option<DropMask>,
+    keep: bool,
+) -> (Vec<f32>, Vec<f32>) {
+    for (name, t) in [("q", q), ("k", k), ("v", v)] {
+        dims.check(name, t);
+    }
+    let l = dims.len;
+    assert_eq!(key_bias.len(), dims.batch * l, "attention: key bias shape");
+    let mut ctx = vec![0f32; q.len()];
+    let out = Output::new(&mut ctx, dims);
+    let head_pass = |head: usize, p: &mut [f32], dropped: &mut Vec<f32>| {
+        let kt = dims.view(k, head).t();
+        // Safety: `p` is this task's own `L × L` buffer; Q and K are read only.
+        unsafe {
+            product(
+                ViewMut::rows(p, 0, l, l, l),
+                dims.view(q, head),
+                kt,
+                dims.scale(),
+            )
+        };
+        let b = head / dims.heads;
+        softmax_rows(p, &key_bias[b * l..(b + 1) * l]);
+        let weights: &[f32] = match dropout {
+            Some(mask) => {
+                dropped.resize(l * l, 0.0);
+                mask.fill(head, dropped);
+                for (m, &p) in dropped.iter_mut().zip(p.iter()) {
+                    *m *= p;
+                }
+                dropped
+            }
+            None => p,
+        };
+        // Safety: each head writes its own column block of the context.
+        unsafe {
+            product(
+                out.head(head),
+                View::rows(weights, 0, l, l, l),
+                dims.view(v, head),
+                1.0,
+            )
+        };
+    };
+    let heads = dims.batch * dims.heads;
+    let mut probs = Vec::new();
+    if keep {
+        probs = vec![0f32; heads * l * l];
+        probs
+            .par_chunks_mut(l * l)
+            .enumerate()
+            .for_each_init(Vec::new, |dropped, (head, p)| head_pass(head, p, dropped));
+    } else {
+        (0..heads).into_par_iter().for_each_init(
+            || (vec![0f32; l * l], Vec::new()),
+            |(p, dropped), head| head_pass(head, p, dropped),
+        );
+    }
+    (ctx, probs)
+}
+
+/// `P = softmax(S + b)` in place, row by row.
+fn softmax_rows(s: &mut [f32], bias: &[f32]) {
+    for row in s.chunks_exact_mut(bias.len()) {
+        let mut max = f32::MIN;
+        for (x, &b) in row.iter_mut().zip(bias) {
+            *x += b;
+            max = max.max(*x);
+        }
+        let mut sum = 0f32;
+        for x in row.iter_mut() {
+            *x = exp_non_positive(*x - max);
+            sum += *x;
+        }
+        let inv = 1.0 / sum;
+        for x in row.iter_mut() {
+            *x *= inv;
+        }
+    }
+}
+
+/// Gradients `(∂Q, ∂K, ∂V)`, each `[batch, len, hidden]`, from `G = ∂L/∂C` and the kept `P`.
+pub fn backward(
+    grad: &[f32],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    probs: &[f32],
+    dims: Dims,
+    dropout: Option<DropMask>,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    for (name, t) in [("grad", grad), ("q", q), ("k", k), ("v", v)] {
+        dims.check(name, t);
+    }
+    let l = dims.len;
+    let heads = dims.batch * dims.heads;
+    assert_eq!(probs.len(), heads * l * l, "attention: probabilities shape");
+    let (mut dq, mut dk, mut dv) = (
+        vec![0f32; q.len()],
+        vec![0f32; q.len()],
+        vec![0f32; q.len()],
+    );
+    let (out_q, out_k, out_v) = (
+        Output::new(&mut dq, dims),
+        Output::new(&mut dk, dims),
+        Output::new(&mut dv, dims),
+    );
+    let square = |data: &[f32]| View::rows(data, 0, l, l, l);
+    (0..heads).into_par_iter().for_each_init(
+        || (vec![0f32; l * l], Vec::new(), Vec::new()),
+        |(ds, mask, dropped), head| {
+            let p = &probs[head * l * l..(head + 1) * l * l];
+            let g = dims.view(grad, head);
+            let weights: &[f32] = match dropout {
+                Some(m) => {
+                    mask.resize(l * l, 0.0);
+                    m.fill(head, mask);
+                    dropped.clear();
+                    dropped.extend(mask.iter().zip(p).map(|(m, p)| m * p));
+                    dropped
+                }
+                None => p,
+            };
+            // Safety: every output view is this head's own block; `ds` is this task's buffer.
+            unsafe {
+                product(out_v.head(head), square(weights).t(), g, 1.0);
+                product(
+                    ViewMut::rows(ds, 0, l, l, l),
+                    g,
+                    dims.view(v, head).t(),
+                    1.0,
+                );
+            }
+            for (i, (row, p)) in ds.chunks_exact_mut(l).zip(p.chunks_exact(l)).enumerate() {
+                if dropout.is_some() {
+                    for (x, &m) in row.iter_mut().zip(&mask[i * l..(i + 1) * l]) {
+                        *x *= m;
+                    }
+                }
+                let r: f32 = row.iter().zip(p).map(|(x, p)| x * p).sum();
+                for (x, &p) in row.iter_mut().zip(p) {
+                    *x = p * (*x - r);
+                }
+            }
+            unsafe {
+                product(
+                    out_q.head(head),
+                    square(ds),
+                    dims.view(k, head),
+                    dims.scale(),
+                );
+                product(
+                    out_k.head(head),
+                    square(ds).t(),
+                    dims.view(q, head),
+                    dims.scale(),
+                );
+            }
+        },
+    );
+    (dq, dk, dv)
+}

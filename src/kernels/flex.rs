@@ -1,0 +1,345 @@
+//! The fused kernels as burn operations on the `flex` backend: a backend extension
+//! (`FusedOps`) implemented for `Flex` (forward only) and for `Autodiff<Flex>` (forward, then a
+//! `Backward` step that calls the host backward kernel).
+
+use std::borrow::Cow;
+
+use burn::backend::TensorMetadata;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Backend, DispatchDevice, Flex, backend_extension};
+use burn::prelude::*;
+use burn::tensor::Shape;
+
+use super::attention::{self, Dims, DropMask};
+use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
+
+pub(super) fn is_flex(device: &Device) -> bool {
+    matches!(
+        device.clone().inner().as_dispatch(),
+        DispatchDevice::Flex(_)
+    )
+}
+
+/// The fused operations. `seed` is the attention dropout's mask seed, used when `dropout` > 0.
+#[backend_extension(Flex, Autodiff)]
+pub trait FusedOps: Backend {
+    #[allow(clippy::too_many_arguments)]
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        key_bias: FloatTensor<Self>,
+        heads: usize,
+        dropout: f64,
+        seed: u64,
+    ) -> FloatTensor<Self>;
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f64,
+    ) -> FloatTensor<Self>;
+    fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
+}
+
+pub(super) fn attention(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    key_bias: Tensor<2>,
+    heads: usize,
+    dropout: Option<DropMask>,
+) -> Tensor<3> {
+    let (p, seed) = dropout.map_or((0.0, 0), |m| (m.p, m.seed));
+    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_attention(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        key_bias.into_dispatch(),
+        heads,
+        p,
+        seed,
+    ))
+}
+
+pub(super) fn layer_norm<const D: usize>(
+    x: Tensor<D>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    eps: f64,
+) -> Tensor<D> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_layer_norm(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        eps,
+    ))
+}
+
+pub(super) fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_gelu(
+        x.into_dispatch(),
+    ))
+}
+
+/// The f32 elements of `t` in row-major order (borrowed when already contiguous).
+fn host(t: &FlexTensor) -> Cow<'_, [f32]> {
+    match t.as_slice::<f32>() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(
+            t.to_contiguous()
+                .as_slice::<f32>()
+                .expect("fused kernels take f32 tensors")
+                .to_vec(),
+        ),
+    }
+}
+
+fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, shape))
+}
+
+fn attention_dims(q: &FlexTensor, heads: usize) -> Dims {
+    let shape = q.shape();
+    let [batch, len, hidden] = [shape[0], shape[1], shape[2]];
+    assert!(
+        shape.num_dims() == 3 && heads > 0 && hidden.is_multiple_of(heads),
+        "attention: q is not [batch, len, heads · head_dim]"
+    );
+    Dims {
+        batch,
+        len,
+        heads,
+        head_dim: hidden / heads,
+    }
+}
+
+fn drop_mask(p: f64, seed: u64) -> Option<DropMask> {
+    (p > 0.0).then_some(DropMask { p, seed })
+}
+
+impl FusedOps for Flex {
+    fn fused_attention(
+        q: FlexTensor,
+        k: FlexTensor,
+        v: FlexTensor,
+        key_bias: FlexTensor,
+        heads: usize,
+        dropout: f64,
+        seed: u64,
+    ) -> FlexTensor {
+        let dims = attention_dims(&q, heads);
+        let (ctx, _) = attention::forward(
+            &host(&q),
+            &host(&k),
+            &host(&v),
+            &host(&key_bias),
+            dims,
+            drop_mask(dropout, seed),
+            false,
+        );
+        tensor(ctx, q.shape())
+    }
+
+    fn fused_layer_norm(
+        x: FlexTensor,
+        gamma: FlexTensor,
+        beta: FlexTensor,
+        eps: f64,
+    ) -> FlexTensor {
+        let (y, _) = ln_kernel::forward(&host(&x), &host(&gamma), &host(&beta), eps, false);
+        tensor(y, x.shape())
+    }
+
+    fn fused_gelu(x: FlexTensor) -> FlexTensor {
+        let (y, _) = gelu_kernel::forward(&host(&x), false);
+        tensor(y, x.shape())
+    }
+}
+
+#[derive(Debug)]
+struct AttentionStep;
+
+#[derive(Clone, Debug)]
+struct AttentionState {
+    q: FlexTensor,
+    k: FlexTensor,
+    v: FlexTensor,
+    probs: FlexTensor,
+    dims: Dims,
+    dropout: Option<DropMask>,
+}
+
+impl Backward<Flex, 3> for AttentionStep {
+    type State = AttentionState;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let s = ops.state;
+        let shape = s.q.shape();
+        let (dq, dk, dv) = attention::backward(
+            &host(&grad),
+            &host(&s.q),
+            &host(&s.k),
+            &host(&s.v),
+            &host(&s.probs),
+            s.dims,
+            s.dropout,
+        );
+        for (parent, g) in ops.parents.into_iter().zip([dq, dk, dv]) {
+            if let Some(node) = parent {
+                grads.register::<Flex>(node.id, tensor(g, shape.clone()));
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LayerNormStep;
+
+#[derive(Clone, Debug)]
+struct LayerNormState {
+    saved: std::sync::Arc<ln_kernel::Saved>,
+    gamma: FlexTensor,
+    shape: Shape,
+}
+
+impl Backward<Flex, 3> for LayerNormStep {
+    type State = LayerNormState;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let s = ops.state;
+        let (dx, dgamma, dbeta) = ln_kernel::backward(&host(&grad), &s.saved, &host(&s.gamma));
+        let width = Shape::new([dgamma.len()]);
+        let outs = [
+            tensor(dx, s.shape),
+            tensor(dgamma, width.clone()),
+            tensor(dbeta, width),
+        ];
+        for (parent, g) in ops.parents.into_iter().zip(outs) {
+            if let Some(node) = parent {
+                grads.register::<Flex>(node.id, g);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct GeluStep;
+
+impl Backward<Flex, 1> for GeluStep {
+    type State = FlexTensor;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            let dx = gelu_kernel::backward(&host(&grad), &host(&ops.state));
+            grads.register::<Flex>(node.id, tensor(dx, grad.shape()));
+        }
+    }
+}
+
+impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        key_bias: FloatTensor<Self>,
+        heads: usize,
+        dropout: f64,
+        seed: u64,
+    ) -> FloatTensor<Self> {
+        let guards = [q.node(), k.node(), v.node()];
+        let (q, k, v) = (q.into_primitive(), k.into_primitive(), v.into_primitive());
+        let bias = key_bias.into_primitive();
+        let dims = attention_dims(&q, heads);
+        let dropout = drop_mask(dropout, seed);
+        let run = |keep| {
+            attention::forward(
+                &host(&q),
+                &host(&k),
+                &host(&v),
+                &host(&bias),
+                dims,
+                dropout,
+                keep,
+            )
+        };
+        match AttentionStep
+            .prepare::<C>(guards)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (ctx, probs) = run(true);
+                let heads = dims.batch * dims.heads;
+                let probs = tensor(probs, Shape::new([heads, dims.len, dims.len]));
+                let ctx = tensor(ctx, q.shape());
+                let state = AttentionState {
+                    q,
+                    k,
+                    v,
+                    probs,
+                    dims,
+                    dropout,
+                };
+                prep.finish(state, ctx)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(tensor(run(false).0, q.shape())),
+        }
+    }
+
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f64,
+    ) -> FloatTensor<Self> {
+        let guards = [x.node(), gamma.node(), beta.node()];
+        let (x, gamma, beta) = (
+            x.into_primitive(),
+            gamma.into_primitive(),
+            beta.into_primitive(),
+        );
+        let shape = x.shape();
+        let run = |keep| ln_kernel::forward(&host(&x), &host(&gamma), &host(&beta), eps, keep);
+        match LayerNormStep
+            .prepare::<C>(guards)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (y, saved) = run(true);
+                let state = LayerNormState {
+                    saved: std::sync::Arc::new(saved),
+                    gamma,
+                    shape: shape.clone(),
+                };
+                prep.finish(state, tensor(y, shape))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(tensor(run(false).0, shape)),
+        }
+    }
+
+    fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let guards = [x.node()];
+        let x = x.into_primitive();
+        let shape = x.shape();
+        match GeluStep.prepare::<C>(guards).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (y, d) = gelu_kernel::forward(&host(&x), true);
+                prep.finish(tensor(d, shape.clone()), tensor(y, shape))
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(tensor(gelu_kernel::forward(&host(&x), false).0, shape))
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Strided single-threaded matrix products for the per-head work of the fused kernels (the
+//! callers run many heads in parallel), on the same `gemm` crate burn's CPU backend uses.
+
+/// A read-only matrix view: element (i, j) is at `ptr + i·rs + j·cs`.
+#[derive(Clone, Copy)]
+pub struct View {
+    pub ptr: *const f32,
+    pub rows: usize,
+    pub cols: usize,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+impl View {
+    /// A row-major `rows × cols` block of `data` starting at `offset`, rows `stride` apart.
+    pub fn rows(data: &[f32], offset: usize, rows: usize, cols: usize, stride: usize) -> Self {
+        assert!(rows == 0 || offset + (rows - 1) * stride + cols <= data.len());
+        Self {
+            ptr: data[offset..].as_ptr(),
+            rows,
+            cols,
+            rs: stride as isize,
+            cs: 1,
+        }
+    }
+
+    /// The transpose, without moving anything.
+    pub fn t(self) -> Self {
+        Self {
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+            ..self
+        }
+    }
+}
+
+/// A writable matrix view, as [`View`].
+#[derive(Clone, Copy)]
+pub struct ViewMut {
+    pub ptr: *mut f32,
+    pub rows: usize,
+    pub cols: usize,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+// The views are raw pointers into buffers whose disjoint parts different threads write; the
+// kernels guarantee the disjointness.
+unsafe impl Send for View {}
+unsafe impl Sync for View {}
+unsafe impl Send for ViewMut {}
+unsafe impl Sync for ViewMut {}
+
+impl ViewMut {
+    /// As [`View::rows`], over a buffer that outlives every use of the view.
+    pub fn rows(data: &mut [f32], offset: usize, rows: usize, cols: usize, stride: usize) -> Self {
+        assert!(rows == 0 || offset + (rows - 1) * stride + cols <= data.len());
+        Self {
+            ptr: data[offset..].as_mut_ptr(),
+            rows,
+            cols,
+            rs: stride as isize,
+            cs: 1,
+        }
+    }
+
+    /// The view of rows `stride` apart starting `offset` elements after this view's start.
+    ///
+    /// # Safety
+    /// The block must lie inside the buffer this view was made from.
+    pub unsafe fn block(self, offset: usize, rows: usize, cols: usize) -> Self {
+        Self {
+            ptr: unsafe { self.ptr.add(offset) },
+            rows,
+            cols,
+            ..self
+        }
+    }
+}
+
+/// `dst = scale · a · b`, single-threaded.
+///
+/// # Safety
+/// Every view must point at memory valid for its extent, and `dst` must not overlap `a` or `b`
+/// nor be written by another thread meanwhile.
+pub unsafe fn product(dst: ViewMut, a: View, b: View, scale: f32) {
+    assert_eq!(a.cols, b.rows, "inner dimensions");
+    assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
+    unsafe {
+        gemm::gemm(
+            dst.rows,
+            dst.cols,
+            a.cols,
+            dst.ptr,
+            dst.cs,
+            dst.rs,
+            false,
+            a.ptr,
+            a.cs,
+            a.rs,
+            b.ptr,
+            b.cs,
+            b.rs,
+            0.0,
+            scale,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}

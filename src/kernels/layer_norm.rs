@@ -1,0 +1,126 @@
+//! Layer normalisation over the last dimension on the host, forward and backward:
+//!
+//! `μ = mean(x)`, `σ² = mean((x − μ)²)`, `r = 1 / √(σ² + ε)`, `x̂ = (x − μ) · r`,
+//! `y = x̂ ⊙ γ + β`; with `g = ∂L/∂y` and `ĝ = g ⊙ γ`:
+//!
+//! `∂x = r · (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂))`, `∂γ = Σ_rows g ⊙ x̂`, `∂β = Σ_rows g`.
+//!
+//! burn composes this from about nine tensor operations, each a pass over memory with its own
+//! backward. Here a row is read once forward (two sweeps over one row in cache) and once
+//! backward. Rows are processed in parallel in fixed blocks; the parameter gradients are summed
+//! per block and the blocks added in order, so the result does not depend on the thread count.
+
+use rayon::prelude::*;
+
+/// Rows per parallel task (also the unit of the deterministic γ/β gradient sums).
+const BLOCK: usize = 32;
+
+/// What the backward pass needs: `x̂` (as `x`) and `r` per row.
+#[derive(Clone, Debug, Default)]
+pub struct Saved {
+    pub normalized: Vec<f32>,
+    pub rstd: Vec<f32>,
+}
+
+/// `y` for rows of `gamma.len()` elements, and, when `keep`, `x̂` and `r`.
+pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> (Vec<f32>, Saved) {
+    let h = gamma.len();
+    assert!(h > 0 && x.len().is_multiple_of(h), "layer norm: input width");
+    assert_eq!(beta.len(), h, "layer norm: beta width");
+    let rows = x.len() / h;
+    let mut y = vec![0f32; x.len()];
+    let mut saved = Saved::default();
+    if keep {
+        saved.normalized = vec![0f32; x.len()];
+        saved.rstd = vec![0f32; rows];
+    }
+    let row_pass = |x: &[f32], y: &mut [f32], mut xn: Option<&mut [f32]>| -> f32 {
+        let mean = x.iter().sum::<f32>() / h as f32;
+        let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / h as f32;
+        let r = (1.0 / (var as f64 + eps).sqrt()) as f32;
+        for (j, (y, &v)) in y.iter_mut().zip(x).enumerate() {
+            let n = (v - mean) * r;
+            if let Some(xn) = xn.as_deref_mut() {
+                xn[j] = n;
+            }
+            *y = n * gamma[j] + beta[j];
+        }
+        r
+    };
+    if keep {
+        y.par_chunks_mut(BLOCK * h)
+            .zip(saved.normalized.par_chunks_mut(BLOCK * h))
+            .zip(saved.rstd.par_chunks_mut(BLOCK))
+            .zip(x.par_chunks(BLOCK * h))
+            .for_each(|(((y, xn), r), x)| {
+                for (((y, xn), r), x) in y
+                    .chunks_exact_mut(h)
+                    .zip(xn.chunks_exact_mut(h))
+                    .zip(r.iter_mut())
+                    .zip(x.chunks_exact(h))
+                {
+                    *r = row_pass(x, y, Some(xn));
+                }
+            });
+    } else {
+        y.par_chunks_mut(BLOCK * h)
+            .zip(x.par_chunks(BLOCK * h))
+            .for_each(|(y, x)| {
+                for (y, x) in y.chunks_exact_mut(h).zip(x.chunks_exact(h)) {
+                    row_pass(x, y, None);
+                }
+            });
+    }
+    (y, saved)
+}
+
+/// `(∂x, ∂γ, ∂β)` from `g = ∂L/∂y`.
+pub fn backward(grad: &[f32], saved: &Saved, gamma: &[f32]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let h = gamma.len();
+    assert_eq!(
+        grad.len(),
+        saved.normalized.len(),
+        "layer norm: gradient shape"
+    );
+    let mut dx = vec![0f32; grad.len()];
+    // Per block: ∂γ then ∂β partial sums.
+    let partials: Vec<Vec<f32>> = dx
+        .par_chunks_mut(BLOCK * h)
+        .zip(grad.par_chunks(BLOCK * h))
+        .zip(saved.normalized.par_chunks(BLOCK * h))
+        .zip(saved.rstd.par_chunks(BLOCK))
+        .map(|(((dx, g), xn), r)| {
+            let mut sums = vec![0f32; 2 * h];
+            let (dgamma, dbeta) = sums.split_at_mut(h);
+            for (((dx, g), xn), &r) in dx
+                .chunks_exact_mut(h)
+                .zip(g.chunks_exact(h))
+                .zip(xn.chunks_exact(h))
+                .zip(r)
+            {
+                let (mut m1, mut m2) = (0f32, 0f32);
+                for j in 0..h {
+                    let gh = g[j] * gamma[j];
+                    m1 += gh;
+                    m2 += gh * xn[j];
+                    dgamma[j] += g[j] * xn[j];
+                    dbeta[j] += g[j];
+                }
+                let (m1, m2) = (m1 / h as f32, m2 / h as f32);
+                for j in 0..h {
+                    dx[j] = r * (g[j] * gamma[j] - m1 - xn[j] * m2);
+                }
+            }
+            sums
+        })
+        .collect();
+    let mut dgamma = vec![0f32; h];
+    let mut dbeta = vec![0f32; h];
+    for sums in &partials {
+        for j in 0..h {
+            dgamma[j] += sums[j];
+            dbeta[j] += sums[h + j];
+        }
+    }
+    (dx, dgamma, dbeta)
+}

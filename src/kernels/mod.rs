@@ -1,0 +1,109 @@
+//! Fused CPU kernels with their own backward passes: multi-head attention, LayerNorm and GELU.
+//!
+//! Under autodiff, burn composes attention, LayerNorm and GELU from many element-wise tensor
+//! operations, each a pass over memory with its own backward node and fresh buffers. On the
+//! `flex` CPU backend these three are one operation each here, forward and backward, registered
+//! with burn's backend-extension mechanism (`FusedOps`) and its autodiff `Backward` steps.
+//! The model calls [`attention`], [`layer_norm`] and [`gelu`]; where [`fused`] says no (another
+//! backend, or a dtype other than f32) it composes burn's own operations instead, with the same
+//! formulas. `tests/kernels.rs` checks every kernel against that composed version, values and
+//! gradients.
+
+pub mod attention;
+#[cfg(feature = "flex")]
+mod flex;
+pub mod gelu;
+pub mod gemm;
+pub mod layer_norm;
+
+use burn::prelude::*;
+use burn::tensor::DType;
+
+pub use attention::{Dims, DropMask};
+
+/// Whether the fused kernels serve tensors of `dtype` on `device`: f32 on the `flex` backend.
+pub fn fused(device: &Device, dtype: DType) -> bool {
+    #[cfg(feature = "flex")]
+    {
+        dtype == DType::F32 && flex::is_flex(device)
+    }
+    #[cfg(not(feature = "flex"))]
+    {
+        let _ = (device, dtype);
+        false
+    }
+}
+
+/// Multi-head attention context `[batch, len, hidden]` from the projections `q`, `k`, `v`
+/// `[batch, len, hidden]` and the additive key bias `[batch, len]` (see [`attention`](mod@attention)).
+/// Only where [`fused`] holds.
+pub fn attention(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    key_bias: Tensor<2>,
+    heads: usize,
+    dropout: Option<DropMask>,
+) -> Tensor<3> {
+    #[cfg(feature = "flex")]
+    {
+        flex::attention(q, k, v, key_bias, heads, dropout)
+    }
+    #[cfg(not(feature = "flex"))]
+    {
+        let _ = (q, k, v, key_bias, heads, dropout);
+        unreachable!("fused kernels need the flex backend")
+    }
+}
+
+/// LayerNorm of the last dimension (see [`layer_norm`](mod@layer_norm)). Only where [`fused`]
+/// holds.
+pub fn layer_norm<const D: usize>(
+    x: Tensor<D>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    eps: f64,
+) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    {
+        flex::layer_norm(x, gamma, beta, eps)
+    }
+    #[cfg(not(feature = "flex"))]
+    {
+        let _ = (x, gamma, beta, eps);
+        unreachable!("fused kernels need the flex backend")
+    }
+}
+
+/// GELU (exact erf form, see [`gelu`](mod@gelu)). Only where [`fused`] holds.
+pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    {
+        flex::gelu(x)
+    }
+    #[cfg(not(feature = "flex"))]
+    {
+        let _ = x;
+        unreachable!("fused kernels need the flex backend")
+    }
+}
+
+/// `e^v` for `v ≤ 0` (exactly 0 below −87), branch-free so that loops over it vectorise:
+/// Cody–Waite range reduction and a degree-6 polynomial, relative error < 2e-7.
+#[inline(always)]
+pub(crate) fn exp_non_positive(v: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    // Adding and subtracting 1.5 · 2²³ rounds to the nearest integer.
+    const ROUND: f32 = 12_582_912.0;
+    let clamped = v.max(-87.0);
+    let k = (clamped * LOG2E + ROUND) - ROUND;
+    let r = (clamped - k * LN2_HI) - k * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let scale = f32::from_bits(((k as i32 + 127) as u32) << 23);
+    if v < -87.0 { 0.0 } else { p * scale }
+}
