@@ -116,3 +116,203 @@ fn dropout_is_identity_in_evaluation_and_reseeded_by_seed() {
     let kept = a.iter().filter(|&&v| v == 2.0).count();
     assert!(kept > 1800 && kept < 2300, "kept {kept} of 4096 at p = 0.5");
 }
+
+// The fused kernels against burn's composed operations: values and gradients.
+
+use trueneg::kernels::{self, DropMask};
+use trueneg::model::dropout::fill_mask;
+
+fn random(shape: &[usize], seed: u64, device: &Device) -> Vec<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let n: usize = shape.iter().product();
+    let _ = device;
+    (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
+}
+
+fn leaf<const D: usize>(values: Vec<f32>, shape: [usize; D], device: &Device) -> Tensor<D> {
+    Tensor::<D>::from_data(TensorData::new(values, shape), device).require_grad()
+}
+
+fn vec_of<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().try_into_vec().unwrap()
+}
+
+fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{name}: length");
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs() / (1.0 + w.abs()))
+        .fold(0f32, f32::max);
+    assert!(worst < tol, "{name}: worst relative difference {worst}");
+}
+
+/// softmax(Q Kᵀ / √d + bias) ⊙ mask, times V, per head, from burn's own operations.
+fn composed_attention(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    bias: Tensor<2>,
+    heads: usize,
+    mask: Option<Tensor<4>>,
+) -> Tensor<3> {
+    let [b, l, h] = q.dims();
+    let dh = h / heads;
+    let split = |t: Tensor<3>| t.reshape([b, l, heads, dh]).swap_dims(1, 2);
+    let scores = split(q)
+        .matmul(split(k).swap_dims(2, 3))
+        .div_scalar((dh as f64).sqrt())
+        + bias.reshape([b, 1, 1, l]);
+    let mut probs = burn::tensor::activation::softmax(scores, 3);
+    if let Some(m) = mask {
+        probs = probs * m;
+    }
+    probs.matmul(split(v)).swap_dims(1, 2).reshape([b, l, h])
+}
+
+/// Key bias [b, l]: the last sequence has two padded keys.
+fn padded_bias(b: usize, l: usize, device: &Device) -> Tensor<2> {
+    let mut bias = vec![0f32; b * l];
+    bias[b * l - 2..].fill(f32::MIN);
+    Tensor::<2>::from_data(TensorData::new(bias, [b, l]), device)
+}
+
+/// Value, then the gradients of Σ w ⊙ out with respect to every input, for one implementation.
+fn attention_case(fused: bool, dropout: Option<DropMask>) -> Vec<Vec<f32>> {
+    let device = Device::flex().autodiff();
+    let (b, l, h, heads) = (2, 7, 12, 3);
+    let q = leaf(random(&[b, l, h], 1, &device), [b, l, h], &device);
+    let k = leaf(random(&[b, l, h], 2, &device), [b, l, h], &device);
+    let v = leaf(random(&[b, l, h], 3, &device), [b, l, h], &device);
+    let bias = padded_bias(b, l, &device);
+    let w = Tensor::<3>::from_data(
+        TensorData::new(random(&[b, l, h], 4, &device), [b, l, h]),
+        &device,
+    );
+    let out = if fused {
+        kernels::attention(q.clone(), k.clone(), v.clone(), bias, heads, dropout)
+    } else {
+        let mask = dropout.map(|m| {
+            let mut values = vec![0f32; b * heads * l * l];
+            for (head, chunk) in values.chunks_mut(l * l).enumerate() {
+                fill_mask(chunk, m.p, m.seed, head as u64);
+            }
+            Tensor::<4>::from_data(TensorData::new(values, [b, heads, l, l]), &device)
+        });
+        composed_attention(q.clone(), k.clone(), v.clone(), bias, heads, mask)
+    };
+    let grads = (out.clone() * w).sum().backward();
+    let grad = |t: &Tensor<3>| vec_of(t.grad(&grads).unwrap());
+    vec![vec_of(out), grad(&q), grad(&k), grad(&v)]
+}
+
+#[test]
+fn fused_attention_matches_the_composed_operations() {
+    for dropout in [None, Some(DropMask { p: 0.3, seed: 11 })] {
+        let fused = attention_case(true, dropout);
+        let composed = attention_case(false, dropout);
+        for (name, (f, c)) in ["context", "dq", "dk", "dv"]
+            .iter()
+            .zip(fused.iter().zip(&composed))
+        {
+            assert_close(&format!("{name} (dropout {dropout:?})"), f, c, 2e-5);
+        }
+        // The padded keys of the second sequence get no gradient.
+        let (l, h) = (7, 12);
+        let dk = &fused[2];
+        assert!(dk[(2 * l - 2) * h..].iter().all(|&g| g == 0.0));
+        assert!(dk[..(2 * l - 2) * h].iter().any(|&g| g != 0.0));
+    }
+    // Dropout changes the result, and the same seed gives the same result.
+    let a = attention_case(true, Some(DropMask { p: 0.3, seed: 11 }));
+    assert_eq!(a, attention_case(true, Some(DropMask { p: 0.3, seed: 11 })));
+    assert_ne!(a[0], attention_case(true, None)[0]);
+}
+
+#[test]
+fn fused_attention_without_autodiff_gives_the_same_values() {
+    let device = Device::flex();
+    let (b, l, h, heads) = (2, 7, 12, 3);
+    let t = |seed| {
+        Tensor::<3>::from_data(
+            TensorData::new(random(&[b, l, h], seed, &device), [b, l, h]),
+            &device,
+        )
+    };
+    let bias = padded_bias(b, l, &device);
+    let plain = vec_of(kernels::attention(
+        t(1),
+        t(2),
+        t(3),
+        bias.clone(),
+        heads,
+        None,
+    ));
+    let composed = vec_of(composed_attention(t(1), t(2), t(3), bias, heads, None));
+    assert_close("context", &plain, &composed, 2e-5);
+    let tracked = attention_case(true, None);
+    assert_close("inference vs training", &plain, &tracked[0], 1e-6);
+}
+
+/// LayerNorm by burn's operations: (x − μ) / √(σ² + ε) ⊙ γ + β.
+fn composed_layer_norm(x: Tensor<3>, gamma: Tensor<1>, beta: Tensor<1>, eps: f64) -> Tensor<3> {
+    let (var, mean) = x.clone().var_mean_bias(2);
+    (x - mean).div(var.add_scalar(eps).sqrt()) * gamma.unsqueeze::<3>() + beta.unsqueeze::<3>()
+}
+
+#[test]
+fn fused_layer_norm_matches_the_composed_operations() {
+    let device = Device::flex().autodiff();
+    // 70 rows: more than one parallel block, the last one partial.
+    let (b, l, h) = (2, 35, 24);
+    let case = |fused: bool| {
+        let x = leaf(random(&[b, l, h], 5, &device), [b, l, h], &device);
+        let gamma = leaf(random(&[h], 6, &device), [h], &device);
+        let beta = leaf(random(&[h], 7, &device), [h], &device);
+        let w = Tensor::<3>::from_data(
+            TensorData::new(random(&[b, l, h], 8, &device), [b, l, h]),
+            &device,
+        );
+        let y = if fused {
+            kernels::layer_norm(x.clone(), gamma.clone(), beta.clone(), 1e-12)
+        } else {
+            composed_layer_norm(x.clone(), gamma.clone(), beta.clone(), 1e-12)
+        };
+        let grads = (y.clone() * w).sum().backward();
+        vec![
+            vec_of(y),
+            vec_of(x.grad(&grads).unwrap()),
+            vec_of(gamma.grad(&grads).unwrap()),
+            vec_of(beta.grad(&grads).unwrap()),
+        ]
+    };
+    let (fused, composed) = (case(true), case(false));
+    for (name, (f, c)) in ["y", "dx", "dgamma", "dbeta"]
+        .iter()
+        .zip(fused.iter().zip(&composed))
+    {
+        assert_close(name, f, c, 2e-5);
+    }
+}
+
+#[test]
+fn fused_kernels_do_not_depend_on_the_thread_count() {
+    let run = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                let mut all = attention_case(true, Some(DropMask { p: 0.2, seed: 3 }));
+                let x = random(&[300, 16], 9, &Device::flex());
+                let gamma = random(&[16], 10, &Device::flex());
+                let beta = random(&[16], 11, &Device::flex());
+                let (y, saved) = kernels::layer_norm::forward(&x, &gamma, &beta, 1e-5, true);
+                let (dx, dgamma, dbeta) = kernels::layer_norm::backward(&y, &saved, &gamma);
+                all.extend([y, dx, dgamma, dbeta]);
+                all
+            })
+    };
+    assert_eq!(run(1), run(3));
+}

@@ -25,7 +25,10 @@ pub struct Saved {
 /// `y` for rows of `gamma.len()` elements, and, when `keep`, `x̂` and `r`.
 pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> (Vec<f32>, Saved) {
     let h = gamma.len();
-    assert!(h > 0 && x.len().is_multiple_of(h), "layer norm: input width");
+    assert!(
+        h > 0 && x.len().is_multiple_of(h),
+        "layer norm: input width"
+    );
     assert_eq!(beta.len(), h, "layer norm: beta width");
     let rows = x.len() / h;
     let mut y = vec![0f32; x.len()];
