@@ -41,15 +41,22 @@ impl Precision {
     }
 
     /// `x @ W + b` with bf16 operands under `Bf16` (result in the compute dtype).
+    ///
+    /// The leading dimensions are folded into rows first, so the product is one 2-D matrix
+    /// product. burn's dispatch backend composes `Linear` as a batched product against the weight
+    /// broadcast to every batch; its backward pass then computes one weight gradient per batch
+    /// (`[batch, in, out]`) and sums them, where one `[in, rows] @ [rows, out]` product does.
     pub fn linear<const D: usize>(self, l: &Linear, x: Tensor<D>) -> Tensor<D> {
-        match self {
-            Precision::F32 => l.forward(x),
-            Precision::Bf16 => {
-                let w = self.compute(l.weight.val());
-                let b = l.bias.as_ref().map(|b| self.compute(b.val()));
-                burn::tensor::module::linear(self.compute(x), w, b)
-            }
+        let mut dims = x.dims();
+        let d_in = dims[D - 1];
+        let rows = dims[..D - 1].iter().product::<usize>();
+        let w = self.compute(l.weight.val());
+        let mut y = self.compute(x).reshape([rows, d_in]).matmul(w);
+        if let Some(b) = &l.bias {
+            y = y + self.compute(b.val()).unsqueeze::<2>();
         }
+        dims[D - 1] = y.dims()[1];
+        y.reshape(dims)
     }
 
     /// `a @ b` with operands in the compute dtype.
