@@ -15,6 +15,7 @@ use burn::backend::{Autodiff, Backend, DispatchDevice, Flex, backend_extension};
 use burn::prelude::*;
 use burn::tensor::Shape;
 
+use super::adamw::{self, AdamWStep};
 use super::attention::{self, Dims, DropMask};
 use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
 
@@ -45,6 +46,14 @@ pub trait FusedOps: Backend {
         eps: f64,
     ) -> FloatTensor<Self>;
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// The optimizer's update: new (parameter, m, v). Not differentiable.
+    fn fused_adamw(
+        param: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        m: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        step: AdamWStep,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 }
 
 pub(super) fn attention(
@@ -85,6 +94,36 @@ pub(super) fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_gelu(
         x.into_dispatch(),
     ))
+}
+
+pub(super) fn adamw(
+    p: Tensor<1>,
+    g: Tensor<1>,
+    m: Tensor<1>,
+    v: Tensor<1>,
+    step: AdamWStep,
+) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
+    let (p, m, v) = <burn::backend::Dispatch as FusedOps>::fused_adamw(
+        p.into_dispatch(),
+        g.into_dispatch(),
+        m.into_dispatch(),
+        v.into_dispatch(),
+        step,
+    );
+    (
+        Tensor::from_dispatch(p),
+        Tensor::from_dispatch(m),
+        Tensor::from_dispatch(v),
+    )
+}
+
+/// The elements of `t`, writable in place (copied first when shared or strided).
+fn host_mut(t: &mut FlexTensor) -> &mut [f32] {
+    if t.as_slice::<f32>().is_none() || !t.is_unique() {
+        *t = t.to_contiguous();
+    }
+    t.try_storage_mut::<f32>()
+        .expect("a contiguous tensor of one owner")
 }
 
 /// The f32 elements of `t` in row-major order (borrowed when already contiguous).
@@ -159,6 +198,23 @@ impl FusedOps for Flex {
     fn fused_gelu(x: FlexTensor) -> FlexTensor {
         let (y, _) = gelu_kernel::forward(&host(&x), false);
         tensor(y, x.shape())
+    }
+
+    fn fused_adamw(
+        param: FlexTensor,
+        grad: FlexTensor,
+        mut m: FlexTensor,
+        mut v: FlexTensor,
+        step: AdamWStep,
+    ) -> (FlexTensor, FlexTensor, FlexTensor) {
+        let p = adamw::update(
+            &host(&param),
+            &host(&grad),
+            host_mut(&mut m),
+            host_mut(&mut v),
+            &step,
+        );
+        (tensor(p, param.shape()), m, v)
     }
 }
 
@@ -341,5 +397,15 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
                 prep.finish(tensor(gelu_kernel::forward(&host(&x), false).0, shape))
             }
         }
+    }
+
+    fn fused_adamw(
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: AdamWStep,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        unreachable!("the optimizer updates the parameters' inner (non-autodiff) tensors")
     }
 }

@@ -9,6 +9,7 @@
 //! formulas. `tests/kernels.rs` checks every kernel against that composed version, values and
 //! gradients.
 
+pub mod adamw;
 pub mod attention;
 #[cfg(feature = "flex")]
 mod flex;
@@ -19,6 +20,7 @@ pub mod layer_norm;
 use burn::prelude::*;
 use burn::tensor::DType;
 
+pub use adamw::AdamWStep;
 pub use attention::{Dims, DropMask};
 
 /// Whether the fused kernels serve tensors of `dtype` on `device`: f32 on the `flex` backend.
@@ -84,6 +86,26 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     #[cfg(not(feature = "flex"))]
     {
         let _ = x;
+        unreachable!("fused kernels need the flex backend")
+    }
+}
+
+/// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (see
+/// [`adamw`](mod@adamw)): the new `(p, m, v)`. Only where [`fused`] holds; plain tensors only.
+pub fn adamw(
+    p: Tensor<1>,
+    g: Tensor<1>,
+    m: Tensor<1>,
+    v: Tensor<1>,
+    step: AdamWStep,
+) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
+    #[cfg(feature = "flex")]
+    {
+        flex::adamw(p, g, m, v, step)
+    }
+    #[cfg(not(feature = "flex"))]
+    {
+        let _ = (p, g, m, v, step);
         unreachable!("fused kernels need the flex backend")
     }
 }
