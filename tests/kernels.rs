@@ -316,3 +316,36 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
     };
     assert_eq!(run(1), run(3));
 }
+
+#[test]
+fn fused_cross_entropy_matches_log_softmax() {
+    let device = Device::flex().autodiff();
+    let (n, vocab) = (5, 300);
+    // Spread-out logits, some large, so that the max-shift matters.
+    let values: Vec<f32> = random(&[n, vocab], 12, &device)
+        .iter()
+        .map(|x| x * 20.0)
+        .collect();
+    let labels =
+        Tensor::<1, Int>::from_data(TensorData::new(vec![0i64, 17, 299, 150, 17], [n]), &device);
+    let w = Tensor::<1>::from_data(
+        TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0, 5.0], [n]),
+        &device,
+    );
+    let case = |fused: bool| {
+        let z = leaf(values.clone(), [n, vocab], &device);
+        let nll = if fused {
+            kernels::cross_entropy(z.clone(), labels.clone())
+        } else {
+            burn::tensor::activation::log_softmax(z.clone(), 1)
+                .gather(1, labels.clone().reshape([n, 1]))
+                .reshape([n])
+                .neg()
+        };
+        let grads = (nll.clone() * w.clone()).sum().backward();
+        vec![vec_of(nll), vec_of(z.grad(&grads).unwrap())]
+    };
+    let (fused, composed) = (case(true), case(false));
+    assert_close("nll", &fused[0], &composed[0], 1e-5);
+    assert_close("dz", &fused[1], &composed[1], 1e-5);
+}

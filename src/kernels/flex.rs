@@ -10,13 +10,14 @@ use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
-use burn::backend::tensor::FloatTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, Backend, DispatchDevice, Flex, backend_extension};
 use burn::prelude::*;
-use burn::tensor::Shape;
+use burn::tensor::{DType, Shape};
 
 use super::adamw::{self, AdamWStep};
 use super::attention::{self, Dims, DropMask};
+use super::cross_entropy as ce_kernel;
 use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
 
 pub(super) fn is_flex(device: &Device) -> bool {
@@ -46,6 +47,8 @@ pub trait FusedOps: Backend {
         eps: f64,
     ) -> FloatTensor<Self>;
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
+    fn fused_cross_entropy(logits: FloatTensor<Self>, labels: IntTensor<Self>)
+    -> FloatTensor<Self>;
     /// The optimizer's update: new (parameter, m, v). Not differentiable.
     fn fused_adamw(
         param: FloatTensor<Self>,
@@ -115,6 +118,23 @@ pub(super) fn adamw(
         Tensor::from_dispatch(m),
         Tensor::from_dispatch(v),
     )
+}
+
+pub(super) fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_cross_entropy(
+        logits.into_dispatch(),
+        labels.into_dispatch(),
+    ))
+}
+
+/// Class indices of an integer tensor.
+fn indices(t: &FlexTensor) -> Vec<usize> {
+    let t = t.to_contiguous();
+    match t.dtype() {
+        DType::I64 => t.storage::<i64>().iter().map(|&i| i as usize).collect(),
+        DType::I32 => t.storage::<i32>().iter().map(|&i| i as usize).collect(),
+        other => panic!("cross-entropy: labels of dtype {other:?}"),
+    }
 }
 
 /// The elements of `t`, writable in place (copied first when shared or strided).
@@ -200,6 +220,13 @@ impl FusedOps for Flex {
         tensor(y, x.shape())
     }
 
+    fn fused_cross_entropy(logits: FlexTensor, labels: FlexTensor) -> FlexTensor {
+        let n = labels.shape().num_elements();
+        let vocab = logits.shape().num_elements() / n.max(1);
+        let (nll, _) = ce_kernel::forward(&host(&logits), &indices(&labels), vocab);
+        tensor(nll, Shape::new([n]))
+    }
+
     fn fused_adamw(
         param: FlexTensor,
         grad: FlexTensor,
@@ -282,6 +309,32 @@ impl Backward<Flex, 3> for LayerNormStep {
             if let Some(node) = parent {
                 grads.register::<Flex>(node.id, g);
             }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct CrossEntropyStep;
+
+#[derive(Clone, Debug)]
+struct CrossEntropyState {
+    logits: FlexTensor,
+    labels: std::sync::Arc<Vec<usize>>,
+    lse: std::sync::Arc<Vec<f32>>,
+}
+
+impl Backward<Flex, 1> for CrossEntropyStep {
+    type State = CrossEntropyState;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            let s = ops.state;
+            let shape = s.logits.shape();
+            let vocab = shape.num_elements() / s.labels.len().max(1);
+            let dz = ce_kernel::backward(&host(&grad), &host(&s.logits), &s.labels, &s.lse, vocab);
+            grads.register::<Flex>(node.id, tensor(dz, shape));
         }
     }
 }
@@ -396,6 +449,34 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(tensor(gelu_kernel::forward(&host(&x), false).0, shape))
             }
+        }
+    }
+
+    fn fused_cross_entropy(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let guards = [logits.node()];
+        let logits = logits.into_primitive();
+        let labels = indices(&labels);
+        let n = labels.len();
+        let vocab = logits.shape().num_elements() / n.max(1);
+        let (nll, lse) = ce_kernel::forward(&host(&logits), &labels, vocab);
+        let nll = tensor(nll, Shape::new([n]));
+        match CrossEntropyStep
+            .prepare::<C>(guards)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let state = CrossEntropyState {
+                    logits,
+                    labels: std::sync::Arc::new(labels),
+                    lse: std::sync::Arc::new(lse),
+                };
+                prep.finish(state, nll)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(nll),
         }
     }
 

@@ -11,6 +11,7 @@
 
 pub mod adamw;
 pub mod attention;
+pub mod cross_entropy;
 #[cfg(feature = "flex")]
 mod flex;
 pub mod gelu;
@@ -86,6 +87,20 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     #[cfg(not(feature = "flex"))]
     {
         let _ = x;
+        unreachable!("fused kernels need the flex backend")
+    }
+}
+
+/// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels` `[n]`
+/// (see [`cross_entropy`](mod@cross_entropy)). Only where [`fused`] holds.
+pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    #[cfg(feature = "flex")]
+    {
+        flex::cross_entropy(logits, labels)
+    }
+    #[cfg(not(feature = "flex"))]
+    {
+        let _ = (logits, labels);
         unreachable!("fused kernels need the flex backend")
     }
 }

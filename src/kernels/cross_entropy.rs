@@ -1,0 +1,49 @@
+//! Cross-entropy of rows of logits on the host, forward and backward:
+//!
+//! `lse = max(z) + ln Σ_j e^{z_j − max(z)}`, `nll = lse − z[y]`;
+//! with `g = ∂L/∂nll` per row: `∂z_j = g · (e^{z_j − lse} − [j = y])`.
+//!
+//! One parallel pass per direction over the `[n, vocab]` logits (the MLM head's are
+//! 304 × 30522 in the bench); only `lse` is kept for the backward pass, which recomputes the
+//! probabilities from the logits.
+
+use rayon::prelude::*;
+
+use super::exp_non_positive;
+
+/// Per row: `(nll, lse)`.
+pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> (Vec<f32>, Vec<f32>) {
+    check(z, labels, vocab);
+    z.par_chunks(vocab)
+        .zip(labels.par_iter())
+        .map(|(row, &y)| {
+            let max = row.iter().copied().fold(f32::MIN, f32::max);
+            let sum: f32 = row.iter().map(|&x| exp_non_positive(x - max)).sum();
+            let lse = max + sum.ln();
+            (lse - row[y], lse)
+        })
+        .unzip()
+}
+
+/// `∂z` from the per-row output gradient `grad`.
+pub fn backward(grad: &[f32], z: &[f32], labels: &[usize], lse: &[f32], vocab: usize) -> Vec<f32> {
+    check(z, labels, vocab);
+    let mut dz = vec![0f32; z.len()];
+    dz.par_chunks_mut(vocab)
+        .zip(z.par_chunks(vocab))
+        .zip(labels.par_iter().zip(lse).zip(grad))
+        .for_each(|((d, row), ((&y, &lse), &g))| {
+            for (d, &x) in d.iter_mut().zip(row) {
+                *d = g * exp_non_positive(x - lse);
+            }
+            d[y] -= g;
+        });
+    dz
+}
+
+fn check(z: &[f32], labels: &[usize], vocab: usize) {
+    assert_eq!(z.len(), labels.len() * vocab, "cross-entropy: logits shape");
+    if let Some(&bad) = labels.iter().find(|&&y| y >= vocab) {
+        panic!("cross-entropy: label {bad} outside a vocabulary of {vocab}");
+    }
+}
