@@ -311,6 +311,22 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                 let (y, saved) = kernels::layer_norm::forward(&x, &gamma, &beta, 1e-5, true);
                 let (dx, dgamma, dbeta) = kernels::layer_norm::backward(&y, &saved, &gamma);
                 all.extend([y, dx, dgamma, dbeta]);
+                // Linear: products over rayon's threads, bias gradient in fixed blocks.
+                let (x, w, b) = (
+                    random(&[300, 40], 17, &Device::flex()),
+                    random(&[40, 50], 18, &Device::flex()),
+                    random(&[50], 19, &Device::flex()),
+                );
+                let xv = kernels::gemm::View::rows(&x, 0, 300, 40, 40);
+                let wv = kernels::gemm::View::rows(&w, 0, 40, 50, 50);
+                let y = kernels::linear::forward(xv, wv, &b);
+                let gv = kernels::gemm::View::rows(&y, 0, 300, 50, 50);
+                all.extend([
+                    kernels::linear::grad_input(gv, wv),
+                    kernels::linear::grad_weight(xv, gv),
+                    kernels::linear::grad_bias(&y, 50),
+                    y.clone(),
+                ]);
                 all
             })
     };
@@ -348,4 +364,51 @@ fn fused_cross_entropy_matches_log_softmax() {
     let (fused, composed) = (case(true), case(false));
     assert_close("nll", &fused[0], &composed[0], 1e-5);
     assert_close("dz", &fused[1], &composed[1], 1e-5);
+}
+
+#[test]
+fn fused_linear_matches_the_composed_operations() {
+    let device = Device::flex().autodiff();
+    let (rows, d_in, d_out) = (70, 24, 33);
+    // Contiguous weight, and a weight that is a transposed view (the MLM decoder's).
+    for transposed in [false, true] {
+        let case = |fused: bool| {
+            let x = leaf(random(&[rows, d_in], 13, &device), [rows, d_in], &device);
+            let stored = if transposed {
+                [d_out, d_in]
+            } else {
+                [d_in, d_out]
+            };
+            let w0 = leaf(random(&[d_in, d_out], 14, &device), stored, &device);
+            let w = if transposed {
+                w0.clone().transpose()
+            } else {
+                w0.clone()
+            };
+            let b = leaf(random(&[d_out], 15, &device), [d_out], &device);
+            let g = Tensor::<2>::from_data(
+                TensorData::new(random(&[rows, d_out], 16, &device), [rows, d_out]),
+                &device,
+            );
+            let y = if fused {
+                kernels::linear(x.clone(), w, b.clone())
+            } else {
+                x.clone().matmul(w) + b.clone().unsqueeze::<2>()
+            };
+            let grads = (y.clone() * g).sum().backward();
+            vec![
+                vec_of(y),
+                vec_of(x.grad(&grads).unwrap()),
+                vec_of(w0.grad(&grads).unwrap()),
+                vec_of(b.grad(&grads).unwrap()),
+            ]
+        };
+        let (fused, composed) = (case(true), case(false));
+        for (name, (f, c)) in ["y", "dx", "dw", "db"]
+            .iter()
+            .zip(fused.iter().zip(&composed))
+        {
+            assert_close(&format!("{name} (transposed {transposed})"), f, c, 1e-5);
+        }
+    }
 }

@@ -18,6 +18,8 @@ use burn::tensor::{DType, Shape};
 use super::adamw::{self, AdamWStep};
 use super::attention::{self, Dims, DropMask};
 use super::cross_entropy as ce_kernel;
+use super::gemm::View;
+use super::linear as linear_kernel;
 use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
 
 pub(super) fn is_flex(device: &Device) -> bool {
@@ -49,6 +51,11 @@ pub trait FusedOps: Backend {
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
     fn fused_cross_entropy(logits: FloatTensor<Self>, labels: IntTensor<Self>)
     -> FloatTensor<Self>;
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
     /// The optimizer's update: new (parameter, m, v). Not differentiable.
     fn fused_adamw(
         param: FloatTensor<Self>,
@@ -125,6 +132,39 @@ pub(super) fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor
         logits.into_dispatch(),
         labels.into_dispatch(),
     ))
+}
+
+pub(super) fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_linear(
+        x.into_dispatch(),
+        w.into_dispatch(),
+        b.into_dispatch(),
+    ))
+}
+
+/// A 2-D f32 tensor as a (possibly strided) matrix view, valid while `t` lives.
+fn matrix(t: &FlexTensor) -> View {
+    let layout = t.layout();
+    let shape = layout.shape();
+    let strides = layout.strides();
+    assert!(
+        shape.num_dims() == 2 && strides.iter().all(|&s| s >= 0),
+        "linear: operands must be matrices"
+    );
+    let data = t.storage::<f32>();
+    let start = layout.start_offset();
+    let (rows, cols) = (shape[0], shape[1]);
+    if rows > 0 && cols > 0 {
+        let last = start + (rows - 1) * strides[0] as usize + (cols - 1) * strides[1] as usize;
+        assert!(last < data.len(), "linear: view outside its buffer");
+    }
+    View {
+        ptr: data[start..].as_ptr(),
+        rows,
+        cols,
+        rs: strides[0],
+        cs: strides[1],
+    }
 }
 
 /// Class indices of an integer tensor.
@@ -225,6 +265,11 @@ impl FusedOps for Flex {
         let vocab = logits.shape().num_elements() / n.max(1);
         let (nll, _) = ce_kernel::forward(&host(&logits), &indices(&labels), vocab);
         tensor(nll, Shape::new([n]))
+    }
+
+    fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor) -> FlexTensor {
+        let y = linear_kernel::forward(matrix(&x), matrix(&w), &host(&b));
+        tensor(y, Shape::new([x.shape()[0], w.shape()[1]]))
     }
 
     fn fused_adamw(
@@ -335,6 +380,44 @@ impl Backward<Flex, 1> for CrossEntropyStep {
             let vocab = shape.num_elements() / s.labels.len().max(1);
             let dz = ce_kernel::backward(&host(&grad), &host(&s.logits), &s.labels, &s.lse, vocab);
             grads.register::<Flex>(node.id, tensor(dz, shape));
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LinearStep;
+
+#[derive(Clone, Debug)]
+struct LinearState {
+    x: FlexTensor,
+    w: FlexTensor,
+}
+
+impl Backward<Flex, 3> for LinearStep {
+    type State = LinearState;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let grad = if grad.as_slice::<f32>().is_some() {
+            grad
+        } else {
+            grad.to_contiguous()
+        };
+        let s = ops.state;
+        let [node_x, node_w, node_b] = ops.parents;
+        let g = matrix(&grad);
+        if let Some(node) = node_x {
+            let dx = linear_kernel::grad_input(g, matrix(&s.w));
+            grads.register::<Flex>(node.id, tensor(dx, s.x.shape()));
+        }
+        if let Some(node) = node_w {
+            let dw = linear_kernel::grad_weight(matrix(&s.x), g);
+            grads.register::<Flex>(node.id, tensor(dw, s.w.shape()));
+        }
+        if let Some(node) = node_b {
+            let out = g.cols;
+            let db = linear_kernel::grad_bias(&host(&grad), out);
+            grads.register::<Flex>(node.id, tensor(db, Shape::new([out])));
         }
     }
 }
@@ -477,6 +560,21 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
                 prep.finish(state, nll)
             }
             OpsKind::UnTracked(prep) => prep.finish(nll),
+        }
+    }
+
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let guards = [x.node(), w.node(), b.node()];
+        let (x, w, b) = (x.into_primitive(), w.into_primitive(), b.into_primitive());
+        let y = linear_kernel::forward(matrix(&x), matrix(&w), &host(&b));
+        let y = tensor(y, Shape::new([x.shape()[0], w.shape()[1]]));
+        match LinearStep.prepare::<C>(guards).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish(LinearState { x, w }, y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }
 

@@ -65,18 +65,39 @@ impl ViewMut {
             cs: 1,
         }
     }
+}
 
-    /// The view of rows `stride` apart starting `offset` elements after this view's start.
-    ///
-    /// # Safety
-    /// The block must lie inside the buffer this view was made from.
-    pub unsafe fn block(self, offset: usize, rows: usize, cols: usize) -> Self {
-        Self {
-            ptr: unsafe { self.ptr.add(offset) },
-            rows,
-            cols,
-            ..self
-        }
+/// `dst = a · b` (`accumulate`: `dst += a · b`), on all of rayon's threads: for the large
+/// products of a linear layer (the split is over rows and columns of `dst`, never over the
+/// inner dimension, so the result does not depend on the thread count).
+///
+/// # Safety
+/// As [`product`].
+pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool) {
+    assert_eq!(a.cols, b.rows, "inner dimensions");
+    assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
+    unsafe {
+        gemm::gemm(
+            dst.rows,
+            dst.cols,
+            a.cols,
+            dst.ptr,
+            dst.cs,
+            dst.rs,
+            accumulate,
+            a.ptr,
+            a.cs,
+            a.rs,
+            b.ptr,
+            b.cs,
+            b.rs,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::Rayon(0),
+        );
     }
 }
 

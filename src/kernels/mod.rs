@@ -17,6 +17,7 @@ mod flex;
 pub mod gelu;
 pub mod gemm;
 pub mod layer_norm;
+pub mod linear;
 
 use burn::prelude::*;
 use burn::tensor::DType;
@@ -87,6 +88,20 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     #[cfg(not(feature = "flex"))]
     {
         let _ = x;
+        unreachable!("fused kernels need the flex backend")
+    }
+}
+
+/// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]` (may be a transposed view), `b` `[out]`
+/// (see [`linear`](mod@linear)). Only where [`fused`] holds.
+pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+    #[cfg(feature = "flex")]
+    {
+        flex::linear(x, w, b)
+    }
+    #[cfg(not(feature = "flex"))]
+    {
+        let _ = (x, w, b);
         unreachable!("fused kernels need the flex backend")
     }
 }

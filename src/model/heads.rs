@@ -8,6 +8,7 @@ use burn::prelude::*;
 use super::encoder::{layer_norm, linear, norm};
 use super::params::{ParamWalker, walk_layer_norm, walk_linear};
 use super::precision::{Precision, full};
+use crate::kernels;
 
 /// Masked-LM head: dense (hidden → embedding) → GELU → LayerNorm → decoder tied to the word
 /// embeddings, plus its own bias. Used by BERT (`cls.predictions`) and by ELECTRA's generator
@@ -45,6 +46,9 @@ impl MlmHead {
             self.eps,
             full(gelu(p.linear(&self.dense, hidden))),
         );
+        if kernels::fused(&h.device(), h.dtype()) {
+            return kernels::linear(h, words.transpose(), self.bias.val());
+        }
         full(p.matmul(h, words.transpose())) + self.bias.val().unsqueeze::<2>()
     }
 

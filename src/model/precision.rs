@@ -18,6 +18,8 @@ use burn::prelude::*;
 use burn::tensor::FloatDType;
 use serde::{Deserialize, Serialize};
 
+use crate::kernels;
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
@@ -51,10 +53,12 @@ impl Precision {
         let d_in = dims[D - 1];
         let rows = dims[..D - 1].iter().product::<usize>();
         let w = self.compute(l.weight.val());
-        let mut y = self.compute(x).reshape([rows, d_in]).matmul(w);
-        if let Some(b) = &l.bias {
-            y = y + self.compute(b.val()).unsqueeze::<2>();
-        }
+        let x = self.compute(x).reshape([rows, d_in]);
+        let y = match &l.bias {
+            Some(b) if kernels::fused(&x.device(), x.dtype()) => kernels::linear(x, w, b.val()),
+            Some(b) => x.matmul(w) + self.compute(b.val()).unsqueeze::<2>(),
+            None => x.matmul(w),
+        };
         dims[D - 1] = y.dims()[1];
         y.reshape(dims)
     }

@@ -1,0 +1,67 @@
+//! Affine map of rows on the host, forward and backward: `y = x W + b` for `x` `[rows, in]`,
+//! `W` `[in, out]`, `b` `[out]`; with `G = ∂L/∂y`: `∂x = G Wᵀ`, `∂W = xᵀ G`, `∂b = Σ_rows G`.
+//!
+//! burn composes a `Linear` as a matrix product into a zero-filled buffer that is then copied
+//! into an aligned one, plus a broadcast add of the bias (and, backward, a reduction for the
+//! bias gradient). Here the output rows are first filled with `b` and the product is
+//! accumulated onto them; every output buffer is written once; operands may be strided views
+//! (the MLM decoder's weight is the transposed word-embedding matrix), so nothing is copied.
+
+use rayon::prelude::*;
+
+use super::gemm::{View, ViewMut, product_into};
+
+/// Rows per parallel task of the bias gradient (fixed, so sums do not depend on threads).
+const BLOCK: usize = 64;
+
+/// `x W + b` as a `[rows, out]` buffer.
+pub fn forward(x: View, w: View, b: &[f32]) -> Vec<f32> {
+    let (rows, out) = (x.rows, w.cols);
+    assert_eq!(b.len(), out, "linear: bias width");
+    let mut y = Vec::with_capacity(rows * out);
+    for _ in 0..rows {
+        y.extend_from_slice(b);
+    }
+    // Safety: `y` holds rows × out elements and is only this call's.
+    unsafe { product_into(ViewMut::rows(&mut y, 0, rows, out, out), x, w, true) };
+    y
+}
+
+/// `G Wᵀ` `[rows, in]`.
+pub fn grad_input(g: View, w: View) -> Vec<f32> {
+    let mut dx = vec![0f32; g.rows * w.rows];
+    let (rows, cols) = (g.rows, w.rows);
+    unsafe { product_into(ViewMut::rows(&mut dx, 0, rows, cols, cols), g, w.t(), false) };
+    dx
+}
+
+/// `xᵀ G` `[in, out]`.
+pub fn grad_weight(x: View, g: View) -> Vec<f32> {
+    let (rows, cols) = (x.cols, g.cols);
+    let mut dw = vec![0f32; rows * cols];
+    unsafe { product_into(ViewMut::rows(&mut dw, 0, rows, cols, cols), x.t(), g, false) };
+    dw
+}
+
+/// `Σ_rows G` `[out]` of a contiguous `[rows, out]` gradient.
+pub fn grad_bias(g: &[f32], out: usize) -> Vec<f32> {
+    let partials: Vec<Vec<f32>> = g
+        .par_chunks(BLOCK * out)
+        .map(|block| {
+            let mut sums = vec![0f32; out];
+            for row in block.chunks_exact(out) {
+                for (s, &v) in sums.iter_mut().zip(row) {
+                    *s += v;
+                }
+            }
+            sums
+        })
+        .collect();
+    let mut db = vec![0f32; out];
+    for sums in &partials {
+        for (d, s) in db.iter_mut().zip(sums) {
+            *d += s;
+        }
+    }
+    db
+}
