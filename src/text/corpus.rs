@@ -1,6 +1,7 @@
 //! Reading a corpus: plain text (one paragraph per line, a blank line ends a document) or
 //! `.jsonl` with a `text` field (one document per line), either of them gzipped.
 
+use rayon::prelude::*;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -16,11 +17,19 @@ impl Document {
     /// The document's sentences ([`split_sentences`] of each paragraph) as token ids: the
     /// input of [`super::examples::pack_document`].
     pub fn sentence_ids(&self, tokenizer: &super::tokenizer::WordPieceTokenizer) -> Vec<Vec<u32>> {
-        self.lines
-            .iter()
-            .flat_map(|l| split_sentences(l))
-            .map(|s| tokenizer.encode(s))
-            .collect()
+        // Lines in parallel (a corpus without blank lines is one long document); rayon's
+        // collect keeps their order, so the ids do not depend on the thread count.
+        let per_line: Vec<Vec<Vec<u32>>> = self
+            .lines
+            .par_iter()
+            .map(|l| {
+                split_sentences(l)
+                    .into_iter()
+                    .map(|s| tokenizer.encode(s))
+                    .collect()
+            })
+            .collect();
+        per_line.into_iter().flatten().collect()
     }
 }
 
