@@ -81,19 +81,24 @@ fn reads_real_wikitext_and_packs_electra_examples() {
 fn prepare_is_deterministic_and_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let input = data("wikitext-2/wiki.test.raw");
-    // Trained twice, the vocabulary and the shards are byte-identical for a given seed.
-    let first = prepare(&prepare_opts(
-        vec![input.clone()],
-        dir.path().join("t"),
-        2000,
-    ))
-    .unwrap();
-    let again = prepare(&prepare_opts(
-        vec![input.clone()],
-        dir.path().join("t2"),
-        2000,
-    ))
-    .unwrap();
+    // Trained twice, on 3 threads and on 1, the vocabulary and the shards are byte-identical
+    // for a given seed.
+    let on_threads = |threads: usize, out: &str| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| {
+                prepare(&prepare_opts(
+                    vec![input.clone()],
+                    dir.path().join(out),
+                    2000,
+                ))
+            })
+            .unwrap()
+    };
+    let first = on_threads(3, "t");
+    let again = on_threads(1, "t2");
     assert_eq!(first.manifest.shards.len(), again.manifest.shards.len());
     for f in first
         .manifest
