@@ -15,8 +15,8 @@
 
 use rayon::prelude::*;
 
-use super::exp_non_positive;
 use super::gemm::{View, ViewMut, product};
+use super::{exp_non_positive, max_lanes, sum_map};
 use crate::model::dropout::fill_mask;
 
 /// The sizes of one attention call.
@@ -179,17 +179,14 @@ pub fn forward(
 /// `P = softmax(S + b)` in place, row by row.
 fn softmax_rows(s: &mut [f32], bias: &[f32]) {
     for row in s.chunks_exact_mut(bias.len()) {
-        let mut max = f32::MIN;
         for (x, &b) in row.iter_mut().zip(bias) {
             *x += b;
-            max = max.max(*x);
         }
-        let mut sum = 0f32;
+        let max = max_lanes(row);
         for x in row.iter_mut() {
             *x = exp_non_positive(*x - max);
-            sum += *x;
         }
-        let inv = 1.0 / sum;
+        let inv = 1.0 / sum_map(row, |x| x);
         for x in row.iter_mut() {
             *x *= inv;
         }
@@ -254,7 +251,7 @@ pub fn backward(
                         *x *= m;
                     }
                 }
-                let r: f32 = row.iter().zip(p).map(|(x, p)| x * p).sum();
+                let r = dot(row, p);
                 for (x, &p) in row.iter_mut().zip(p) {
                     *x = p * (*x - r);
                 }
@@ -276,4 +273,22 @@ pub fn backward(
         },
     );
     (dq, dk, dv)
+}
+
+/// `Σ a·b` in lanes (see `kernels::sum_map`).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let rest: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + rest
 }

@@ -9,7 +9,7 @@
 
 use rayon::prelude::*;
 
-use super::exp_non_positive;
+use super::{exp_non_positive, max_lanes, sum_map};
 
 /// Per row: `(nll, lse)`.
 pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> (Vec<f32>, Vec<f32>) {
@@ -17,8 +17,8 @@ pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> (Vec<f32>, Vec<f32>
     z.par_chunks(vocab)
         .zip(labels.par_iter())
         .map(|(row, &y)| {
-            let max = row.iter().copied().fold(f32::MIN, f32::max);
-            let sum: f32 = row.iter().map(|&x| exp_non_positive(x - max)).sum();
+            let max = max_lanes(row);
+            let sum = sum_map(row, |x| exp_non_positive(x - max));
             let lse = max + sum.ln();
             (lse - row[y], lse)
         })

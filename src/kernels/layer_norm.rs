@@ -12,6 +12,8 @@
 
 use rayon::prelude::*;
 
+use super::sum_map;
+
 /// Rows per parallel task (also the unit of the deterministic γ/β gradient sums).
 const BLOCK: usize = 32;
 
@@ -38,8 +40,8 @@ pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> 
         saved.rstd = vec![0f32; rows];
     }
     let row_pass = |x: &[f32], y: &mut [f32], mut xn: Option<&mut [f32]>| -> f32 {
-        let mean = x.iter().sum::<f32>() / h as f32;
-        let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / h as f32;
+        let mean = sum_map(x, |v| v) / h as f32;
+        let var = sum_map(x, |v| (v - mean) * (v - mean)) / h as f32;
         let r = (1.0 / (var as f64 + eps).sqrt()) as f32;
         for (j, (y, &v)) in y.iter_mut().zip(x).enumerate() {
             let n = (v - mean) * r;

@@ -140,6 +140,41 @@ pub fn adamw(
     }
 }
 
+/// Lanes of the vectorised reductions below: independent partial results, so that the compiler
+/// may keep them in one SIMD register (a single running sum must be added in order).
+const LANES: usize = 8;
+
+/// `Σ f(x)` over `xs`, in [`LANES`] partial sums (a fixed order: the same result every time).
+#[inline(always)]
+pub(crate) fn sum_map(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0f32; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let rest: f32 = chunks.remainder().iter().map(|&x| f(x)).sum();
+    for c in chunks {
+        for k in 0..LANES {
+            acc[k] += f(c[k]);
+        }
+    }
+    acc.iter().sum::<f32>() + rest
+}
+
+/// `max(xs)` (`f32::MIN` when empty), in [`LANES`] partial maxima.
+#[inline(always)]
+pub(crate) fn max_lanes(xs: &[f32]) -> f32 {
+    let mut acc = [f32::MIN; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let rest = chunks
+        .remainder()
+        .iter()
+        .fold(f32::MIN, |m, &x| if x > m { x } else { m });
+    for c in chunks {
+        for k in 0..LANES {
+            acc[k] = if c[k] > acc[k] { c[k] } else { acc[k] };
+        }
+    }
+    acc.iter().fold(rest, |m, &x| if x > m { x } else { m })
+}
+
 /// `e^v` for `v ≤ 0` (exactly 0 below −87), branch-free so that loops over it vectorise:
 /// Cody–Waite range reduction and a degree-6 polynomial, relative error < 2e-7.
 #[inline(always)]
