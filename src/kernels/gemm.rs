@@ -74,6 +74,27 @@ impl ViewMut {
 /// # Safety
 /// As [`product`].
 pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool) {
+    unsafe { call(dst, a, b, accumulate, 1.0, gemm::Parallelism::Rayon(0)) }
+}
+
+/// `dst = scale · a · b`, single-threaded.
+///
+/// # Safety
+/// Every view must point at memory valid for its extent, and `dst` must not overlap `a` or `b`
+/// nor be written by another thread meanwhile.
+pub unsafe fn product(dst: ViewMut, a: View, b: View, scale: f32) {
+    unsafe { call(dst, a, b, false, scale, gemm::Parallelism::None) }
+}
+
+/// `dst = [dst +] scale · a · b` (gemm's convention: `alpha · dst + beta · a · b`).
+unsafe fn call(
+    dst: ViewMut,
+    a: View,
+    b: View,
+    accumulate: bool,
+    scale: f32,
+    parallelism: gemm::Parallelism,
+) {
     assert_eq!(a.cols, b.rows, "inner dimensions");
     assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
     unsafe {
@@ -92,44 +113,11 @@ pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool) {
             b.cs,
             b.rs,
             1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::Rayon(0),
-        );
-    }
-}
-
-/// `dst = scale · a · b`, single-threaded.
-///
-/// # Safety
-/// Every view must point at memory valid for its extent, and `dst` must not overlap `a` or `b`
-/// nor be written by another thread meanwhile.
-pub unsafe fn product(dst: ViewMut, a: View, b: View, scale: f32) {
-    assert_eq!(a.cols, b.rows, "inner dimensions");
-    assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
-    unsafe {
-        gemm::gemm(
-            dst.rows,
-            dst.cols,
-            a.cols,
-            dst.ptr,
-            dst.cs,
-            dst.rs,
-            false,
-            a.ptr,
-            a.cs,
-            a.rs,
-            b.ptr,
-            b.cs,
-            b.rs,
-            0.0,
             scale,
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            parallelism,
         );
     }
 }

@@ -38,6 +38,22 @@ pub fn fused(device: &Device, dtype: DType) -> bool {
     }
 }
 
+/// Calls a `FusedOps` operation through burn's dispatch backend (only reached where [`fused`]
+/// holds, so never in a build without `flex`).
+macro_rules! fused_op {
+    ($op:ident($($arg:expr),* $(,)?)) => {{
+        #[cfg(feature = "flex")]
+        {
+            <burn::backend::Dispatch as flex::FusedOps>::$op($($arg),*)
+        }
+        #[cfg(not(feature = "flex"))]
+        {
+            $(let _ = $arg;)*
+            unreachable!("fused kernels need the flex backend")
+        }
+    }};
+}
+
 /// Multi-head attention context `[batch, len, hidden]` from the projections `q`, `k`, `v`
 /// `[batch, len, hidden]` and the additive key bias `[batch, len]` (see [`attention`](mod@attention)).
 /// Only where [`fused`] holds.
@@ -49,15 +65,16 @@ pub fn attention(
     heads: usize,
     dropout: Option<DropMask>,
 ) -> Tensor<3> {
-    #[cfg(feature = "flex")]
-    {
-        flex::attention(q, k, v, key_bias, heads, dropout)
-    }
-    #[cfg(not(feature = "flex"))]
-    {
-        let _ = (q, k, v, key_bias, heads, dropout);
-        unreachable!("fused kernels need the flex backend")
-    }
+    let (p, seed) = dropout.map_or((0.0, 0), |m| (m.p, m.seed));
+    Tensor::from_dispatch(fused_op!(fused_attention(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        key_bias.into_dispatch(),
+        heads,
+        p,
+        seed,
+    )))
 }
 
 /// LayerNorm of the last dimension (see [`layer_norm`](mod@layer_norm)). Only where [`fused`]
@@ -68,56 +85,36 @@ pub fn layer_norm<const D: usize>(
     beta: Tensor<1>,
     eps: f64,
 ) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    {
-        flex::layer_norm(x, gamma, beta, eps)
-    }
-    #[cfg(not(feature = "flex"))]
-    {
-        let _ = (x, gamma, beta, eps);
-        unreachable!("fused kernels need the flex backend")
-    }
+    Tensor::from_dispatch(fused_op!(fused_layer_norm(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        eps,
+    )))
 }
 
 /// GELU (exact erf form, see [`gelu`](mod@gelu)). Only where [`fused`] holds.
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    {
-        flex::gelu(x)
-    }
-    #[cfg(not(feature = "flex"))]
-    {
-        let _ = x;
-        unreachable!("fused kernels need the flex backend")
-    }
+    Tensor::from_dispatch(fused_op!(fused_gelu(x.into_dispatch())))
 }
 
 /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]` (may be a transposed view), `b` `[out]`
 /// (see [`linear`](mod@linear)). Only where [`fused`] holds.
 pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
-    #[cfg(feature = "flex")]
-    {
-        flex::linear(x, w, b)
-    }
-    #[cfg(not(feature = "flex"))]
-    {
-        let _ = (x, w, b);
-        unreachable!("fused kernels need the flex backend")
-    }
+    Tensor::from_dispatch(fused_op!(fused_linear(
+        x.into_dispatch(),
+        w.into_dispatch(),
+        b.into_dispatch(),
+    )))
 }
 
 /// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels` `[n]`
 /// (see [`cross_entropy`](mod@cross_entropy)). Only where [`fused`] holds.
 pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
-    #[cfg(feature = "flex")]
-    {
-        flex::cross_entropy(logits, labels)
-    }
-    #[cfg(not(feature = "flex"))]
-    {
-        let _ = (logits, labels);
-        unreachable!("fused kernels need the flex backend")
-    }
+    Tensor::from_dispatch(fused_op!(fused_cross_entropy(
+        logits.into_dispatch(),
+        labels.into_dispatch(),
+    )))
 }
 
 /// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (see
@@ -129,15 +126,18 @@ pub fn adamw(
     v: Tensor<1>,
     step: AdamWStep,
 ) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
-    #[cfg(feature = "flex")]
-    {
-        flex::adamw(p, g, m, v, step)
-    }
-    #[cfg(not(feature = "flex"))]
-    {
-        let _ = (p, g, m, v, step);
-        unreachable!("fused kernels need the flex backend")
-    }
+    let (p, m, v) = fused_op!(fused_adamw(
+        p.into_dispatch(),
+        g.into_dispatch(),
+        m.into_dispatch(),
+        v.into_dispatch(),
+        step,
+    ));
+    (
+        Tensor::from_dispatch(p),
+        Tensor::from_dispatch(m),
+        Tensor::from_dispatch(v),
+    )
 }
 
 /// Lanes of the vectorised reductions below: independent partial results, so that the compiler

@@ -159,11 +159,7 @@ impl Layer {
         let q = p.linear(&self.query, x.clone());
         let k = p.linear(&self.key, x.clone());
         let v = p.linear(&self.value, x.clone());
-        let ctx = if kernels::fused(&x.device(), q.dtype()) {
-            self.fused_attention(q, k, v, mask_bias)
-        } else {
-            self.composed_attention(q, k, v, mask_bias)
-        };
+        let ctx = self.attention(q, k, v, mask_bias);
         let attn = dropout(&self.hidden_dropout, p.linear(&self.attention_out, ctx));
         let a = norm(&self.attention_norm, self.eps, full(attn) + x);
         let inter = gelu(p.linear(&self.intermediate, a.clone()));
@@ -171,8 +167,9 @@ impl Layer {
         norm(&self.output_norm, self.eps, full(out) + a)
     }
 
-    /// softmax(Q Kᵀ / √d + bias) V per head, from burn's operations.
-    fn composed_attention(
+    /// softmax(Q Kᵀ / √d + bias) V per head, with dropout on the probabilities: one fused
+    /// operation (`kernels::attention`) where the kernels serve, else burn's operations.
+    fn attention(
         &self,
         q: Tensor<3>,
         k: Tensor<3>,
@@ -180,6 +177,19 @@ impl Layer {
         mask_bias: Option<&Tensor<4>>,
     ) -> Tensor<3> {
         let [b, l, h] = q.dims();
+        let device = q.device();
+        let d = &self.attention_dropout;
+        if kernels::fused(&device, q.dtype()) {
+            let key_bias = match mask_bias {
+                Some(bias) => bias.clone().reshape([b, l]),
+                None => Tensor::zeros([b, l], &device),
+            };
+            let mask = active(d, &device).then(|| DropMask {
+                p: d.prob,
+                seed: next_call_seed(),
+            });
+            return kernels::attention(q, k, v, key_bias, self.heads, mask);
+        }
         let dh = h / self.heads;
         let split = |t: Tensor<3>| t.reshape([b, l, self.heads, dh]).swap_dims(1, 2);
         let q = split(q).mul_scalar(1.0 / (dh as f64).sqrt());
@@ -188,33 +198,8 @@ impl Layer {
         if let Some(bias) = mask_bias {
             scores = scores + bias.clone();
         }
-        let probs = dropout(
-            &self.attention_dropout,
-            self.precision.compute(softmax(scores, 3)),
-        );
+        let probs = dropout(d, self.precision.compute(softmax(scores, 3)));
         probs.matmul(split(v)).swap_dims(1, 2).reshape([b, l, h])
-    }
-
-    /// The same in one fused operation (`kernels::attention`).
-    fn fused_attention(
-        &self,
-        q: Tensor<3>,
-        k: Tensor<3>,
-        v: Tensor<3>,
-        mask_bias: Option<&Tensor<4>>,
-    ) -> Tensor<3> {
-        let [b, l, _] = q.dims();
-        let device = q.device();
-        let key_bias = match mask_bias {
-            Some(bias) => bias.clone().reshape([b, l]),
-            None => Tensor::zeros([b, l], &device),
-        };
-        let d = &self.attention_dropout;
-        let mask = active(d, &device).then(|| DropMask {
-            p: d.prob,
-            seed: next_call_seed(),
-        });
-        kernels::attention(q, k, v, key_bias, self.heads, mask)
     }
 
     pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
