@@ -31,7 +31,7 @@ pub fn embedding_table(
     k: usize,
     source: &str,
 ) -> SynonymTable {
-    let map = embeddings::neighbour_map(vectors, k, &burn::prelude::Device::flex());
+    let map = embeddings::neighbour_map(vectors, k, &crate::device::host());
     SynonymTable::build(tokenizer, source, |w| {
         map.get(w)
             .map(|v| v.iter().cloned().collect())

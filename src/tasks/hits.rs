@@ -125,7 +125,7 @@ pub fn hits(
     batch: usize,
     max_len: usize,
 ) -> Result<HitsReport> {
-    let device = Device::flex();
+    let device = crate::device::host();
     let mut model = Classifier::new(&pre.config.clone().without_dropout(), 1, &device);
     let mut loader = Loader::new(&pre.weights, &device);
     model.walk_encoder(&pre.prefix, &mut loader);
