@@ -158,3 +158,23 @@ fn bf16_tiny_preset_loss_curve_follows_f32() {
 /// Largest relative difference allowed between the f32 and bf16 losses of a logged window
 /// (measured on this CPU: 0.0044 at worst over the 20 windows).
 const TOLERANCE: f64 = 0.02;
+
+#[test]
+fn bf16_mlm_decoder_multiplies_bf16_operands() {
+    // Under bf16 the decoder's product takes bf16 operands and returns bf16 values, cast up
+    // before the (zero-initialised) f32 bias is added: every logit is a bf16 value. An f32
+    // product of the same operands would not be.
+    let d = Device::flex().autodiff();
+    let c = config(Precision::Bf16);
+    let head = trueneg::model::heads::MlmHead::new(&c, &d);
+    let hidden = Tensor::<2>::random([6, c.hidden_size], burn::tensor::Distribution::Default, &d);
+    let words = Tensor::<2>::random(
+        [c.vocab_size, c.embedding_size],
+        burn::tensor::Distribution::Default,
+        &d,
+    );
+    let logits = host(head.forward(hidden, words));
+    assert_eq!(logits.len(), 6 * c.vocab_size);
+    let off_grid = logits.iter().filter(|x| x.to_bits() & 0xffff != 0).count();
+    assert_eq!(off_grid, 0, "{off_grid} logits are not bf16 values");
+}

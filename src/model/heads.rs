@@ -41,11 +41,12 @@ impl MlmHead {
     /// embedding matrix [vocab, embedding]. Returns logits [n, vocab].
     pub fn forward(&self, hidden: Tensor<2>, words: Tensor<2>) -> Tensor<2> {
         let p = self.precision;
-        let h = norm(
+        // The decoder's operand in the compute dtype: the fused kernel only serves f32 ones.
+        let h = p.compute(norm(
             &self.norm,
             self.eps,
             full(gelu(p.linear(&self.dense, hidden))),
-        );
+        ));
         if kernels::fused(&h.device(), h.dtype()) {
             return kernels::linear(h, words.transpose(), self.bias.val());
         }
