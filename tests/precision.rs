@@ -29,6 +29,10 @@ fn config(precision: Precision) -> EncoderConfig {
     }
 }
 
+/// Tests of this binary that draw from the process-wide device RNG (model initialisation, random
+/// inputs) hold this lock, so that a seeded test does not see another's draws.
+static DEVICE_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
     let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
@@ -45,6 +49,7 @@ fn host<const D: usize>(t: Tensor<D>) -> Vec<f32> {
 
 #[test]
 fn bf16_step_matches_f32_with_f32_weights_and_gradients() {
+    let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
     let d = Device::flex().autodiff();
     let ids: Vec<i64> = (0..4 * 32).map(|i| (i * 37 % 290 + 5) as i64).collect();
     // Padding in the second sequence exercises the f32 attention bias.
@@ -161,6 +166,7 @@ const TOLERANCE: f64 = 0.02;
 
 #[test]
 fn bf16_mlm_decoder_multiplies_bf16_operands() {
+    let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
     // Under bf16 the decoder's product takes bf16 operands and returns bf16 values, cast up
     // before the (zero-initialised) f32 bias is added: every logit is a bf16 value. An f32
     // product of the same operands would not be.
