@@ -122,11 +122,10 @@ fn dropout_is_identity_in_evaluation_and_reseeded_by_seed() {
 use trueneg::kernels::{self, DropMask};
 use trueneg::model::dropout::fill_mask;
 
-fn random(shape: &[usize], seed: u64, device: &Device) -> Vec<f32> {
+fn random(shape: &[usize], seed: u64) -> Vec<f32> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let n: usize = shape.iter().product();
-    let _ = device;
     (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
 }
 
@@ -182,14 +181,11 @@ fn padded_bias(b: usize, l: usize, device: &Device) -> Tensor<2> {
 fn attention_case(fused: bool, dropout: Option<DropMask>) -> Vec<Vec<f32>> {
     let device = Device::flex().autodiff();
     let (b, l, h, heads) = (2, 7, 12, 3);
-    let q = leaf(random(&[b, l, h], 1, &device), [b, l, h], &device);
-    let k = leaf(random(&[b, l, h], 2, &device), [b, l, h], &device);
-    let v = leaf(random(&[b, l, h], 3, &device), [b, l, h], &device);
+    let q = leaf(random(&[b, l, h], 1), [b, l, h], &device);
+    let k = leaf(random(&[b, l, h], 2), [b, l, h], &device);
+    let v = leaf(random(&[b, l, h], 3), [b, l, h], &device);
     let bias = padded_bias(b, l, &device);
-    let w = Tensor::<3>::from_data(
-        TensorData::new(random(&[b, l, h], 4, &device), [b, l, h]),
-        &device,
-    );
+    let w = Tensor::<3>::from_data(TensorData::new(random(&[b, l, h], 4), [b, l, h]), &device);
     let out = if fused {
         kernels::attention(q.clone(), k.clone(), v.clone(), bias, heads, dropout)
     } else {
@@ -236,7 +232,7 @@ fn fused_attention_without_autodiff_gives_the_same_values() {
     let (b, l, h, heads) = (2, 7, 12, 3);
     let t = |seed| {
         Tensor::<3>::from_data(
-            TensorData::new(random(&[b, l, h], seed, &device), [b, l, h]),
+            TensorData::new(random(&[b, l, h], seed), [b, l, h]),
             &device,
         )
     };
@@ -267,13 +263,10 @@ fn fused_layer_norm_matches_the_composed_operations() {
     // 70 rows: more than one parallel block, the last one partial.
     let (b, l, h) = (2, 35, 24);
     let case = |fused: bool| {
-        let x = leaf(random(&[b, l, h], 5, &device), [b, l, h], &device);
-        let gamma = leaf(random(&[h], 6, &device), [h], &device);
-        let beta = leaf(random(&[h], 7, &device), [h], &device);
-        let w = Tensor::<3>::from_data(
-            TensorData::new(random(&[b, l, h], 8, &device), [b, l, h]),
-            &device,
-        );
+        let x = leaf(random(&[b, l, h], 5), [b, l, h], &device);
+        let gamma = leaf(random(&[h], 6), [h], &device);
+        let beta = leaf(random(&[h], 7), [h], &device);
+        let w = Tensor::<3>::from_data(TensorData::new(random(&[b, l, h], 8), [b, l, h]), &device);
         let y = if fused {
             kernels::layer_norm(x.clone(), gamma.clone(), beta.clone(), 1e-12)
         } else {
@@ -305,17 +298,17 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
             .unwrap()
             .install(|| {
                 let mut all = attention_case(true, Some(DropMask { p: 0.2, seed: 3 }));
-                let x = random(&[300, 16], 9, &Device::flex());
-                let gamma = random(&[16], 10, &Device::flex());
-                let beta = random(&[16], 11, &Device::flex());
+                let x = random(&[300, 16], 9);
+                let gamma = random(&[16], 10);
+                let beta = random(&[16], 11);
                 let (y, saved) = kernels::layer_norm::forward(&x, &gamma, &beta, 1e-5, true);
                 let (dx, dgamma, dbeta) = kernels::layer_norm::backward(&y, &saved, &gamma);
                 all.extend([y, dx, dgamma, dbeta]);
                 // Linear: products over rayon's threads, bias gradient in fixed blocks.
                 let (x, w, b) = (
-                    random(&[300, 40], 17, &Device::flex()),
-                    random(&[40, 50], 18, &Device::flex()),
-                    random(&[50], 19, &Device::flex()),
+                    random(&[300, 40], 17),
+                    random(&[40, 50], 18),
+                    random(&[50], 19),
                 );
                 let xv = kernels::gemm::View::rows(&x, 0, 300, 40, 40);
                 let wv = kernels::gemm::View::rows(&w, 0, 40, 50, 50);
@@ -338,10 +331,7 @@ fn fused_cross_entropy_matches_log_softmax() {
     let device = Device::flex().autodiff();
     let (n, vocab) = (5, 300);
     // Spread-out logits, some large, so that the max-shift matters.
-    let values: Vec<f32> = random(&[n, vocab], 12, &device)
-        .iter()
-        .map(|x| x * 20.0)
-        .collect();
+    let values: Vec<f32> = random(&[n, vocab], 12).iter().map(|x| x * 20.0).collect();
     let labels =
         Tensor::<1, Int>::from_data(TensorData::new(vec![0i64, 17, 299, 150, 17], [n]), &device);
     let w = Tensor::<1>::from_data(
@@ -373,21 +363,21 @@ fn fused_linear_matches_the_composed_operations() {
     // Contiguous weight, and a weight that is a transposed view (the MLM decoder's).
     for transposed in [false, true] {
         let case = |fused: bool| {
-            let x = leaf(random(&[rows, d_in], 13, &device), [rows, d_in], &device);
+            let x = leaf(random(&[rows, d_in], 13), [rows, d_in], &device);
             let stored = if transposed {
                 [d_out, d_in]
             } else {
                 [d_in, d_out]
             };
-            let w0 = leaf(random(&[d_in, d_out], 14, &device), stored, &device);
+            let w0 = leaf(random(&[d_in, d_out], 14), stored, &device);
             let w = if transposed {
                 w0.clone().transpose()
             } else {
                 w0.clone()
             };
-            let b = leaf(random(&[d_out], 15, &device), [d_out], &device);
+            let b = leaf(random(&[d_out], 15), [d_out], &device);
             let g = Tensor::<2>::from_data(
-                TensorData::new(random(&[rows, d_out], 16, &device), [rows, d_out]),
+                TensorData::new(random(&[rows, d_out], 16), [rows, d_out]),
                 &device,
             );
             let y = if fused {

@@ -116,9 +116,9 @@ fn host(t: &FlexTensor) -> Cow<'_, [f32]> {
         Some(s) => Cow::Borrowed(s),
         None => Cow::Owned(
             t.to_contiguous()
-                .as_slice::<f32>()
-                .expect("fused kernels take f32 tensors")
-                .to_vec(),
+                .into_data()
+                .try_into_vec::<f32>()
+                .expect("fused kernels take f32 tensors"),
         ),
     }
 }
@@ -129,11 +129,12 @@ fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
 
 fn attention_dims(q: &FlexTensor, heads: usize) -> Dims {
     let shape = q.shape();
-    let [batch, len, hidden] = [shape[0], shape[1], shape[2]];
+    let fits = |s: &Shape| s.num_dims() == 3 && heads > 0 && s[2].is_multiple_of(heads);
     assert!(
-        shape.num_dims() == 3 && heads > 0 && hidden.is_multiple_of(heads),
+        fits(&shape),
         "attention: q is not [batch, len, heads · head_dim]"
     );
+    let [batch, len, hidden] = [shape[0], shape[1], shape[2]];
     Dims {
         batch,
         len,
@@ -375,26 +376,23 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         let guards = [q.node(), k.node(), v.node()];
         let (q, k, v) = (q.into_primitive(), k.into_primitive(), v.into_primitive());
         let bias = key_bias.into_primitive();
-        let dims = attention_dims(&q, heads);
-        let dropout = drop_mask(dropout, seed);
-        let run = |keep| {
-            attention::forward(
-                &host(&q),
-                &host(&k),
-                &host(&v),
-                &host(&bias),
-                dims,
-                dropout,
-                keep,
-            )
-        };
         match AttentionStep
             .prepare::<C>(guards)
             .compute_bound()
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                let (ctx, probs) = run(true);
+                let dims = attention_dims(&q, heads);
+                let dropout = drop_mask(dropout, seed);
+                let (ctx, probs) = attention::forward(
+                    &host(&q),
+                    &host(&k),
+                    &host(&v),
+                    &host(&bias),
+                    dims,
+                    dropout,
+                    true,
+                );
                 let heads = dims.batch * dims.heads;
                 let probs = tensor(probs, Shape::new([heads, dims.len, dims.len]));
                 let ctx = tensor(ctx, q.shape());
@@ -408,7 +406,9 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
                 };
                 prep.finish(state, ctx)
             }
-            OpsKind::UnTracked(prep) => prep.finish(tensor(run(false).0, q.shape())),
+            OpsKind::UnTracked(prep) => {
+                prep.finish(Flex::fused_attention(q, k, v, bias, heads, dropout, seed))
+            }
         }
     }
 
@@ -424,15 +424,15 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             gamma.into_primitive(),
             beta.into_primitive(),
         );
-        let shape = x.shape();
-        let run = |keep| ln_kernel::forward(&host(&x), &host(&gamma), &host(&beta), eps, keep);
         match LayerNormStep
             .prepare::<C>(guards)
             .compute_bound()
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                let (y, saved) = run(true);
+                let shape = x.shape();
+                let (y, saved) =
+                    ln_kernel::forward(&host(&x), &host(&gamma), &host(&beta), eps, true);
                 let state = LayerNormState {
                     saved: std::sync::Arc::new(saved),
                     gamma,
@@ -440,22 +440,20 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
                 };
                 prep.finish(state, tensor(y, shape))
             }
-            OpsKind::UnTracked(prep) => prep.finish(tensor(run(false).0, shape)),
+            OpsKind::UnTracked(prep) => prep.finish(Flex::fused_layer_norm(x, gamma, beta, eps)),
         }
     }
 
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
         let guards = [x.node()];
         let x = x.into_primitive();
-        let shape = x.shape();
         match GeluStep.prepare::<C>(guards).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
+                let shape = x.shape();
                 let (y, d) = gelu_kernel::forward(&host(&x), true);
                 prep.finish(tensor(d, shape.clone()), tensor(y, shape))
             }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(tensor(gelu_kernel::forward(&host(&x), false).0, shape))
-            }
+            OpsKind::UnTracked(prep) => prep.finish(Flex::fused_gelu(x)),
         }
     }
 
@@ -494,8 +492,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
     ) -> FloatTensor<Self> {
         let guards = [x.node(), w.node(), b.node()];
         let (x, w, b) = (x.into_primitive(), w.into_primitive(), b.into_primitive());
-        let y = linear_kernel::forward(matrix(&x), matrix(&w), &host(&b));
-        let y = tensor(y, Shape::new([x.shape()[0], w.shape()[1]]));
+        let y = Flex::fused_linear(x.clone(), w.clone(), b);
         match LinearStep.prepare::<C>(guards).compute_bound().stateful() {
             OpsKind::Tracked(prep) => prep.finish(LinearState { x, w }, y),
             OpsKind::UnTracked(prep) => prep.finish(y),

@@ -1,5 +1,6 @@
-//! Strided single-threaded matrix products for the per-head work of the fused kernels (the
-//! callers run many heads in parallel), on the same `gemm` crate burn's CPU backend uses.
+//! Strided matrix products on the `gemm` crate burn's CPU backend uses: single-threaded for the
+//! per-head work of the attention kernel (which runs many heads in parallel), on rayon's threads
+//! for the large products of the linear kernel.
 
 /// A read-only matrix view: element (i, j) is at `ptr + i·rs + j·cs`.
 #[derive(Clone, Copy)]

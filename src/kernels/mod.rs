@@ -1,13 +1,13 @@
-//! Fused CPU kernels with their own backward passes: multi-head attention, LayerNorm and GELU.
+//! Fused CPU kernels with their own backward passes: multi-head attention, LayerNorm, GELU,
+//! `Linear`, the MLM cross-entropy, and the AdamW update.
 //!
-//! Under autodiff, burn composes attention, LayerNorm and GELU from many element-wise tensor
-//! operations, each a pass over memory with its own backward node and fresh buffers. On the
-//! `flex` CPU backend these three are one operation each here, forward and backward, registered
-//! with burn's backend-extension mechanism (`FusedOps`) and its autodiff `Backward` steps.
-//! The model calls [`attention`], [`layer_norm`] and [`gelu`]; where [`fused`] says no (another
-//! backend, or a dtype other than f32) it composes burn's own operations instead, with the same
-//! formulas. `tests/kernels.rs` checks every kernel against that composed version, values and
-//! gradients.
+//! Under autodiff, burn composes these from many tensor operations, each a pass over memory
+//! with its own backward node and fresh buffers. On the `flex` CPU backend each is one operation
+//! here, forward and backward, registered with burn's backend-extension mechanism (`FusedOps`)
+//! and its autodiff `Backward` steps. The model calls the wrappers below where [`fused`] says
+//! yes; elsewhere (another backend, or a dtype other than f32) it composes burn's own operations
+//! with the same formulas. `tests/kernels.rs` checks every kernel against that composed version,
+//! values and gradients (AdamW: `tests/optimizer.rs`, against the composed multi-tensor update).
 
 // Without `flex` the wrappers below end in `unreachable!` (callers check [`fused`] first).
 #![cfg_attr(not(feature = "flex"), allow(unreachable_code))]
