@@ -430,3 +430,53 @@ fn a_boolq_model_is_scored_on_the_boolq_contrast_set() {
     let con = j["scores"]["con"].as_f64().unwrap();
     assert!(con <= j["scores"]["ori"].as_f64().unwrap());
 }
+
+#[test]
+fn cline_on_two_replicas_trains_like_one_device() {
+    // BERT without dropout draws nothing at random, so the replicas' shares of every term
+    // (and of the learned weights' regulariser) must add up to the one-device run.
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, devices: &str| {
+        let r = dir.path().join(name);
+        let mut c = pretrain_cmd(&r, &["train.steps=3", "model.kind=bert"]);
+        for s in [
+            "objective.kind=cline",
+            "objective.cline_weights=learned",
+            "model.hidden_dropout_prob=0",
+            "model.attention_probs_dropout_prob=0",
+        ] {
+            c.args(["--set", s]);
+        }
+        c.arg("--set")
+            .arg(format!("data.shards={}", cline_data().display()));
+        ok(c.args(["--devices", devices]).output().unwrap());
+        metrics(&r)
+    };
+    let (one, two) = (run("one", "cpu"), run("two", "cpu,cpu"));
+    assert_eq!(one.len(), 3);
+    for (a, b) in one.iter().zip(&two) {
+        for (what, x, y) in [
+            ("loss", a.loss, b.loss),
+            ("mlm", a.mlm_loss, b.mlm_loss),
+            ("rtd", a.rtd_loss.unwrap(), b.rtd_loss.unwrap()),
+            (
+                "contrast",
+                a.contrast_loss.unwrap(),
+                b.contrast_loss.unwrap(),
+            ),
+            (
+                "rtd accuracy",
+                a.rtd_accuracy.unwrap(),
+                b.rtd_accuracy.unwrap(),
+            ),
+            ("syn closer", a.syn_closer.unwrap(), b.syn_closer.unwrap()),
+            ("grad norm", a.grad_norm, b.grad_norm),
+        ] {
+            assert!(
+                (x - y).abs() <= 2e-5 * x.abs().max(1.0),
+                "step {} {what}: {x} vs {y}",
+                a.step
+            );
+        }
+    }
+}

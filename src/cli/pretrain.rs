@@ -17,6 +17,10 @@ pub struct Args {
     /// Override a config value, e.g. --set train.steps=100 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Data-parallel replicas, one per device, e.g. --devices cuda:0,cuda:1 (sets
+    /// train.devices; with --resume, a run continues on another number of devices).
+    #[arg(long, value_delimiter = ',', value_name = "DEVICE,...")]
+    devices: Vec<String>,
     /// Run folder [default: runs/<config name>].
     #[arg(long, conflicts_with = "resume")]
     run: Option<PathBuf>,
@@ -28,7 +32,11 @@ pub struct Args {
 /// Raised by Ctrl-C / SIGTERM: the run finishes its step, saves a checkpoint and stops.
 static STOP: AtomicBool = AtomicBool::new(false);
 
-pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
+pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
+    if !a.devices.is_empty() {
+        let names: Vec<String> = a.devices.iter().map(|d| format!("{d:?}")).collect();
+        a.set.push(format!("train.devices=[{}]", names.join(", ")));
+    }
     let folder = match (&a.resume, &a.config) {
         (Some(dir), _) => resume_run(dir, &a.set)?,
         (None, Some(c)) => {
@@ -44,6 +52,8 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         (None, None) => unreachable!("clap requires --config or --resume"),
     };
     let cfg = &folder.config;
+    // Device names, counts and kinds are checked before any work (the default corpus).
+    trueneg::device::devices_for(&cfg.replica_devices())?;
     let run_dir = folder.dir.clone();
     let shards_dir = match &cfg.data.shards {
         Some(d) => d.clone(),

@@ -115,5 +115,15 @@ pub fn three_way_detection_loss(logits: Tensor<3>, labels: Tensor<2, Int>) -> Te
 /// The learned weighting: `Σ_i exp(−s_i) L_i + max(s_i, 0)` for losses `l` and parameters
 /// `s` (both [n]).
 pub fn learned_weighting(l: Tensor<1>, s: Tensor<1>) -> Tensor<1> {
-    (s.clone().neg().exp() * l + relu(s)).sum()
+    (learned_coefficients(s.clone()) * l).sum() + learned_regulariser(s)
+}
+
+/// The weights `exp(−s_i)` of the losses in [`learned_weighting`].
+pub fn learned_coefficients(s: Tensor<1>) -> Tensor<1> {
+    s.neg().exp()
+}
+
+/// The part of [`learned_weighting`] that depends on no loss: `Σ_i max(s_i, 0)`.
+pub fn learned_regulariser(s: Tensor<1>) -> Tensor<1> {
+    relu(s).sum()
 }

@@ -44,6 +44,18 @@ impl Batch {
         b
     }
 
+    /// Rows `rows` of the batch (a data-parallel replica's share), at the same length.
+    pub fn rows(&self, rows: std::ops::Range<usize>) -> Batch {
+        let span = rows.start * self.len..rows.end * self.len;
+        Batch {
+            batch: rows.len(),
+            len: self.len,
+            ids: self.ids[span.clone()].to_vec(),
+            token_types: self.token_types[span.clone()].to_vec(),
+            attention_mask: self.attention_mask[span].to_vec(),
+        }
+    }
+
     /// True when no position is padding (the attention mask can be skipped).
     pub fn is_dense(&self) -> bool {
         self.attention_mask.iter().all(|&m| m == 1)
@@ -138,6 +150,19 @@ pub struct ClineBatch {
 }
 
 impl ClineBatch {
+    /// Triples `rows` of the batch (a data-parallel replica's share), at the same length.
+    pub fn rows(&self, rows: std::ops::Range<usize>) -> ClineBatch {
+        let (n, len) = (self.ori.batch, self.ori.len);
+        let labels =
+            |from: usize| self.labels[(from + rows.start) * len..(from + rows.end) * len].to_vec();
+        ClineBatch {
+            ori: self.ori.rows(rows.clone()),
+            syn: self.syn.rows(rows.clone()),
+            ant: self.ant.rows(rows.clone()),
+            labels: [labels(0), labels(n)].concat(),
+        }
+    }
+
     pub fn new(records: &[ClineRecord], pad: u32) -> Self {
         let len = records
             .iter()

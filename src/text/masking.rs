@@ -42,6 +42,24 @@ pub struct Masked {
     pub labels: Vec<u32>,
 }
 
+impl Masked {
+    /// The masking of rows `rows` of a batch of sequences of `len` tokens, in that share's own
+    /// flat indices (a data-parallel replica's share).
+    pub fn rows(&self, len: usize, rows: std::ops::Range<usize>) -> Masked {
+        let span = rows.start * len..rows.end * len;
+        let first = self.positions.partition_point(|&p| p < span.start);
+        let end = self.positions.partition_point(|&p| p < span.end);
+        Masked {
+            input_ids: self.input_ids[span.clone()].to_vec(),
+            positions: self.positions[first..end]
+                .iter()
+                .map(|&p| p - span.start)
+                .collect(),
+            labels: self.labels[first..end].to_vec(),
+        }
+    }
+}
+
 /// Masks `batch`; real tokens that are not special tokens are candidates (and random fillers).
 pub fn mask_batch(
     batch: &Batch,

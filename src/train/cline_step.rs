@@ -14,11 +14,12 @@ use burn::prelude::*;
 
 use super::config::PretrainConfig;
 use super::model::{Net, PretrainModel};
-use super::step::{StepLoss, inputs, ints1};
+use super::step::{StepLoss, Term, inputs, ints1};
 use crate::model::heads::gather_rows;
 use crate::objective::contrastive::{
     ClineContrast, ClineOri, ClineRtd, ClineWeights, bce_contrast, binary_detection_loss,
-    infonce_contrast, learned_weighting, syn_closer, three_way_detection_loss,
+    infonce_contrast, learned_coefficients, learned_regulariser, syn_closer,
+    three_way_detection_loss,
 };
 use crate::objective::masked_cross_entropy;
 use crate::text::batches::{Batch, ClineBatch};
@@ -92,7 +93,10 @@ pub fn cline_step_loss(
             (e.generator_logits(&xo, positions), e.encode(&x))
         }
     };
-    let mlm = masked_cross_entropy(mlm_logits, labels, None);
+    let mlm = Term::new(
+        masked_cross_entropy(mlm_logits, labels, None),
+        m.positions.len(),
+    );
 
     // Detection on the x_syn and x_ant rows.
     let det_labels =
@@ -116,7 +120,10 @@ pub fn cline_step_loss(
                 .float()
                 * keep)
                 .sum();
-            (binary_detection_loss(logits, det_labels), correct)
+            (
+                Term::new(binary_detection_loss(logits, det_labels), counted),
+                correct,
+            )
         }
         ClineRtd::ThreeWay => {
             let logits = heads
@@ -127,7 +134,10 @@ pub fn cline_step_loss(
             let keep = det_labels.clone().not_equal_elem(-100).float();
             let predicted = logits.clone().detach().argmax(2).squeeze_dim::<2>(2);
             let correct = (predicted.equal(det_labels.clone()).float() * keep).sum();
-            (three_way_detection_loss(logits, det_labels), correct)
+            (
+                Term::new(three_way_detection_loss(logits, det_labels), counted),
+                correct,
+            )
         }
     };
 
@@ -154,19 +164,29 @@ pub fn cline_step_loss(
             )
         }
     };
+    // Both average over the b examples.
+    let (contrast, closer) = (Term::new(contrast, b), Term::new(closer, b));
 
-    let (total, weights) = match (o.cline_weights, &heads.loss_weights) {
+    let terms = [&mlm, &rtd, &contrast];
+    let (parts, shared, weights) = match (o.cline_weights, &heads.loss_weights) {
         (ClineWeights::Learned, Some(s)) => {
-            let l = Tensor::cat(vec![mlm.clone(), rtd.clone(), contrast.clone()], 0);
             let s = s.val();
-            (learned_weighting(l, s.clone()), s.detach().neg().exp())
+            let c = learned_coefficients(s.clone());
+            let parts = terms
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Term {
+                    value: t.value.clone() * c.clone().narrow(0, i, 1),
+                    count: t.count,
+                })
+                .collect();
+            (parts, Some(learned_regulariser(s)), c.detach())
         }
         _ => {
             let [l1, l2, l3] = o.cline_lambdas;
             (
-                mlm.clone().mul_scalar(l1)
-                    + rtd.clone().mul_scalar(l2)
-                    + contrast.clone().mul_scalar(l3),
+                vec![mlm.times(l1), rtd.times(l2), contrast.times(l3)],
+                None,
                 Tensor::from_data(
                     TensorData::new(vec![l1 as f32, l2 as f32, l3 as f32], [3]),
                     device,
@@ -175,7 +195,8 @@ pub fn cline_step_loss(
         }
     };
     StepLoss {
-        total,
+        parts,
+        shared,
         mlm,
         disc: None,
         disc_correct: None,

@@ -140,8 +140,16 @@ pub struct TrainSection {
     pub checkpoint_every: u64,
     pub keep_checkpoints: usize,
     pub log_every: u64,
-    /// `cpu` (the default CPU backend) or `cuda` (built with the `cuda` feature).
+    /// The device of a one-device run: `cpu` (the default CPU backend), `cuda[:i]` (feature
+    /// `cuda`), `libtorch`, `libtorch-cuda[:i]` (feature `tch`).
     pub device: String,
+    /// Data-parallel replicas, one per device, e.g. `["cuda:0", "cuda:1"]` (`--devices
+    /// cuda:0,cuda:1`). When set it takes the place of `train.device`. `data.batch_size` stays
+    /// the global batch: each replica takes `batch_size / len` of its rows. Gradients are summed
+    /// by burn's all-reduce (NCCL) on CUDA; `["cpu", "cpu"]` runs replicas on the host, one
+    /// after another, to test the arithmetic (see `train::replicas`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
     /// `f32`, or `bf16` mixed precision (bf16 matrix products and activations, f32 weights,
     /// optimizer state, softmax, LayerNorm and losses; see `model::precision`).
     pub precision: crate::model::Precision,
@@ -158,6 +166,7 @@ impl Default for TrainSection {
             keep_checkpoints: 3,
             log_every: 10,
             device: "cpu".into(),
+            devices: Vec::new(),
             precision: crate::model::Precision::F32,
         }
     }
@@ -295,6 +304,14 @@ impl PretrainConfig {
         );
         let generator = md.generator(1);
         let (gen_hidden, gen_heads) = (generator.hidden_size, generator.num_attention_heads);
+        // The first name of `train.devices` that is not a device, and why.
+        let bad_device = t
+            .devices
+            .iter()
+            .find_map(|n| match crate::device::parse_name(n) {
+                Err(Error::Config(why)) => Some(why),
+                _ => None,
+            });
         let rules = [
             count("model.embedding_size", md.embedding_size),
             count("model.hidden_size", md.hidden_size),
@@ -394,8 +411,35 @@ impl PretrainConfig {
             rule(
                 "train.device",
                 format!("{:?}", t.device),
-                DEVICE_NAMES.contains(&t.device.as_str()),
-                format!("must be one of {}", DEVICE_NAMES.join(", ")),
+                crate::device::parse_name(&t.device).is_ok(),
+                format!(
+                    "must be one of {} (GPUs with an index, e.g. cuda:1)",
+                    DEVICE_NAMES.join(", ")
+                ),
+            ),
+            rule(
+                "train.devices",
+                format!("{:?}", t.devices),
+                bad_device.is_none(),
+                bad_device.clone().unwrap_or_default(),
+            ),
+            rule(
+                "train.devices",
+                format!("{:?}", t.devices),
+                t.devices.is_empty() || t.device == "cpu" || t.devices[0] == t.device,
+                format!(
+                    "takes the place of train.device = {:?}; set one of them",
+                    t.device
+                ),
+            ),
+            rule(
+                "data.batch_size",
+                d.batch_size,
+                d.batch_size.is_multiple_of(self.replica_devices().len()),
+                format!(
+                    "must be divisible by the number of devices ({}): each replica takes an equal share of the global batch",
+                    self.replica_devices().len()
+                ),
             ),
         ];
         match rules.into_iter().find(|r| !r.ok) {
@@ -425,6 +469,15 @@ impl PretrainConfig {
             }
         }
         Ok(())
+    }
+
+    /// The devices of the run's replicas: `train.devices`, else `[train.device]`.
+    pub fn replica_devices(&self) -> Vec<String> {
+        if self.train.devices.is_empty() {
+            vec![self.train.device.clone()]
+        } else {
+            self.train.devices.clone()
+        }
     }
 
     pub fn to_toml(&self) -> String {

@@ -7,6 +7,7 @@ pub mod default_data;
 pub mod model;
 pub mod optimizer;
 pub mod pretrain;
+pub mod replicas;
 pub mod run;
 pub mod stats;
 pub mod step;

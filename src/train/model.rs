@@ -61,6 +61,13 @@ impl PretrainModel {
         matches!(self.net, Net::Electra(_))
     }
 
+    /// A copy on `device` with an autodiff graph of its own: a data-parallel replica.
+    pub fn replica(&self, device: &Device) -> Self {
+        let mut r = self.clone();
+        r.walk(&mut crate::model::params::MoveTo(device));
+        r
+    }
+
     pub fn walk(&mut self, w: &mut dyn ParamWalker) {
         self.walk_net(w);
         if let Some(c) = &mut self.cline {

@@ -137,6 +137,23 @@ impl Grads {
         }
     }
 
+    /// The same gradients on `device` (a replica's).
+    pub fn to_device(&self, device: &Device) -> Self {
+        Self {
+            entries: self
+                .entries
+                .iter()
+                .map(|(k, (g, dims, kind))| {
+                    (
+                        k.clone(),
+                        (g.clone().to_device(device), dims.clone(), *kind),
+                    )
+                })
+                .collect(),
+            factor: self.factor,
+        }
+    }
+
     /// Adds another set of gradients (gradient accumulation).
     pub fn accumulate(&mut self, mut other: Grads) {
         if self.factor != other.factor {

@@ -21,7 +21,8 @@ use super::cline_step::cline_step_loss;
 use super::config::PretrainConfig;
 use super::model::{PretrainModel, read_transformers_weights};
 use super::optimizer::{AdamW, Grads, scheduled_lr};
-use super::step::step_loss;
+use super::replicas::Replicas;
+use super::step::{StepLoss, step_loss};
 use crate::interop::tensors::TensorMap;
 use crate::lexicon::SynonymTable;
 use crate::objective::CorrectionCounts;
@@ -75,6 +76,122 @@ pub struct StepMetrics {
     /// Iteration-level ratio: share of sequences with at least one correction.
     pub sequences_corrected_ratio: Option<f64>,
     pub tokens_per_s: f64,
+}
+
+/// The logged terms of one micro-step, over its replicas: each loss term is its mean over the
+/// whole micro-batch (`Σ_r n_r·v_r / Σ_r n_r`), the objective and the right predictions are
+/// summed.
+#[derive(Default)]
+struct MicroTerms {
+    /// Per replica, its values on the device (read once) and the counts of its mean terms.
+    reads: Vec<(Tensor<1>, [f64; 7])>,
+    rtd_counted: usize,
+    real_tokens: usize,
+    corrections: Option<CorrectionCounts>,
+}
+
+/// The values of [`MicroTerms`] on the host.
+struct MicroValues {
+    loss: f64,
+    mlm: f64,
+    disc: f64,
+    disc_correct: f64,
+    sr: f64,
+    sr_sent: f64,
+    rtd: f64,
+    rtd_correct: f64,
+    contrast: f64,
+    syn_closer: f64,
+    weights: [f64; 3],
+}
+
+impl MicroTerms {
+    /// Adds a replica's loss terms and `objective`, its share of the micro-batch's objective.
+    fn add(&mut self, l: StepLoss, objective: Tensor<1>) {
+        let device = objective.device();
+        let zero = || Tensor::<1>::zeros([1], &device);
+        let c = l.cline.as_ref();
+        let count = |t: Option<&super::step::Term>| t.map_or(0.0, |t| t.count);
+        let counts = [
+            l.mlm.count,
+            count(l.disc.as_ref()),
+            count(l.sr.as_ref()),
+            count(l.sr_sent.as_ref()),
+            count(c.map(|c| &c.rtd)),
+            count(c.map(|c| &c.contrast)),
+            count(c.map(|c| &c.syn_closer)),
+        ];
+        let value = |t: Option<&super::step::Term>| t.map(|t| t.value.clone());
+        let mut terms: Vec<Tensor<1>> = [
+            Some(objective),
+            Some(l.mlm.value.clone()),
+            value(l.disc.as_ref()),
+            l.disc_correct,
+            value(l.sr.as_ref()),
+            value(l.sr_sent.as_ref()),
+            value(c.map(|c| &c.rtd)),
+            c.map(|c| c.rtd_correct.clone()),
+            value(c.map(|c| &c.contrast)),
+            value(c.map(|c| &c.syn_closer)),
+        ]
+        .map(|t| t.map(|t| t.inner().reshape([1])).unwrap_or_else(zero))
+        .to_vec();
+        terms.push(
+            c.map(|c| c.weights.clone().inner())
+                .unwrap_or_else(|| Tensor::zeros([3], &device)),
+        );
+        self.reads.push((Tensor::cat(terms, 0), counts));
+        self.rtd_counted += c.map_or(0, |c| c.rtd_counted);
+        self.real_tokens += l.real_tokens;
+        if let Some(k) = l.corrections {
+            self.corrections
+                .get_or_insert_with(CorrectionCounts::default)
+                .add(&k);
+        }
+    }
+
+    /// Reads the values (one device read per replica) and combines them.
+    fn values(&self) -> MicroValues {
+        let rows: Vec<(Vec<f64>, [f64; 7])> = self
+            .reads
+            .iter()
+            .map(|(t, n)| {
+                let v = t
+                    .clone()
+                    .into_data()
+                    .convert::<f64>()
+                    .try_into_vec::<f64>()
+                    .expect("loss terms");
+                (v, *n)
+            })
+            .collect();
+        let sum = |i: usize| rows.iter().map(|(v, _)| v[i]).sum::<f64>();
+        let mean = |i: usize, c: usize| {
+            if rows.len() == 1 {
+                return rows[0].0[i];
+            }
+            let n: f64 = rows.iter().map(|(_, n)| n[c]).sum();
+            if n > 0.0 {
+                rows.iter().map(|(v, k)| v[i] * k[c]).sum::<f64>() / n
+            } else {
+                0.0
+            }
+        };
+        let w = &rows[0].0;
+        MicroValues {
+            loss: sum(0),
+            mlm: mean(1, 0),
+            disc: mean(2, 1),
+            disc_correct: sum(3),
+            sr: mean(4, 2),
+            sr_sent: mean(5, 3),
+            rtd: mean(6, 4),
+            rtd_correct: sum(7),
+            contrast: mean(8, 5),
+            syn_closer: mean(9, 6),
+            weights: [w[10], w[11], w[12]],
+        }
+    }
 }
 
 /// How a run reports progress.
@@ -241,7 +358,9 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             )
         }));
     }
-    let base_device = crate::device::device_for(&cfg.train.device)?;
+    let names = cfg.replica_devices();
+    let base_devices = crate::device::devices_for(&names)?;
+    let base_device = base_devices[0].clone();
     let device = base_device.clone().autodiff();
     // The initial weights follow `train.seed`: runs of one seed start from the same weights
     // whatever their objective (the ablation's pairing).
@@ -322,6 +441,10 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         None
     };
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, position);
+    // An explicit `train.devices` list of CUDA devices goes through burn's distributed data
+    // parallel (NCCL) even with one device: that is how a one-GPU machine checks the path.
+    let collective = !cfg.train.devices.is_empty() && crate::device::has_collectives(&names[0]);
+    let mut replicas = Replicas::new(model, opt, base_devices, collective)?;
     let mut metrics_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -347,7 +470,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     let run_start = Instant::now();
 
     for step in start_step..total {
-        let mut grads = Grads::default();
+        let mut grads: Vec<Grads> = Vec::new();
         let (mut loss_sum, mut mlm_sum, mut disc_sum, mut correct, mut real, mut masked) =
             (0.0, 0.0, 0.0, 0.0, 0usize, 0usize);
         let (mut sr_sum, mut sr_sent_sum) = (0.0, 0.0);
@@ -357,70 +480,63 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         let (mut cts_sum, mut closer_sum, mut weights) = (0.0, 0.0, [0.0; 3]);
         for micro in 0..cfg.train.grad_accum {
             let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
-            crate::model::seed(&base_device, step_seed);
             let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
-            let (l, n_masked, n_tokens) = if cline {
+            // The whole micro-batch is masked as one; each replica takes its rows.
+            let (losses, n_masked, n_tokens) = if cline {
                 let cb = stream.next_cline_batch();
                 let m = mask_batch(&cb.ori, &cfg.masking, &special, vocab, &mut rng);
-                let l = cline_step_loss(&model, cfg, &cb, &m, &device);
-                (l, m.positions.len(), cb.ori.batch * cb.ori.len)
+                let len = cb.ori.len;
+                let losses = replicas.forward(step_seed, cb.ori.batch, |model, device, rows| {
+                    let m = m.rows(len, rows.clone());
+                    cline_step_loss(model, cfg, &cb.rows(rows), &m, device)
+                });
+                (losses, m.positions.len(), cb.ori.batch * cb.ori.len)
             } else {
                 let batch = stream.next_batch();
                 let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);
-                let l = step_loss(
-                    &model,
-                    cfg,
-                    table.as_ref(),
-                    multi_piece.as_ref(),
-                    &batch,
-                    &m,
-                    &device,
-                );
-                (l, m.positions.len(), batch.batch * batch.len)
+                let losses = replicas.forward(step_seed, batch.batch, |model, device, rows| {
+                    let m = m.rows(batch.len, rows.clone());
+                    step_loss(
+                        model,
+                        cfg,
+                        table.as_ref(),
+                        multi_piece.as_ref(),
+                        &batch.rows(rows),
+                        &m,
+                        device,
+                    )
+                });
+                (losses, m.positions.len(), batch.batch * batch.len)
             };
             masked += n_masked;
-            real += l.real_tokens;
-            let g = l.total.backward();
-            grads.accumulate(Grads::collect(&g, |w| model.walk(w)));
-            // Every loss term in one read (one device sync instead of one per term).
-            let zero = || Tensor::<1>::zeros([1], &device);
-            let c = l.cline.as_ref();
-            let terms = [
-                Some(l.total),
-                Some(l.mlm),
-                l.disc,
-                l.disc_correct,
-                l.sr,
-                l.sr_sent,
-                c.map(|c| c.rtd.clone()),
-                c.map(|c| c.rtd_correct.clone()),
-                c.map(|c| c.contrast.clone()),
-                c.map(|c| c.syn_closer.clone()),
-            ]
-            .map(|t| t.map(|t| t.inner().reshape([1])).unwrap_or_else(zero));
-            let mut terms = terms.to_vec();
-            terms.push(
-                c.map(|c| c.weights.clone().inner())
-                    .unwrap_or_else(|| Tensor::zeros([3], &device)),
-            );
-            let v = Tensor::cat(terms, 0)
-                .into_data()
-                .convert::<f64>()
-                .try_into_vec::<f64>()
-                .expect("loss terms");
-            loss_sum += v[0];
-            mlm_sum += v[1];
-            disc_sum += v[2];
-            correct += v[3];
-            sr_sum += v[4];
-            sr_sent_sum += v[5];
-            rtd_sum += v[6];
-            rtd_right += v[7];
-            cts_sum += v[8];
-            closer_sum += v[9];
-            weights = [v[10], v[11], v[12]];
-            rtd_counted += c.map_or(0, |c| c.rtd_counted);
-            if let Some(c) = l.corrections {
+            let objectives = Replicas::objectives(&losses);
+            let g = replicas.backward(&objectives);
+            if grads.is_empty() {
+                grads = g;
+            } else {
+                for (a, g) in grads.iter_mut().zip(g) {
+                    a.accumulate(g);
+                }
+            }
+            let mut terms = MicroTerms::default();
+            for (l, o) in losses.into_iter().zip(objectives) {
+                terms.add(l, o);
+            }
+            let v = terms.values();
+            loss_sum += v.loss;
+            mlm_sum += v.mlm;
+            disc_sum += v.disc;
+            correct += v.disc_correct;
+            sr_sum += v.sr;
+            sr_sent_sum += v.sr_sent;
+            rtd_sum += v.rtd;
+            rtd_right += v.rtd_correct;
+            cts_sum += v.contrast;
+            closer_sum += v.syn_closer;
+            weights = v.weights;
+            rtd_counted += terms.rtd_counted;
+            real += terms.real_tokens;
+            if let Some(c) = terms.corrections {
                 window
                     .corrections
                     .get_or_insert_with(CorrectionCounts::default)
@@ -439,17 +555,14 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 last_good.unwrap_or_else(|| "none".into())
             )));
         }
-        if cfg.train.grad_accum > 1 {
-            grads.scale(1.0 / k);
-        }
-        let grad_norm = grads.clip_global_norm(cfg.optimizer.max_grad_norm);
         let lr = scheduled_lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
-        opt.update(lr, &grads, |w| model.walk(w));
+        let grad_norm =
+            replicas.update(grads, cfg.train.grad_accum, cfg.optimizer.max_grad_norm, lr);
         let done = step + 1;
         window.masked += masked;
         window.steps += 1;
 
-        let is_electra = model.is_electra();
+        let is_electra = replicas.models[0].is_electra();
         let metrics = StepMetrics {
             step: done,
             loss: loss_sum / k,
@@ -530,8 +643,8 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             let dir = checkpoint::save(
                 run,
                 &state,
-                &model.export(),
-                &opt.state(),
+                &replicas.models[0].export(),
+                &replicas.opts[0].state(),
                 cfg.train.keep_checkpoints,
             )?;
             if stopping && done < total {

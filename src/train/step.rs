@@ -55,29 +55,88 @@ pub(crate) fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
     }
 }
 
+/// A loss term of one replica's micro-batch: its mean over the replica's `count` units
+/// (masked positions, kept positions, weighted tokens, sentences). Over replicas r the term of
+/// the whole micro-batch is `Σ_r count_r · value_r / Σ_r count_r`.
+#[derive(Clone)]
+pub struct Term {
+    pub value: Tensor<1>,
+    pub count: f64,
+}
+
+impl Term {
+    pub fn new(value: Tensor<1>, count: usize) -> Self {
+        Self {
+            value,
+            count: count as f64,
+        }
+    }
+
+    /// The term times `c` (a weight of the objective), with the same count.
+    pub fn times(&self, c: f64) -> Self {
+        Self {
+            value: self.value.clone().mul_scalar(c),
+            count: self.count,
+        }
+    }
+}
+
 /// Loss terms of one micro-batch, still on the device, and host-side counts.
 pub struct StepLoss {
-    pub total: Tensor<1>,
-    pub mlm: Tensor<1>,
-    pub disc: Option<Tensor<1>>,
+    /// The objective `L = Σ_t c_t·L_t + R`: part t is `c_t·L_t` (its weight applied) with the
+    /// count of `L_t`; see [`StepLoss::objective`].
+    pub parts: Vec<Term>,
+    /// `R`, a term that depends on no example (CLINE's learned-weight regulariser).
+    pub shared: Option<Tensor<1>>,
+    pub mlm: Term,
+    pub disc: Option<Term>,
     pub disc_correct: Option<Tensor<1>>,
-    pub sr: Option<Tensor<1>>,
-    pub sr_sent: Option<Tensor<1>>,
+    pub sr: Option<Term>,
+    pub sr_sent: Option<Term>,
     pub corrections: Option<CorrectionCounts>,
     pub real_tokens: usize,
     /// CLINE only.
     pub cline: Option<ClineTerms>,
 }
 
+impl StepLoss {
+    /// This replica's share of the micro-batch objective over `replicas` replicas:
+    /// `Σ_t (n_t / N_t)·part_t + R / replicas`, where `n_t` is this replica's count of part t
+    /// and `N_t = totals[t]` the count over all replicas. The shares add up to the objective
+    /// of the whole micro-batch, so the summed gradients of the replicas are its gradient
+    /// whatever the split. One replica: the plain sum.
+    pub fn objective(&self, totals: &[f64], replicas: usize) -> Tensor<1> {
+        let share = |p: &Term, total: f64| {
+            if replicas == 1 {
+                p.value.clone()
+            } else {
+                let w = if total > 0.0 { p.count / total } else { 0.0 };
+                p.value.clone().mul_scalar(w)
+            }
+        };
+        let mut parts = self.parts.iter().zip(totals);
+        let (first, total) = parts.next().expect("an objective has a term");
+        let mut sum = share(first, *total);
+        for (p, total) in parts {
+            sum = sum + share(p, *total);
+        }
+        match &self.shared {
+            Some(r) if replicas == 1 => sum + r.clone(),
+            Some(r) => sum + r.clone().div_scalar(replicas as f64),
+            None => sum,
+        }
+    }
+}
+
 /// CLINE's terms of one micro-batch (see [`super::cline_step`]).
 pub struct ClineTerms {
-    pub rtd: Tensor<1>,
+    pub rtd: Term,
     /// Detection predictions that are right, over the `rtd_counted` labelled pieces.
     pub rtd_correct: Tensor<1>,
     pub rtd_counted: usize,
-    pub contrast: Tensor<1>,
+    pub contrast: Term,
     /// Share of the examples where h_o is closer (dot product) to h_s than to h_a.
-    pub syn_closer: Tensor<1>,
+    pub syn_closer: Term,
     /// The weights w1..w3 the total used ([3]; exp(−s_i) when learned).
     pub weights: Tensor<1>,
 }
@@ -135,7 +194,7 @@ pub fn step_loss(
             && (obj.hc_prediction == Prediction::Argmax || sampled.is_none()));
     let argmax_host = needs_argmax_host.then(|| host_ids(argmax.clone()));
 
-    let (weights, corrections) = if obj.kind.hard_correction() {
+    let (weights, corrections, mlm_count) = if obj.kind.hard_correction() {
         let table = table.expect("a synonym table for Hard Correction");
         let pred = match (obj.hc_prediction, &sampled) {
             (Prediction::Sampled, Some(s)) => s,
@@ -151,19 +210,26 @@ pub fn step_loss(
             }
             c.sequences_corrected = hit.iter().filter(|&&h| h).count();
         }
-        (Some(floats1(w, device)), Some(c))
+        // The loss averages over the positions kept (weight 1).
+        let kept = w.iter().filter(|&&v| v != 0.0).count();
+        (Some(floats1(w, device)), Some(c), kept)
     } else {
-        (None, None)
+        (None, None, m.positions.len())
     };
-    let mlm = masked_cross_entropy(logits, labels.clone(), weights);
-    let mut total = mlm.clone();
+    let mlm = Term::new(
+        masked_cross_entropy(logits, labels.clone(), weights),
+        mlm_count,
+    );
+    let mut parts = vec![mlm.clone()];
 
-    let sr = obj
-        .kind
-        .word_regularization()
-        .then(|| word_regularization(words, argmax, labels));
+    let sr = obj.kind.word_regularization().then(|| {
+        Term::new(
+            word_regularization(words, argmax, labels),
+            m.positions.len(),
+        )
+    });
     if let Some(r) = &sr {
-        total = total + r.clone().mul_scalar(obj.sr_weight);
+        parts.push(r.times(obj.sr_weight));
     }
     let sr_sent = obj.kind.sentence_regularization().then(|| {
         let pred_ids = filled(batch, m, argmax_host.as_ref().expect("argmax on host"));
@@ -179,10 +245,13 @@ pub fn step_loss(
             Net::Bert(b) => (b.encode(&xp), b.encode(&xs)),
             Net::Electra(e) => (e.generator_encode(&xp), e.generator_encode(&xs)),
         };
-        sentence_regularization(hp, hs, ints(&batch.attention_mask, shape, device).float())
+        Term::new(
+            sentence_regularization(hp, hs, ints(&batch.attention_mask, shape, device).float()),
+            real_tokens,
+        )
     });
     if let Some(r) = &sr_sent {
-        total = total + r.clone().mul_scalar(obj.sr_sent_weight);
+        parts.push(r.times(obj.sr_sent_weight));
     }
 
     let (disc, disc_correct) = match (&model.net, &sampled) {
@@ -216,14 +285,16 @@ pub fn step_loss(
                 .float()
                 * w.clone())
             .sum();
-            let disc = replaced_token_loss(d_logits, target, w);
-            total = total + disc.clone().mul_scalar(cfg.train.disc_weight);
+            let counted = weights.iter().filter(|&&v| v != 0).count();
+            let disc = Term::new(replaced_token_loss(d_logits, target, w), counted);
+            parts.push(disc.times(cfg.train.disc_weight));
             (Some(disc), Some(correct))
         }
         _ => (None, None),
     };
     StepLoss {
-        total,
+        parts,
+        shared: None,
         mlm,
         disc,
         disc_correct,

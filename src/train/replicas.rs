@@ -1,0 +1,217 @@
+//! Data-parallel pre-training: one replica of the model per device of `train.devices`, all
+//! updated with the same summed gradients.
+//!
+//! Each micro-step, the micro-batch of `data.batch_size` rows is masked on the host as it would
+//! be for one device, then split into k equal row shards. Replica r runs the forward pass of
+//! shard r with the random draws of seed (step, r) (dropout, Gumbel sampling; replica 0 draws
+//! with the seed a one-device run uses). Its loss is its share of the micro-batch's objective
+//! ([`StepLoss::objective`]: each term weighted by the replica's share of that term's count:
+//! masked positions, kept positions, real tokens, sentences), so the sum of the replicas'
+//! gradients is the gradient of the whole micro-batch, however the counts fall: k replicas ×
+//! b rows train like one device × k·b rows (equal to f32 rounding where no random draw differs,
+//! i.e. dropout off and no generator sampling; `tests/parallel.rs`).
+//!
+//! burn sums the gradients:
+//! - CUDA devices: burn's distributed data parallel. The parameters are marked
+//!   ([`MarkDistributed`]), a `DistributedContext` runs for the replicas' devices, and the
+//!   replicas' `backward` passes (one thread each) all-reduce every gradient over NCCL as soon
+//!   as it is ready. Each replica then takes the same AdamW step with its own optimizer state,
+//!   so no parameters travel.
+//! - Host replicas (`["cpu", "cpu"]`): burn 0.22 has no collective operations on its CPU
+//!   backends (flex's `DistributedOps` is left unimplemented), so the backward passes run one
+//!   after another and their gradients are added with burn tensor operations. Replica 0 takes
+//!   the AdamW step and the others copy its parameters. Host replicas exist to test the
+//!   arithmetic of data parallelism where there is no GPU; they are not faster than one.
+//!
+//! The forward passes run one after another from one thread: burn's random seed is one per
+//! process on every backend (flex, cubecl), so replicas drawing at the same time could not be
+//! reproduced. GPU work is queued asynchronously, so the devices still overlap except at the
+//! forward pass's host reads.
+
+use std::ops::Range;
+
+use burn::prelude::*;
+use burn::tensor::distributed::{DistributedConfig, DistributedContext, ReduceOperation};
+
+use super::model::PretrainModel;
+use super::optimizer::{AdamW, Grads};
+use super::step::StepLoss;
+use crate::Result;
+use crate::model::params::{MarkDistributed, ShapeLister};
+
+/// The seed of replica `r`'s random draws in the micro-step seeded `step_seed`.
+pub fn replica_seed(step_seed: u64, r: usize) -> u64 {
+    if r == 0 {
+        step_seed
+    } else {
+        step_seed ^ (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+}
+
+pub struct Replicas {
+    /// One model per device; replica 0 is the one checkpoints are written from.
+    pub models: Vec<PretrainModel>,
+    /// One optimizer per replica that takes the AdamW step: all of them with collectives,
+    /// replica 0's alone on the host.
+    pub opts: Vec<AdamW>,
+    /// The replicas' autodiff devices.
+    pub devices: Vec<Device>,
+    /// The same devices without autodiff (seeding).
+    base: Vec<Device>,
+    /// Running while the replicas all-reduce their gradients with burn's collectives.
+    collective: Option<DistributedContext>,
+}
+
+impl Replicas {
+    /// Replicas of `model` and `opt` (replica 0 is them) on `base` (devices without autodiff,
+    /// the first being `model`'s). `collective`: sum gradients with burn's all-reduce.
+    pub fn new(
+        model: PretrainModel,
+        opt: AdamW,
+        base: Vec<Device>,
+        collective: bool,
+    ) -> Result<Self> {
+        let devices: Vec<Device> = base.iter().map(|d| d.clone().autodiff()).collect();
+        // burn initialises parameters lazily, on first use: draw them now, from the RNG state
+        // `train.seed` left, so that every replica starts from the same values (and a run's
+        // initial weights do not depend on its number of devices).
+        let mut model = model;
+        model.walk(&mut ShapeLister::default());
+        let mut models = vec![model];
+        for d in &devices[1..] {
+            let r = models[0].replica(d);
+            models.push(r);
+        }
+        let mut opts = vec![opt];
+        if collective {
+            let state = (opts[0].step > 0).then(|| opts[0].state());
+            for d in &devices[1..] {
+                let mut o = AdamW::new(opts[0].config.clone());
+                if let Some(s) = &state {
+                    o.load_state(opts[0].step, s, d)?;
+                }
+                opts.push(o);
+            }
+        }
+        let collective = collective.then(|| {
+            let ctx = DistributedContext::init(
+                devices.clone(),
+                DistributedConfig {
+                    all_reduce_op: ReduceOperation::Sum,
+                },
+            );
+            for m in &mut models {
+                m.walk(&mut MarkDistributed);
+            }
+            ctx
+        });
+        Ok(Self {
+            models,
+            opts,
+            devices,
+            base,
+            collective,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.models.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.models.is_empty()
+    }
+
+    /// The forward passes of one micro-step over a micro-batch of `rows` rows:
+    /// `forward(model, device, shard)` for each replica, with its random draws seeded first.
+    pub fn forward(
+        &self,
+        step_seed: u64,
+        rows: usize,
+        mut forward: impl FnMut(&PretrainModel, &Device, Range<usize>) -> StepLoss,
+    ) -> Vec<StepLoss> {
+        let share = rows / self.len();
+        (0..self.len())
+            .map(|r| {
+                crate::model::seed(&self.base[r], replica_seed(step_seed, r));
+                forward(
+                    &self.models[r],
+                    &self.devices[r],
+                    r * share..(r + 1) * share,
+                )
+            })
+            .collect()
+    }
+
+    /// Each replica's share of the micro-batch objective (see [`StepLoss::objective`]).
+    pub fn objectives(losses: &[StepLoss]) -> Vec<Tensor<1>> {
+        let terms = losses[0].parts.len();
+        let totals: Vec<f64> = (0..terms)
+            .map(|t| losses.iter().map(|l| l.parts[t].count).sum())
+            .collect();
+        losses
+            .iter()
+            .map(|l| l.objective(&totals, losses.len()))
+            .collect()
+    }
+
+    /// The backward passes of the replicas' `objectives`: the summed gradients, one set per
+    /// optimizer (see [`Replicas::opts`]).
+    pub fn backward(&mut self, objectives: &[Tensor<1>]) -> Vec<Grads> {
+        if self.collective.is_some() {
+            return std::thread::scope(|s| {
+                let passes: Vec<_> = objectives
+                    .iter()
+                    .zip(self.models.iter_mut())
+                    .map(|(o, m)| {
+                        s.spawn(move || {
+                            let g = o.backward();
+                            Grads::collect(&g, |w| m.walk(w))
+                        })
+                    })
+                    .collect();
+                passes
+                    .into_iter()
+                    .map(|p| p.join().expect("a replica's backward pass"))
+                    .collect()
+            });
+        }
+        let mut sum: Option<Grads> = None;
+        for (o, m) in objectives.iter().zip(self.models.iter_mut()) {
+            let g = o.backward();
+            let g = Grads::collect(&g, |w| m.walk(w)).to_device(&self.devices[0]);
+            match &mut sum {
+                Some(s) => s.accumulate(g),
+                None => sum = Some(g),
+            }
+        }
+        vec![sum.expect("at least one replica")]
+    }
+
+    /// One optimizer step with the micro-steps' summed `grads` (one set per optimizer):
+    /// averaged over `grad_accum` micro-steps, clipped to `max_norm`, applied at `lr`.
+    /// Returns the gradient norm before clipping.
+    pub fn update(&mut self, grads: Vec<Grads>, grad_accum: usize, max_norm: f64, lr: f64) -> f64 {
+        let mut norm = 0.0;
+        for (r, mut g) in grads.into_iter().enumerate() {
+            if grad_accum > 1 {
+                g.scale(1.0 / grad_accum as f64);
+            }
+            let n = g.clip_global_norm(max_norm);
+            if r == 0 {
+                norm = n;
+            }
+            let m = &mut self.models[r];
+            self.opts[r].update(lr, &g, |w| m.walk(w));
+            if self.collective.is_some() {
+                m.walk(&mut MarkDistributed);
+            }
+        }
+        if self.collective.is_none() {
+            for r in 1..self.len() {
+                self.models[r] = self.models[0].replica(&self.devices[r]);
+            }
+        }
+        norm
+    }
+}
