@@ -304,6 +304,7 @@ impl PretrainConfig {
         );
         let generator = md.generator(1);
         let (gen_hidden, gen_heads) = (generator.hidden_size, generator.num_attention_heads);
+        let replicas = self.replica_devices().len();
         // The first name of `train.devices` that is not a device, and why.
         let bad_device = t
             .devices
@@ -435,10 +436,9 @@ impl PretrainConfig {
             rule(
                 "data.batch_size",
                 d.batch_size,
-                d.batch_size.is_multiple_of(self.replica_devices().len()),
+                d.batch_size.is_multiple_of(replicas),
                 format!(
-                    "must be divisible by the number of devices ({}): each replica takes an equal share of the global batch",
-                    self.replica_devices().len()
+                    "must be divisible by the number of devices ({replicas}): each replica takes an equal share of the global batch"
                 ),
             ),
         ];

@@ -22,7 +22,7 @@ use super::config::PretrainConfig;
 use super::model::{PretrainModel, read_transformers_weights};
 use super::optimizer::{AdamW, Grads, scheduled_lr};
 use super::replicas::Replicas;
-use super::step::{StepLoss, step_loss};
+use super::step::{StepLoss, Term, step_loss};
 use crate::interop::tensors::TensorMap;
 use crate::lexicon::SynonymTable;
 use crate::objective::CorrectionCounts;
@@ -90,8 +90,9 @@ struct MicroTerms {
     corrections: Option<CorrectionCounts>,
 }
 
-/// The values of [`MicroTerms`] on the host.
-struct MicroValues {
+/// The values of [`MicroTerms`] on the host, and their sums over a step's micro-steps.
+#[derive(Default)]
+struct StepTotals {
     loss: f64,
     mlm: f64,
     disc: f64,
@@ -102,7 +103,29 @@ struct MicroValues {
     rtd_correct: f64,
     contrast: f64,
     syn_closer: f64,
+    /// CLINE's three weights (the latest micro-step's).
     weights: [f64; 3],
+    real_tokens: usize,
+    rtd_counted: usize,
+}
+
+impl StepTotals {
+    /// Adds a micro-step's values.
+    fn add(&mut self, v: StepTotals) {
+        self.loss += v.loss;
+        self.mlm += v.mlm;
+        self.disc += v.disc;
+        self.disc_correct += v.disc_correct;
+        self.sr += v.sr;
+        self.sr_sent += v.sr_sent;
+        self.rtd += v.rtd;
+        self.rtd_correct += v.rtd_correct;
+        self.contrast += v.contrast;
+        self.syn_closer += v.syn_closer;
+        self.weights = v.weights;
+        self.real_tokens += v.real_tokens;
+        self.rtd_counted += v.rtd_counted;
+    }
 }
 
 impl MicroTerms {
@@ -111,7 +134,7 @@ impl MicroTerms {
         let device = objective.device();
         let zero = || Tensor::<1>::zeros([1], &device);
         let c = l.cline.as_ref();
-        let count = |t: Option<&super::step::Term>| t.map_or(0.0, |t| t.count);
+        let count = |t: Option<&Term>| t.map_or(0.0, |t| t.count);
         let counts = [
             l.mlm.count,
             count(l.disc.as_ref()),
@@ -121,7 +144,7 @@ impl MicroTerms {
             count(c.map(|c| &c.contrast)),
             count(c.map(|c| &c.syn_closer)),
         ];
-        let value = |t: Option<&super::step::Term>| t.map(|t| t.value.clone());
+        let value = |t: Option<&Term>| t.map(|t| t.value.clone());
         let mut terms: Vec<Tensor<1>> = [
             Some(objective),
             Some(l.mlm.value.clone()),
@@ -151,7 +174,7 @@ impl MicroTerms {
     }
 
     /// Reads the values (one device read per replica) and combines them.
-    fn values(&self) -> MicroValues {
+    fn values(&self) -> StepTotals {
         let rows: Vec<(Vec<f64>, [f64; 7])> = self
             .reads
             .iter()
@@ -178,7 +201,7 @@ impl MicroTerms {
             }
         };
         let w = &rows[0].0;
-        MicroValues {
+        StepTotals {
             loss: sum(0),
             mlm: mean(1, 0),
             disc: mean(2, 1),
@@ -190,6 +213,8 @@ impl MicroTerms {
             contrast: mean(8, 5),
             syn_closer: mean(9, 6),
             weights: [w[10], w[11], w[12]],
+            real_tokens: self.real_tokens,
+            rtd_counted: self.rtd_counted,
         }
     }
 }
@@ -471,13 +496,8 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
 
     for step in start_step..total {
         let mut grads: Vec<Grads> = Vec::new();
-        let (mut loss_sum, mut mlm_sum, mut disc_sum, mut correct, mut real, mut masked) =
-            (0.0, 0.0, 0.0, 0.0, 0usize, 0usize);
-        let (mut sr_sum, mut sr_sent_sum) = (0.0, 0.0);
-        // CLINE: detection loss, right detections, labelled pieces, contrast, syn-closer share,
-        // and the three weights.
-        let (mut rtd_sum, mut rtd_right, mut rtd_counted) = (0.0, 0.0, 0usize);
-        let (mut cts_sum, mut closer_sum, mut weights) = (0.0, 0.0, [0.0; 3]);
+        let mut t = StepTotals::default();
+        let mut masked = 0usize;
         for micro in 0..cfg.train.grad_accum {
             let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
             let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
@@ -522,20 +542,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             for (l, o) in losses.into_iter().zip(objectives) {
                 terms.add(l, o);
             }
-            let v = terms.values();
-            loss_sum += v.loss;
-            mlm_sum += v.mlm;
-            disc_sum += v.disc;
-            correct += v.disc_correct;
-            sr_sum += v.sr;
-            sr_sent_sum += v.sr_sent;
-            rtd_sum += v.rtd;
-            rtd_right += v.rtd_correct;
-            cts_sum += v.contrast;
-            closer_sum += v.syn_closer;
-            weights = v.weights;
-            rtd_counted += terms.rtd_counted;
-            real += terms.real_tokens;
+            t.add(terms.values());
             if let Some(c) = terms.corrections {
                 window
                     .corrections
@@ -545,13 +552,14 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             rate_tokens += n_tokens;
         }
         let k = cfg.train.grad_accum as f64;
-        if !loss_sum.is_finite() {
+        if !t.loss.is_finite() {
             let last_good = checkpoint::list(run)
                 .pop()
                 .map(|(_, p)| p.display().to_string());
             return Err(Error::Diverged(format!(
-                "step {}: loss is {loss_sum} (not finite); stopped. Last good checkpoint: {}",
+                "step {}: loss is {} (not finite); stopped. Last good checkpoint: {}",
                 step + 1,
+                t.loss,
                 last_good.unwrap_or_else(|| "none".into())
             )));
         }
@@ -565,25 +573,22 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         let is_electra = replicas.models[0].is_electra();
         let metrics = StepMetrics {
             step: done,
-            loss: loss_sum / k,
-            mlm_loss: mlm_sum / k,
-            disc_loss: (is_electra && !cline).then_some(disc_sum / k),
-            disc_accuracy: (is_electra && !cline).then(|| correct / real.max(1) as f64),
-            sr_loss: cfg
-                .objective
-                .kind
-                .word_regularization()
-                .then_some(sr_sum / k),
+            loss: t.loss / k,
+            mlm_loss: t.mlm / k,
+            disc_loss: (is_electra && !cline).then_some(t.disc / k),
+            disc_accuracy: (is_electra && !cline)
+                .then(|| t.disc_correct / t.real_tokens.max(1) as f64),
+            sr_loss: cfg.objective.kind.word_regularization().then_some(t.sr / k),
             sr_sent_loss: cfg
                 .objective
                 .kind
                 .sentence_regularization()
-                .then_some(sr_sent_sum / k),
-            rtd_loss: cline.then_some(rtd_sum / k),
-            rtd_accuracy: cline.then(|| rtd_right / rtd_counted.max(1) as f64),
-            contrast_loss: cline.then_some(cts_sum / k),
-            syn_closer: cline.then_some(closer_sum / k),
-            loss_weights: cline.then_some(weights),
+                .then_some(t.sr_sent / k),
+            rtd_loss: cline.then_some(t.rtd / k),
+            rtd_accuracy: cline.then(|| t.rtd_correct / t.rtd_counted.max(1) as f64),
+            contrast_loss: cline.then_some(t.contrast / k),
+            syn_closer: cline.then_some(t.syn_closer / k),
+            loss_weights: cline.then_some(t.weights),
             lr,
             grad_norm,
             masked: window.masked,
