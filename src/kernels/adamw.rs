@@ -5,6 +5,7 @@
 //! `m ← β1·m + ((1−β1)·f)·g`, `v ← β2·v + ((1−β2)·f²)·g²` (f: the gradient scale factor),
 //! `p ← p·(1 − lr·wd)`, `p ← p − (m / (√v / √(1−β2^t) + ε)) · (lr / (1−β1^t))`.
 
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 /// The constants of one update (`bc1` = 1 − β1^t, `bc2_sqrt` = √(1 − β2^t)).
@@ -43,12 +44,28 @@ pub fn update(p: &[f32], g: &[f32], m: &mut [f32], v: &mut [f32], s: &AdamWStep)
         .zip(g.par_chunks(CHUNK))
         .zip(m.par_chunks_mut(CHUNK).zip(v.par_chunks_mut(CHUNK)))
         .for_each(|(((out, p), g), (m, v))| {
-            for ((((o, &p), &g), m), v) in out.iter_mut().zip(p).zip(g).zip(m).zip(v) {
-                *m = *m * b1 + g * g1;
-                *v = *v * b2 + g * g * g2;
-                let p = keep.map_or(p, |k| p * k);
-                *o = p - (*m / (v.sqrt() / bc2 + eps)) * step;
-            }
+            update_chunk(out, p, g, m, v, [b1, b2, g1, g2, bc2, eps, step], keep)
         });
     out
+}
+
+/// The update of one chunk; `c` = `[β1, β2, (1−β1)·f, (1−β2)·f², √(1−β2^t), ε, lr / (1−β1^t)]`,
+/// `keep` = `1 − lr·wd` when weight decay applies.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn update_chunk(
+    out: &mut [f32],
+    p: &[f32],
+    g: &[f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    c: [f32; 7],
+    keep: Option<f32>,
+) {
+    let [b1, b2, g1, g2, bc2, eps, step] = c;
+    for ((((o, &p), &g), m), v) in out.iter_mut().zip(p).zip(g).zip(m).zip(v) {
+        *m = *m * b1 + g * g1;
+        *v = *v * b2 + g * g * g2;
+        let p = keep.map_or(p, |k| p * k);
+        *o = p - (*m / (v.sqrt() / bc2 + eps)) * step;
+    }
 }

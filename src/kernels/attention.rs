@@ -13,6 +13,7 @@
 //! kept for the backward pass; the mask is drawn again from its seed (stream = head index),
 //! so it costs no memory and does not depend on the thread count.
 
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::gemm::{View, ViewMut, product};
@@ -177,6 +178,7 @@ pub fn forward(
 }
 
 /// `P = softmax(S + b)` in place, row by row.
+#[multiversion(targets("x86_64+avx2+fma"))]
 fn softmax_rows(s: &mut [f32], bias: &[f32]) {
     for row in s.chunks_exact_mut(bias.len()) {
         for (x, &b) in row.iter_mut().zip(bias) {
@@ -245,17 +247,7 @@ pub fn backward(
                     1.0,
                 );
             }
-            for (i, (row, p)) in ds.chunks_exact_mut(l).zip(p.chunks_exact(l)).enumerate() {
-                if dropout.is_some() {
-                    for (x, &m) in row.iter_mut().zip(&mask[i * l..(i + 1) * l]) {
-                        *x *= m;
-                    }
-                }
-                let r = dot(row, p);
-                for (x, &p) in row.iter_mut().zip(p) {
-                    *x = p * (*x - r);
-                }
-            }
+            softmax_backward_rows(ds, p, dropout.is_some().then_some(&mask[..]), l);
             unsafe {
                 product(
                     out_q.head(head),
@@ -275,7 +267,25 @@ pub fn backward(
     (dq, dk, dv)
 }
 
+/// `∂S` in place from `∂P` in `ds` (times the dropout `mask`, if any) and `P`, row by row:
+/// `∂S_ij = P_ij · (∂P_ij − Σ_k ∂P_ik · P_ik)`.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn softmax_backward_rows(ds: &mut [f32], p: &[f32], mask: Option<&[f32]>, l: usize) {
+    for (i, (row, p)) in ds.chunks_exact_mut(l).zip(p.chunks_exact(l)).enumerate() {
+        if let Some(mask) = mask {
+            for (x, &m) in row.iter_mut().zip(&mask[i * l..(i + 1) * l]) {
+                *x *= m;
+            }
+        }
+        let r = dot(row, p);
+        for (x, &p) in row.iter_mut().zip(p) {
+            *x = p * (*x - r);
+        }
+    }
+}
+
 /// `Σ a·b` in lanes (see `kernels::sum_map`).
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));

@@ -7,6 +7,7 @@
 //! 304 × 30522 in the bench); only `lse` is kept for the backward pass, which recomputes the
 //! probabilities from the logits.
 
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::{exp_non_positive, max_lanes, sum_map};
@@ -17,9 +18,7 @@ pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> (Vec<f32>, Vec<f32>
     z.par_chunks(vocab)
         .zip(labels.par_iter())
         .map(|(row, &y)| {
-            let max = max_lanes(row);
-            let sum = sum_map(row, |x| exp_non_positive(x - max));
-            let lse = max + sum.ln();
+            let lse = log_sum_exp(row);
             (lse - row[y], lse)
         })
         .unzip()
@@ -33,12 +32,25 @@ pub fn backward(grad: &[f32], z: &[f32], labels: &[usize], lse: &[f32], vocab: u
         .zip(z.par_chunks(vocab))
         .zip(labels.par_iter().zip(lse).zip(grad))
         .for_each(|((d, row), ((&y, &lse), &g))| {
-            for (d, &x) in d.iter_mut().zip(row) {
-                *d = g * exp_non_positive(x - lse);
-            }
+            scaled_probabilities(d, row, lse, g);
             d[y] -= g;
         });
     dz
+}
+
+/// `max(z) + ln Σ_j e^{z_j − max(z)}` of one row.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn log_sum_exp(row: &[f32]) -> f32 {
+    let max = max_lanes(row);
+    max + sum_map(row, |x| exp_non_positive(x - max)).ln()
+}
+
+/// `d_j = g · e^{z_j − lse}` of one row.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn scaled_probabilities(d: &mut [f32], row: &[f32], lse: f32, g: f32) {
+    for (d, &x) in d.iter_mut().zip(row) {
+        *d = g * exp_non_positive(x - lse);
+    }
 }
 
 fn check(z: &[f32], labels: &[usize], vocab: usize) {

@@ -3,6 +3,7 @@
 //! `erf(|u|) = 1 − t·P(t)·e^{−u²}` with `t = 1 / (1 + 0.3275911·|u|)` (Abramowitz & Stegun
 //! 7.1.26, absolute error < 1.5e-7; `e^{−u²}` is the same `e` since `u = x/√2`).
 
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::exp_non_positive;
@@ -15,12 +16,16 @@ pub fn backward(grad: &[f32], derivative: &[f32]) -> Vec<f32> {
     let mut out = vec![0f32; grad.len()];
     out.par_chunks_mut(CHUNK)
         .zip(grad.par_chunks(CHUNK).zip(derivative.par_chunks(CHUNK)))
-        .for_each(|(out, (g, d))| {
-            for ((o, g), d) in out.iter_mut().zip(g).zip(d) {
-                *o = g * d;
-            }
-        });
+        .for_each(|(out, (g, d))| product(out, g, d));
     out
+}
+
+/// `out = g ⊙ d`.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn product(out: &mut [f32], g: &[f32], d: &[f32]) {
+    for ((o, g), d) in out.iter_mut().zip(g).zip(d) {
+        *o = g * d;
+    }
 }
 
 /// Value and (when `derivative`) derivative of the GELU at every element of `x`.
@@ -31,21 +36,27 @@ pub fn forward(x: &[f32], derivative: bool) -> (Vec<f32>, Vec<f32>) {
         y.par_chunks_mut(CHUNK)
             .zip(d.par_chunks_mut(CHUNK))
             .zip(x.par_chunks(CHUNK))
-            .for_each(|((y, d), x)| {
-                for ((y, d), &x) in y.iter_mut().zip(d.iter_mut()).zip(x) {
-                    (*y, *d) = gelu_and_derivative(x);
-                }
-            });
+            .for_each(|((y, d), x)| values_and_derivatives(y, d, x));
     } else {
         y.par_chunks_mut(CHUNK)
             .zip(x.par_chunks(CHUNK))
-            .for_each(|(y, x)| {
-                for (y, &x) in y.iter_mut().zip(x) {
-                    *y = gelu_and_derivative(x).0;
-                }
-            });
+            .for_each(|(y, x)| values(y, x));
     }
     (y, d)
+}
+
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn values_and_derivatives(y: &mut [f32], d: &mut [f32], x: &[f32]) {
+    for ((y, d), &x) in y.iter_mut().zip(d.iter_mut()).zip(x) {
+        (*y, *d) = gelu_and_derivative(x);
+    }
+}
+
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn values(y: &mut [f32], x: &[f32]) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = gelu_and_derivative(x).0;
+    }
 }
 
 #[inline(always)]

@@ -10,6 +10,7 @@
 //! backward. Rows are processed in parallel in fixed blocks; the parameter gradients are summed
 //! per block and the blocks added in order, so the result does not depend on the thread count.
 
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::sum_map;
@@ -39,44 +40,52 @@ pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> 
         saved.normalized = vec![0f32; x.len()];
         saved.rstd = vec![0f32; rows];
     }
-    let row_pass = |x: &[f32], y: &mut [f32], mut xn: Option<&mut [f32]>| -> f32 {
-        let mean = sum_map(x, |v| v) / h as f32;
-        let var = sum_map(x, |v| (v - mean) * (v - mean)) / h as f32;
-        let r = (1.0 / (var as f64 + eps).sqrt()) as f32;
-        for (j, (y, &v)) in y.iter_mut().zip(x).enumerate() {
-            let n = (v - mean) * r;
-            if let Some(xn) = xn.as_deref_mut() {
-                xn[j] = n;
-            }
-            *y = n * gamma[j] + beta[j];
-        }
-        r
-    };
     if keep {
         y.par_chunks_mut(BLOCK * h)
             .zip(saved.normalized.par_chunks_mut(BLOCK * h))
             .zip(saved.rstd.par_chunks_mut(BLOCK))
             .zip(x.par_chunks(BLOCK * h))
-            .for_each(|(((y, xn), r), x)| {
-                for (((y, xn), r), x) in y
-                    .chunks_exact_mut(h)
-                    .zip(xn.chunks_exact_mut(h))
-                    .zip(r.iter_mut())
-                    .zip(x.chunks_exact(h))
-                {
-                    *r = row_pass(x, y, Some(xn));
-                }
-            });
+            .for_each(|(((y, xn), r), x)| normalize_rows(x, y, Some((xn, r)), gamma, beta, eps));
     } else {
         y.par_chunks_mut(BLOCK * h)
             .zip(x.par_chunks(BLOCK * h))
-            .for_each(|(y, x)| {
-                for (y, x) in y.chunks_exact_mut(h).zip(x.chunks_exact(h)) {
-                    row_pass(x, y, None);
-                }
-            });
+            .for_each(|(y, x)| normalize_rows(x, y, None, gamma, beta, eps));
     }
     (y, saved)
+}
+
+/// `y` of a block of rows, and, when `keep` holds buffers, their `x̂` and `r`.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn normalize_rows(
+    x: &[f32],
+    y: &mut [f32],
+    mut keep: Option<(&mut [f32], &mut [f32])>,
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f64,
+) {
+    let h = gamma.len();
+    for (i, (y, x)) in y.chunks_exact_mut(h).zip(x.chunks_exact(h)).enumerate() {
+        let mean = sum_map(x, |v| v) / h as f32;
+        let var = sum_map(x, |v| (v - mean) * (v - mean)) / h as f32;
+        let r = (1.0 / (var as f64 + eps).sqrt()) as f32;
+        match keep.as_mut() {
+            Some((xn, rstd)) => {
+                rstd[i] = r;
+                let xn = &mut xn[i * h..(i + 1) * h];
+                for j in 0..h {
+                    let n = (x[j] - mean) * r;
+                    xn[j] = n;
+                    y[j] = n * gamma[j] + beta[j];
+                }
+            }
+            None => {
+                for j in 0..h {
+                    y[j] = (x[j] - mean) * r * gamma[j] + beta[j];
+                }
+            }
+        }
+    }
 }
 
 /// `(∂x, ∂γ, ∂β)` from `g = ∂L/∂y`.
@@ -94,30 +103,7 @@ pub fn backward(grad: &[f32], saved: &Saved, gamma: &[f32]) -> (Vec<f32>, Vec<f3
         .zip(grad.par_chunks(BLOCK * h))
         .zip(saved.normalized.par_chunks(BLOCK * h))
         .zip(saved.rstd.par_chunks(BLOCK))
-        .map(|(((dx, g), xn), r)| {
-            let mut sums = vec![0f32; 2 * h];
-            let (dgamma, dbeta) = sums.split_at_mut(h);
-            for (((dx, g), xn), &r) in dx
-                .chunks_exact_mut(h)
-                .zip(g.chunks_exact(h))
-                .zip(xn.chunks_exact(h))
-                .zip(r)
-            {
-                let (mut m1, mut m2) = (0f32, 0f32);
-                for j in 0..h {
-                    let gh = g[j] * gamma[j];
-                    m1 += gh;
-                    m2 += gh * xn[j];
-                    dgamma[j] += g[j] * xn[j];
-                    dbeta[j] += g[j];
-                }
-                let (m1, m2) = (m1 / h as f32, m2 / h as f32);
-                for j in 0..h {
-                    dx[j] = r * (g[j] * gamma[j] - m1 - xn[j] * m2);
-                }
-            }
-            sums
-        })
+        .map(|(((dx, g), xn), r)| backward_rows(dx, g, xn, r, gamma))
         .collect();
     let mut dgamma = vec![0f32; h];
     let mut dbeta = vec![0f32; h];
@@ -128,4 +114,32 @@ pub fn backward(grad: &[f32], saved: &Saved, gamma: &[f32]) -> (Vec<f32>, Vec<f3
         }
     }
     (dx, dgamma, dbeta)
+}
+
+/// `∂x` of a block of rows, and the block's partial sums of `∂γ` then `∂β`.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn backward_rows(dx: &mut [f32], g: &[f32], xn: &[f32], r: &[f32], gamma: &[f32]) -> Vec<f32> {
+    let h = gamma.len();
+    let mut sums = vec![0f32; 2 * h];
+    let (dgamma, dbeta) = sums.split_at_mut(h);
+    for (((dx, g), xn), &r) in dx
+        .chunks_exact_mut(h)
+        .zip(g.chunks_exact(h))
+        .zip(xn.chunks_exact(h))
+        .zip(r)
+    {
+        let (mut m1, mut m2) = (0f32, 0f32);
+        for j in 0..h {
+            let gh = g[j] * gamma[j];
+            m1 += gh;
+            m2 += gh * xn[j];
+            dgamma[j] += g[j] * xn[j];
+            dbeta[j] += g[j];
+        }
+        let (m1, m2) = (m1 / h as f32, m2 / h as f32);
+        for j in 0..h {
+            dx[j] = r * (g[j] * gamma[j] - m1 - xn[j] * m2);
+        }
+    }
+    sums
 }

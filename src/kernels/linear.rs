@@ -7,6 +7,7 @@
 //! accumulated onto them; every output buffer is written once; operands may be strided views
 //! (the MLM decoder's weight is the transposed word-embedding matrix), so nothing is copied.
 
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::gemm::{View, ViewMut, product_into};
@@ -47,15 +48,7 @@ pub fn grad_weight(x: View, g: View) -> Vec<f32> {
 pub fn grad_bias(g: &[f32], out: usize) -> Vec<f32> {
     let partials: Vec<Vec<f32>> = g
         .par_chunks(BLOCK * out)
-        .map(|block| {
-            let mut sums = vec![0f32; out];
-            for row in block.chunks_exact(out) {
-                for (s, &v) in sums.iter_mut().zip(row) {
-                    *s += v;
-                }
-            }
-            sums
-        })
+        .map(|block| column_sums(block, out))
         .collect();
     let mut db = vec![0f32; out];
     for sums in &partials {
@@ -64,4 +57,16 @@ pub fn grad_bias(g: &[f32], out: usize) -> Vec<f32> {
         }
     }
     db
+}
+
+/// Sums of the columns of a contiguous block of rows `out` wide.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn column_sums(block: &[f32], out: usize) -> Vec<f32> {
+    let mut sums = vec![0f32; out];
+    for row in block.chunks_exact(out) {
+        for (s, &v) in sums.iter_mut().zip(row) {
+            *s += v;
+        }
+    }
+    sums
 }
