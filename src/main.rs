@@ -27,6 +27,24 @@ fn keep_freed_memory_mapped() {
     }
 }
 
+/// Runs `work` on a thread of the rayon pool that every parallel loop of the run uses (its size
+/// is `RAYON_NUM_THREADS`, else the number of CPUs), the calling thread sleeping meanwhile.
+///
+/// Called from the main thread, each of the thousand-odd parallel operations of a training step
+/// (matrix products, kernels, burn's element-wise loops) is injected into the pool and the main
+/// thread waits for it: one more thread than CPUs, taking turns with the workers. On 2 vCPUs that
+/// cost ~13 000 involuntary context switches and 2 s of system time in a 12-step bench (10 s).
+/// From a worker thread an operation is split in place, the caller taking a share: 270
+/// involuntary switches, 0.4 s of system time, 8.5 s (BENCHMARKS.md).
+fn on_worker_thread<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    // The main thread's usual stack, not a worker's 2 MiB: the whole command runs there.
+    match rayon::ThreadPoolBuilder::new().stack_size(8 << 20).build() {
+        Ok(pool) => pool.install(work),
+        // No threads to be had: run here, as before.
+        Err(_) => work(),
+    }
+}
+
 fn main() -> ExitCode {
     keep_freed_memory_mapped();
     // Progress lines and warnings at `info` unless RUST_LOG says otherwise.
@@ -38,7 +56,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = cli::Cli::parse();
-    match cli::run(cli) {
+    match on_worker_thread(|| cli::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
