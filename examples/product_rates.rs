@@ -1,0 +1,72 @@
+//! GFLOP/s of the matrix products of the CPU bench step (bench spec: 16 × 128 tokens, hidden
+//! 256, FFN 1024, 304 masked positions, vocabulary 30522), each in the operand layout the
+//! `Linear` kernel uses forward (`x·W`) and backward (`G·Wᵀ`, `xᵀ·G`), through
+//! `kernels::gemm::product_into` on rayon's threads. Best of `REPEATS` calls on warm buffers, so
+//! an upper bound on what the step gets. `scripts/torch_product_rates.py` times the same shapes
+//! with PyTorch's `torch.mm`.
+//!
+//!     cargo run --release --example product_rates            # RAYON_NUM_THREADS=1 for one core
+
+use std::time::Instant;
+
+use trueneg::kernels::gemm::{View, ViewMut, product_into};
+
+const REPEATS: usize = 8;
+
+/// `(name, m, k, n, a transposed, b transposed)`: `dst[m, n] = A[m, k] · B[k, n]`, where a
+/// transposed operand is the transpose of a row-major matrix.
+const SHAPES: [(&str, usize, usize, usize, bool, bool); 12] = [
+    ("attention projection x·W", 2048, 256, 256, false, false),
+    ("attention projection G·Wᵀ", 2048, 256, 256, false, true),
+    ("attention projection xᵀ·G", 256, 2048, 256, true, false),
+    ("FFN in x·W", 2048, 256, 1024, false, false),
+    ("FFN in G·Wᵀ", 2048, 1024, 256, false, true),
+    ("FFN in xᵀ·G", 256, 2048, 1024, true, false),
+    ("FFN out x·W", 2048, 1024, 256, false, false),
+    ("FFN out G·Wᵀ", 2048, 256, 1024, false, true),
+    ("FFN out xᵀ·G", 1024, 2048, 256, true, false),
+    ("MLM decoder x·Eᵀ", 304, 256, 30522, false, true),
+    ("MLM decoder G·E", 304, 30522, 256, false, false),
+    ("MLM decoder xᵀ·G", 256, 304, 30522, true, false),
+];
+
+fn operand(data: &[f32], rows: usize, cols: usize, transposed: bool) -> View {
+    if transposed {
+        View::rows(data, 0, cols, rows, rows).t()
+    } else {
+        View::rows(data, 0, rows, cols, cols)
+    }
+}
+
+fn main() {
+    println!("threads={}", rayon::current_num_threads());
+    let mut total_s = 0.0;
+    let mut total_flop = 0.0;
+    for (name, m, k, n, at, bt) in SHAPES {
+        let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
+        let mut c = vec![0f32; m * n];
+        let mut best = f64::MAX;
+        for _ in 0..REPEATS {
+            let start = Instant::now();
+            // Safety: the views cover exactly the three buffers, which nothing else touches.
+            unsafe {
+                product_into(
+                    ViewMut::rows(&mut c, 0, m, n, n),
+                    operand(&a, m, k, at),
+                    operand(&b, k, n, bt),
+                    false,
+                )
+            };
+            best = best.min(start.elapsed().as_secs_f64());
+        }
+        let flop = 2.0 * (m * k * n) as f64;
+        total_s += best;
+        total_flop += flop;
+        println!(
+            "{name:28} {m:5}x{k:5}x{n:5}  {:6.1} GFLOP/s",
+            flop / best / 1e9
+        );
+    }
+    println!("all shapes once: {:.1} GFLOP/s", total_flop / total_s / 1e9);
+}
