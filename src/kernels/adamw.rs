@@ -38,7 +38,7 @@ pub fn update(p: &[f32], g: &[f32], m: &mut [f32], v: &mut [f32], s: &AdamWStep)
     );
     let keep = (s.weight_decay != 0.0).then_some((1.0 - s.lr * s.weight_decay) as f32);
     let (bc2, eps, step) = (s.bc2_sqrt as f32, s.eps as f32, (s.lr / s.bc1) as f32);
-    let mut out = vec![0f32; n];
+    let mut out = super::zeros(n);
     out.par_chunks_mut(CHUNK)
         .zip(p.par_chunks(CHUNK))
         .zip(g.par_chunks(CHUNK))

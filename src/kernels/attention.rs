@@ -124,7 +124,7 @@ pub fn forward(
     }
     let l = dims.len;
     assert_eq!(key_bias.len(), dims.batch * l, "attention: key bias shape");
-    let mut ctx = vec![0f32; q.len()];
+    let mut ctx = super::zeros(q.len());
     let out = Output::new(&mut ctx, dims);
     let head_pass = |head: usize, p: &mut [f32], dropped: &mut Vec<f32>| {
         let kt = dims.view(k, head).t();
@@ -163,7 +163,7 @@ pub fn forward(
     let heads = dims.batch * dims.heads;
     let mut probs = Vec::new();
     if keep {
-        probs = vec![0f32; heads * l * l];
+        probs = super::zeros(heads * l * l);
         probs
             .par_chunks_mut(l * l)
             .enumerate()
@@ -212,9 +212,9 @@ pub fn backward(
     let heads = dims.batch * dims.heads;
     assert_eq!(probs.len(), heads * l * l, "attention: probabilities shape");
     let (mut dq, mut dk, mut dv) = (
-        vec![0f32; q.len()],
-        vec![0f32; q.len()],
-        vec![0f32; q.len()],
+        super::zeros(q.len()),
+        super::zeros(q.len()),
+        super::zeros(q.len()),
     );
     let (out_q, out_k, out_v) = (
         Output::new(&mut dq, dims),

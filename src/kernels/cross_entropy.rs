@@ -27,7 +27,7 @@ pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> (Vec<f32>, Vec<f32>
 /// `∂z` from the per-row output gradient `grad`.
 pub fn backward(grad: &[f32], z: &[f32], labels: &[usize], lse: &[f32], vocab: usize) -> Vec<f32> {
     check(z, labels, vocab);
-    let mut dz = vec![0f32; z.len()];
+    let mut dz = super::zeros(z.len());
     dz.par_chunks_mut(vocab)
         .zip(z.par_chunks(vocab))
         .zip(labels.par_iter().zip(lse).zip(grad))

@@ -13,7 +13,7 @@ const CHUNK: usize = 1 << 14;
 /// `g ⊙ d`: the GELU's backward pass from the saved derivative.
 pub fn backward(grad: &[f32], derivative: &[f32]) -> Vec<f32> {
     assert_eq!(grad.len(), derivative.len(), "gelu: gradient shape");
-    let mut out = vec![0f32; grad.len()];
+    let mut out = super::zeros(grad.len());
     out.par_chunks_mut(CHUNK)
         .zip(grad.par_chunks(CHUNK).zip(derivative.par_chunks(CHUNK)))
         .for_each(|(out, (g, d))| product(out, g, d));
@@ -30,8 +30,8 @@ fn product(out: &mut [f32], g: &[f32], d: &[f32]) {
 
 /// Value and (when `derivative`) derivative of the GELU at every element of `x`.
 pub fn forward(x: &[f32], derivative: bool) -> (Vec<f32>, Vec<f32>) {
-    let mut y = vec![0f32; x.len()];
-    let mut d = vec![0f32; if derivative { x.len() } else { 0 }];
+    let mut y = super::zeros(x.len());
+    let mut d = super::zeros(if derivative { x.len() } else { 0 });
     if derivative {
         y.par_chunks_mut(CHUNK)
             .zip(d.par_chunks_mut(CHUNK))

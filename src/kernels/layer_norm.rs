@@ -34,10 +34,10 @@ pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> 
     );
     assert_eq!(beta.len(), h, "layer norm: beta width");
     let rows = x.len() / h;
-    let mut y = vec![0f32; x.len()];
+    let mut y = super::zeros(x.len());
     let mut saved = Saved::default();
     if keep {
-        saved.normalized = vec![0f32; x.len()];
+        saved.normalized = super::zeros(x.len());
         saved.rstd = vec![0f32; rows];
     }
     if keep {
@@ -96,7 +96,7 @@ pub fn backward(grad: &[f32], saved: &Saved, gamma: &[f32]) -> (Vec<f32>, Vec<f3
         saved.normalized.len(),
         "layer norm: gradient shape"
     );
-    let mut dx = vec![0f32; grad.len()];
+    let mut dx = super::zeros(grad.len());
     // Per block: ∂γ then ∂β partial sums.
     let partials: Vec<Vec<f32>> = dx
         .par_chunks_mut(BLOCK * h)

@@ -19,10 +19,7 @@ const BLOCK: usize = 64;
 pub fn forward(x: View, w: View, b: &[f32]) -> Vec<f32> {
     let (rows, out) = (x.rows, w.cols);
     assert_eq!(b.len(), out, "linear: bias width");
-    let mut y = Vec::with_capacity(rows * out);
-    for _ in 0..rows {
-        y.extend_from_slice(b);
-    }
+    let mut y = super::repeated_rows(b, rows);
     // Safety: `y` holds rows × out elements and is only this call's.
     unsafe { product_into(ViewMut::rows(&mut y, 0, rows, out, out), x, w, true) };
     y
@@ -30,7 +27,7 @@ pub fn forward(x: View, w: View, b: &[f32]) -> Vec<f32> {
 
 /// `G Wᵀ` `[rows, in]`.
 pub fn grad_input(g: View, w: View) -> Vec<f32> {
-    let mut dx = vec![0f32; g.rows * w.rows];
+    let mut dx = super::zeros(g.rows * w.rows);
     let (rows, cols) = (g.rows, w.rows);
     unsafe { product_into(ViewMut::rows(&mut dx, 0, rows, cols, cols), g, w.t(), false) };
     dx
@@ -39,7 +36,7 @@ pub fn grad_input(g: View, w: View) -> Vec<f32> {
 /// `xᵀ G` `[in, out]`.
 pub fn grad_weight(x: View, g: View) -> Vec<f32> {
     let (rows, cols) = (x.cols, g.cols);
-    let mut dw = vec![0f32; rows * cols];
+    let mut dw = super::zeros(rows * cols);
     unsafe { product_into(ViewMut::rows(&mut dw, 0, rows, cols, cols), x.t(), g, false) };
     dw
 }

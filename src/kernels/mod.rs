@@ -24,6 +24,7 @@ pub mod linear;
 
 use burn::prelude::*;
 use burn::tensor::DType;
+use rayon::prelude::*;
 
 pub use adamw::AdamWStep;
 pub use attention::{Dims, DropMask};
@@ -141,6 +142,44 @@ pub fn adamw(
         Tensor::from_dispatch(m),
         Tensor::from_dispatch(v),
     )
+}
+
+/// Buffers of at least this many elements are filled by all of rayon's threads.
+const PARALLEL_FILL: usize = 1 << 16;
+
+/// `n` zeros: a kernel's fresh output buffer. Large ones are written by all of rayon's threads
+/// (`vec![0; n]` zeroes on the calling thread while the others wait: a few percent of the
+/// bench step, e.g. the cross-entropy gradient's 37 MB).
+pub(crate) fn zeros(n: usize) -> Vec<f32> {
+    if n < PARALLEL_FILL {
+        return vec![0f32; n];
+    }
+    let mut v = Vec::with_capacity(n);
+    v.par_extend(rayon::iter::repeat_n(0f32, n));
+    v
+}
+
+/// `rows` copies of `row`, one after another (the bias rows a product accumulates onto),
+/// written in parallel when large.
+pub(crate) fn repeated_rows(row: &[f32], rows: usize) -> Vec<f32> {
+    let n = rows * row.len();
+    if n < PARALLEL_FILL || row.is_empty() {
+        return row.repeat(rows);
+    }
+    let mut v: Vec<f32> = Vec::with_capacity(n);
+    v.spare_capacity_mut()[..n]
+        .par_chunks_mut(row.len() * 64)
+        .for_each(|block| {
+            for dst in block.chunks_exact_mut(row.len()) {
+                for (d, &x) in dst.iter_mut().zip(row) {
+                    d.write(x);
+                }
+            }
+        });
+    // SAFETY: the blocks above are whole rows (a multiple of `row.len()` elements, the last
+    // one too, since `n` is) and cover the first `n` elements, each written once.
+    unsafe { v.set_len(n) };
+    v
 }
 
 /// Lanes of the vectorised reductions below: independent partial results, so that the compiler
