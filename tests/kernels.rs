@@ -360,8 +360,10 @@ fn fused_cross_entropy_matches_log_softmax() {
 fn fused_linear_matches_the_composed_operations() {
     let device = Device::flex().autodiff();
     let (rows, d_in, d_out) = (70, 24, 33);
-    // Contiguous weight, and a weight that is a transposed view (the MLM decoder's).
-    for transposed in [false, true] {
+    // Contiguous weight, a weight that is a transposed view, and a weight stored [out, in]
+    // given to `linear_transposed` (the MLM decoder's tied embeddings): its gradient must come
+    // back in that layout.
+    for (transposed, as_rows) in [(false, false), (true, false), (true, true)] {
         let case = |fused: bool| {
             let x = leaf(random(&[rows, d_in], 13), [rows, d_in], &device);
             let stored = if transposed {
@@ -380,7 +382,9 @@ fn fused_linear_matches_the_composed_operations() {
                 TensorData::new(random(&[rows, d_out], 16), [rows, d_out]),
                 &device,
             );
-            let y = if fused {
+            let y = if fused && as_rows {
+                kernels::linear_transposed(x.clone(), w0.clone(), b.clone())
+            } else if fused {
                 kernels::linear(x.clone(), w, b.clone())
             } else {
                 x.clone().matmul(w) + b.clone().unsqueeze::<2>()
@@ -398,7 +402,12 @@ fn fused_linear_matches_the_composed_operations() {
             .iter()
             .zip(fused.iter().zip(&composed))
         {
-            assert_close(&format!("{name} (transposed {transposed})"), f, c, 1e-5);
+            assert_close(
+                &format!("{name} (transposed {transposed}, [out, in] {as_rows})"),
+                f,
+                c,
+                1e-5,
+            );
         }
     }
 }

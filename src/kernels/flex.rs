@@ -51,10 +51,12 @@ pub trait FusedOps: Backend {
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
     fn fused_cross_entropy(logits: FloatTensor<Self>, labels: IntTensor<Self>)
     -> FloatTensor<Self>;
+    /// `x·w + b`, or `x·wᵀ + b` when `transposed` (`w` stored `[out, in]`).
     fn fused_linear(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
         b: FloatTensor<Self>,
+        transposed: bool,
     ) -> FloatTensor<Self>;
     /// The optimizer's update: new (parameter, m, v). Not differentiable.
     fn fused_adamw(
@@ -89,6 +91,11 @@ fn matrix(t: &FlexTensor) -> View {
         rs: strides[0],
         cs: strides[1],
     }
+}
+
+/// The `[in, out]` weight of a linear map stored as `w` (`[out, in]` when `transposed`).
+fn weight(w: &FlexTensor, transposed: bool) -> View {
+    if transposed { matrix(w).t() } else { matrix(w) }
 }
 
 /// Class indices of an integer tensor.
@@ -192,9 +199,10 @@ impl FusedOps for Flex {
         tensor(nll, Shape::new([n]))
     }
 
-    fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor) -> FlexTensor {
-        let y = linear_kernel::forward(matrix(&x), matrix(&w), &host(&b));
-        tensor(y, Shape::new([x.shape()[0], w.shape()[1]]))
+    fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, transposed: bool) -> FlexTensor {
+        let w = weight(&w, transposed);
+        let y = linear_kernel::forward(matrix(&x), w, &host(&b));
+        tensor(y, Shape::new([x.shape()[0], w.cols]))
     }
 
     fn fused_adamw(
@@ -316,6 +324,7 @@ struct LinearStep;
 struct LinearState {
     x: FlexTensor,
     w: FlexTensor,
+    transposed: bool,
 }
 
 impl Backward<Flex, 3> for LinearStep {
@@ -332,11 +341,16 @@ impl Backward<Flex, 3> for LinearStep {
         let [node_x, node_w, node_b] = ops.parents;
         let g = matrix(&grad);
         if let Some(node) = node_x {
-            let dx = linear_kernel::grad_input(g, matrix(&s.w));
+            let dx = linear_kernel::grad_input(g, weight(&s.w, s.transposed));
             grads.register::<Flex>(node.id, tensor(dx, s.x.shape()));
         }
         if let Some(node) = node_w {
-            let dw = linear_kernel::grad_weight(matrix(&s.x), g);
+            // ∂w in w's own layout: xᵀ G, or (xᵀ G)ᵀ = Gᵀ x for a transposed weight.
+            let dw = if s.transposed {
+                linear_kernel::grad_weight(g, matrix(&s.x))
+            } else {
+                linear_kernel::grad_weight(matrix(&s.x), g)
+            };
             grads.register::<Flex>(node.id, tensor(dw, s.w.shape()));
         }
         if let Some(node) = node_b {
@@ -489,12 +503,13 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
         b: FloatTensor<Self>,
+        transposed: bool,
     ) -> FloatTensor<Self> {
         let guards = [x.node(), w.node(), b.node()];
         let (x, w, b) = (x.into_primitive(), w.into_primitive(), b.into_primitive());
-        let y = Flex::fused_linear(x.clone(), w.clone(), b);
+        let y = Flex::fused_linear(x.clone(), w.clone(), b, transposed);
         match LinearStep.prepare::<C>(guards).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => prep.finish(LinearState { x, w }, y),
+            OpsKind::Tracked(prep) => prep.finish(LinearState { x, w, transposed }, y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }

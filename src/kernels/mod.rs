@@ -109,6 +109,20 @@ pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
         x.into_dispatch(),
         w.into_dispatch(),
         b.into_dispatch(),
+        false,
+    )))
+}
+
+/// `x Wᵀ + b` for `W` stored `[out, in]` (the MLM decoder's tied word embeddings). The same
+/// as [`linear`] with `W.transpose()`, but `W`'s gradient comes back in `W`'s own layout, so
+/// that it adds to the embedding lookup's gradient without a strided pass over it. Only where
+/// [`fused`] holds.
+pub fn linear_transposed(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+    Tensor::from_dispatch(fused_op!(fused_linear(
+        x.into_dispatch(),
+        w.into_dispatch(),
+        b.into_dispatch(),
+        true,
     )))
 }
 

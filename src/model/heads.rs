@@ -48,7 +48,7 @@ impl MlmHead {
             full(gelu(p.linear(&self.dense, hidden))),
         ));
         if kernels::fused(&h.device(), h.dtype()) {
-            return kernels::linear(h, words.transpose(), self.bias.val());
+            return kernels::linear_transposed(h, words, self.bias.val());
         }
         full(p.matmul(h, words.transpose())) + self.bias.val().unsqueeze::<2>()
     }
