@@ -39,8 +39,6 @@ pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> 
     if keep {
         saved.normalized = super::zeros(x.len());
         saved.rstd = vec![0f32; rows];
-    }
-    if keep {
         y.par_chunks_mut(BLOCK * h)
             .zip(saved.normalized.par_chunks_mut(BLOCK * h))
             .zip(saved.rstd.par_chunks_mut(BLOCK))
