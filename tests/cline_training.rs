@@ -3,7 +3,7 @@
 //! counterfactual sentiment data, contrast consistency, and the comparison command.
 
 mod common;
-use common::{bin, data, fails, metrics, ok, pretrain_cmd, shards};
+use common::{bin, data, fails, metrics, ok, pretrain_cmd, resume_cmd, shards};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -119,6 +119,17 @@ fn cline_cmd(run: &Path, extra: &[&str]) -> std::process::Command {
     c
 }
 
+/// A tiny BERT trained with CLINE from scratch on the CLINE triples, with `extra` settings.
+fn bert_cline_cmd(run: &Path, extra: &[&str]) -> std::process::Command {
+    let mut c = pretrain_cmd(
+        run,
+        &[&["model.kind=bert", "objective.kind=cline"], extra].concat(),
+    );
+    c.arg("--set")
+        .arg(format!("data.shards={}", cline_data().display()));
+    c
+}
+
 #[test]
 fn cline_continues_a_run_logs_its_terms_and_resumes_on_the_same_curve() {
     let dir = tempfile::tempdir().unwrap();
@@ -173,11 +184,7 @@ fn cline_continues_a_run_logs_its_terms_and_resumes_on_the_same_curve() {
             .success()
     );
     std::fs::remove_dir_all(b.join("checkpoints/step-00000006")).unwrap();
-    ok(bin()
-        .args(["pretrain", "--resume"])
-        .arg(&b)
-        .output()
-        .unwrap());
+    ok(resume_cmd(&b).output().unwrap());
     let (ma, mb) = (metrics(&a), metrics(&b));
     assert_eq!(mb.len(), 6);
     for (x, y) in ma.iter().zip(&mb) {
@@ -202,18 +209,17 @@ fn cline_continues_a_run_logs_its_terms_and_resumes_on_the_same_curve() {
 fn the_code_variants_run_on_bert_and_bad_combinations_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("bert");
-    let mut c = pretrain_cmd(&run, &["train.steps=2", "model.kind=bert"]);
-    for s in [
-        "objective.kind=cline",
-        "objective.cline_rtd=three-way",
-        "objective.cline_contrast=bce",
-        "objective.cline_ori=unmasked",
-    ] {
-        c.args(["--set", s]);
-    }
-    c.arg("--set")
-        .arg(format!("data.shards={}", cline_data().display()));
-    ok(c.output().unwrap());
+    ok(bert_cline_cmd(
+        &run,
+        &[
+            "train.steps=2",
+            "objective.cline_rtd=three-way",
+            "objective.cline_contrast=bce",
+            "objective.cline_ori=unmasked",
+        ],
+    )
+    .output()
+    .unwrap());
     let m = metrics(&run);
     assert!(m.iter().all(|l| l.contrast_loss.unwrap().is_finite()));
     assert_eq!(m[0].loss_weights, Some([1.0, 1.0, 1.0]));
@@ -438,17 +444,15 @@ fn cline_on_two_replicas_trains_like_one_device() {
     let dir = tempfile::tempdir().unwrap();
     let run = |name: &str, devices: &str| {
         let r = dir.path().join(name);
-        let mut c = pretrain_cmd(&r, &["train.steps=3", "model.kind=bert"]);
-        for s in [
-            "objective.kind=cline",
-            "objective.cline_weights=learned",
-            "model.hidden_dropout_prob=0",
-            "model.attention_probs_dropout_prob=0",
-        ] {
-            c.args(["--set", s]);
-        }
-        c.arg("--set")
-            .arg(format!("data.shards={}", cline_data().display()));
+        let mut c = bert_cline_cmd(
+            &r,
+            &[
+                "train.steps=3",
+                "objective.cline_weights=learned",
+                "model.hidden_dropout_prob=0",
+                "model.attention_probs_dropout_prob=0",
+            ],
+        );
         ok(c.args(["--devices", devices]).output().unwrap());
         metrics(&r)
     };

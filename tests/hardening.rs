@@ -2,7 +2,7 @@
 //! checkpoints, signals, out-of-range values, folders that must not be overwritten.
 
 mod common;
-use common::{bin, data, fails, metrics, ok, pretrain_cmd, shards};
+use common::{bin, data, fails, metrics, ok, pretrain_cmd, resume_cmd, shards};
 
 use std::path::Path;
 use std::process::{Child, Stdio};
@@ -66,13 +66,7 @@ fn a_second_pretrain_on_a_run_folder_is_refused_and_a_killed_holder_is_not_in_th
         &run.join("checkpoints/step-00000003/state.json"),
         &mut child,
     );
-    let e = fails(
-        bin()
-            .args(["pretrain", "--resume"])
-            .arg(&run)
-            .output()
-            .unwrap(),
-    );
+    let e = fails(resume_cmd(&run).output().unwrap());
     assert!(
         e.contains(&format!("pid {}", child.id())) && e.contains("in use"),
         "{e}"
@@ -83,9 +77,7 @@ fn a_second_pretrain_on_a_run_folder_is_refused_and_a_killed_holder_is_not_in_th
     child.wait().unwrap();
     assert!(run.join(LOCK_FILE).exists(), "kill -9 leaves the lock file");
     let last = trueneg::train::checkpoint::list(&run).last().unwrap().0;
-    ok(bin()
-        .args(["pretrain", "--resume"])
-        .arg(&run)
+    ok(resume_cmd(&run)
         .arg("--set")
         .arg(format!("train.steps={}", last + 2))
         .output()
@@ -125,11 +117,7 @@ fn resume_skips_damaged_and_partial_checkpoints_and_cleans_leftovers() {
     std::fs::create_dir_all(ck.join("step-00000002")).unwrap();
     std::fs::create_dir_all(ck.join(".step-00000004.del")).unwrap();
     std::fs::create_dir_all(ck.join(".step-00000010.tmp")).unwrap();
-    let out = bin()
-        .args(["pretrain", "--resume"])
-        .arg(&run)
-        .output()
-        .unwrap();
+    let out = resume_cmd(&run).output().unwrap();
     let log = String::from_utf8_lossy(&out.stderr).to_string();
     ok(out);
     assert_eq!(
@@ -177,11 +165,7 @@ fn paths_resolve_from_anywhere_and_a_finished_run_says_so() {
     assert!(run.join("loss.png").exists(), "loss curve drawn at the end");
     // A finished run says so and changes nothing.
     let before = std::fs::read(run.join("metrics.jsonl")).unwrap();
-    let out = ok(bin()
-        .args(["pretrain", "--resume"])
-        .arg(&run)
-        .output()
-        .unwrap());
+    let out = ok(resume_cmd(&run).output().unwrap());
     assert!(out.contains("already finished"), "{out}");
     assert_eq!(before, std::fs::read(run.join("metrics.jsonl")).unwrap());
 }
@@ -230,11 +214,7 @@ fn sigterm_checkpoints_and_the_run_resumes_on_the_same_curve() {
         .unwrap_or_else(|| panic!("no checkpoint: {err}"));
     assert!(stopped < 12, "stopped early: {err}");
     assert!(!run.join(LOCK_FILE).exists());
-    ok(bin()
-        .args(["pretrain", "--resume"])
-        .arg(&run)
-        .output()
-        .unwrap());
+    ok(resume_cmd(&run).output().unwrap());
     assert_eq!(curve(&run), curve(&full));
 }
 
@@ -299,21 +279,9 @@ fn out_of_range_values_name_their_field_before_any_work() {
         let _ = std::fs::remove_dir_all(&run);
     }
     // --resume on a folder that is not a run, and on no folder.
-    let e = fails(
-        bin()
-            .args(["pretrain", "--resume"])
-            .arg(dir.path())
-            .output()
-            .unwrap(),
-    );
+    let e = fails(resume_cmd(dir.path()).output().unwrap());
     assert!(e.contains("not a trueneg run folder"), "{e}");
-    let e = fails(
-        bin()
-            .args(["pretrain", "--resume"])
-            .arg(dir.path().join("nope"))
-            .output()
-            .unwrap(),
-    );
+    let e = fails(resume_cmd(dir.path().join("nope")).output().unwrap());
     assert!(e.contains("no such run folder"), "{e}");
 }
 

@@ -4,7 +4,7 @@
 //! arithmetic with burn's all-reduce; it needs GPUs, see README.)
 
 mod common;
-use common::{bin, fails, metrics, ok, pretrain_cmd};
+use common::{fails, metrics, ok, pretrain_cmd, resume_cmd};
 
 use std::path::{Path, PathBuf};
 
@@ -122,12 +122,7 @@ fn a_checkpoint_resumes_on_another_number_of_devices() {
         let r = run(dir.path(), &name, first, &["train.checkpoint_every=2"]);
         // As if killed after step 2: its step-4 checkpoint is gone.
         std::fs::remove_dir_all(r.join("checkpoints/step-00000004")).unwrap();
-        ok(bin()
-            .args(["pretrain", "--resume"])
-            .arg(&r)
-            .args(["--devices", then])
-            .output()
-            .unwrap());
+        ok(resume_cmd(&r).args(["--devices", then]).output().unwrap());
         assert_eq!(metrics(&r).len(), 4, "{name}");
         same_curves(&full, &r);
     }
@@ -189,11 +184,7 @@ fn a_resumed_electra_run_on_two_replicas_repeats_its_curve_exactly() {
     };
     let (full, r) = (go("full"), go("resumed"));
     std::fs::remove_dir_all(r.join("checkpoints/step-00000004")).unwrap();
-    ok(bin()
-        .args(["pretrain", "--resume"])
-        .arg(&r)
-        .output()
-        .unwrap());
+    ok(resume_cmd(&r).output().unwrap());
     // Everything but the throughput.
     let curve = |r: &Path| {
         let mut m = metrics(r);

@@ -2,7 +2,7 @@
 //! transformers' layout and back, and bad input.
 
 mod common;
-use common::{bin, fails, metrics, ok, pretrain_cmd, shared};
+use common::{bin, fails, metrics, ok, pretrain_cmd, resume_cmd, shared};
 
 use std::path::{Path, PathBuf};
 
@@ -37,11 +37,7 @@ fn killed_and_resumed_run_repeats_the_uninterrupted_curve() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert!(losses(&b).len() < 12, "killed before the end");
-    ok(bin()
-        .args(["pretrain", "--resume"])
-        .arg(&b)
-        .output()
-        .unwrap());
+    ok(resume_cmd(&b).output().unwrap());
     assert_eq!(losses(&b), full, "resumed curve = uninterrupted curve");
 
     // Starting a new run over an old one is refused.
@@ -164,11 +160,7 @@ fn bad_configs_and_checkpoints_are_clear_errors() {
     let f = run.join("checkpoints/step-00000003/model.safetensors");
     let bytes = std::fs::read(&f).unwrap();
     std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
-    let out = bin()
-        .args(["pretrain", "--resume"])
-        .arg(&run)
-        .output()
-        .unwrap();
+    let out = resume_cmd(&run).output().unwrap();
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
     let last = e.trim().lines().last().unwrap();

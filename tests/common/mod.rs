@@ -24,6 +24,13 @@ pub fn bin() -> Command {
     c
 }
 
+/// `trueneg pretrain --resume <run>`, to which a test adds its own arguments.
+pub fn resume_cmd(run: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = bin();
+    c.args(["pretrain", "--resume"]).arg(run);
+    c
+}
+
 /// Asserts that the command succeeded and returns its stdout.
 pub fn ok(out: Output) -> String {
     assert!(
