@@ -63,7 +63,7 @@ pub(crate) fn next_call_seed() -> u64 {
 
 /// `n` mask values: 0 with probability `p`, else 1 / (1 − p).
 pub fn mask_values(n: usize, p: f64, call_seed: u64) -> Vec<f32> {
-    let mut mask = vec![0f32; n];
+    let mut mask = crate::kernels::zeros(n);
     mask.par_chunks_mut(CHUNK)
         .enumerate()
         .for_each(|(i, chunk)| fill_mask(chunk, p, call_seed, i as u64));
