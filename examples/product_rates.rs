@@ -5,11 +5,15 @@
 //! an upper bound on what the step gets. `scripts/torch_product_rates.py` times the same shapes
 //! with PyTorch's `torch.mm`.
 //!
+//! Then each layer's backward pair (`G·Wᵀ` and `xᵀ·G`, the same size) two ways: one after the
+//! other on all threads, and both at once on half the threads each (`gemm::in_halves`, what the
+//! `Linear` kernel's backward does).
+//!
 //!     cargo run --release --example product_rates            # RAYON_NUM_THREADS=1 for one core
 
 use std::time::Instant;
 
-use trueneg::kernels::gemm::{View, ViewMut, product_into};
+use trueneg::kernels::gemm::{View, ViewMut, in_halves, product_into, product_on};
 
 const REPEATS: usize = 8;
 
@@ -69,4 +73,53 @@ fn main() {
         );
     }
     println!("all shapes once: {:.1} GFLOP/s", total_flop / total_s / 1e9);
+    // The backward pairs of the shapes' four layers (the MLM decoder's weight is `[out, in]`).
+    for i in (0..SHAPES.len()).step_by(3) {
+        let (name, rows, inp, out, _, transposed) = SHAPES[i];
+        backward_pair(name, rows, inp, out, transposed);
+    }
+}
+
+/// GFLOP/s of `∂x = G·Wᵀ` and `∂W = xᵀ·G` (for a `transposed` weight, stored `[out, inp]`:
+/// `∂W = Gᵀ·x`) for `x` `[rows, inp]`: in turn on all threads, and at once on half the threads
+/// each. Best of `REPEATS`.
+fn backward_pair(name: &str, rows: usize, inp: usize, out: usize, transposed: bool) {
+    let x: Vec<f32> = (0..rows * inp).map(|i| (i % 7) as f32 * 0.1).collect();
+    let g: Vec<f32> = (0..rows * out).map(|i| (i % 5) as f32 * 0.1).collect();
+    let w: Vec<f32> = (0..inp * out).map(|i| (i % 3) as f32 * 0.1).collect();
+    let (mut dx, mut dw) = (vec![0f32; rows * inp], vec![0f32; inp * out]);
+    let (xv, gv) = (operand(&x, rows, inp, false), operand(&g, rows, out, false));
+    // Wᵀ as the weight is stored, and ∂W's product in that layout.
+    let wt = operand(&w, out, inp, !transposed);
+    let (dw_rows, dw_cols) = if transposed { (out, inp) } else { (inp, out) };
+    let dxv = ViewMut::rows(&mut dx, 0, rows, inp, inp);
+    let dwv = ViewMut::rows(&mut dw, 0, dw_rows, dw_cols, dw_cols);
+    let (wa, wb) = if transposed {
+        (gv.t(), xv)
+    } else {
+        (xv.t(), gv)
+    };
+    let (mut in_turn, mut at_once) = (f64::MAX, f64::MAX);
+    for _ in 0..REPEATS {
+        let start = Instant::now();
+        // Safety: each product writes its own buffer; the operands are only read.
+        unsafe {
+            product_into(dxv, gv, wt, false);
+            product_into(dwv, wa, wb, false);
+        }
+        in_turn = in_turn.min(start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        in_halves(
+            |threads| unsafe { product_on(dxv, gv, wt, false, threads) },
+            |threads| unsafe { product_on(dwv, wa, wb, false, threads) },
+        );
+        at_once = at_once.min(start.elapsed().as_secs_f64());
+    }
+    let flop = 4.0 * (rows * inp * out) as f64;
+    println!(
+        "{:28} backward pair: in turn {:6.1}, at once {:6.1} GFLOP/s",
+        name.split(" x").next().unwrap_or(name),
+        flop / in_turn / 1e9,
+        flop / at_once / 1e9
+    );
 }

@@ -314,9 +314,11 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                 let wv = kernels::gemm::View::rows(&w, 0, 40, 50, 50);
                 let y = kernels::linear::forward(xv, wv, &b);
                 let gv = kernels::gemm::View::rows(&y, 0, 300, 50, 50);
+                // One thread: the gemm crate's single-threaded path; three: its rayon path.
+                let threads = rayon::current_num_threads();
                 all.extend([
-                    kernels::linear::grad_input(gv, wv),
-                    kernels::linear::grad_weight(xv, gv),
+                    kernels::linear::grad_input(gv, wv, threads),
+                    kernels::linear::grad_weight(xv, gv, threads),
                     kernels::linear::grad_bias(&y, 50),
                     y.clone(),
                 ]);

@@ -18,7 +18,7 @@ use burn::tensor::{DType, Shape};
 use super::adamw::{self, AdamWStep};
 use super::attention::{self, Dims, DropMask};
 use super::cross_entropy as ce_kernel;
-use super::gemm::View;
+use super::gemm::{View, in_halves};
 use super::linear as linear_kernel;
 use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
 
@@ -340,17 +340,28 @@ impl Backward<Flex, 3> for LinearStep {
         let s = ops.state;
         let [node_x, node_w, node_b] = ops.parents;
         let g = matrix(&grad);
-        if let Some(node) = node_x {
-            let dx = linear_kernel::grad_input(g, weight(&s.w, s.transposed));
+        // ∂x = G Wᵀ and ∂w (in w's own layout: xᵀ G, or (xᵀ G)ᵀ = Gᵀ x for a transposed
+        // weight) are the same size: computed at once, on half the threads each.
+        let (dx, dw) = in_halves(
+            |threads| {
+                node_x
+                    .is_some()
+                    .then(|| linear_kernel::grad_input(g, weight(&s.w, s.transposed), threads))
+            },
+            |threads| {
+                node_w.is_some().then(|| {
+                    if s.transposed {
+                        linear_kernel::grad_weight(g, matrix(&s.x), threads)
+                    } else {
+                        linear_kernel::grad_weight(matrix(&s.x), g, threads)
+                    }
+                })
+            },
+        );
+        if let (Some(node), Some(dx)) = (node_x, dx) {
             grads.register::<Flex>(node.id, tensor(dx, s.x.shape()));
         }
-        if let Some(node) = node_w {
-            // ∂w in w's own layout: xᵀ G, or (xᵀ G)ᵀ = Gᵀ x for a transposed weight.
-            let dw = if s.transposed {
-                linear_kernel::grad_weight(g, matrix(&s.x))
-            } else {
-                linear_kernel::grad_weight(matrix(&s.x), g)
-            };
+        if let (Some(node), Some(dw)) = (node_w, dw) {
             grads.register::<Flex>(node.id, tensor(dw, s.w.shape()));
         }
         if let Some(node) = node_b {

@@ -75,7 +75,37 @@ impl ViewMut {
 /// # Safety
 /// As [`product`].
 pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool) {
-    unsafe { call(dst, a, b, accumulate, 1.0, gemm::Parallelism::Rayon(0)) }
+    unsafe { product_on(dst, a, b, accumulate, rayon::current_num_threads()) }
+}
+
+/// As [`product_into`], on `threads` of rayon's threads (one: on the calling thread alone).
+///
+/// # Safety
+/// As [`product`].
+pub unsafe fn product_on(dst: ViewMut, a: View, b: View, accumulate: bool, threads: usize) {
+    let parallelism = match threads {
+        0 | 1 => gemm::Parallelism::None,
+        n => gemm::Parallelism::Rayon(n),
+    };
+    unsafe { call(dst, a, b, accumulate, 1.0, parallelism) }
+}
+
+/// Two independent jobs at once, each given its share of rayon's threads (`first(n)` and
+/// `second(n)` run with `n` threads each; on one thread, one after the other).
+///
+/// Two products of equal size each on half the threads beat the two in turn on all of them:
+/// a multi-threaded product meets its threads twice per block of the inner dimension (packing,
+/// then the tiles), and on two threads each of those meetings waits for the slower one.
+pub fn in_halves<A: Send, B: Send>(
+    first: impl FnOnce(usize) -> A + Send,
+    second: impl FnOnce(usize) -> B + Send,
+) -> (A, B) {
+    let threads = rayon::current_num_threads();
+    if threads < 2 {
+        return (first(1), second(1));
+    }
+    let half = threads / 2;
+    rayon::join(|| first(half), || second(threads - half))
 }
 
 /// `dst = scale · a · b`, single-threaded.

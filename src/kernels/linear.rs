@@ -10,7 +10,7 @@
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::gemm::{View, ViewMut, product_into};
+use super::gemm::{View, ViewMut, product_into, product_on};
 
 /// Rows per parallel task of the bias gradient (fixed, so sums do not depend on threads).
 const BLOCK: usize = 64;
@@ -25,19 +25,21 @@ pub fn forward(x: View, w: View, b: &[f32]) -> Vec<f32> {
     y
 }
 
-/// `G Wᵀ` `[rows, in]`.
-pub fn grad_input(g: View, w: View) -> Vec<f32> {
+/// `G Wᵀ` `[rows, in]`, on `threads` threads.
+pub fn grad_input(g: View, w: View, threads: usize) -> Vec<f32> {
     let mut dx = super::zeros(g.rows * w.rows);
     let (rows, cols) = (g.rows, w.rows);
-    unsafe { product_into(ViewMut::rows(&mut dx, 0, rows, cols, cols), g, w.t(), false) };
+    let dst = ViewMut::rows(&mut dx, 0, rows, cols, cols);
+    unsafe { product_on(dst, g, w.t(), false, threads) };
     dx
 }
 
-/// `xᵀ G` `[in, out]`.
-pub fn grad_weight(x: View, g: View) -> Vec<f32> {
+/// `xᵀ G` `[in, out]`, on `threads` threads.
+pub fn grad_weight(x: View, g: View, threads: usize) -> Vec<f32> {
     let (rows, cols) = (x.cols, g.cols);
     let mut dw = super::zeros(rows * cols);
-    unsafe { product_into(ViewMut::rows(&mut dw, 0, rows, cols, cols), x.t(), g, false) };
+    let dst = ViewMut::rows(&mut dw, 0, rows, cols, cols);
+    unsafe { product_on(dst, x.t(), g, false, threads) };
     dw
 }
 
