@@ -187,7 +187,10 @@ fn attention_case(fused: bool, dropout: Option<DropMask>) -> Vec<Vec<f32>> {
     let bias = padded_bias(b, l, &device);
     let w = Tensor::<3>::from_data(TensorData::new(random(&[b, l, h], 4), [b, l, h]), &device);
     let out = if fused {
-        kernels::attention(q.clone(), k.clone(), v.clone(), bias, heads, dropout)
+        // The kernel takes the three packed on each row; their gradients come back through the
+        // concatenation's backward.
+        let qkv = Tensor::cat(vec![q.clone(), k.clone(), v.clone()], 2);
+        kernels::attention(qkv, bias, heads, dropout)
     } else {
         let mask = dropout.map(|m| {
             let mut values = vec![0f32; b * heads * l * l];
@@ -237,14 +240,8 @@ fn fused_attention_without_autodiff_gives_the_same_values() {
         )
     };
     let bias = padded_bias(b, l, &device);
-    let plain = vec_of(kernels::attention(
-        t(1),
-        t(2),
-        t(3),
-        bias.clone(),
-        heads,
-        None,
-    ));
+    let qkv = Tensor::cat(vec![t(1), t(2), t(3)], 2);
+    let plain = vec_of(kernels::attention(qkv, bias.clone(), heads, None));
     let composed = vec_of(composed_attention(t(1), t(2), t(3), bias, heads, None));
     assert_close("context", &plain, &composed, 2e-5);
     let tracked = attention_case(true, None);

@@ -7,8 +7,9 @@
 //! `∂V = P̃ᵀ G`, `∂P = (G Vᵀ) ⊙ M`, `∂S = P ⊙ (∂P − rowsum(∂P ⊙ P))`,
 //! `∂Q = ∂S K / √d`, `∂K = ∂Sᵀ Q / √d`.
 //!
-//! Q, K, V and C stay in the `[batch, len, heads · head_dim]` layout of the projections (a head
-//! is a strided block, so no transposes are copied). Each head is one task for rayon: its scores
+//! Q, K and V come packed as the one product of the three projections, `[batch, len, 3 · hidden]`
+//! (Q, then K, then V on each row), and their gradient goes back in that layout; C is
+//! `[batch, len, hidden]`. A head is a strided block of either, so no transposes are copied. Each head is one task for rayon: its scores
 //! and products are computed in one pass with its own `L × L` buffers. The probabilities `P` are
 //! kept for the backward pass; the mask is drawn again from its seed (stream = head index),
 //! so it costs no memory and does not depend on the thread count.
@@ -38,28 +39,48 @@ impl Dims {
         1.0 / (self.head_dim as f32).sqrt()
     }
 
-    /// Offset of head `head` (batch-major) in a `[batch, len, hidden]` buffer.
-    fn offset(&self, head: usize) -> usize {
-        let (b, h) = (head / self.heads, head % self.heads);
-        b * self.len * self.hidden() + h * self.head_dim
+    /// Row width of the packed projections.
+    fn packed(&self) -> usize {
+        3 * self.hidden()
     }
 
-    /// Head `head` of a `[batch, len, hidden]` buffer as a `len × head_dim` view.
+    /// Offset of head `head` (batch-major) of block `part` (Q, K, V: 0, 1, 2; the context: 0)
+    /// in a `[batch, len, width]` buffer.
+    fn offset(&self, head: usize, part: usize, width: usize) -> usize {
+        let (b, h) = (head / self.heads, head % self.heads);
+        b * self.len * width + part * self.hidden() + h * self.head_dim
+    }
+
+    /// Head `head` of a `[batch, len, hidden]` buffer (the context or its gradient) as a
+    /// `len × head_dim` view.
     fn view(&self, data: &[f32], head: usize) -> View {
+        let width = self.hidden();
         View::rows(
             data,
-            self.offset(head),
+            self.offset(head, 0, width),
             self.len,
             self.head_dim,
-            self.hidden(),
+            width,
         )
     }
 
-    fn check(&self, name: &str, data: &[f32]) {
+    /// Head `head` of Q, K or V (`part` 0, 1, 2) in the packed projections.
+    fn projection(&self, qkv: &[f32], head: usize, part: usize) -> View {
+        let width = self.packed();
+        View::rows(
+            qkv,
+            self.offset(head, part, width),
+            self.len,
+            self.head_dim,
+            width,
+        )
+    }
+
+    fn check(&self, name: &str, data: &[f32], width: usize) {
         assert_eq!(
             data.len(),
-            self.batch * self.len * self.hidden(),
-            "attention: {name} is not [batch, len, hidden]"
+            self.batch * self.len * width,
+            "attention: {name} is not [batch, len, {width}]"
         );
     }
 }
@@ -77,62 +98,63 @@ impl DropMask {
     }
 }
 
-/// A `[batch, len, hidden]` output buffer that heads (disjoint column blocks) write in parallel.
+/// A `[batch, len, width]` output buffer that heads (disjoint column blocks) write in parallel.
 struct Output {
     ptr: *mut f32,
     dims: Dims,
+    width: usize,
 }
 
 unsafe impl Send for Output {}
 unsafe impl Sync for Output {}
 
 impl Output {
-    fn new(data: &mut [f32], dims: Dims) -> Self {
+    fn new(data: &mut [f32], dims: Dims, width: usize) -> Self {
+        dims.check("an output", data, width);
         Self {
             ptr: data.as_mut_ptr(),
             dims,
+            width,
         }
     }
 
-    /// Head `head` as a writable `len × head_dim` view.
-    fn head(&self, head: usize) -> ViewMut {
+    /// Head `head` of block `part` as a writable `len × head_dim` view.
+    fn head(&self, head: usize, part: usize) -> ViewMut {
         let d = self.dims;
         ViewMut {
-            // In bounds: `offset` + (len − 1) · hidden + head_dim ≤ batch · len · hidden.
-            ptr: unsafe { self.ptr.add(d.offset(head)) },
+            // In bounds: `offset` + (len − 1) · width + head_dim ≤ batch · len · width, as
+            // (part + 1) · hidden ≤ width.
+            ptr: unsafe { self.ptr.add(d.offset(head, part, self.width)) },
             rows: d.len,
             cols: d.head_dim,
-            rs: d.hidden() as isize,
+            rs: self.width as isize,
             cs: 1,
         }
     }
 }
 
-/// Context `C` `[batch, len, hidden]` and, when `keep`, the probabilities `P`
-/// `[batch, heads, len, len]` (else an empty vector). `key_bias` is `[batch, len]`.
+/// Context `C` `[batch, len, hidden]` from the packed projections `qkv`
+/// `[batch, len, 3 · hidden]` and, when `keep`, the probabilities `P` `[batch, heads, len, len]`
+/// (else an empty vector). `key_bias` is `[batch, len]`.
 pub fn forward(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    qkv: &[f32],
     key_bias: &[f32],
     dims: Dims,
     dropout: Option<DropMask>,
     keep: bool,
 ) -> (Vec<f32>, Vec<f32>) {
-    for (name, t) in [("q", q), ("k", k), ("v", v)] {
-        dims.check(name, t);
-    }
+    dims.check("qkv", qkv, dims.packed());
     let l = dims.len;
     assert_eq!(key_bias.len(), dims.batch * l, "attention: key bias shape");
-    let mut ctx = super::zeros(q.len());
-    let out = Output::new(&mut ctx, dims);
+    let mut ctx = super::zeros(dims.batch * l * dims.hidden());
+    let out = Output::new(&mut ctx, dims, dims.hidden());
     let head_pass = |head: usize, p: &mut [f32], dropped: &mut Vec<f32>| {
-        let kt = dims.view(k, head).t();
+        let kt = dims.projection(qkv, head, 1).t();
         // Safety: `p` is this task's own `L × L` buffer; Q and K are read only.
         unsafe {
             product(
                 ViewMut::rows(p, 0, l, l, l),
-                dims.view(q, head),
+                dims.projection(qkv, head, 0),
                 kt,
                 dims.scale(),
             )
@@ -153,9 +175,9 @@ pub fn forward(
         // Safety: each head writes its own column block of the context.
         unsafe {
             product(
-                out.head(head),
+                out.head(head, 0),
                 View::rows(weights, 0, l, l, l),
-                dims.view(v, head),
+                dims.projection(qkv, head, 2),
                 1.0,
             )
         };
@@ -195,32 +217,22 @@ fn softmax_rows(s: &mut [f32], bias: &[f32]) {
     }
 }
 
-/// Gradients `(∂Q, ∂K, ∂V)`, each `[batch, len, hidden]`, from `G = ∂L/∂C` and the kept `P`.
+/// The gradient of the packed projections `[batch, len, 3 · hidden]` (`∂Q`, `∂K`, `∂V` on each
+/// row) from `G = ∂L/∂C` and the kept `P`.
 pub fn backward(
     grad: &[f32],
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    qkv: &[f32],
     probs: &[f32],
     dims: Dims,
     dropout: Option<DropMask>,
-) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    for (name, t) in [("grad", grad), ("q", q), ("k", k), ("v", v)] {
-        dims.check(name, t);
-    }
+) -> Vec<f32> {
+    dims.check("grad", grad, dims.hidden());
+    dims.check("qkv", qkv, dims.packed());
     let l = dims.len;
     let heads = dims.batch * dims.heads;
     assert_eq!(probs.len(), heads * l * l, "attention: probabilities shape");
-    let (mut dq, mut dk, mut dv) = (
-        super::zeros(q.len()),
-        super::zeros(q.len()),
-        super::zeros(q.len()),
-    );
-    let (out_q, out_k, out_v) = (
-        Output::new(&mut dq, dims),
-        Output::new(&mut dk, dims),
-        Output::new(&mut dv, dims),
-    );
+    let mut dqkv = super::zeros(qkv.len());
+    let out = Output::new(&mut dqkv, dims, dims.packed());
     let square = |data: &[f32]| View::rows(data, 0, l, l, l);
     (0..heads).into_par_iter().for_each_init(
         || (vec![0f32; l * l], Vec::new(), Vec::new()),
@@ -239,32 +251,32 @@ pub fn backward(
             };
             // Safety: every output view is this head's own block; `ds` is this task's buffer.
             unsafe {
-                product(out_v.head(head), square(weights).t(), g, 1.0);
+                product(out.head(head, 2), square(weights).t(), g, 1.0);
                 product(
                     ViewMut::rows(ds, 0, l, l, l),
                     g,
-                    dims.view(v, head).t(),
+                    dims.projection(qkv, head, 2).t(),
                     1.0,
                 );
             }
             softmax_backward_rows(ds, p, dropout.is_some().then_some(&mask[..]), l);
             unsafe {
                 product(
-                    out_q.head(head),
+                    out.head(head, 0),
                     square(ds),
-                    dims.view(k, head),
+                    dims.projection(qkv, head, 1),
                     dims.scale(),
                 );
                 product(
-                    out_k.head(head),
+                    out.head(head, 1),
                     square(ds).t(),
-                    dims.view(q, head),
+                    dims.projection(qkv, head, 0),
                     dims.scale(),
                 );
             }
         },
     );
-    (dq, dk, dv)
+    dqkv
 }
 
 /// `∂S` in place from `∂P` in `ds` (times the dropout `mask`, if any) and `P`, row by row:

@@ -32,11 +32,9 @@ pub(super) fn is_flex(device: &Device) -> bool {
 /// The fused operations. `seed` is the attention dropout's mask seed, used when `dropout` > 0.
 #[backend_extension(Flex, Autodiff)]
 pub trait FusedOps: Backend {
-    #[allow(clippy::too_many_arguments)]
+    /// The context `[batch, len, hidden]` from the packed projections `[batch, len, 3 · hidden]`.
     fn fused_attention(
-        q: FloatTensor<Self>,
-        k: FloatTensor<Self>,
-        v: FloatTensor<Self>,
+        qkv: FloatTensor<Self>,
         key_bias: FloatTensor<Self>,
         heads: usize,
         dropout: f64,
@@ -134,20 +132,25 @@ fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
 }
 
-fn attention_dims(q: &FlexTensor, heads: usize) -> Dims {
-    let shape = q.shape();
-    let fits = |s: &Shape| s.num_dims() == 3 && heads > 0 && s[2].is_multiple_of(heads);
+fn attention_dims(qkv: &FlexTensor, heads: usize) -> Dims {
+    let shape = qkv.shape();
+    let fits = |s: &Shape| s.num_dims() == 3 && heads > 0 && s[2].is_multiple_of(3 * heads);
     assert!(
         fits(&shape),
-        "attention: q is not [batch, len, heads · head_dim]"
+        "attention: qkv is not [batch, len, 3 · heads · head_dim]"
     );
-    let [batch, len, hidden] = [shape[0], shape[1], shape[2]];
+    let [batch, len, packed] = [shape[0], shape[1], shape[2]];
     Dims {
         batch,
         len,
         heads,
-        head_dim: hidden / heads,
+        head_dim: packed / 3 / heads,
     }
+}
+
+/// The context's shape `[batch, len, hidden]`.
+fn context_shape(dims: Dims) -> Shape {
+    Shape::new([dims.batch, dims.len, dims.hidden()])
 }
 
 fn drop_mask(p: f64, seed: u64) -> Option<DropMask> {
@@ -156,25 +159,21 @@ fn drop_mask(p: f64, seed: u64) -> Option<DropMask> {
 
 impl FusedOps for Flex {
     fn fused_attention(
-        q: FlexTensor,
-        k: FlexTensor,
-        v: FlexTensor,
+        qkv: FlexTensor,
         key_bias: FlexTensor,
         heads: usize,
         dropout: f64,
         seed: u64,
     ) -> FlexTensor {
-        let dims = attention_dims(&q, heads);
+        let dims = attention_dims(&qkv, heads);
         let (ctx, _) = attention::forward(
-            &host(&q),
-            &host(&k),
-            &host(&v),
+            &host(&qkv),
             &host(&key_bias),
             dims,
             drop_mask(dropout, seed),
             false,
         );
-        tensor(ctx, q.shape())
+        tensor(ctx, context_shape(dims))
     }
 
     fn fused_layer_norm(
@@ -228,34 +227,28 @@ struct AttentionStep;
 
 #[derive(Clone, Debug)]
 struct AttentionState {
-    q: FlexTensor,
-    k: FlexTensor,
-    v: FlexTensor,
+    qkv: FlexTensor,
     probs: FlexTensor,
     dims: Dims,
     dropout: Option<DropMask>,
 }
 
-impl Backward<Flex, 3> for AttentionStep {
+impl Backward<Flex, 1> for AttentionStep {
     type State = AttentionState;
 
-    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let grad = grads.consume::<Flex>(&ops.node);
         let s = ops.state;
-        let shape = s.q.shape();
-        let (dq, dk, dv) = attention::backward(
-            &host(&grad),
-            &host(&s.q),
-            &host(&s.k),
-            &host(&s.v),
-            &host(&s.probs),
-            s.dims,
-            s.dropout,
-        );
-        for (parent, g) in ops.parents.into_iter().zip([dq, dk, dv]) {
-            if let Some(node) = parent {
-                grads.register::<Flex>(node.id, tensor(g, shape.clone()));
-            }
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            let dqkv = attention::backward(
+                &host(&grad),
+                &host(&s.qkv),
+                &host(&s.probs),
+                s.dims,
+                s.dropout,
+            );
+            grads.register::<Flex>(node.id, tensor(dqkv, s.qkv.shape()));
         }
     }
 }
@@ -390,16 +383,14 @@ impl Backward<Flex, 1> for GeluStep {
 
 impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
     fn fused_attention(
-        q: FloatTensor<Self>,
-        k: FloatTensor<Self>,
-        v: FloatTensor<Self>,
+        qkv: FloatTensor<Self>,
         key_bias: FloatTensor<Self>,
         heads: usize,
         dropout: f64,
         seed: u64,
     ) -> FloatTensor<Self> {
-        let guards = [q.node(), k.node(), v.node()];
-        let (q, k, v) = (q.into_primitive(), k.into_primitive(), v.into_primitive());
+        let guards = [qkv.node()];
+        let qkv = qkv.into_primitive();
         let bias = key_bias.into_primitive();
         match AttentionStep
             .prepare::<C>(guards)
@@ -407,24 +398,15 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                let dims = attention_dims(&q, heads);
+                let dims = attention_dims(&qkv, heads);
                 let dropout = drop_mask(dropout, seed);
-                let (ctx, probs) = attention::forward(
-                    &host(&q),
-                    &host(&k),
-                    &host(&v),
-                    &host(&bias),
-                    dims,
-                    dropout,
-                    true,
-                );
+                let (ctx, probs) =
+                    attention::forward(&host(&qkv), &host(&bias), dims, dropout, true);
                 let heads = dims.batch * dims.heads;
                 let probs = tensor(probs, Shape::new([heads, dims.len, dims.len]));
-                let ctx = tensor(ctx, q.shape());
+                let ctx = tensor(ctx, context_shape(dims));
                 let state = AttentionState {
-                    q,
-                    k,
-                    v,
+                    qkv,
                     probs,
                     dims,
                     dropout,
@@ -432,7 +414,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
                 prep.finish(state, ctx)
             }
             OpsKind::UnTracked(prep) => {
-                prep.finish(Flex::fused_attention(q, k, v, bias, heads, dropout, seed))
+                prep.finish(Flex::fused_attention(qkv, bias, heads, dropout, seed))
             }
         }
     }

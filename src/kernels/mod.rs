@@ -58,22 +58,19 @@ macro_rules! fused_op {
     }};
 }
 
-/// Multi-head attention context `[batch, len, hidden]` from the projections `q`, `k`, `v`
-/// `[batch, len, hidden]` and the additive key bias `[batch, len]` (see [`attention`](mod@attention)).
-/// Only where [`fused`] holds.
+/// Multi-head attention context `[batch, len, hidden]` from the packed projections `qkv`
+/// `[batch, len, 3 · hidden]` (Q, K, V on each row: the one product of the three projections)
+/// and the additive key bias `[batch, len]` (see [`attention`](mod@attention)). Only where
+/// [`fused`] holds.
 pub fn attention(
-    q: Tensor<3>,
-    k: Tensor<3>,
-    v: Tensor<3>,
+    qkv: Tensor<3>,
     key_bias: Tensor<2>,
     heads: usize,
     dropout: Option<DropMask>,
 ) -> Tensor<3> {
     let (p, seed) = dropout.map_or((0.0, 0), |m| (m.p, m.seed));
     Tensor::from_dispatch(fused_op!(fused_attention(
-        q.into_dispatch(),
-        k.into_dispatch(),
-        v.into_dispatch(),
+        qkv.into_dispatch(),
         key_bias.into_dispatch(),
         heads,
         p,

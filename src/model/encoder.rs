@@ -156,10 +156,15 @@ impl Layer {
     /// number on padded keys), `None` when no position is padded.
     pub fn forward(&self, x: Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Tensor<3> {
         let p = self.precision;
-        let q = p.linear(&self.query, x.clone());
-        let k = p.linear(&self.key, x.clone());
-        let v = p.linear(&self.value, x.clone());
-        let ctx = self.attention(q, k, v, mask_bias);
+        let ctx = match self.fused_attention(&x, mask_bias) {
+            Some(ctx) => ctx,
+            None => {
+                let q = p.linear(&self.query, x.clone());
+                let k = p.linear(&self.key, x.clone());
+                let v = p.linear(&self.value, x.clone());
+                self.attention(q, k, v, mask_bias)
+            }
+        };
         let attn = dropout(&self.hidden_dropout, p.linear(&self.attention_out, ctx));
         let a = norm(&self.attention_norm, self.eps, full(attn) + x);
         let inter = gelu(p.linear(&self.intermediate, a.clone()));
@@ -167,8 +172,44 @@ impl Layer {
         norm(&self.output_norm, self.eps, full(out) + a)
     }
 
-    /// softmax(Q Kᵀ / √d + bias) V per head, with dropout on the probabilities: one fused
-    /// operation (`kernels::attention`) where the kernels serve, else burn's operations.
+    /// Self-attention's context where the kernels serve (`None` elsewhere): the three
+    /// projections as one product against `[W_q | W_k | W_v]` (the parameters stay three, as
+    /// transformers has them; the concatenation is rebuilt each call and its gradient split
+    /// back), then `kernels::attention` on the packed result.
+    fn fused_attention(&self, x: &Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Option<Tensor<3>> {
+        let [b, l, h] = x.dims();
+        let device = x.device();
+        if !kernels::fused(&device, self.precision.dtype().into()) {
+            return None;
+        }
+        let (Some(bq), Some(bk), Some(bv)) = (&self.query.bias, &self.key.bias, &self.value.bias)
+        else {
+            return None;
+        };
+        let w = Tensor::cat(
+            vec![
+                self.query.weight.val(),
+                self.key.weight.val(),
+                self.value.weight.val(),
+            ],
+            1,
+        );
+        let bias = Tensor::cat(vec![bq.val(), bk.val(), bv.val()], 0);
+        let qkv = kernels::linear(x.clone().reshape([b * l, h]), w, bias).reshape([b, l, 3 * h]);
+        let key_bias = match mask_bias {
+            Some(bias) => bias.clone().reshape([b, l]),
+            None => Tensor::zeros([b, l], &device),
+        };
+        let d = &self.attention_dropout;
+        let mask = active(d, &device).then(|| DropMask {
+            p: d.prob,
+            seed: next_call_seed(),
+        });
+        Some(kernels::attention(qkv, key_bias, self.heads, mask))
+    }
+
+    /// softmax(Q Kᵀ / √d + bias) V per head, with dropout on the probabilities, from burn's
+    /// operations (where the kernels do not serve).
     fn attention(
         &self,
         q: Tensor<3>,
@@ -177,19 +218,7 @@ impl Layer {
         mask_bias: Option<&Tensor<4>>,
     ) -> Tensor<3> {
         let [b, l, h] = q.dims();
-        let device = q.device();
         let d = &self.attention_dropout;
-        if kernels::fused(&device, q.dtype()) {
-            let key_bias = match mask_bias {
-                Some(bias) => bias.clone().reshape([b, l]),
-                None => Tensor::zeros([b, l], &device),
-            };
-            let mask = active(d, &device).then(|| DropMask {
-                p: d.prob,
-                seed: next_call_seed(),
-            });
-            return kernels::attention(q, k, v, key_bias, self.heads, mask);
-        }
         let dh = h / self.heads;
         let split = |t: Tensor<3>| t.reshape([b, l, self.heads, dh]).swap_dims(1, 2);
         let q = split(q).mul_scalar(1.0 / (dh as f64).sqrt());
