@@ -5,6 +5,8 @@
 //! `m ← β1·m + ((1−β1)·f)·g`, `v ← β2·v + ((1−β2)·f²)·g²` (f: the gradient scale factor),
 //! `p ← p·(1 − lr·wd)`, `p ← p − (m / (√v / √(1−β2^t) + ε)) · (lr / (1−β1^t))`.
 
+use std::mem::MaybeUninit;
+
 use multiversion::multiversion;
 use rayon::prelude::*;
 
@@ -38,14 +40,19 @@ pub fn update(p: &[f32], g: &[f32], m: &mut [f32], v: &mut [f32], s: &AdamWStep)
     );
     let keep = (s.weight_decay != 0.0).then_some((1.0 - s.lr * s.weight_decay) as f32);
     let (bc2, eps, step) = (s.bc2_sqrt as f32, s.eps as f32, (s.lr / s.bc1) as f32);
-    let mut out = super::zeros(n);
-    out.par_chunks_mut(CHUNK)
-        .zip(p.par_chunks(CHUNK))
-        .zip(g.par_chunks(CHUNK))
-        .zip(m.par_chunks_mut(CHUNK).zip(v.par_chunks_mut(CHUNK)))
-        .for_each(|(((out, p), g), (m, v))| {
-            update_chunk(out, p, g, m, v, [b1, b2, g1, g2, bc2, eps, step], keep)
-        });
+    // SAFETY: the chunks cover the buffer, and `update_chunk` writes every element of its
+    // chunk (all five buffers are `n` long, so the zipped chunks have the same lengths).
+    let (out, ()) = unsafe {
+        super::filled_by(n, |out| {
+            out.par_chunks_mut(CHUNK)
+                .zip(p.par_chunks(CHUNK))
+                .zip(g.par_chunks(CHUNK))
+                .zip(m.par_chunks_mut(CHUNK).zip(v.par_chunks_mut(CHUNK)))
+                .for_each(|(((out, p), g), (m, v))| {
+                    update_chunk(out, p, g, m, v, [b1, b2, g1, g2, bc2, eps, step], keep)
+                })
+        })
+    };
     out
 }
 
@@ -53,7 +60,7 @@ pub fn update(p: &[f32], g: &[f32], m: &mut [f32], v: &mut [f32], s: &AdamWStep)
 /// `keep` = `1 − lr·wd` when weight decay applies.
 #[multiversion(targets("x86_64+avx2+fma"))]
 fn update_chunk(
-    out: &mut [f32],
+    out: &mut [MaybeUninit<f32>],
     p: &[f32],
     g: &[f32],
     m: &mut [f32],
@@ -66,6 +73,6 @@ fn update_chunk(
         *m = *m * b1 + g * g1;
         *v = *v * b2 + g * g * g2;
         let p = keep.map_or(p, |k| p * k);
-        *o = p - (*m / (v.sqrt() / bc2 + eps)) * step;
+        o.write(p - (*m / (v.sqrt() / bc2 + eps)) * step);
     }
 }

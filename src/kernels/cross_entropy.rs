@@ -7,6 +7,8 @@
 //! 304 × 30522 in the bench); only `lse` is kept for the backward pass, which recomputes the
 //! probabilities from the logits.
 
+use std::mem::MaybeUninit;
+
 use multiversion::multiversion;
 use rayon::prelude::*;
 
@@ -27,14 +29,20 @@ pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> (Vec<f32>, Vec<f32>
 /// `∂z` from the per-row output gradient `grad`.
 pub fn backward(grad: &[f32], z: &[f32], labels: &[usize], lse: &[f32], vocab: usize) -> Vec<f32> {
     check(z, labels, vocab);
-    let mut dz = super::zeros(z.len());
-    dz.par_chunks_mut(vocab)
-        .zip(z.par_chunks(vocab))
-        .zip(labels.par_iter().zip(lse).zip(grad))
-        .for_each(|((d, row), ((&y, &lse), &g))| {
-            scaled_probabilities(d, row, lse, g);
-            d[y] -= g;
-        });
+    // SAFETY: the rows cover the buffer, and `scaled_probabilities` writes every element of
+    // its row (`z` has the buffer's length), before `d[y]` is read.
+    let (dz, ()) = unsafe {
+        super::filled_by(z.len(), |dz| {
+            dz.par_chunks_mut(vocab)
+                .zip(z.par_chunks(vocab))
+                .zip(labels.par_iter().zip(lse).zip(grad))
+                .for_each(|((d, row), ((&y, &lse), &g))| {
+                    scaled_probabilities(d, row, lse, g);
+                    let p = d[y].assume_init();
+                    d[y].write(p - g);
+                })
+        })
+    };
     dz
 }
 
@@ -47,9 +55,9 @@ fn log_sum_exp(row: &[f32]) -> f32 {
 
 /// `d_j = g · e^{z_j − lse}` of one row.
 #[multiversion(targets("x86_64+avx2+fma"))]
-fn scaled_probabilities(d: &mut [f32], row: &[f32], lse: f32, g: f32) {
+fn scaled_probabilities(d: &mut [MaybeUninit<f32>], row: &[f32], lse: f32, g: f32) {
     for (d, &x) in d.iter_mut().zip(row) {
-        *d = g * exp_non_positive(x - lse);
+        d.write(g * exp_non_positive(x - lse));
     }
 }
 

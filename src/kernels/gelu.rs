@@ -3,6 +3,8 @@
 //! `erf(|u|) = 1 − t·P(t)·e^{−u²}` with `t = 1 / (1 + 0.3275911·|u|)` (Abramowitz & Stegun
 //! 7.1.26, absolute error < 1.5e-7; `e^{−u²}` is the same `e` since `u = x/√2`).
 
+use std::mem::MaybeUninit;
+
 use multiversion::multiversion;
 use rayon::prelude::*;
 
@@ -13,49 +15,66 @@ const CHUNK: usize = 1 << 14;
 /// `g ⊙ d`: the GELU's backward pass from the saved derivative.
 pub fn backward(grad: &[f32], derivative: &[f32]) -> Vec<f32> {
     assert_eq!(grad.len(), derivative.len(), "gelu: gradient shape");
-    let mut out = super::zeros(grad.len());
-    out.par_chunks_mut(CHUNK)
-        .zip(grad.par_chunks(CHUNK).zip(derivative.par_chunks(CHUNK)))
-        .for_each(|(out, (g, d))| product(out, g, d));
+    // SAFETY: the chunks cover the buffer, and `product` writes every element of its chunk
+    // (the three buffers have the same length, so the zipped chunks do too).
+    let (out, ()) = unsafe {
+        super::filled_by(grad.len(), |out| {
+            out.par_chunks_mut(CHUNK)
+                .zip(grad.par_chunks(CHUNK).zip(derivative.par_chunks(CHUNK)))
+                .for_each(|(out, (g, d))| product(out, g, d))
+        })
+    };
     out
 }
 
 /// `out = g ⊙ d`.
 #[multiversion(targets("x86_64+avx2+fma"))]
-fn product(out: &mut [f32], g: &[f32], d: &[f32]) {
+fn product(out: &mut [MaybeUninit<f32>], g: &[f32], d: &[f32]) {
     for ((o, g), d) in out.iter_mut().zip(g).zip(d) {
-        *o = g * d;
+        o.write(g * d);
     }
 }
 
 /// Value and (when `derivative`) derivative of the GELU at every element of `x`.
 pub fn forward(x: &[f32], derivative: bool) -> (Vec<f32>, Vec<f32>) {
-    let mut y = super::zeros(x.len());
-    let mut d = super::zeros(if derivative { x.len() } else { 0 });
-    if derivative {
-        y.par_chunks_mut(CHUNK)
-            .zip(d.par_chunks_mut(CHUNK))
-            .zip(x.par_chunks(CHUNK))
-            .for_each(|((y, d), x)| values_and_derivatives(y, d, x));
-    } else {
-        y.par_chunks_mut(CHUNK)
-            .zip(x.par_chunks(CHUNK))
-            .for_each(|(y, x)| values(y, x));
+    let n = x.len();
+    // SAFETY: the chunks cover each buffer, and both functions write every element of their
+    // chunks (all buffers are `n` long, so the zipped chunks have the same lengths).
+    unsafe {
+        if derivative {
+            super::filled_by(n, |y| {
+                super::filled_by(n, |d| {
+                    y.par_chunks_mut(CHUNK)
+                        .zip(d.par_chunks_mut(CHUNK))
+                        .zip(x.par_chunks(CHUNK))
+                        .for_each(|((y, d), x)| values_and_derivatives(y, d, x))
+                })
+                .0
+            })
+        } else {
+            let (y, ()) = super::filled_by(n, |y| {
+                y.par_chunks_mut(CHUNK)
+                    .zip(x.par_chunks(CHUNK))
+                    .for_each(|(y, x)| values(y, x))
+            });
+            (y, Vec::new())
+        }
     }
-    (y, d)
 }
 
 #[multiversion(targets("x86_64+avx2+fma"))]
-fn values_and_derivatives(y: &mut [f32], d: &mut [f32], x: &[f32]) {
+fn values_and_derivatives(y: &mut [MaybeUninit<f32>], d: &mut [MaybeUninit<f32>], x: &[f32]) {
     for ((y, d), &x) in y.iter_mut().zip(d.iter_mut()).zip(x) {
-        (*y, *d) = gelu_and_derivative(x);
+        let (value, derivative) = gelu_and_derivative(x);
+        y.write(value);
+        d.write(derivative);
     }
 }
 
 #[multiversion(targets("x86_64+avx2+fma"))]
-fn values(y: &mut [f32], x: &[f32]) {
+fn values(y: &mut [MaybeUninit<f32>], x: &[f32]) {
     for (y, &x) in y.iter_mut().zip(x) {
-        *y = gelu_and_derivative(x).0;
+        y.write(gelu_and_derivative(x).0);
     }
 }
 

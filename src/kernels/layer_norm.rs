@@ -10,6 +10,8 @@
 //! backward. Rows are processed in parallel in fixed blocks; the parameter gradients are summed
 //! per block and the blocks added in order, so the result does not depend on the thread count.
 
+use std::mem::MaybeUninit;
+
 use multiversion::multiversion;
 use rayon::prelude::*;
 
@@ -33,22 +35,31 @@ pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> 
         "layer norm: input width"
     );
     assert_eq!(beta.len(), h, "layer norm: beta width");
-    let rows = x.len() / h;
-    let mut y = super::zeros(x.len());
+    let (n, rows) = (x.len(), x.len() / h);
     let mut saved = Saved::default();
-    if keep {
-        saved.normalized = super::zeros(x.len());
-        saved.rstd = vec![0f32; rows];
-        y.par_chunks_mut(BLOCK * h)
-            .zip(saved.normalized.par_chunks_mut(BLOCK * h))
-            .zip(saved.rstd.par_chunks_mut(BLOCK))
-            .zip(x.par_chunks(BLOCK * h))
-            .for_each(|(((y, xn), r), x)| normalize_rows(x, y, Some((xn, r)), gamma, beta, eps));
-    } else {
-        y.par_chunks_mut(BLOCK * h)
-            .zip(x.par_chunks(BLOCK * h))
-            .for_each(|(y, x)| normalize_rows(x, y, None, gamma, beta, eps));
-    }
+    // SAFETY: the blocks cover each buffer, and `normalize_rows` writes every element of its
+    // blocks (whole rows of `h`; the buffers are `x`'s length, so the zipped blocks match).
+    let (y, ()) = unsafe {
+        super::filled_by(n, |y| {
+            if keep {
+                let mut rstd = vec![0f32; rows];
+                let (normalized, ()) = super::filled_by(n, |xn| {
+                    y.par_chunks_mut(BLOCK * h)
+                        .zip(xn.par_chunks_mut(BLOCK * h))
+                        .zip(rstd.par_chunks_mut(BLOCK))
+                        .zip(x.par_chunks(BLOCK * h))
+                        .for_each(|(((y, xn), r), x)| {
+                            normalize_rows(x, y, Some((xn, r)), gamma, beta, eps)
+                        })
+                });
+                saved = Saved { normalized, rstd };
+            } else {
+                y.par_chunks_mut(BLOCK * h)
+                    .zip(x.par_chunks(BLOCK * h))
+                    .for_each(|(y, x)| normalize_rows(x, y, None, gamma, beta, eps));
+            }
+        })
+    };
     (y, saved)
 }
 
@@ -56,8 +67,8 @@ pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> 
 #[multiversion(targets("x86_64+avx2+fma"))]
 fn normalize_rows(
     x: &[f32],
-    y: &mut [f32],
-    mut keep: Option<(&mut [f32], &mut [f32])>,
+    y: &mut [MaybeUninit<f32>],
+    mut keep: Option<(&mut [MaybeUninit<f32>], &mut [f32])>,
     gamma: &[f32],
     beta: &[f32],
     eps: f64,
@@ -73,13 +84,13 @@ fn normalize_rows(
                 let xn = &mut xn[i * h..(i + 1) * h];
                 for j in 0..h {
                     let n = (x[j] - mean) * r;
-                    xn[j] = n;
-                    y[j] = n * gamma[j] + beta[j];
+                    xn[j].write(n);
+                    y[j].write(n * gamma[j] + beta[j]);
                 }
             }
             None => {
                 for j in 0..h {
-                    y[j] = (x[j] - mean) * r * gamma[j] + beta[j];
+                    y[j].write((x[j] - mean) * r * gamma[j] + beta[j]);
                 }
             }
         }
@@ -94,15 +105,19 @@ pub fn backward(grad: &[f32], saved: &Saved, gamma: &[f32]) -> (Vec<f32>, Vec<f3
         saved.normalized.len(),
         "layer norm: gradient shape"
     );
-    let mut dx = super::zeros(grad.len());
     // Per block: ∂γ then ∂β partial sums.
-    let partials: Vec<Vec<f32>> = dx
-        .par_chunks_mut(BLOCK * h)
-        .zip(grad.par_chunks(BLOCK * h))
-        .zip(saved.normalized.par_chunks(BLOCK * h))
-        .zip(saved.rstd.par_chunks(BLOCK))
-        .map(|(((dx, g), xn), r)| backward_rows(dx, g, xn, r, gamma))
-        .collect();
+    // SAFETY: the blocks cover the buffer, and `backward_rows` writes every element of its
+    // block (whole rows; `grad` and `x̂` have the buffer's length, so the zipped blocks match).
+    let (dx, partials) = unsafe {
+        super::filled_by(grad.len(), |dx| {
+            dx.par_chunks_mut(BLOCK * h)
+                .zip(grad.par_chunks(BLOCK * h))
+                .zip(saved.normalized.par_chunks(BLOCK * h))
+                .zip(saved.rstd.par_chunks(BLOCK))
+                .map(|(((dx, g), xn), r)| backward_rows(dx, g, xn, r, gamma))
+                .collect::<Vec<Vec<f32>>>()
+        })
+    };
     let mut dgamma = vec![0f32; h];
     let mut dbeta = vec![0f32; h];
     for sums in &partials {
@@ -116,7 +131,13 @@ pub fn backward(grad: &[f32], saved: &Saved, gamma: &[f32]) -> (Vec<f32>, Vec<f3
 
 /// `∂x` of a block of rows, and the block's partial sums of `∂γ` then `∂β`.
 #[multiversion(targets("x86_64+avx2+fma"))]
-fn backward_rows(dx: &mut [f32], g: &[f32], xn: &[f32], r: &[f32], gamma: &[f32]) -> Vec<f32> {
+fn backward_rows(
+    dx: &mut [MaybeUninit<f32>],
+    g: &[f32],
+    xn: &[f32],
+    r: &[f32],
+    gamma: &[f32],
+) -> Vec<f32> {
     let h = gamma.len();
     let mut sums = vec![0f32; 2 * h];
     let (dgamma, dbeta) = sums.split_at_mut(h);
@@ -136,7 +157,7 @@ fn backward_rows(dx: &mut [f32], g: &[f32], xn: &[f32], r: &[f32], gamma: &[f32]
         }
         let (m1, m2) = (m1 / h as f32, m2 / h as f32);
         for j in 0..h {
-            dx[j] = r * (g[j] * gamma[j] - m1 - xn[j] * m2);
+            dx[j].write(r * (g[j] * gamma[j] - m1 - xn[j] * m2));
         }
     }
     sums
