@@ -13,7 +13,8 @@
 
 use std::time::Instant;
 
-use trueneg::kernels::gemm::{View, ViewMut, in_halves, product_into, product_on};
+use trueneg::kernels::gemm::{View, ViewMut, in_halves, product_into};
+use trueneg::kernels::linear;
 
 const REPEATS: usize = 8;
 
@@ -80,40 +81,35 @@ fn main() {
     }
 }
 
-/// GFLOP/s of `∂x = G·Wᵀ` and `∂W = xᵀ·G` (for a `transposed` weight, stored `[out, inp]`:
-/// `∂W = Gᵀ·x`) for `x` `[rows, inp]`: in turn on all threads, and at once on half the threads
-/// each. Best of `REPEATS`.
+/// GFLOP/s of a `Linear`'s backward pair through the kernel's own functions
+/// (`kernels::linear::grad_input`, `grad_weight`: `∂x = G·Wᵀ`, `∂W = xᵀ·G`, or `Gᵀ·x` for a
+/// `transposed` weight stored `[out, inp]`) for `x` `[rows, inp]`: in turn on all threads, and
+/// at once on half the threads each, as the kernel's backward runs them. Best of `REPEATS`.
 fn backward_pair(name: &str, rows: usize, inp: usize, out: usize, transposed: bool) {
     let x: Vec<f32> = (0..rows * inp).map(|i| (i % 7) as f32 * 0.1).collect();
     let g: Vec<f32> = (0..rows * out).map(|i| (i % 5) as f32 * 0.1).collect();
     let w: Vec<f32> = (0..inp * out).map(|i| (i % 3) as f32 * 0.1).collect();
-    let (mut dx, mut dw) = (vec![0f32; rows * inp], vec![0f32; inp * out]);
     let (xv, gv) = (operand(&x, rows, inp, false), operand(&g, rows, out, false));
-    // Wᵀ as the weight is stored, and ∂W's product in that layout.
-    let wt = operand(&w, out, inp, !transposed);
-    let (dw_rows, dw_cols) = if transposed { (out, inp) } else { (inp, out) };
-    let dxv = ViewMut::rows(&mut dx, 0, rows, inp, inp);
-    let dwv = ViewMut::rows(&mut dw, 0, dw_rows, dw_cols, dw_cols);
-    let (wa, wb) = if transposed {
-        (gv.t(), xv)
-    } else {
-        (xv.t(), gv)
+    // W as `[inp, out]`, whichever way it is stored.
+    let wv = operand(&w, inp, out, transposed);
+    let grad_w = |threads| {
+        if transposed {
+            linear::grad_weight(gv, xv, threads)
+        } else {
+            linear::grad_weight(xv, gv, threads)
+        }
     };
+    let all = rayon::current_num_threads();
     let (mut in_turn, mut at_once) = (f64::MAX, f64::MAX);
     for _ in 0..REPEATS {
         let start = Instant::now();
-        // Safety: each product writes its own buffer; the operands are only read.
-        unsafe {
-            product_into(dxv, gv, wt, false);
-            product_into(dwv, wa, wb, false);
-        }
+        let pair = (linear::grad_input(gv, wv, all), grad_w(all));
         in_turn = in_turn.min(start.elapsed().as_secs_f64());
+        drop(pair);
         let start = Instant::now();
-        in_halves(
-            |threads| unsafe { product_on(dxv, gv, wt, false, threads) },
-            |threads| unsafe { product_on(dwv, wa, wb, false, threads) },
-        );
+        let pair = in_halves(|t| linear::grad_input(gv, wv, t), grad_w);
         at_once = at_once.min(start.elapsed().as_secs_f64());
+        drop(pair);
     }
     let flop = 4.0 * (rows * inp * out) as f64;
     println!(

@@ -9,8 +9,9 @@
 //!
 //! Q, K and V come packed as the one product of the three projections, `[batch, len, 3 · hidden]`
 //! (Q, then K, then V on each row), and their gradient goes back in that layout; C is
-//! `[batch, len, hidden]`. A head is a strided block of either, so no transposes are copied. Each head is one task for rayon: its scores
-//! and products are computed in one pass with its own `L × L` buffers. The probabilities `P` are
+//! `[batch, len, hidden]`. A head is a strided block of either, so no transposes are copied.
+//! Each head is one task for rayon: its scores and products are computed in one pass with its
+//! own `L × L` buffers. The probabilities `P` are
 //! kept for the backward pass; the mask is drawn again from its seed (stream = head index),
 //! so it costs no memory and does not depend on the thread count.
 
@@ -51,29 +52,20 @@ impl Dims {
         b * self.len * width + part * self.hidden() + h * self.head_dim
     }
 
-    /// Head `head` of a `[batch, len, hidden]` buffer (the context or its gradient) as a
-    /// `len × head_dim` view.
+    /// Head `head` of block `part` of a `[batch, len, width]` buffer as a `len × head_dim` view.
+    fn block(&self, data: &[f32], head: usize, part: usize, width: usize) -> View {
+        let offset = self.offset(head, part, width);
+        View::rows(data, offset, self.len, self.head_dim, width)
+    }
+
+    /// Head `head` of a `[batch, len, hidden]` buffer (the context's gradient).
     fn view(&self, data: &[f32], head: usize) -> View {
-        let width = self.hidden();
-        View::rows(
-            data,
-            self.offset(head, 0, width),
-            self.len,
-            self.head_dim,
-            width,
-        )
+        self.block(data, head, 0, self.hidden())
     }
 
     /// Head `head` of Q, K or V (`part` 0, 1, 2) in the packed projections.
     fn projection(&self, qkv: &[f32], head: usize, part: usize) -> View {
-        let width = self.packed();
-        View::rows(
-            qkv,
-            self.offset(head, part, width),
-            self.len,
-            self.head_dim,
-            width,
-        )
+        self.block(qkv, head, part, self.packed())
     }
 
     fn check(&self, name: &str, data: &[f32], width: usize) {

@@ -36,31 +36,29 @@ pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> 
     );
     assert_eq!(beta.len(), h, "layer norm: beta width");
     let (n, rows) = (x.len(), x.len() / h);
-    let mut saved = Saved::default();
     // SAFETY: the blocks cover each buffer, and `normalize_rows` writes every element of its
     // blocks (whole rows of `h`; the buffers are `x`'s length, so the zipped blocks match).
-    let (y, ()) = unsafe {
+    unsafe {
         super::filled_by(n, |y| {
-            if keep {
-                let mut rstd = vec![0f32; rows];
-                let (normalized, ()) = super::filled_by(n, |xn| {
-                    y.par_chunks_mut(BLOCK * h)
-                        .zip(xn.par_chunks_mut(BLOCK * h))
-                        .zip(rstd.par_chunks_mut(BLOCK))
-                        .zip(x.par_chunks(BLOCK * h))
-                        .for_each(|(((y, xn), r), x)| {
-                            normalize_rows(x, y, Some((xn, r)), gamma, beta, eps)
-                        })
-                });
-                saved = Saved { normalized, rstd };
-            } else {
+            if !keep {
                 y.par_chunks_mut(BLOCK * h)
                     .zip(x.par_chunks(BLOCK * h))
                     .for_each(|(y, x)| normalize_rows(x, y, None, gamma, beta, eps));
+                return Saved::default();
             }
+            let mut rstd = vec![0f32; rows];
+            let (normalized, ()) = super::filled_by(n, |xn| {
+                y.par_chunks_mut(BLOCK * h)
+                    .zip(xn.par_chunks_mut(BLOCK * h))
+                    .zip(rstd.par_chunks_mut(BLOCK))
+                    .zip(x.par_chunks(BLOCK * h))
+                    .for_each(|(((y, xn), r), x)| {
+                        normalize_rows(x, y, Some((xn, r)), gamma, beta, eps)
+                    })
+            });
+            Saved { normalized, rstd }
         })
-    };
-    (y, saved)
+    }
 }
 
 /// `y` of a block of rows, and, when `keep` holds buffers, their `x̂` and `r`.

@@ -197,19 +197,19 @@ pub(crate) fn repeated_rows(row: &[f32], rows: usize) -> Vec<f32> {
     if n < PARALLEL_FILL || row.is_empty() {
         return row.repeat(rows);
     }
-    let mut v: Vec<f32> = Vec::with_capacity(n);
-    v.spare_capacity_mut()[..n]
-        .par_chunks_mut(row.len() * 64)
-        .for_each(|block| {
-            for dst in block.chunks_exact_mut(row.len()) {
-                for (d, &x) in dst.iter_mut().zip(row) {
-                    d.write(x);
+    // SAFETY: the blocks are whole rows (a multiple of `row.len()` elements, the last one too,
+    // since `n` is) and cover the buffer; each of their rows is written whole.
+    let (v, ()) = unsafe {
+        filled_by(n, |v| {
+            v.par_chunks_mut(row.len() * 64).for_each(|block| {
+                for dst in block.chunks_exact_mut(row.len()) {
+                    for (d, &x) in dst.iter_mut().zip(row) {
+                        d.write(x);
+                    }
                 }
-            }
-        });
-    // SAFETY: the blocks above are whole rows (a multiple of `row.len()` elements, the last
-    // one too, since `n` is) and cover the first `n` elements, each written once.
-    unsafe { v.set_len(n) };
+            })
+        })
+    };
     v
 }
 
