@@ -190,7 +190,7 @@ fn ablation_end_to_end_resume_and_refusals() {
     })
     .unwrap();
 
-    // Pairing: one seed's runs start alike (same weights, batch, masks, Gumbel noise), so the
+    // Pairing: one seed's runs start alike (same weights, batch, masks, generator draws), so the
     // first step's losses agree where the objective does not change them; seeds differ.
     let run = |o: &str, s: u64| whole.join("pretrain").join(format!("{o}-seed{s}"));
     let b1 = first_metrics(&run("baseline", 1));

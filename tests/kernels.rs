@@ -1,5 +1,6 @@
-//! The CPU fast paths of the encoder: GELU (value and gradient against an f64 reference) and
-//! dropout masks (rate, scale, determinism).
+//! The CPU fast paths of the encoder: GELU (value and gradient against an f64 reference),
+//! dropout masks (rate, scale, determinism), the generator's sampler (its draws against the
+//! softmax), and the fused kernels against burn's composed operations.
 
 use burn::prelude::*;
 use trueneg::kernels::gelu::forward as gelu_host;
@@ -409,4 +410,83 @@ fn fused_linear_matches_the_composed_operations() {
             );
         }
     }
+}
+
+/// Counts of `draws` over `vocab` against the probabilities `p`: Pearson's χ² over the tokens
+/// with p > 0, and whether any token with p = 0 was drawn.
+fn chi_square(draws: &[u32], p: &[f64]) -> (f64, bool) {
+    let mut counts = vec![0usize; p.len()];
+    for &d in draws {
+        counts[d as usize] += 1;
+    }
+    let n = draws.len() as f64;
+    let chi2 = p
+        .iter()
+        .zip(&counts)
+        .filter(|(p, _)| **p > 0.0)
+        .map(|(&p, &c)| (c as f64 - n * p).powi(2) / (n * p))
+        .sum();
+    let impossible = p.iter().zip(&counts).any(|(&p, &c)| p == 0.0 && c > 0);
+    (chi2, impossible)
+}
+
+#[test]
+fn generator_sampling_draws_from_the_softmax() {
+    use trueneg::kernels::sampling::sample_rows;
+    // 150 logits (two blocks of 64 and a partial one), spread over a factor e⁴ of weight, two
+    // that can never be drawn (−∞, and −200 whose weight is 0 in f32) and one large one.
+    let vocab = 150;
+    let mut row: Vec<f32> = (0..vocab).map(|j| 2.0 * (0.37 * j as f32).sin()).collect();
+    row[7] = f32::NEG_INFINITY;
+    row[70] = -200.0;
+    row[149] = 3.5;
+    let max = row.iter().cloned().fold(f32::MIN, f32::max) as f64;
+    let w: Vec<f64> = row
+        .iter()
+        .map(|&z| {
+            if z < -150.0 {
+                0.0
+            } else {
+                (z as f64 - max).exp()
+            }
+        })
+        .collect();
+    let total: f64 = w.iter().sum();
+    let p: Vec<f64> = w.iter().map(|w| w / total).collect();
+
+    let rows = 60_000;
+    let z: Vec<f32> = row.iter().cycle().take(rows * vocab).cloned().collect();
+    let draws = sample_rows(&z, vocab, 42);
+    assert_eq!(draws.len(), rows);
+    let (chi2, impossible) = chi_square(&draws, &p);
+    assert!(!impossible, "a token of probability 0 was drawn");
+    // 147 degrees of freedom: mean 147, sd ~17; 260 is ~6.5 sd out.
+    assert!(chi2 < 260.0, "χ² {chi2} over 147 degrees of freedom");
+    // A wrong distribution fails the same test: the draws against uniform probabilities.
+    let uniform: Vec<f64> = p
+        .iter()
+        .map(|&p| if p > 0.0 { 1.0 / 148.0 } else { 0.0 })
+        .collect();
+    assert!(chi_square(&draws, &uniform).0 > 1000.0);
+
+    // Each row draws from its own stream: the same with 1 or 3 threads, and another seed
+    // draws otherwise.
+    let with = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| sample_rows(&z[..500 * vocab], vocab, 7))
+    };
+    assert_eq!(with(1), with(3));
+    assert_ne!(with(1), sample_rows(&z[..500 * vocab], vocab, 8));
+    // A dominant logit is always drawn; a row of −∞ draws its first index.
+    let mut peaked = vec![0f32; 200];
+    peaked[123] = 40.0;
+    assert!(
+        sample_rows(&peaked.repeat(100), 200, 1)
+            .iter()
+            .all(|&d| d == 123)
+    );
+    assert_eq!(sample_rows(&[f32::NEG_INFINITY; 10], 10, 1), vec![0]);
 }

@@ -21,6 +21,7 @@ pub mod gelu;
 pub mod gemm;
 pub mod layer_norm;
 pub mod linear;
+pub mod sampling;
 
 use burn::prelude::*;
 use burn::tensor::DType;

@@ -9,6 +9,7 @@ pub mod encoder;
 pub mod heads;
 pub mod params;
 pub mod precision;
+pub mod sampling;
 
 pub use bert::BertMlm;
 pub use config::EncoderConfig;

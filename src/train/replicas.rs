@@ -3,7 +3,7 @@
 //!
 //! Each micro-step, the micro-batch of `data.batch_size` rows is masked on the host as it would
 //! be for one device, then split into k equal row shards. Replica r runs the forward pass of
-//! shard r with the random draws of seed (step, r) (dropout, Gumbel sampling; replica 0 draws
+//! shard r with the random draws of seed (step, r) (dropout, generator sampling; replica 0 draws
 //! with the seed a one-device run uses). Its loss is its share of the micro-batch's objective
 //! ([`StepLoss::objective`]: each term weighted by the replica's share of that term's count:
 //! masked positions, kept positions, real tokens, sentences), so the sum of the replicas'

@@ -1,11 +1,10 @@
 //! One pre-training micro-step: forward passes and the loss of the configured objective.
 //!
 //! BERT: `L = L_mlm` (+ SR / HC). ELECTRA: the generator predicts the masked tokens, samples
-//! replacements (Gumbel-max, temperature 1), the discriminator detects them:
+//! replacements (temperature 1, `model::sampling`), the discriminator detects them:
 //! `L = L_G + λ·L_D` (+ SR on the shared embeddings / generator, HC on L_G).
 
 use burn::prelude::*;
-use burn::tensor::Distribution;
 
 use super::config::PretrainConfig;
 use super::model::{Net, PretrainModel};
@@ -177,16 +176,7 @@ pub fn step_loss(
     };
     let argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
     let sampled = match &model.net {
-        Net::Electra(_) => {
-            // Gumbel-max sampling at temperature 1: argmax(z − log(−log u)).
-            let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
-            let gumbel = u.log().neg().log().neg();
-            Some(host_ids(
-                (logits.clone().detach() + gumbel)
-                    .argmax(1)
-                    .squeeze_dim::<1>(1),
-            ))
-        }
+        Net::Electra(_) => Some(crate::model::sampling::sample(&logits)),
         Net::Bert(_) => None,
     };
     let needs_argmax_host = obj.kind.sentence_regularization()

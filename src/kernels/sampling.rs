@@ -1,0 +1,93 @@
+//! One draw per row of logits from `softmax(z)` (temperature 1) by inverting the row's
+//! cumulative distribution: with `w_j = e^{z_j − max(z)}`, `W = Σ_j w_j` and `u ~ U[0, 1)`, the
+//! draw is the first `j` with `Σ_{i ≤ j} w_i > u · W`.
+//!
+//! It draws from the same distribution as Gumbel-max (`argmax_j z_j − ln(−ln u_j)`), with one
+//! `exp` per logit and one random number per row instead of a uniform, two logarithms and a
+//! comparison per logit. The row's weights are summed in blocks of [`BLOCK`] (running sums in
+//! f64), the block holding `u · W` is found from the block sums, and only that block is walked
+//! element by element. Row `r` takes its number from stream `r` of a ChaCha8 generator seeded
+//! with `seed`, so the draws depend neither on the thread count nor on the other rows.
+
+use multiversion::multiversion;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+use super::{exp_non_positive, max_lanes, sum_map};
+
+/// Logits per block of the row's running sum.
+const BLOCK: usize = 64;
+
+/// One index in `0..vocab` per row of `z` (`[rows, vocab]`, row-major), drawn from the row's
+/// softmax. A row whose weights are all zero or not finite draws its largest logit's index.
+pub fn sample_rows(z: &[f32], vocab: usize, seed: u64) -> Vec<u32> {
+    assert!(vocab > 0, "sampling: empty vocabulary");
+    assert_eq!(z.len() % vocab, 0, "sampling: logits shape");
+    z.par_chunks(vocab)
+        .enumerate()
+        .map(|(r, row)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(r as u64);
+            // 53 random bits: u in [0, 1).
+            let u = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+            draw(row, u) as u32
+        })
+        .collect()
+}
+
+/// The first index whose running weight exceeds `u · W` (see the module doc).
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn draw(row: &[f32], u: f64) -> usize {
+    let max = max_lanes(row);
+    let weight = |x: f32| exp_non_positive(x - max);
+    let sums: Vec<f64> = row
+        .chunks(BLOCK)
+        .map(|block| sum_map(block, weight) as f64)
+        .collect();
+    let total: f64 = sums.iter().sum();
+    if !(total > 0.0 && total.is_finite()) {
+        return argmax(row);
+    }
+    let target = u * total;
+    let mut before = 0.0;
+    for (b, &s) in sums.iter().enumerate() {
+        if before + s > target {
+            let start = b * BLOCK;
+            let block = &row[start..(start + BLOCK).min(row.len())];
+            let mut run = before;
+            let mut last = None;
+            for (j, &x) in block.iter().enumerate() {
+                let w = weight(x) as f64;
+                if w > 0.0 {
+                    last = Some(j);
+                }
+                run += w;
+                if run > target && w > 0.0 {
+                    return start + j;
+                }
+            }
+            // The element-wise sum rounded below the block's own: its last weighted element.
+            if let Some(j) = last {
+                return start + j;
+            }
+        }
+        before += s;
+    }
+    // `u · W` at the very top of the rounding: the last weighted element of the row.
+    row.iter()
+        .rposition(|&x| weight(x) > 0.0)
+        .unwrap_or_else(|| argmax(row))
+}
+
+fn argmax(row: &[f32]) -> usize {
+    row.iter()
+        .enumerate()
+        .fold(
+            (0, f32::NEG_INFINITY),
+            |(i, m), (j, &x)| {
+                if x > m { (j, x) } else { (i, m) }
+            },
+        )
+        .0
+}
