@@ -144,7 +144,14 @@ fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
         .iter()
         .zip(want)
         .map(|(g, w)| (g - w).abs() / (1.0 + w.abs()))
-        .fold(0f32, f32::max);
+        // A NaN counts as the worst difference (`f32::max` would pass over it).
+        .fold(0f32, |worst, d| {
+            if d.is_nan() {
+                f32::INFINITY
+            } else {
+                worst.max(d)
+            }
+        });
     assert!(worst < tol, "{name}: worst relative difference {worst}");
 }
 
@@ -489,4 +496,73 @@ fn generator_sampling_draws_from_the_softmax() {
             .all(|&d| d == 123)
     );
     assert_eq!(sample_rows(&[f32::NEG_INFINITY; 10], 10, 1), vec![0]);
+}
+
+#[test]
+fn products_that_do_not_accumulate_never_read_their_destination() {
+    // `gemm::product_new` hands the gemm crate uninitialised buffers: a destination full of NaN
+    // must come back as the product, through each of the crate's paths (vector products, small
+    // and large blocks, an empty inner dimension, either operand transposed, one thread or
+    // several).
+    use kernels::gemm::{View, ViewMut, product_on};
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    for (m, k, n) in [
+        (1, 7, 5),
+        (5, 7, 1),
+        (1, 300, 1),
+        (3, 1, 6),
+        (16, 7, 6),
+        (17, 0, 9),
+        (70, 300, 64),
+        (300, 64, 70),
+    ] {
+        for (at, bt) in [(false, false), (true, false), (false, true), (true, true)] {
+            let a = random(&[m, k], 1);
+            let b = random(&[k, n], 2);
+            // A transposed operand is stored as the transpose of a row-major matrix.
+            let store = |x: &[f32], r: usize, c: usize, t: bool| -> Vec<f32> {
+                if !t {
+                    return x.to_vec();
+                }
+                (0..c * r).map(|i| x[(i % r) * c + i / r]).collect()
+            };
+            let (sa, sb) = (store(&a, m, k, at), store(&b, k, n, bt));
+            let view = |x: &[f32], r: usize, c: usize, t: bool| {
+                if t {
+                    View::rows(x, 0, c, r, r).t()
+                } else {
+                    View::rows(x, 0, r, c, c)
+                }
+            };
+            let want: Vec<f32> = (0..m * n)
+                .map(|i| {
+                    let (r, c) = (i / n, i % n);
+                    (0..k)
+                        .map(|j| a[r * k + j] as f64 * b[j * n + c] as f64)
+                        .sum::<f64>() as f32
+                })
+                .collect();
+            for threads in [1, 3] {
+                let mut dst = vec![f32::NAN; m * n];
+                pool.install(|| unsafe {
+                    product_on(
+                        ViewMut::rows(&mut dst, 0, m, n, n),
+                        view(&sa, m, k, at),
+                        view(&sb, k, n, bt),
+                        false,
+                        threads,
+                    )
+                });
+                assert_close(
+                    &format!("{m}x{k}x{n} {at} {bt} {threads}"),
+                    &dst,
+                    &want,
+                    1e-4,
+                );
+            }
+        }
+    }
 }

@@ -15,6 +15,8 @@
 //! kept for the backward pass; the mask is drawn again from its seed (stream = head index),
 //! so it costs no memory and does not depend on the thread count.
 
+use std::mem::MaybeUninit;
+
 use multiversion::multiversion;
 use rayon::prelude::*;
 
@@ -101,10 +103,15 @@ unsafe impl Send for Output {}
 unsafe impl Sync for Output {}
 
 impl Output {
-    fn new(data: &mut [f32], dims: Dims, width: usize) -> Self {
-        dims.check("an output", data, width);
+    /// Over a fresh buffer that the heads' products write whole (so it may be uninitialised).
+    fn new(data: &mut [MaybeUninit<f32>], dims: Dims, width: usize) -> Self {
+        assert_eq!(
+            data.len(),
+            dims.batch * dims.len * width,
+            "attention: an output is not [batch, len, {width}]"
+        );
         Self {
-            ptr: data.as_mut_ptr(),
+            ptr: data.as_mut_ptr().cast(),
             dims,
             width,
         }
@@ -138,56 +145,69 @@ pub fn forward(
     dims.check("qkv", qkv, dims.packed());
     let l = dims.len;
     assert_eq!(key_bias.len(), dims.batch * l, "attention: key bias shape");
-    let mut ctx = super::zeros(dims.batch * l * dims.hidden());
-    let out = Output::new(&mut ctx, dims, dims.hidden());
-    let head_pass = |head: usize, p: &mut [f32], dropped: &mut Vec<f32>| {
-        let kt = dims.projection(qkv, head, 1).t();
-        // Safety: `p` is this task's own `L × L` buffer; Q and K are read only.
-        unsafe {
-            product(
-                ViewMut::rows(p, 0, l, l, l),
-                dims.projection(qkv, head, 0),
-                kt,
-                dims.scale(),
-            )
-        };
-        let b = head / dims.heads;
-        softmax_rows(p, &key_bias[b * l..(b + 1) * l]);
-        let weights: &[f32] = match dropout {
-            Some(mask) => {
-                dropped.resize(l * l, 0.0);
-                mask.fill(head, dropped);
-                for (m, &p) in dropped.iter_mut().zip(p.iter()) {
-                    *m *= p;
+    let head_pass =
+        |out: &Output, head: usize, p: &mut [MaybeUninit<f32>], dropped: &mut Vec<f32>| {
+            let kt = dims.projection(qkv, head, 1).t();
+            // Safety: `p` is this task's own `L × L` buffer, which the product writes whole
+            // without reading it (`gemm::product_new`); Q and K are read only.
+            let p = unsafe {
+                product(
+                    ViewMut::uninit(p, l, l),
+                    dims.projection(qkv, head, 0),
+                    kt,
+                    dims.scale(),
+                );
+                &mut *(p as *mut [MaybeUninit<f32>] as *mut [f32])
+            };
+            let b = head / dims.heads;
+            softmax_rows(p, &key_bias[b * l..(b + 1) * l]);
+            let weights: &[f32] = match dropout {
+                Some(mask) => {
+                    dropped.resize(l * l, 0.0);
+                    mask.fill(head, dropped);
+                    for (m, &p) in dropped.iter_mut().zip(p.iter()) {
+                        *m *= p;
+                    }
+                    dropped
                 }
-                dropped
-            }
-            None => p,
+                None => p,
+            };
+            // Safety: each head writes its own column block of the context.
+            unsafe {
+                product(
+                    out.head(head, 0),
+                    View::rows(weights, 0, l, l, l),
+                    dims.projection(qkv, head, 2),
+                    1.0,
+                )
+            };
         };
-        // Safety: each head writes its own column block of the context.
-        unsafe {
-            product(
-                out.head(head, 0),
-                View::rows(weights, 0, l, l, l),
-                dims.projection(qkv, head, 2),
-                1.0,
-            )
-        };
-    };
     let heads = dims.batch * dims.heads;
-    let mut probs = Vec::new();
-    if keep {
-        probs = super::zeros(heads * l * l);
-        probs
-            .par_chunks_mut(l * l)
-            .enumerate()
-            .for_each_init(Vec::new, |dropped, (head, p)| head_pass(head, p, dropped));
-    } else {
-        (0..heads).into_par_iter().for_each_init(
-            || (vec![0f32; l * l], Vec::new()),
-            |(p, dropped), head| head_pass(head, p, dropped),
-        );
-    }
+    let write = |ctx: &mut [MaybeUninit<f32>]| {
+        let out = Output::new(ctx, dims, dims.hidden());
+        if !keep {
+            (0..heads).into_par_iter().for_each_init(
+                || (Vec::with_capacity(l * l), Vec::new()),
+                |(p, dropped), head| {
+                    head_pass(&out, head, &mut p.spare_capacity_mut()[..l * l], dropped)
+                },
+            );
+            return Vec::new();
+        }
+        let write_probs = |probs: &mut [MaybeUninit<f32>]| {
+            probs
+                .par_chunks_mut(l * l)
+                .enumerate()
+                .for_each_init(Vec::new, |dropped, (head, p)| {
+                    head_pass(&out, head, p, dropped)
+                })
+        };
+        // Safety: each head writes its own `L × L` block of the probabilities whole.
+        unsafe { super::filled_by(heads * l * l, write_probs) }.0
+    };
+    // Safety: the heads' column blocks cover the context, and each head's last product writes
+    // its block whole without reading it (`gemm::product_new`).
+    let (ctx, probs) = unsafe { super::filled_by(dims.batch * l * dims.hidden(), write) };
     (ctx, probs)
 }
 
@@ -223,51 +243,55 @@ pub fn backward(
     let l = dims.len;
     let heads = dims.batch * dims.heads;
     assert_eq!(probs.len(), heads * l * l, "attention: probabilities shape");
-    let mut dqkv = super::zeros(qkv.len());
-    let out = Output::new(&mut dqkv, dims, dims.packed());
     let square = |data: &[f32]| View::rows(data, 0, l, l, l);
-    (0..heads).into_par_iter().for_each_init(
-        || (vec![0f32; l * l], Vec::new(), Vec::new()),
-        |(ds, mask, dropped), head| {
-            let p = &probs[head * l * l..(head + 1) * l * l];
-            let g = dims.view(grad, head);
-            let weights: &[f32] = match dropout {
-                Some(m) => {
-                    mask.resize(l * l, 0.0);
-                    m.fill(head, mask);
-                    dropped.clear();
-                    dropped.extend(mask.iter().zip(p).map(|(m, p)| m * p));
-                    dropped
+    let write = |dqkv: &mut [MaybeUninit<f32>]| {
+        let out = Output::new(dqkv, dims, dims.packed());
+        (0..heads).into_par_iter().for_each_init(
+            || (vec![0f32; l * l], Vec::new(), Vec::new()),
+            |(ds, mask, dropped), head| {
+                let p = &probs[head * l * l..(head + 1) * l * l];
+                let g = dims.view(grad, head);
+                let weights: &[f32] = match dropout {
+                    Some(m) => {
+                        mask.resize(l * l, 0.0);
+                        m.fill(head, mask);
+                        dropped.clear();
+                        dropped.extend(mask.iter().zip(p).map(|(m, p)| m * p));
+                        dropped
+                    }
+                    None => p,
+                };
+                // Safety: every output view is this head's own block; `ds` is this task's buffer.
+                unsafe {
+                    product(out.head(head, 2), square(weights).t(), g, 1.0);
+                    product(
+                        ViewMut::rows(ds, 0, l, l, l),
+                        g,
+                        dims.projection(qkv, head, 2).t(),
+                        1.0,
+                    );
                 }
-                None => p,
-            };
-            // Safety: every output view is this head's own block; `ds` is this task's buffer.
-            unsafe {
-                product(out.head(head, 2), square(weights).t(), g, 1.0);
-                product(
-                    ViewMut::rows(ds, 0, l, l, l),
-                    g,
-                    dims.projection(qkv, head, 2).t(),
-                    1.0,
-                );
-            }
-            softmax_backward_rows(ds, p, dropout.is_some().then_some(&mask[..]), l);
-            unsafe {
-                product(
-                    out.head(head, 0),
-                    square(ds),
-                    dims.projection(qkv, head, 1),
-                    dims.scale(),
-                );
-                product(
-                    out.head(head, 1),
-                    square(ds).t(),
-                    dims.projection(qkv, head, 0),
-                    dims.scale(),
-                );
-            }
-        },
-    );
+                softmax_backward_rows(ds, p, dropout.is_some().then_some(&mask[..]), l);
+                unsafe {
+                    product(
+                        out.head(head, 0),
+                        square(ds),
+                        dims.projection(qkv, head, 1),
+                        dims.scale(),
+                    );
+                    product(
+                        out.head(head, 1),
+                        square(ds).t(),
+                        dims.projection(qkv, head, 0),
+                        dims.scale(),
+                    );
+                }
+            },
+        );
+    };
+    // Safety: the heads' blocks of ∂Q, ∂K and ∂V cover the buffer, and each is written whole by
+    // a product that does not read it (`gemm::product_new`).
+    let (dqkv, ()) = unsafe { super::filled_by(qkv.len(), write) };
     dqkv
 }
 

@@ -2,6 +2,8 @@
 //! per-head work of the attention kernel (which runs many heads in parallel), on rayon's threads
 //! for the large products of the linear kernel.
 
+use std::mem::MaybeUninit;
+
 /// A read-only matrix view: element (i, j) is at `ptr + i·rs + j·cs`.
 #[derive(Clone, Copy)]
 pub struct View {
@@ -66,6 +68,20 @@ impl ViewMut {
             cs: 1,
         }
     }
+
+    /// As [`ViewMut::rows`] over a whole contiguous `rows × cols` buffer that may be
+    /// uninitialised: only for the destination of a product that does not accumulate (see
+    /// [`product_new`]).
+    pub fn uninit(data: &mut [MaybeUninit<f32>], rows: usize, cols: usize) -> Self {
+        assert_eq!(data.len(), rows * cols, "output shape");
+        Self {
+            ptr: data.as_mut_ptr().cast(),
+            rows,
+            cols,
+            rs: cols as isize,
+            cs: 1,
+        }
+    }
 }
 
 /// `dst = a · b` (`accumulate`: `dst += a · b`), on all of rayon's threads: for the large
@@ -88,6 +104,25 @@ pub unsafe fn product_on(dst: ViewMut, a: View, b: View, accumulate: bool, threa
         n => gemm::Parallelism::Rayon(n),
     };
     unsafe { call(dst, a, b, accumulate, 1.0, parallelism) }
+}
+
+/// `a · b` as a fresh row-major `[a.rows, b.cols]` buffer, on `threads` threads, not zeroed
+/// first: the gemm crate (0.19) does not read the destination of a product that does not
+/// accumulate (`read_dst = false` sets its α to zero, and each of its paths then writes
+/// `β · a · b`, or zeros when the inner dimension is empty, without loading `dst`).
+/// `tests/kernels.rs` checks that on NaN-filled destinations for each of those paths.
+///
+/// # Safety
+/// `a` and `b` must point at memory valid for their extents, not written meanwhile.
+pub unsafe fn product_new(a: View, b: View, threads: usize) -> Vec<f32> {
+    let (rows, cols) = (a.rows, b.cols);
+    // SAFETY: the product writes every element of its own fresh destination (above).
+    let (v, ()) = unsafe {
+        super::filled_by(rows * cols, |dst| {
+            product_on(ViewMut::uninit(dst, rows, cols), a, b, false, threads)
+        })
+    };
+    v
 }
 
 /// Two independent jobs at once, each given its share of rayon's threads (`first(n)` and

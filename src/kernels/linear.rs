@@ -10,7 +10,7 @@
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::gemm::{View, ViewMut, product_into, product_on};
+use super::gemm::{View, ViewMut, product_into, product_new};
 
 /// Rows per parallel task of the bias gradient (fixed, so sums do not depend on threads).
 const BLOCK: usize = 64;
@@ -27,20 +27,14 @@ pub fn forward(x: View, w: View, b: &[f32]) -> Vec<f32> {
 
 /// `G Wᵀ` `[rows, in]`, on `threads` threads.
 pub fn grad_input(g: View, w: View, threads: usize) -> Vec<f32> {
-    let mut dx = super::zeros(g.rows * w.rows);
-    let (rows, cols) = (g.rows, w.rows);
-    let dst = ViewMut::rows(&mut dx, 0, rows, cols, cols);
-    unsafe { product_on(dst, g, w.t(), false, threads) };
-    dx
+    // Safety: the operands are the caller's views, only read.
+    unsafe { product_new(g, w.t(), threads) }
 }
 
 /// `xᵀ G` `[in, out]`, on `threads` threads.
 pub fn grad_weight(x: View, g: View, threads: usize) -> Vec<f32> {
-    let (rows, cols) = (x.cols, g.cols);
-    let mut dw = super::zeros(rows * cols);
-    let dst = ViewMut::rows(&mut dw, 0, rows, cols, cols);
-    unsafe { product_on(dst, x.t(), g, false, threads) };
-    dw
+    // Safety: as in `grad_input`.
+    unsafe { product_new(x.t(), g, threads) }
 }
 
 /// `Σ_rows G` `[out]` of a contiguous `[rows, out]` gradient.

@@ -161,7 +161,7 @@ pub fn adamw(
 /// Buffers of at least this many elements are filled by all of rayon's threads.
 const PARALLEL_FILL: usize = 1 << 16;
 
-/// `n` zeros: a kernel's fresh output buffer. Large ones are written by all of rayon's threads
+/// `n` zeros (dropout masks' buffers). Large ones are written by all of rayon's threads
 /// (`vec![0; n]` zeroes on the calling thread while the others wait: a few percent of the
 /// bench step, e.g. the cross-entropy gradient's 37 MB).
 pub(crate) fn zeros(n: usize) -> Vec<f32> {
@@ -174,9 +174,9 @@ pub(crate) fn zeros(n: usize) -> Vec<f32> {
 }
 
 /// A fresh `n`-element buffer written by `write`, which gets it uninitialised, and whatever
-/// `write` returns. For the element-wise kernels' outputs, which they write whole: zeroing them
-/// first was a memory-bound pass of its own (~3 % of the bench step's CPU time with the products'
-/// outputs, which stay zeroed: the gemm crate documents no promise not to read them).
+/// `write` returns. For the kernels' outputs, which they write whole (element-wise loops, and
+/// products that do not accumulate: see `gemm::product_new`): zeroing them first was a
+/// memory-bound pass of its own (~3 % of the bench step's CPU time).
 ///
 /// # Safety
 /// `write` must initialise every one of the `n` elements.
