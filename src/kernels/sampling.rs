@@ -40,10 +40,10 @@ pub fn sample_rows(z: &[f32], vocab: usize, seed: u64) -> Vec<u32> {
 #[multiversion(targets("x86_64+avx2+fma"))]
 fn draw(row: &[f32], u: f64) -> usize {
     let max = max_lanes(row);
-    let weight = |x: f32| exp_non_positive(x - max);
+    // Written out at each use (not one closure), so that the block sums inline and vectorise.
     let sums: Vec<f64> = row
         .chunks(BLOCK)
-        .map(|block| sum_map(block, weight) as f64)
+        .map(|block| sum_map(block, |x| exp_non_positive(x - max)) as f64)
         .collect();
     let total: f64 = sums.iter().sum();
     if !(total > 0.0 && total.is_finite()) {
@@ -58,7 +58,7 @@ fn draw(row: &[f32], u: f64) -> usize {
             let mut run = before;
             let mut last = None;
             for (j, &x) in block.iter().enumerate() {
-                let w = weight(x) as f64;
+                let w = exp_non_positive(x - max) as f64;
                 if w > 0.0 {
                     last = Some(j);
                 }
@@ -76,7 +76,7 @@ fn draw(row: &[f32], u: f64) -> usize {
     }
     // `u · W` at the very top of the rounding: the last weighted element of the row.
     row.iter()
-        .rposition(|&x| weight(x) > 0.0)
+        .rposition(|&x| exp_non_positive(x - max) > 0.0)
         .unwrap_or_else(|| argmax(row))
 }
 
