@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::lexicon::SynonymTable;
-use crate::model::{BertMlm, EncoderConfig, Inputs, Precision};
+use crate::model::{BertMlm, EncoderConfig, Inputs, Precision, host_ids};
 use crate::objective::{
     ObjectiveKind, correction_weights, masked_cross_entropy, sentence_regularization,
     word_regularization,
@@ -53,16 +53,6 @@ pub fn bench_config(spec: &BenchSpec) -> EncoderConfig {
         pad_token_id: 0,
         precision: spec.precision,
     }
-}
-
-fn host_ids(t: Tensor<1, Int>) -> Vec<u32> {
-    t.into_data()
-        .convert::<i64>()
-        .try_into_vec::<i64>()
-        .expect("ids")
-        .into_iter()
-        .map(|v| v as u32)
-        .collect()
 }
 
 /// A synonym table shaped like WordNet's on a BERT vocabulary (about a third of the regular

@@ -20,6 +20,17 @@ pub use precision::Precision;
 use burn::backend::DispatchDevice;
 use burn::prelude::*;
 
+/// The values of an integer tensor (token ids, argmax indices) on the host, in row-major order.
+pub(crate) fn host_ids<const D: usize>(t: Tensor<D, Int>) -> Vec<u32> {
+    t.into_data()
+        .convert::<i64>()
+        .try_into_vec::<i64>()
+        .expect("ids")
+        .into_iter()
+        .map(|v| v as u32)
+        .collect()
+}
+
 /// Whether tensors on `device` live in host memory: the CPU fast paths (dropout masks, GELU)
 /// are taken there; other devices use burn's own kernels and sampling.
 #[allow(unreachable_patterns)]

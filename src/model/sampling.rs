@@ -26,14 +26,5 @@ pub fn sample(logits: &Tensor<2>) -> Vec<u32> {
     }
     let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
     let gumbel = u.log().neg().log().neg();
-    (logits + gumbel)
-        .argmax(1)
-        .squeeze_dim::<1>(1)
-        .into_data()
-        .convert::<i64>()
-        .try_into_vec::<i64>()
-        .expect("ids")
-        .into_iter()
-        .map(|v| v as u32)
-        .collect()
+    super::host_ids((logits + gumbel).argmax(1))
 }

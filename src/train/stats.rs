@@ -116,15 +116,7 @@ pub fn correction_stats(
                 Net::Bert(bm) => bm.mlm_logits(&x, pos),
                 Net::Electra(e) => e.generator_logits(&x, pos),
             };
-            let pred: Vec<u32> = logits
-                .argmax(1)
-                .into_data()
-                .convert::<i64>()
-                .try_into_vec::<i64>()
-                .expect("ids")
-                .into_iter()
-                .map(|v| v as u32)
-                .collect();
+            let pred = crate::model::host_ids(logits.argmax(1));
             let rows: Vec<usize> = m.positions.iter().map(|&p| p / b.len).collect();
             let (_, c) = correction_weights(&pred, &m.labels, &rows, b.batch, table);
             counts.add(&c);

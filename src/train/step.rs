@@ -9,7 +9,7 @@ use burn::prelude::*;
 use super::config::PretrainConfig;
 use super::model::{Net, PretrainModel};
 use crate::lexicon::SynonymTable;
-use crate::model::Inputs;
+use crate::model::{Inputs, host_ids};
 use crate::objective::hard_correction::MultiPiece;
 use crate::objective::{
     CorrectionCounts, DiscriminatorCorrection, Prediction, correction_weights,
@@ -32,16 +32,6 @@ pub(crate) fn ints1(values: impl Iterator<Item = i64>, device: &Device) -> Tenso
 fn floats1(values: Vec<f32>, device: &Device) -> Tensor<1> {
     let n = values.len();
     Tensor::from_data(TensorData::new(values, [n]), device)
-}
-
-fn host_ids(t: Tensor<1, Int>) -> Vec<u32> {
-    t.into_data()
-        .convert::<i64>()
-        .try_into_vec::<i64>()
-        .expect("ids")
-        .into_iter()
-        .map(|v| v as u32)
-        .collect()
 }
 
 /// The model inputs of `batch` with token ids `ids` (the batch's own, or a corrupted copy).
