@@ -146,8 +146,10 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
         .map(|f| f.metadata().map(|m| m.len()).unwrap_or(0))
         .sum();
 
-    let tokenizer = match (&opts.tokenizer, opts.train_vocab) {
-        (Some(p), None) => WordPieceTokenizer::load(p)?,
+    // With a trained vocabulary, the sentences' ids come from the training pass (one list per
+    // line of the corpus, in reading order).
+    let (tokenizer, trained_ids) = match (&opts.tokenizer, opts.train_vocab) {
+        (Some(p), None) => (WordPieceTokenizer::load(p)?, None),
         (None, Some(n)) => {
             let spinner = if opts.show_progress {
                 ProgressBar::new_spinner()
@@ -172,9 +174,9 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
                 "vocabulary: counting the words of {} lines, then {n} pieces by merges",
                 texts.len()
             ));
-            let t = WordPieceTokenizer::train(&texts, n)?;
+            let (t, ids) = WordPieceTokenizer::train_with_ids(&texts, n)?;
             spinner.finish_and_clear();
-            t
+            (t, Some(ids))
         }
         _ => {
             return Err(Error::Config(
@@ -209,10 +211,19 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
             encode_records(c, opts.max_seq_len, token_bytes)
         })
     };
+    let mut line_index = 0usize;
     for f in &files {
         let docs = read_documents(f)?;
         let first = doc_index;
         doc_index += docs.len() as u64;
+        // Each document's first line in the corpus, for the trained ids.
+        let first_lines: Vec<usize> = docs
+            .iter()
+            .map(|d| {
+                line_index += d.lines.len();
+                line_index - d.lines.len()
+            })
+            .collect();
         let file_bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
         let doc_bytes: usize = docs
             .iter()
@@ -228,11 +239,14 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
                 .enumerate()
                 .map(|(i, d)| {
                     let doc = first + (c * CHUNK + i) as u64;
-                    pack_document(
-                        &d.sentence_ids(&tokenizer),
-                        &packing,
-                        &mut doc_rng(opts.seed, doc),
-                    )
+                    let ids = match &trained_ids {
+                        Some(lines) => {
+                            let start = first_lines[c * CHUNK + i];
+                            lines[start..start + d.lines.len()].concat()
+                        }
+                        None => d.sentence_ids(&tokenizer),
+                    };
+                    pack_document(&ids, &packing, &mut doc_rng(opts.seed, doc))
                 })
                 .collect();
             for ex in packed.into_iter().flatten() {

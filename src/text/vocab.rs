@@ -25,27 +25,49 @@ type Pair = (u32, u32);
 
 /// Counts the words of `texts` after BERT's uncased normalisation and pre-tokenisation.
 pub fn count_words(texts: &[String], normalizer: &BertNormalizer) -> Result<Vec<(String, u64)>> {
-    let counts = texts
+    let joined = texts
         .par_iter()
-        .try_fold(HashMap::<String, u64>::new, |mut counts, text| {
-            let mut s = PreTokenizedString::from(text.as_str());
-            s.normalize(|n| normalizer.normalize(n))
-                .and_then(|()| BertPreTokenizer.pre_tokenize(&mut s))
-                .map_err(|e| Error::Input(format!("training the vocabulary: {e}")))?;
-            for (w, _, _) in s.get_splits(OffsetReferential::Original, OffsetType::Byte) {
-                *counts.entry(w.to_string()).or_default() += 1;
+        .map(|t| normalized_words(t, normalizer))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(count_joined(joined.par_iter().map(String::as_str)))
+}
+
+/// The words of `text` after BERT's uncased normalisation and pre-tokenisation, joined by single
+/// spaces (a word never holds white space: the pre-tokeniser splits there).
+pub fn normalized_words(text: &str, normalizer: &BertNormalizer) -> Result<String> {
+    let mut s = PreTokenizedString::from(text);
+    s.normalize(|n| normalizer.normalize(n))
+        .and_then(|()| BertPreTokenizer.pre_tokenize(&mut s))
+        .map_err(|e| Error::Input(format!("training the vocabulary: {e}")))?;
+    let words: Vec<&str> = s
+        .get_splits(OffsetReferential::Original, OffsetType::Byte)
+        .into_iter()
+        .map(|(w, _, _)| w)
+        .collect();
+    Ok(words.join(" "))
+}
+
+/// The counts of the words of [`normalized_words`] strings, sorted by word.
+pub fn count_joined<'a>(joined: impl ParallelIterator<Item = &'a str>) -> Vec<(String, u64)> {
+    let counts = joined
+        .fold(HashMap::<&str, u64>::new, |mut counts, text| {
+            for w in text.split(' ').filter(|w| !w.is_empty()) {
+                *counts.entry(w).or_default() += 1;
             }
-            Ok::<_, Error>(counts)
+            counts
         })
-        .try_reduce(HashMap::new, |mut a, b| {
+        .reduce(HashMap::new, |mut a, b| {
             for (w, c) in b {
                 *a.entry(w).or_default() += c;
             }
-            Ok(a)
-        })?;
-    let mut words: Vec<(String, u64)> = counts.into_iter().collect();
+            a
+        });
+    let mut words: Vec<(String, u64)> = counts
+        .into_iter()
+        .map(|(w, c)| (w.to_string(), c))
+        .collect();
     words.sort_unstable();
-    Ok(words)
+    words
 }
 
 /// Pair counts of one word's symbols.
