@@ -161,9 +161,9 @@ pub fn adamw(
 /// Buffers of at least this many elements are filled by all of rayon's threads.
 const PARALLEL_FILL: usize = 1 << 16;
 
-/// `n` zeros (dropout masks' buffers). Large ones are written by all of rayon's threads
-/// (`vec![0; n]` zeroes on the calling thread while the others wait: a few percent of the
-/// bench step, e.g. the cross-entropy gradient's 37 MB).
+/// `n` zeros (the dropout masks' buffers; the kernels' outputs are written whole instead, see
+/// [`filled_by`]). Large ones are written by all of rayon's threads (`vec![0; n]` zeroes on the
+/// calling thread while the others wait).
 pub(crate) fn zeros(n: usize) -> Vec<f32> {
     if n < PARALLEL_FILL {
         return vec![0f32; n];

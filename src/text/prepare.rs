@@ -174,9 +174,15 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
                 "vocabulary: counting the words of {} lines, then {n} pieces by merges",
                 texts.len()
             ));
-            let (t, ids) = WordPieceTokenizer::train_with_ids(&texts, n)?;
+            // `--cline` encodes its own generated sentences: only the vocabulary is needed.
+            let trained = if opts.cline.is_some() {
+                (WordPieceTokenizer::train(&texts, n)?, None)
+            } else {
+                let (t, ids) = WordPieceTokenizer::train_with_ids(&texts, n)?;
+                (t, Some(ids))
+            };
             spinner.finish_and_clear();
-            (t, Some(ids))
+            trained
         }
         _ => {
             return Err(Error::Config(

@@ -23,13 +23,21 @@ pub const CONTINUATION: &str = "##";
 
 type Pair = (u32, u32);
 
-/// Counts the words of `texts` after BERT's uncased normalisation and pre-tokenisation.
+/// Counts the words of `texts` after BERT's uncased normalisation and pre-tokenisation, text by
+/// text (the normalised corpus is never held whole).
 pub fn count_words(texts: &[String], normalizer: &BertNormalizer) -> Result<Vec<(String, u64)>> {
-    let joined = texts
+    let counts = texts
         .par_iter()
-        .map(|t| normalized_words(t, normalizer))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(count_joined(joined.par_iter().map(String::as_str)))
+        .try_fold(HashMap::<String, u64>::new, |mut counts, text| {
+            for w in normalized_words(text, normalizer)?.split(' ') {
+                if !w.is_empty() {
+                    *counts.entry(w.to_string()).or_default() += 1;
+                }
+            }
+            Ok::<_, Error>(counts)
+        })
+        .try_reduce(HashMap::new, |a, b| Ok(merge_counts(a, b)))?;
+    Ok(sorted_counts(counts))
 }
 
 /// The words of `text` after BERT's uncased normalisation and pre-tokenisation, joined by single
@@ -47,7 +55,7 @@ pub fn normalized_words(text: &str, normalizer: &BertNormalizer) -> Result<Strin
     Ok(words.join(" "))
 }
 
-/// The counts of the words of [`normalized_words`] strings, sorted by word.
+/// As [`count_words`], over [`normalized_words`] strings already made (and kept by the caller).
 pub fn count_joined<'a>(joined: impl ParallelIterator<Item = &'a str>) -> Vec<(String, u64)> {
     let counts = joined
         .fold(HashMap::<&str, u64>::new, |mut counts, text| {
@@ -56,15 +64,25 @@ pub fn count_joined<'a>(joined: impl ParallelIterator<Item = &'a str>) -> Vec<(S
             }
             counts
         })
-        .reduce(HashMap::new, |mut a, b| {
-            for (w, c) in b {
-                *a.entry(w).or_default() += c;
-            }
-            a
-        });
+        .reduce(HashMap::new, merge_counts);
+    sorted_counts(counts)
+}
+
+fn merge_counts<K: std::hash::Hash + Eq>(
+    mut a: HashMap<K, u64>,
+    b: HashMap<K, u64>,
+) -> HashMap<K, u64> {
+    for (w, c) in b {
+        *a.entry(w).or_default() += c;
+    }
+    a
+}
+
+/// (word, count) sorted by word.
+fn sorted_counts<K: AsRef<str>>(counts: HashMap<K, u64>) -> Vec<(String, u64)> {
     let mut words: Vec<(String, u64)> = counts
         .into_iter()
-        .map(|(w, c)| (w.to_string(), c))
+        .map(|(w, c)| (w.as_ref().to_string(), c))
         .collect();
     words.sort_unstable();
     words
