@@ -309,24 +309,27 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                 let (y, saved) = kernels::layer_norm::forward(&x, &gamma, &beta, 1e-5, true);
                 let (dx, dgamma, dbeta) = kernels::layer_norm::backward(&y, &saved, &gamma);
                 all.extend([y, dx, dgamma, dbeta]);
-                // Linear: products over rayon's threads, bias gradient in fixed blocks.
-                let (x, w, b) = (
-                    random(&[300, 40], 17),
-                    random(&[40, 50], 18),
-                    random(&[50], 19),
-                );
-                let xv = kernels::gemm::View::rows(&x, 0, 300, 40, 40);
-                let wv = kernels::gemm::View::rows(&w, 0, 40, 50, 50);
-                let y = kernels::linear::forward(xv, wv, &b);
-                let gv = kernels::gemm::View::rows(&y, 0, 300, 50, 50);
-                // One thread: the gemm crate's single-threaded path; three: its rayon path.
-                let threads = rayon::current_num_threads();
-                all.extend([
-                    kernels::linear::grad_input(gv, wv, threads),
-                    kernels::linear::grad_weight(xv, gv, threads),
-                    kernels::linear::grad_bias(&y, 50),
-                    y.clone(),
-                ]);
+                // Linear: products over rayon's threads, bias gradient in fixed blocks; with
+                // 1100 rows, `x·W` and `G·Wᵀ` go through faer (`gemm::FAER_MIN_ROWS`).
+                for rows in [300, 1100] {
+                    let (x, w, b) = (
+                        random(&[rows, 40], 17),
+                        random(&[40, 50], 18),
+                        random(&[50], 19),
+                    );
+                    let xv = kernels::gemm::View::rows(&x, 0, rows, 40, 40);
+                    let wv = kernels::gemm::View::rows(&w, 0, 40, 50, 50);
+                    let y = kernels::linear::forward(xv, wv, &b);
+                    let gv = kernels::gemm::View::rows(&y, 0, rows, 50, 50);
+                    // One thread: the crates' single-threaded paths; three: their rayon paths.
+                    let threads = rayon::current_num_threads();
+                    all.extend([
+                        kernels::linear::grad_input(gv, wv, threads),
+                        kernels::linear::grad_weight(xv, gv, threads),
+                        kernels::linear::grad_bias(&y, 50),
+                        y.clone(),
+                    ]);
+                }
                 all
             })
     };
@@ -366,11 +369,14 @@ fn fused_cross_entropy_matches_log_softmax() {
 #[test]
 fn fused_linear_matches_the_composed_operations() {
     let device = Device::flex().autodiff();
-    let (rows, d_in, d_out) = (70, 24, 33);
+    let (d_in, d_out) = (24, 33);
     // Contiguous weight, a weight that is a transposed view, and a weight stored [out, in]
     // given to `linear_transposed` (the MLM decoder's tied embeddings): its gradient must come
-    // back in that layout.
-    for (transposed, as_rows) in [(false, false), (true, false), (true, true)] {
+    // back in that layout. 1100 rows: `x·W` and `G·Wᵀ` through faer (`gemm::FAER_MIN_ROWS`).
+    for (rows, transposed, as_rows) in [70, 1100]
+        .into_iter()
+        .flat_map(|r| [(r, false, false), (r, true, false), (r, true, true)])
+    {
         let case = |fused: bool| {
             let x = leaf(random(&[rows, d_in], 13), [rows, d_in], &device);
             let stored = if transposed {
@@ -410,7 +416,7 @@ fn fused_linear_matches_the_composed_operations() {
             .zip(fused.iter().zip(&composed))
         {
             assert_close(
-                &format!("{name} (transposed {transposed}, [out, in] {as_rows})"),
+                &format!("{name} ({rows} rows, transposed {transposed}, [out, in] {as_rows})"),
                 f,
                 c,
                 1e-5,
@@ -500,10 +506,10 @@ fn generator_sampling_draws_from_the_softmax() {
 
 #[test]
 fn products_that_do_not_accumulate_never_read_their_destination() {
-    // `gemm::product_new` hands the gemm crate uninitialised buffers: a destination full of NaN
-    // must come back as the product, through each of the crate's paths (vector products, small
-    // and large blocks, an empty inner dimension, either operand transposed, one thread or
-    // several).
+    // `gemm::product_new` hands the gemm crate or faer uninitialised buffers: a destination
+    // full of NaN must come back as the product, through each of their paths (vector products,
+    // small and large blocks, an empty inner dimension, either operand transposed, one thread
+    // or several; faer for the row-major `a` of `gemm::FAER_MIN_ROWS` rows or more).
     use kernels::gemm::{View, ViewMut, product_on};
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(3)
@@ -518,6 +524,10 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
         (17, 0, 9),
         (70, 300, 64),
         (300, 64, 70),
+        // At least `gemm::FAER_MIN_ROWS` rows: through faer when `a` is row-major.
+        (1030, 33, 70),
+        (1024, 300, 1),
+        (1030, 0, 9),
     ] {
         for (at, bt) in [(false, false), (true, false), (false, true), (true, true)] {
             let a = random(&[m, k], 1);

@@ -1,6 +1,7 @@
-//! Strided matrix products on the `gemm` crate burn's CPU backend uses: single-threaded for the
-//! per-head work of the attention kernel (which runs many heads in parallel), on rayon's threads
-//! for the large products of the linear kernel.
+//! Strided matrix products: single-threaded for the per-head work of the attention kernel
+//! (which runs many heads in parallel), on rayon's threads for the large products of the linear
+//! kernel. Each product goes to the faster of two crates for its shape (see [`call`]): the
+//! `gemm` crate burn's CPU backend uses, or `faer`'s own x86 kernels.
 
 use std::mem::MaybeUninit;
 
@@ -99,18 +100,15 @@ pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool) {
 /// # Safety
 /// As [`product`].
 pub unsafe fn product_on(dst: ViewMut, a: View, b: View, accumulate: bool, threads: usize) {
-    let parallelism = match threads {
-        0 | 1 => gemm::Parallelism::None,
-        n => gemm::Parallelism::Rayon(n),
-    };
-    unsafe { call(dst, a, b, accumulate, 1.0, parallelism) }
+    unsafe { call(dst, a, b, accumulate, 1.0, threads) }
 }
 
 /// `a · b` as a fresh row-major `[a.rows, b.cols]` buffer, on `threads` threads, not zeroed
 /// first: the gemm crate (0.19) does not read the destination of a product that does not
 /// accumulate (`read_dst = false` sets its α to zero, and each of its paths then writes
-/// `β · a · b`, or zeros when the inner dimension is empty, without loading `dst`).
-/// `tests/kernels.rs` checks that on NaN-filled destinations for each of those paths.
+/// `β · a · b`, or zeros when the inner dimension is empty, without loading `dst`), nor does
+/// faer (0.24) with `Accum::Replace`. `tests/kernels.rs` checks that on NaN-filled
+/// destinations for each of those paths, through both crates.
 ///
 /// # Safety
 /// `a` and `b` must point at memory valid for their extents, not written meanwhile.
@@ -149,20 +147,54 @@ pub fn in_halves<A: Send, B: Send>(
 /// Every view must point at memory valid for its extent, and `dst` must not overlap `a` or `b`
 /// nor be written by another thread meanwhile.
 pub unsafe fn product(dst: ViewMut, a: View, b: View, scale: f32) {
-    unsafe { call(dst, a, b, false, scale, gemm::Parallelism::None) }
+    unsafe { call(dst, a, b, false, scale, 1) }
 }
 
-/// `dst = [dst +] scale · a · b` (gemm's convention: `alpha · dst + beta · a · b`).
-unsafe fn call(
-    dst: ViewMut,
-    a: View,
-    b: View,
-    accumulate: bool,
-    scale: f32,
-    parallelism: gemm::Parallelism,
-) {
+/// Products whose left operand is row-major with at least this many rows go to `faer`'s
+/// matrix product instead of the gemm crate's (see [`call`]).
+pub const FAER_MIN_ROWS: usize = 1024;
+
+/// `dst = [dst +] scale · a · b` on `threads` of rayon's threads (0 or 1: the calling thread).
+///
+/// Through faer when `a` is row-major with at least [`FAER_MIN_ROWS`] rows, through the gemm
+/// crate otherwise. On warm buffers with the bench step's shapes (AMD EPYC Zen 3; BENCHMARKS.md,
+/// "The encoder's tall products on faer"), faer's x86 kernels were 5–20 % faster than the gemm
+/// crate's on the tall products with a row-major left operand (the encoder's `x·W` and `G·Wᵀ`,
+/// 2048 rows), and 20–40 % slower with a transposed one (`xᵀ·G`) or, on two threads, on the
+/// MLM decoder's short, wide `x·Eᵀ` (304 rows). Both crates split a product over tiles of
+/// `dst`, never over the inner dimension (results do not depend on the thread count), and
+/// neither reads `dst` when it does not accumulate (both checked in `tests/kernels.rs`).
+unsafe fn call(dst: ViewMut, a: View, b: View, accumulate: bool, scale: f32, threads: usize) {
     assert_eq!(a.cols, b.rows, "inner dimensions");
     assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
+    if a.cs == 1 && a.rows >= FAER_MIN_ROWS {
+        use faer::mat::{MatMut, MatRef};
+        let par = match threads {
+            0 | 1 => faer::Par::Seq,
+            n => faer::Par::rayon(n),
+        };
+        let accum = if accumulate {
+            faer::Accum::Add
+        } else {
+            faer::Accum::Replace
+        };
+        // SAFETY: the caller's (views over valid memory, `dst` disjoint from `a` and `b`); the
+        // strides are the views' own.
+        unsafe {
+            let a = MatRef::<f32>::from_raw_parts(a.ptr, a.rows, a.cols, a.rs, a.cs);
+            let b = MatRef::<f32>::from_raw_parts(b.ptr, b.rows, b.cols, b.rs, b.cs);
+            let dst =
+                MatMut::<f32>::from_raw_parts_mut(dst.ptr, dst.rows, dst.cols, dst.rs, dst.cs);
+            faer::linalg::matmul::matmul(dst, accum, a, b, scale, par);
+        }
+        return;
+    }
+    let parallelism = match threads {
+        0 | 1 => gemm::Parallelism::None,
+        n => gemm::Parallelism::Rayon(n),
+    };
+    // The gemm crate's convention: `dst = alpha · dst + beta · a · b`, `dst` read only when
+    // accumulating.
     unsafe {
         gemm::gemm(
             dst.rows,
