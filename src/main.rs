@@ -29,7 +29,7 @@ fn keep_freed_memory_mapped() {
 
 /// Runs `work` on a thread of a rayon pool of its own (`RAYON_NUM_THREADS` threads, else one per
 /// CPU), the calling thread sleeping meanwhile; every parallel loop that `work` runs, ours, the
-/// gemm crate's and burn's, then runs on that pool.
+/// product crates' (gemm, faer) and burn's, then runs on that pool.
 ///
 /// Called from the main thread, each of the thousand-odd parallel operations of a training step
 /// (matrix products, kernels, burn's element-wise loops) is injected into the pool and the main
