@@ -29,11 +29,11 @@ pub fn count_words(texts: &[String], normalizer: &BertNormalizer) -> Result<Vec<
     let counts = texts
         .par_iter()
         .try_fold(HashMap::<String, u64>::new, |mut counts, text| {
-            for w in normalized_words(text, normalizer)?.split(' ') {
+            each_word(text, normalizer, |w| {
                 if !w.is_empty() {
                     *counts.entry(w.to_string()).or_default() += 1;
                 }
-            }
+            })?;
             Ok::<_, Error>(counts)
         })
         .try_reduce(HashMap::new, |a, b| Ok(merge_counts(a, b)))?;
@@ -43,16 +43,27 @@ pub fn count_words(texts: &[String], normalizer: &BertNormalizer) -> Result<Vec<
 /// The words of `text` after BERT's uncased normalisation and pre-tokenisation, joined by single
 /// spaces (a word never holds white space: the pre-tokeniser splits there).
 pub fn normalized_words(text: &str, normalizer: &BertNormalizer) -> Result<String> {
+    let (mut joined, mut first) = (String::with_capacity(text.len()), true);
+    each_word(text, normalizer, |w| {
+        if !first {
+            joined.push(' ');
+        }
+        first = false;
+        joined.push_str(w);
+    })?;
+    Ok(joined)
+}
+
+/// Calls `f` on each word of `text` after BERT's uncased normalisation and pre-tokenisation.
+fn each_word(text: &str, normalizer: &BertNormalizer, mut f: impl FnMut(&str)) -> Result<()> {
     let mut s = PreTokenizedString::from(text);
     s.normalize(|n| normalizer.normalize(n))
         .and_then(|()| BertPreTokenizer.pre_tokenize(&mut s))
         .map_err(|e| Error::Input(format!("training the vocabulary: {e}")))?;
-    let words: Vec<&str> = s
-        .get_splits(OffsetReferential::Original, OffsetType::Byte)
-        .into_iter()
-        .map(|(w, _, _)| w)
-        .collect();
-    Ok(words.join(" "))
+    for (w, _, _) in s.get_splits(OffsetReferential::Original, OffsetType::Byte) {
+        f(w);
+    }
+    Ok(())
 }
 
 /// As [`count_words`], over [`normalized_words`] strings already made (and kept by the caller).
