@@ -330,6 +330,13 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                         y.clone(),
                     ]);
                 }
+                // The MLM decoder's `∂E = Gᵀ·x` (a weight stored [out, in]): 4100 rows of a
+                // transposed left operand, through faer (`gemm::FAER_MIN_ROWS_TRANSPOSED`).
+                let (x, g) = (random(&[60, 40], 20), random(&[60, 4100], 21));
+                let xv = kernels::gemm::View::rows(&x, 0, 60, 40, 40);
+                let gv = kernels::gemm::View::rows(&g, 0, 60, 4100, 4100);
+                let threads = rayon::current_num_threads();
+                all.push(kernels::linear::grad_weight(gv, xv, threads));
                 all
             })
     };
@@ -369,13 +376,21 @@ fn fused_cross_entropy_matches_log_softmax() {
 #[test]
 fn fused_linear_matches_the_composed_operations() {
     let device = Device::flex().autodiff();
-    let (d_in, d_out) = (24, 33);
+    let d_in = 24;
     // Contiguous weight, a weight that is a transposed view, and a weight stored [out, in]
     // given to `linear_transposed` (the MLM decoder's tied embeddings): its gradient must come
-    // back in that layout. 1100 rows: `x·W` and `G·Wᵀ` through faer (`gemm::FAER_MIN_ROWS`).
-    for (rows, transposed, as_rows) in [70, 1100]
+    // back in that layout. 1100 rows: `x·W` and `G·Wᵀ` through faer (`gemm::FAER_MIN_ROWS`);
+    // 4100 outputs stored [out, in]: `∂W = Gᵀ·x` through faer
+    // (`gemm::FAER_MIN_ROWS_TRANSPOSED`).
+    for (rows, d_out, transposed, as_rows) in [(70, 33), (1100, 33), (50, 4100)]
         .into_iter()
-        .flat_map(|r| [(r, false, false), (r, true, false), (r, true, true)])
+        .flat_map(|(r, o)| {
+            [
+                (r, o, false, false),
+                (r, o, true, false),
+                (r, o, true, true),
+            ]
+        })
     {
         let case = |fused: bool| {
             let x = leaf(random(&[rows, d_in], 13), [rows, d_in], &device);
@@ -416,7 +431,9 @@ fn fused_linear_matches_the_composed_operations() {
             .zip(fused.iter().zip(&composed))
         {
             assert_close(
-                &format!("{name} ({rows} rows, transposed {transposed}, [out, in] {as_rows})"),
+                &format!(
+                    "{name} ({rows} rows, {d_out} out, transposed {transposed}, [out, in] {as_rows})"
+                ),
                 f,
                 c,
                 1e-5,
@@ -509,7 +526,8 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
     // `gemm::product_new` hands the gemm crate or faer uninitialised buffers: a destination
     // full of NaN must come back as the product, through each of their paths (vector products,
     // small and large blocks, an empty inner dimension, either operand transposed, one thread
-    // or several; faer for the row-major `a` of `gemm::FAER_MIN_ROWS` rows or more).
+    // or several; faer for the row-major `a` of `gemm::FAER_MIN_ROWS` rows or more, and any
+    // `a` of `gemm::FAER_MIN_ROWS_TRANSPOSED`).
     use kernels::gemm::{View, ViewMut, product_on};
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(3)
@@ -528,6 +546,9 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
         (1030, 33, 70),
         (1024, 300, 1),
         (1030, 0, 9),
+        // At least `gemm::FAER_MIN_ROWS_TRANSPOSED`: through faer either way.
+        (4100, 20, 9),
+        (4096, 0, 3),
     ] {
         for (at, bt) in [(false, false), (true, false), (false, true), (true, true)] {
             let a = random(&[m, k], 1);

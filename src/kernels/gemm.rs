@@ -154,20 +154,33 @@ pub unsafe fn product(dst: ViewMut, a: View, b: View, scale: f32) {
 /// matrix product instead of the gemm crate's (see [`call`]).
 pub const FAER_MIN_ROWS: usize = 1024;
 
+/// Products whose left operand is transposed (not row-major) go to faer from this many rows:
+/// the MLM decoder's `∂E = Gᵀ·x` (a row per vocabulary entry, the masked positions as inner
+/// dimension), not the encoder's weight gradients `xᵀ·G` (256 or 1024 rows).
+pub const FAER_MIN_ROWS_TRANSPOSED: usize = 4096;
+
 /// `dst = [dst +] scale · a · b` on `threads` of rayon's threads (0 or 1: the calling thread).
 ///
-/// Through faer when `a` is row-major with at least [`FAER_MIN_ROWS`] rows, through the gemm
-/// crate otherwise. On warm buffers with the bench step's shapes (AMD EPYC Zen 3; BENCHMARKS.md,
-/// "The encoder's tall products on faer"), faer's x86 kernels were 5–20 % faster than the gemm
-/// crate's on the tall products with a row-major left operand (the encoder's `x·W` and `G·Wᵀ`,
-/// 2048 rows), and 20–40 % slower with a transposed one (`xᵀ·G`) or, on two threads, on the
-/// MLM decoder's short, wide `x·Eᵀ` (304 rows). Both crates split a product over tiles of
+/// Through faer when `a` is row-major with at least [`FAER_MIN_ROWS`] rows, or transposed with
+/// at least [`FAER_MIN_ROWS_TRANSPOSED`]; through the gemm crate otherwise. On warm buffers
+/// with the bench step's shapes (AMD EPYC Zen 3; BENCHMARKS.md, "The encoder's tall products on
+/// faer"), faer's x86 kernels were 5–20 % faster than the gemm crate's on the tall products
+/// with a row-major left operand (the encoder's `x·W` and `G·Wᵀ`, 2048 rows), and 20–40 %
+/// slower with a transposed one (`xᵀ·G`) or, on two threads, on the MLM decoder's short, wide
+/// `x·Eᵀ` (304 rows). In the step on an AVX-512 Zen 4, the decoder's `∂E = Gᵀ·x` (30522 rows)
+/// on faer made the whole step 1–2 % faster, the weight gradients `xᵀ·G` ~1 % slower
+/// (BENCHMARKS.md, sixth session). Both crates split a product over tiles of
 /// `dst`, never over the inner dimension (results do not depend on the thread count), and
 /// neither reads `dst` when it does not accumulate (both checked in `tests/kernels.rs`).
 unsafe fn call(dst: ViewMut, a: View, b: View, accumulate: bool, scale: f32, threads: usize) {
     assert_eq!(a.cols, b.rows, "inner dimensions");
     assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
-    if a.cs == 1 && a.rows >= FAER_MIN_ROWS {
+    let min_rows = if a.cs == 1 {
+        FAER_MIN_ROWS
+    } else {
+        FAER_MIN_ROWS_TRANSPOSED
+    };
+    if a.rows >= min_rows {
         use faer::mat::{MatMut, MatRef};
         let par = match threads {
             0 | 1 => faer::Par::Seq,
