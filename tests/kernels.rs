@@ -309,6 +309,8 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                 let (y, saved) = kernels::layer_norm::forward(&x, &gamma, &beta, 1e-5, true);
                 let (dx, dgamma, dbeta) = kernels::layer_norm::backward(&y, &saved, &gamma);
                 all.extend([y, dx, dgamma, dbeta]);
+                // One thread: the crates' single-threaded paths; three: their rayon paths.
+                let threads = rayon::current_num_threads();
                 // Linear: products over rayon's threads, bias gradient in fixed blocks; with
                 // 1100 rows, `x·W` and `G·Wᵀ` go through faer (`gemm::FAER_MIN_ROWS`).
                 for rows in [300, 1100] {
@@ -321,8 +323,6 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                     let wv = kernels::gemm::View::rows(&w, 0, 40, 50, 50);
                     let y = kernels::linear::forward(xv, wv, &b);
                     let gv = kernels::gemm::View::rows(&y, 0, rows, 50, 50);
-                    // One thread: the crates' single-threaded paths; three: their rayon paths.
-                    let threads = rayon::current_num_threads();
                     all.extend([
                         kernels::linear::grad_input(gv, wv, threads),
                         kernels::linear::grad_weight(xv, gv, threads),
@@ -335,7 +335,6 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                 let (x, g) = (random(&[60, 40], 20), random(&[60, 4100], 21));
                 let xv = kernels::gemm::View::rows(&x, 0, 60, 40, 40);
                 let gv = kernels::gemm::View::rows(&g, 0, 60, 4100, 4100);
-                let threads = rayon::current_num_threads();
                 all.push(kernels::linear::grad_weight(gv, xv, threads));
                 all
             })
