@@ -1,6 +1,7 @@
 //! Parity with transformers' own outputs and gradients (../shared/golden, see its README):
 //! outputs and losses within 1e-4 absolute, gradients within 1e-3 relative, and three AdamW
-//! steps of the tiny BERT.
+//! steps of the tiny BERT. On the `flex` CPU backend, and with feature `tch` on LibTorch's CPU
+//! device too (the LibTorch calls of `kernels::libtorch`).
 
 use std::path::PathBuf;
 
@@ -18,6 +19,12 @@ fn golden() -> PathBuf {
 
 fn device() -> Device {
     Device::flex().autodiff()
+}
+
+/// LibTorch's CPU device (feature `tch`).
+#[cfg(feature = "tch")]
+fn libtorch() -> Device {
+    trueneg::device::device_for("libtorch").unwrap().autodiff()
 }
 
 fn get<'a>(m: &'a TensorMap, k: &str) -> &'a HostTensor {
@@ -166,7 +173,17 @@ fn check_grads(
 
 #[test]
 fn bert_outputs_losses_and_gradients_match_transformers() {
-    let d = device();
+    bert_outputs_losses_and_gradients_match_transformers_on(device());
+}
+
+/// The LibTorch path: attention, LayerNorm, GELU and the cross-entropy as LibTorch calls.
+#[cfg(feature = "tch")]
+#[test]
+fn bert_outputs_losses_and_gradients_match_transformers_on_libtorch() {
+    bert_outputs_losses_and_gradients_match_transformers_on(libtorch());
+}
+
+fn bert_outputs_losses_and_gradients_match_transformers_on(d: Device) {
     let g = read_safetensors(&golden().join("bert_tiny_golden.safetensors")).unwrap();
     let model = load_bert(&d);
     let x = inputs(&g, "inputs.masked_input_ids", &d);
@@ -213,12 +230,19 @@ fn bert_outputs_losses_and_gradients_match_transformers() {
 #[test]
 fn bert_three_adamw_steps_match_transformers() {
     for multi_tensor in [MultiTensor::Off, MultiTensor::On] {
-        three_adamw_steps(multi_tensor);
+        three_adamw_steps(device(), multi_tensor);
     }
 }
 
-fn three_adamw_steps(multi_tensor: MultiTensor) {
-    let d = device();
+#[cfg(feature = "tch")]
+#[test]
+fn bert_three_adamw_steps_match_transformers_on_libtorch() {
+    for multi_tensor in [MultiTensor::Off, MultiTensor::On] {
+        three_adamw_steps(libtorch(), multi_tensor);
+    }
+}
+
+fn three_adamw_steps(d: Device, multi_tensor: MultiTensor) {
     let g = read_safetensors(&golden().join("bert_tiny_golden.safetensors")).unwrap();
     let mut model = load_bert(&d);
     let x = inputs(&g, "inputs.masked_input_ids", &d);
@@ -279,7 +303,17 @@ fn load_electra(d: &Device) -> Electra {
 
 #[test]
 fn electra_generator_matches_transformers() {
-    let d = device();
+    electra_generator_matches_transformers_on(device());
+}
+
+/// The LibTorch path: attention, LayerNorm, GELU and the cross-entropy as LibTorch calls.
+#[cfg(feature = "tch")]
+#[test]
+fn electra_generator_matches_transformers_on_libtorch() {
+    electra_generator_matches_transformers_on(libtorch());
+}
+
+fn electra_generator_matches_transformers_on(d: Device) {
     let g = read_safetensors(&golden().join("electra_golden.safetensors")).unwrap();
     let model = load_electra(&d);
     let x = inputs(&g, "inputs.masked_input_ids", &d);
@@ -355,7 +389,17 @@ fn electra_generator_matches_transformers() {
 
 #[test]
 fn electra_discriminator_matches_transformers() {
-    let d = device();
+    electra_discriminator_matches_transformers_on(device());
+}
+
+/// The LibTorch path: attention, LayerNorm, GELU and the cross-entropy as LibTorch calls.
+#[cfg(feature = "tch")]
+#[test]
+fn electra_discriminator_matches_transformers_on_libtorch() {
+    electra_discriminator_matches_transformers_on(libtorch());
+}
+
+fn electra_discriminator_matches_transformers_on(d: Device) {
     let g = read_safetensors(&golden().join("electra_golden.safetensors")).unwrap();
     let model = load_electra(&d);
     let x = inputs(&g, "disc.input_ids", &d);

@@ -33,6 +33,10 @@ pub struct Args {
     /// Wait for the device after each phase (true phase times on GPUs).
     #[arg(long)]
     sync_phases: bool,
+    /// `fused`: our fused CPU kernels and LibTorch's single calls where they serve; `composed`:
+    /// burn's composed operations everywhere (what those bring).
+    #[arg(long, default_value = "fused", value_parser = ["fused", "composed"])]
+    kernels: String,
 }
 
 fn parse_multi_tensor(s: &str) -> Result<trueneg::train::optimizer::MultiTensor, String> {
@@ -54,10 +58,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         precision,
         multi_tensor,
         sync_phases,
+        kernels,
     } = a;
     if layers == 0 || batch == 0 {
         anyhow::bail!("--layers and --batch must be > 0");
     }
+    trueneg::kernels::set_composed(kernels == "composed");
     let spec = trueneg::bench::BenchSpec {
         layers,
         batch,
@@ -76,7 +82,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let backend = device;
     let device = trueneg::device::device_for(&backend)?.autodiff();
     println!(
-        "# trueneg bench: device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} objective={objective}",
+        "# trueneg bench: device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} kernels={kernels} objective={objective}",
         rayon::current_num_threads(),
         trueneg::bench::SEQ,
         batch * trueneg::bench::MASKED_PER_SEQ,

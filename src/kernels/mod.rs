@@ -8,9 +8,17 @@
 //! yes; elsewhere (another backend, or a dtype other than f32) it composes burn's own operations
 //! with the same formulas. `tests/kernels.rs` checks every kernel against that composed version,
 //! values and gradients (AdamW: `tests/optimizer.rs`, against the composed multi-tensor update).
+//!
+//! On burn's LibTorch backend (feature `tch`) attention, LayerNorm, GELU and the cross-entropy
+//! are single LibTorch calls instead, each one burn operation with LibTorch's own backward
+//! ([`libtorch`](mod@libtorch), where [`torch`] says yes; `tests/libtorch.rs`).
 
-// Without `flex` the wrappers below end in `unreachable!` (callers check [`fused`] first).
-#![cfg_attr(not(feature = "flex"), allow(unreachable_code))]
+// Without `flex` (`tch`) the wrappers below end in `unreachable!` (callers check [`fused`]
+// ([`torch`]) first).
+#![cfg_attr(
+    any(not(feature = "flex"), not(feature = "tch")),
+    allow(unreachable_code)
+)]
 
 pub mod adamw;
 pub mod attention;
@@ -20,29 +28,125 @@ mod flex;
 pub mod gelu;
 pub mod gemm;
 pub mod layer_norm;
+#[cfg(feature = "tch")]
+mod libtorch;
 pub mod linear;
 pub mod sampling;
 
 use burn::prelude::*;
 use burn::tensor::DType;
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
 pub use adamw::AdamWStep;
 pub use attention::{Dims, DropMask};
 
+/// Set: the model composes burn's operations everywhere, as on a backend without kernels.
+static COMPOSED: AtomicBool = AtomicBool::new(false);
+
+/// Turns the fused kernels and the single LibTorch calls off (`true`) or on (`false`, the
+/// default) for the whole process: the composed operations they are checked against, for
+/// measuring what they bring (`bench --kernels composed`).
+pub fn set_composed(composed: bool) {
+    COMPOSED.store(composed, Ordering::Relaxed);
+}
+
+fn composed() -> bool {
+    COMPOSED.load(Ordering::Relaxed)
+}
+
 /// Whether the fused kernels serve tensors of `dtype` on `device`: f32 on the `flex` backend.
 pub fn fused(device: &Device, dtype: DType) -> bool {
     #[cfg(feature = "flex")]
     {
-        dtype == DType::F32 && flex::is_flex(device)
+        dtype == DType::F32 && flex::is_flex(device) && !composed()
     }
     #[cfg(not(feature = "flex"))]
     {
         let _ = (device, dtype);
         false
     }
+}
+
+/// Whether attention, LayerNorm, GELU and the cross-entropy run as single LibTorch calls on
+/// `device` (any float dtype): the LibTorch backend's devices, in a build with feature `tch`.
+pub fn torch(device: &Device) -> bool {
+    #[cfg(feature = "tch")]
+    {
+        libtorch::is_libtorch(device) && !composed()
+    }
+    #[cfg(not(feature = "tch"))]
+    {
+        let _ = device;
+        false
+    }
+}
+
+/// Calls a `TorchOps` operation through burn's dispatch backend (only reached where [`torch`]
+/// holds, so never in a build without `tch`).
+macro_rules! torch_op {
+    ($op:ident($($arg:expr),* $(,)?)) => {{
+        #[cfg(feature = "tch")]
+        {
+            <burn::backend::Dispatch as libtorch::TorchOps>::$op($($arg),*)
+        }
+        #[cfg(not(feature = "tch"))]
+        {
+            $(let _ = $arg;)*
+            unreachable!("the LibTorch calls need the tch feature")
+        }
+    }};
+}
+
+/// The attention context `[batch, len, hidden]` of the packed projections `qkv` `[batch, len,
+/// 3 · hidden]`, as [`attention`] computes it, with the additive key bias `[batch, len]` (`None`
+/// without padding) and dropout `p` on the probabilities (0: none). Only where [`torch`] holds.
+pub fn torch_attention(
+    qkv: Tensor<3>,
+    key_bias: Option<Tensor<2>>,
+    heads: usize,
+    dropout: f64,
+) -> Tensor<3> {
+    let padded = key_bias.is_some();
+    let [batch, len, _] = qkv.dims();
+    let key_bias = key_bias.unwrap_or_else(|| Tensor::zeros([batch, len], &qkv.device()));
+    Tensor::from_dispatch(torch_op!(torch_attention(
+        qkv.into_dispatch(),
+        key_bias.into_dispatch(),
+        padded,
+        heads,
+        dropout,
+    )))
+}
+
+/// LayerNorm of the last dimension. Only where [`torch`] holds.
+pub fn torch_layer_norm<const D: usize>(
+    x: Tensor<D>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    eps: f64,
+) -> Tensor<D> {
+    Tensor::from_dispatch(torch_op!(torch_layer_norm(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        eps,
+    )))
+}
+
+/// GELU, exact erf form. Only where [`torch`] holds.
+pub fn torch_gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    Tensor::from_dispatch(torch_op!(torch_gelu(x.into_dispatch())))
+}
+
+/// Per-row `lse(z) − z[y]` `[n]` of logits `[n, vocab]`, in f32. Only where [`torch`] holds.
+pub fn torch_cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    Tensor::from_dispatch(torch_op!(torch_cross_entropy(
+        logits.into_dispatch(),
+        labels.into_dispatch(),
+    )))
 }
 
 /// Calls a `FusedOps` operation through burn's dispatch backend (only reached where [`fused`]

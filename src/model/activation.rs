@@ -7,8 +7,9 @@
 //! `exp` again in the backward pass; in a BERT step that was about a tenth of the time. Where the
 //! fused kernels serve (f32 on the `flex` backend) value and derivative are computed together in
 //! one vectorised parallel pass (`kernels::gelu`) and the backward pass is one multiply by the
-//! saved derivative. Other devices use burn's `gelu`. `tests/kernels.rs` checks both against an
-//! f64 reference.
+//! saved derivative. On LibTorch devices it is LibTorch's `gelu` and `gelu_backward`. Other
+//! devices use burn's `gelu`. `tests/kernels.rs` checks the first two against an f64 reference
+//! (`tests/libtorch.rs` the LibTorch one against burn's).
 
 use burn::prelude::*;
 use burn::tensor::activation;
@@ -19,6 +20,8 @@ use crate::kernels;
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     if kernels::fused(&x.device(), x.dtype()) {
         kernels::gelu(x)
+    } else if kernels::torch(&x.device()) {
+        kernels::torch_gelu(x)
     } else {
         activation::gelu(x)
     }

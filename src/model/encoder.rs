@@ -36,11 +36,15 @@ pub(crate) fn layer_norm(d: usize, eps: f64, device: &Device) -> LayerNorm {
     LayerNormConfig::new(d).with_epsilon(eps).init(device)
 }
 
-/// `ln` (made with `eps`) applied to `x`: the fused kernel where it serves, else burn's.
+/// `ln` (made with `eps`) applied to `x`: the fused kernel or the LibTorch call where they
+/// serve, else burn's.
 pub(crate) fn norm<const D: usize>(ln: &LayerNorm, eps: f64, x: Tensor<D>) -> Tensor<D> {
     match &ln.beta {
         Some(beta) if kernels::fused(&x.device(), x.dtype()) => {
             kernels::layer_norm(x, ln.gamma.val(), beta.val(), eps)
+        }
+        Some(beta) if kernels::torch(&x.device()) => {
+            kernels::torch_layer_norm(x, ln.gamma.val(), beta.val(), eps)
         }
         _ => ln.forward(x),
     }
@@ -172,14 +176,16 @@ impl Layer {
         norm(&self.output_norm, self.eps, full(out) + a)
     }
 
-    /// Self-attention's context where the kernels serve (`None` elsewhere): the three
-    /// projections as one product against `[W_q | W_k | W_v]` (the parameters stay three, as
-    /// transformers has them; the concatenation is rebuilt each call and its gradient split
-    /// back), then `kernels::attention` on the packed result.
+    /// Self-attention's context where the kernels or the LibTorch calls serve (`None`
+    /// elsewhere): the three projections as one product against `[W_q | W_k | W_v]` (the
+    /// parameters stay three, as transformers has them; the concatenation is rebuilt each call
+    /// and its gradient split back), then `kernels::attention` (`kernels::torch_attention`) on
+    /// the packed result.
     fn fused_attention(&self, x: &Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Option<Tensor<3>> {
-        let [b, l, h] = x.dims();
+        let [b, l, _] = x.dims();
         let device = x.device();
-        if !kernels::fused(&device, self.precision.dtype().into()) {
+        let fused = kernels::fused(&device, self.precision.dtype().into());
+        if !fused && !kernels::torch(&device) {
             return None;
         }
         let (Some(bq), Some(bk), Some(bv)) = (&self.query.bias, &self.key.bias, &self.value.bias)
@@ -195,13 +201,16 @@ impl Layer {
             1,
         );
         let bias = Tensor::cat(vec![bq.val(), bk.val(), bv.val()], 0);
-        let qkv = kernels::linear(x.clone().reshape([b * l, h]), w, bias).reshape([b, l, 3 * h]);
-        let key_bias = match mask_bias {
-            Some(bias) => bias.clone().reshape([b, l]),
-            None => Tensor::zeros([b, l], &device),
-        };
+        let qkv = self.precision.affine(x.clone(), w, Some(bias));
+        let key_bias = mask_bias.map(|bias| bias.clone().reshape([b, l]));
         let d = &self.attention_dropout;
-        let mask = active(d, &device).then(|| DropMask {
+        let active = active(d, &device);
+        if !fused {
+            let p = if active { d.prob } else { 0.0 };
+            return Some(kernels::torch_attention(qkv, key_bias, self.heads, p));
+        }
+        let key_bias = key_bias.unwrap_or_else(|| Tensor::zeros([b, l], &device));
+        let mask = active.then(|| DropMask {
             p: d.prob,
             seed: next_call_seed(),
         });

@@ -49,14 +49,24 @@ impl Precision {
     /// broadcast to every batch; its backward pass then computes one weight gradient per batch
     /// (`[batch, in, out]`) and sums them, where one `[in, rows] @ [rows, out]` product does.
     pub fn linear<const D: usize>(self, l: &Linear, x: Tensor<D>) -> Tensor<D> {
+        self.affine(x, l.weight.val(), l.bias.as_ref().map(|b| b.val()))
+    }
+
+    /// `x @ w + b` for `w` `[in, out]`, as [`linear`](Self::linear) computes it.
+    pub fn affine<const D: usize>(
+        self,
+        x: Tensor<D>,
+        w: Tensor<2>,
+        b: Option<Tensor<1>>,
+    ) -> Tensor<D> {
         let mut dims = x.dims();
         let d_in = dims[D - 1];
         let rows = dims[..D - 1].iter().product::<usize>();
-        let w = self.compute(l.weight.val());
+        let w = self.compute(w);
         let x = self.compute(x).reshape([rows, d_in]);
-        let y = match &l.bias {
-            Some(b) if kernels::fused(&x.device(), x.dtype()) => kernels::linear(x, w, b.val()),
-            Some(b) => x.matmul(w) + self.compute(b.val()).unsqueeze::<2>(),
+        let y = match b {
+            Some(b) if kernels::fused(&x.device(), x.dtype()) => kernels::linear(x, w, b),
+            Some(b) => x.matmul(w) + self.compute(b).unsqueeze::<2>(),
             None => x.matmul(w),
         };
         dims[D - 1] = y.dims()[1];

@@ -32,6 +32,8 @@ pub fn masked_cross_entropy(
 ) -> Tensor<1> {
     let nll = if kernels::fused(&logits.device(), logits.dtype()) {
         kernels::cross_entropy(logits, labels)
+    } else if kernels::torch(&logits.device()) {
+        kernels::torch_cross_entropy(logits, labels)
     } else {
         composed_nll(logits, labels)
     };

@@ -1,0 +1,308 @@
+//! Attention, LayerNorm, GELU and the MLM cross-entropy as single LibTorch calls on burn's
+//! LibTorch backend (feature `tch`; the `libtorch` and `libtorch-cuda` devices).
+//!
+//! burn's autodiff composes these from many tensor operations: on a GPU each is a kernel launch
+//! with its own backward node, and attention keeps its `[batch, heads, len, len]` scores and
+//! probabilities (several copies) for the backward pass. Here each is one burn operation whose
+//! forward pass is one LibTorch call, and whose backward pass is LibTorch's own derivative of
+//! that call:
+//!
+//! - attention: `scaled_dot_product_attention` (on CUDA the flash or memory-efficient kernels,
+//!   which keep only the output and the softmax's log-sum-exp, and draw the dropout mask inside
+//!   the kernel from LibTorch's generator, which `model::seed` seeds every step);
+//! - LayerNorm: `layer_norm` (one kernel each way, statistics in f32);
+//! - GELU: `gelu` (exact erf form) and `gelu_backward`;
+//! - cross-entropy: `log_softmax` and the label's entry.
+//!
+//! The backward pass of the first, second and fourth is LibTorch's autograd over that one call:
+//! the forward pass runs with LibTorch's gradient tracking on, its inputs as fresh leaves that
+//! share the inputs' memory, and keeps that small graph as the burn node's state; the backward
+//! step asks LibTorch for the leaves' gradients of `Σ y ⊙ ∂y` (whose gradient with respect to
+//! `y` is the incoming `∂y`). The output handed to burn is detached from that graph and shares
+//! its memory; the state keeps a handle on it, so burn never reuses that memory in place.
+//!
+//! `tests/libtorch.rs` checks each against burn's composed operations on the `libtorch` CPU
+//! device, values and gradients.
+
+#![allow(deprecated)] // burn marks its LibTorch backend deprecated; it is our fastest on GPUs.
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::libtorch::TchTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::backend::{Autodiff, Backend, DispatchDevice, LibTorch, backend_extension};
+use burn::prelude::*;
+use tch::Kind;
+
+pub(super) fn is_libtorch(device: &Device) -> bool {
+    matches!(
+        device.clone().inner().as_dispatch(),
+        DispatchDevice::LibTorch(_)
+    )
+}
+
+/// The operations (shapes as the wrappers in `kernels` say).
+#[backend_extension(LibTorch, Autodiff)]
+pub trait TorchOps: Backend {
+    /// The context `[batch, len, hidden]` from the packed projections `[batch, len, 3 · hidden]`
+    /// and the additive key bias `[batch, len]`, used only when `padded` (without it
+    /// LibTorch's flash kernels qualify).
+    fn torch_attention(
+        qkv: FloatTensor<Self>,
+        key_bias: FloatTensor<Self>,
+        padded: bool,
+        heads: usize,
+        dropout: f64,
+    ) -> FloatTensor<Self>;
+    fn torch_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f64,
+    ) -> FloatTensor<Self>;
+    fn torch_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
+    fn torch_cross_entropy(logits: FloatTensor<Self>, labels: IntTensor<Self>)
+    -> FloatTensor<Self>;
+}
+
+/// The attention context of `qkv` (see [`TorchOps::torch_attention`]); `dropout` is applied
+/// only where asked (the training forward pass).
+fn attention(
+    qkv: &tch::Tensor,
+    key_bias: Option<&tch::Tensor>,
+    heads: usize,
+    dropout: f64,
+) -> tch::Tensor {
+    let size = qkv.size();
+    assert!(
+        size.len() == 3 && heads > 0 && size[2] % (3 * heads as i64) == 0,
+        "attention: qkv is not [batch, len, 3 · heads · head_dim]"
+    );
+    let (b, l, h) = (size[0], size[1], size[2] / 3);
+    let dh = h / heads as i64;
+    // [b, l, 3, heads, dh] → three [b, heads, l, dh] views.
+    let split = qkv
+        .view([b, l, 3, heads as i64, dh])
+        .permute([2, 0, 3, 1, 4]);
+    let (q, k, v) = (split.get(0), split.get(1), split.get(2));
+    // [b, len] → [b, 1, 1, len], broadcast over heads and queries, in the operands' dtype.
+    let mask = key_bias.map(|m| m.view([b, 1, 1, l]).to_kind(qkv.kind()));
+    let ctx = tch::Tensor::scaled_dot_product_attention(
+        &q,
+        &k,
+        &v,
+        mask.as_ref(),
+        dropout,
+        false,
+        None::<f64>,
+        false,
+    );
+    ctx.permute([0, 2, 1, 3]).reshape([b, l, h])
+}
+
+fn layer_norm(x: &tch::Tensor, gamma: &tch::Tensor, beta: &tch::Tensor, eps: f64) -> tch::Tensor {
+    let width = *x.size().last().expect("layer_norm of a scalar");
+    x.layer_norm([width], Some(gamma), Some(beta), eps, true)
+}
+
+/// `lse(z) − z[y]` per row of `logits` `[n, vocab]`, in f32.
+fn cross_entropy(logits: &tch::Tensor, labels: &tch::Tensor) -> tch::Tensor {
+    let index = labels.to_kind(Kind::Int64).unsqueeze(1);
+    logits
+        .log_softmax(1, Kind::Float)
+        .gather(1, &index, false)
+        .squeeze_dim(1)
+        .neg()
+}
+
+impl TorchOps for LibTorch {
+    fn torch_attention(
+        qkv: TchTensor,
+        key_bias: TchTensor,
+        padded: bool,
+        heads: usize,
+        dropout: f64,
+    ) -> TchTensor {
+        let bias = padded.then_some(&key_bias.tensor);
+        let ctx = tch::no_grad(|| attention(&qkv.tensor, bias, heads, dropout));
+        TchTensor::new(ctx)
+    }
+
+    fn torch_layer_norm(x: TchTensor, gamma: TchTensor, beta: TchTensor, eps: f64) -> TchTensor {
+        TchTensor::new(tch::no_grad(|| {
+            layer_norm(&x.tensor, &gamma.tensor, &beta.tensor, eps)
+        }))
+    }
+
+    fn torch_gelu(x: TchTensor) -> TchTensor {
+        TchTensor::new(x.tensor.gelu("none"))
+    }
+
+    fn torch_cross_entropy(logits: TchTensor, labels: TchTensor) -> TchTensor {
+        TchTensor::new(tch::no_grad(|| {
+            cross_entropy(&logits.tensor, &labels.tensor)
+        }))
+    }
+}
+
+/// One LibTorch call with its autograd graph: the leaves standing for the burn inputs, the
+/// attached output, and handles on the inputs and the output given to burn (so that burn does
+/// not write into memory the graph reads).
+#[derive(Clone, Debug)]
+struct Graph {
+    leaves: Vec<TchTensor>,
+    output: TchTensor,
+    _pinned: Vec<TchTensor>,
+}
+
+impl Graph {
+    /// Runs `f` on leaves sharing `inputs`' memory, with LibTorch's gradient tracking on. The
+    /// result for burn (detached) and the graph.
+    fn record(
+        inputs: &[&TchTensor],
+        f: impl FnOnce(&[tch::Tensor]) -> tch::Tensor,
+    ) -> (TchTensor, Self) {
+        let leaves: Vec<tch::Tensor> = inputs
+            .iter()
+            .map(|t| t.tensor.detach().requires_grad_(true))
+            .collect();
+        let output = tch::with_grad(|| f(&leaves));
+        let result = TchTensor::new(output.detach());
+        let mut pinned: Vec<TchTensor> = inputs.iter().map(|&t| t.clone()).collect();
+        pinned.push(result.clone());
+        let graph = Graph {
+            leaves: leaves.into_iter().map(TchTensor::new).collect(),
+            output: TchTensor::new(output),
+            _pinned: pinned,
+        };
+        (result, graph)
+    }
+
+    /// The leaves' gradients given the output's gradient `grad` (the graph is freed).
+    fn gradients(self, grad: &TchTensor) -> Vec<TchTensor> {
+        let out = &self.output.tensor;
+        let leaves: Vec<&tch::Tensor> = self.leaves.iter().map(|t| &t.tensor).collect();
+        let grads = tch::with_grad(|| {
+            let weighted = (out * grad.tensor.to_kind(out.kind())).sum(out.kind());
+            tch::Tensor::run_backward(&[weighted], &leaves, false, false)
+        });
+        grads.into_iter().map(TchTensor::new).collect()
+    }
+}
+
+/// The backward step of a recorded call with `N` differentiable inputs.
+#[derive(Debug)]
+struct GraphStep;
+
+impl<const N: usize> Backward<LibTorch, N> for GraphStep {
+    type State = Graph;
+
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<LibTorch>(&ops.node);
+        if ops.parents.iter().all(Option::is_none) {
+            return;
+        }
+        let leaf_grads = ops.state.gradients(&grad);
+        for (parent, g) in ops.parents.into_iter().zip(leaf_grads) {
+            if let Some(node) = parent {
+                grads.register::<LibTorch>(node.id, g);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct GeluStep;
+
+impl Backward<LibTorch, 1> for GeluStep {
+    type State = TchTensor;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<LibTorch>(&ops.node);
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            let x = &ops.state.tensor;
+            let dx = x.gelu_backward(&grad.tensor.to_kind(x.kind()), "none");
+            grads.register::<LibTorch>(node.id, TchTensor::new(dx));
+        }
+    }
+}
+
+impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
+    fn torch_attention(
+        qkv: FloatTensor<Self>,
+        key_bias: FloatTensor<Self>,
+        padded: bool,
+        heads: usize,
+        dropout: f64,
+    ) -> FloatTensor<Self> {
+        let guards = [qkv.node()];
+        let qkv = qkv.into_primitive();
+        // The padding bias is a constant: no gradient flows to it.
+        let bias = key_bias.into_primitive();
+        match GraphStep.prepare::<C>(guards).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (ctx, graph) = Graph::record(&[&qkv], |leaves| {
+                    attention(&leaves[0], padded.then_some(&bias.tensor), heads, dropout)
+                });
+                prep.finish(graph, ctx)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(LibTorch::torch_attention(qkv, bias, padded, heads, dropout))
+            }
+        }
+    }
+
+    fn torch_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f64,
+    ) -> FloatTensor<Self> {
+        let guards = [x.node(), gamma.node(), beta.node()];
+        let (x, gamma, beta) = (
+            x.into_primitive(),
+            gamma.into_primitive(),
+            beta.into_primitive(),
+        );
+        match GraphStep.prepare::<C>(guards).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (y, graph) = Graph::record(&[&x, &gamma, &beta], |l| {
+                    layer_norm(&l[0], &l[1], &l[2], eps)
+                });
+                prep.finish(graph, y)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(LibTorch::torch_layer_norm(x, gamma, beta, eps))
+            }
+        }
+    }
+
+    fn torch_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let guards = [x.node()];
+        let x = x.into_primitive();
+        let y = LibTorch::torch_gelu(x.clone());
+        match GeluStep.prepare::<C>(guards).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish(x, y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn torch_cross_entropy(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let guards = [logits.node()];
+        let logits = logits.into_primitive();
+        match GraphStep.prepare::<C>(guards).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (nll, graph) =
+                    Graph::record(&[&logits], |l| cross_entropy(&l[0], &labels.tensor));
+                prep.finish(graph, nll)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(LibTorch::torch_cross_entropy(logits, labels)),
+        }
+    }
+}

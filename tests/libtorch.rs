@@ -1,0 +1,283 @@
+//! The LibTorch calls of `kernels::libtorch` (feature `tch`) against burn's composed operations
+//! on LibTorch's CPU device: values and gradients of attention (with and without padding, with
+//! dropout), LayerNorm, GELU and the cross-entropy, and bf16 against f32. `tests/golden.rs`
+//! checks the whole model on this path against transformers.
+//!
+//! Run with `LIBTORCH=<a PyTorch wheel's torch folder> cargo test --release --features tch
+//! --test libtorch` (README, "Cargo features and GPUs").
+#![cfg(feature = "tch")]
+
+use burn::prelude::*;
+use burn::tensor::FloatDType;
+use burn::tensor::activation::{gelu, log_softmax, softmax};
+use trueneg::kernels;
+
+fn device() -> Device {
+    trueneg::device::device_for("libtorch").unwrap().autodiff()
+}
+
+fn random(shape: &[usize], seed: u64) -> Vec<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let n: usize = shape.iter().product();
+    (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
+}
+
+fn leaf<const D: usize>(values: &[f32], shape: [usize; D], device: &Device) -> Tensor<D> {
+    Tensor::<D>::from_data(TensorData::new(values.to_vec(), shape), device).require_grad()
+}
+
+fn vec_of<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().try_into_vec().unwrap()
+}
+
+fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths");
+    let worst = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
+        .fold(0f32, f32::max);
+    assert!(
+        worst < tol,
+        "{what}: worst difference {worst} (bound {tol})"
+    );
+}
+
+/// `Σ y ⊙ w` for fixed random weights `w`, so that every output element's gradient differs.
+fn weighted<const D: usize>(y: Tensor<D>, seed: u64) -> Tensor<1> {
+    let dims = y.dims();
+    let w = Tensor::<D>::from_data(TensorData::new(random(&dims, seed), dims), &y.device());
+    (y * w).sum()
+}
+
+const B: usize = 3;
+const L: usize = 7;
+const HEADS: usize = 2;
+const DH: usize = 8;
+const H: usize = HEADS * DH;
+
+/// softmax(Q Kᵀ / √d + bias) V per head, from burn's operations.
+fn composed_attention(qkv: Tensor<3>, bias: Option<Tensor<2>>) -> Tensor<3> {
+    let part = |i: usize| {
+        qkv.clone()
+            .slice([0..B, 0..L, i * H..(i + 1) * H])
+            .reshape([B, L, HEADS, DH])
+            .swap_dims(1, 2)
+    };
+    let mut scores = part(0)
+        .matmul(part(1).swap_dims(2, 3))
+        .mul_scalar(1.0 / (DH as f64).sqrt());
+    if let Some(bias) = bias {
+        scores = scores + bias.reshape([B, 1, 1, L]);
+    }
+    softmax(scores, 3)
+        .matmul(part(2))
+        .swap_dims(1, 2)
+        .reshape([B, L, H])
+}
+
+/// Key bias: sequence 1 has 2 padded keys, sequence 2 has 5 (large negative numbers, as the
+/// model's attention bias).
+fn padding(device: &Device) -> Tensor<2> {
+    let mut bias = vec![0f32; B * L];
+    for (b, real) in [(1, 5), (2, 2)] {
+        for k in real..L {
+            bias[b * L + k] = -10_000.0;
+        }
+    }
+    Tensor::from_data(TensorData::new(bias, [B, L]), device)
+}
+
+#[test]
+fn the_libtorch_device_takes_the_libtorch_calls() {
+    assert!(kernels::torch(&device()));
+    assert!(!kernels::torch(&Device::flex().autodiff()));
+}
+
+#[test]
+fn attention_matches_the_composed_operations() {
+    let d = device();
+    let values = random(&[B, L, 3 * H], 1);
+    for padded in [false, true] {
+        let bias = padded.then(|| padding(&d));
+        let x = leaf(&values, [B, L, 3 * H], &d);
+        let y = kernels::torch_attention(x.clone(), bias.clone(), HEADS, 0.0);
+        let gx = x.grad(&weighted(y.clone(), 2).backward()).unwrap();
+
+        let r = leaf(&values, [B, L, 3 * H], &d);
+        let ry = composed_attention(r.clone(), bias);
+        let gr = r.grad(&weighted(ry.clone(), 2).backward()).unwrap();
+
+        assert_eq!(y.dims(), [B, L, H]);
+        assert_close(&vec_of(y), &vec_of(ry), 1e-5, "context");
+        assert_close(&vec_of(gx), &vec_of(gr), 1e-4, "∂qkv");
+    }
+    // The padding matters: without it the padded sequences' contexts differ.
+    let x = leaf(&values, [B, L, 3 * H], &d);
+    let with = vec_of(kernels::torch_attention(
+        x.clone(),
+        Some(padding(&d)),
+        HEADS,
+        0.0,
+    ));
+    let without = vec_of(kernels::torch_attention(x, None, HEADS, 0.0));
+    assert_eq!(with[..L * H], without[..L * H], "sequence 0 has no padding");
+    assert_ne!(with[L * H..], without[L * H..]);
+}
+
+/// With dropout the backward pass uses the forward pass's mask: re-seeding LibTorch's generator
+/// repeats the mask, so the gradient must match central differences of the same-mask outputs.
+#[test]
+fn attention_dropout_repeats_with_the_seed_and_its_gradient_uses_the_mask() {
+    let d = device();
+    let values = random(&[B, L, 3 * H], 3);
+    let run = |v: &[f32]| {
+        trueneg::model::seed(&d, 11);
+        let x = leaf(v, [B, L, 3 * H], &d);
+        let y = kernels::torch_attention(x.clone(), Some(padding(&d)), HEADS, 0.3);
+        (x, y)
+    };
+    let (x, y) = run(&values);
+    let (_, again) = run(&values);
+    let no_dropout = kernels::torch_attention(
+        leaf(&values, [B, L, 3 * H], &d),
+        Some(padding(&d)),
+        HEADS,
+        0.0,
+    );
+    let y_values = vec_of(y.clone());
+    assert_eq!(y_values, vec_of(again), "same seed, same mask");
+    assert_ne!(y_values, vec_of(no_dropout), "dropout is applied");
+
+    let loss = |y: Tensor<3>| weighted(y, 4).into_scalar::<f32>() as f64;
+    let g = vec_of(x.grad(&weighted(y, 4).backward()).unwrap());
+    let eps = 1e-2f32;
+    // A few coordinates of Q, K and V in sequences 0 and 2.
+    for i in [
+        0,
+        H + 3,
+        2 * H + 5,
+        2 * L * 3 * H + 1,
+        2 * L * 3 * H + 2 * H + 7,
+    ] {
+        let mut plus = values.clone();
+        plus[i] += eps;
+        let mut minus = values.clone();
+        minus[i] -= eps;
+        let numeric = (loss(run(&plus).1) - loss(run(&minus).1)) / (2.0 * eps as f64);
+        assert!(
+            (numeric - g[i] as f64).abs() < 2e-2 * (1.0 + numeric.abs()),
+            "∂qkv[{i}]: backward {} vs differences {numeric}",
+            g[i]
+        );
+    }
+}
+
+#[test]
+fn layer_norm_matches_the_composed_operations() {
+    let d = device();
+    let (rows, width, eps) = (10, 24, 1e-12);
+    let xs = random(&[rows, width], 5);
+    let gs: Vec<f32> = random(&[width], 6).iter().map(|v| 1.0 + v / 4.0).collect();
+    let bs = random(&[width], 7);
+    let run = |fused: bool| {
+        let x = leaf(&xs, [rows, width], &d);
+        let gamma = leaf(&gs, [width], &d);
+        let beta = leaf(&bs, [width], &d);
+        let y = if fused {
+            kernels::torch_layer_norm(x.clone(), gamma.clone(), beta.clone(), eps)
+        } else {
+            let mean = x.clone().mean_dim(1);
+            let centred = x.clone() - mean;
+            let var = centred.clone().square().mean_dim(1);
+            centred / (var + eps).sqrt() * gamma.clone().unsqueeze::<2>()
+                + beta.clone().unsqueeze::<2>()
+        };
+        let grads = weighted(y.clone(), 8).backward();
+        (
+            vec_of(y),
+            vec_of(x.grad(&grads).unwrap()),
+            vec_of(gamma.grad(&grads).unwrap()),
+            vec_of(beta.grad(&grads).unwrap()),
+        )
+    };
+    let (y, dx, dg, db) = run(true);
+    let (ry, rdx, rdg, rdb) = run(false);
+    assert_close(&y, &ry, 1e-5, "LayerNorm");
+    assert_close(&dx, &rdx, 1e-4, "∂x");
+    assert_close(&dg, &rdg, 1e-4, "∂γ");
+    assert_close(&db, &rdb, 1e-5, "∂β");
+}
+
+#[test]
+fn gelu_matches_burns() {
+    let d = device();
+    let xs = random(&[6, 40], 9);
+    let run = |fused: bool| {
+        let x = leaf(&xs, [6, 40], &d);
+        let y = if fused {
+            kernels::torch_gelu(x.clone())
+        } else {
+            gelu(x.clone())
+        };
+        let g = x.grad(&weighted(y.clone(), 10).backward()).unwrap();
+        (vec_of(y), vec_of(g))
+    };
+    let (y, g) = run(true);
+    let (ry, rg) = run(false);
+    assert_close(&y, &ry, 1e-6, "gelu");
+    assert_close(&g, &rg, 1e-5, "gelu'");
+}
+
+#[test]
+fn cross_entropy_matches_the_composed_operations() {
+    let d = device();
+    let (n, vocab) = (9, 30);
+    let zs: Vec<f32> = random(&[n, vocab], 11).iter().map(|v| v * 4.0).collect();
+    let labels: Vec<i64> = (0..n as i64).map(|i| (i * 7) % vocab as i64).collect();
+    let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [n]), &d);
+    let run = |fused: bool| {
+        let z = leaf(&zs, [n, vocab], &d);
+        let nll = if fused {
+            kernels::torch_cross_entropy(z.clone(), labels.clone())
+        } else {
+            -log_softmax(z.clone(), 1)
+                .gather(1, labels.clone().unsqueeze_dim(1))
+                .squeeze_dim::<1>(1)
+        };
+        let g = z.grad(&weighted(nll.clone(), 12).backward()).unwrap();
+        (vec_of(nll), vec_of(g))
+    };
+    let (nll, g) = run(true);
+    let (rnll, rg) = run(false);
+    assert!(nll.iter().all(|&v| v > 0.0));
+    assert_close(&nll, &rnll, 1e-5, "nll");
+    assert_close(&g, &rg, 1e-5, "∂z");
+}
+
+/// bf16 operands in, bf16 context out, within bf16's precision of the f32 result; the gradient
+/// comes back in the operands' dtype.
+#[test]
+fn attention_runs_in_bf16() {
+    let d = device();
+    let values = random(&[B, L, 3 * H], 13);
+    let f32_ctx = vec_of(kernels::torch_attention(
+        leaf(&values, [B, L, 3 * H], &d),
+        Some(padding(&d)),
+        HEADS,
+        0.0,
+    ));
+    let x = leaf(&values, [B, L, 3 * H], &d);
+    let y = kernels::torch_attention(
+        x.clone().cast(FloatDType::BF16),
+        Some(padding(&d)),
+        HEADS,
+        0.0,
+    );
+    assert_eq!(y.dtype(), burn::tensor::DType::BF16);
+    let g = x.grad(&weighted(y.clone().cast(FloatDType::F32), 14).backward());
+    let g = g.expect("a gradient through the cast");
+    assert_eq!(g.dtype(), burn::tensor::DType::F32);
+    assert_close(&vec_of(y), &f32_ctx, 2e-2, "bf16 context");
+}
