@@ -8,7 +8,8 @@
 # Usage: scripts/gpu-bench.sh TRUENEG_BIN TORCH_BENCH_PY [ROUNDS] [STEPS]
 #   SIZES      "spec small" (default): spec = 4 layers × batch 16 (DESIGN.md's bench spec),
 #              small = 12 layers × batch 128 (ELECTRA-Small-sized)
-#   TRUENEG    variants, default "cuda:f32 cuda:bf16" (DEVICE:PRECISION)
+#   TRUENEG    variants, default "cuda:f32 cuda:bf16" (DEVICE:PRECISION[:KERNELS], KERNELS
+#              fused (default) or composed: bench --kernels)
 #   TORCH      references, default "eager-f32 eager-bf16-fused compile-bf16-fused"
 set -uo pipefail
 bin=$1
@@ -69,10 +70,11 @@ measure() {
 for round in $(seq 1 "$rounds"); do
   for size in $sizes; do
     for v in $trueneg_variants; do
-      dev=${v%%:*}
-      prec=${v##*:}
-      measure "$size" "trueneg-$dev-$prec" "$bin" --quiet bench --device "$dev" --precision "$prec" \
-        $(size_args "$size") --steps "$steps" --warmup "$warmup"
+      IFS=: read -r dev prec kernels <<<"$v"
+      kernels=${kernels:-fused}
+      measure "$size" "trueneg-$dev-$prec-$kernels" "$bin" --quiet bench --device "$dev" \
+        --precision "$prec" --kernels "$kernels" $(size_args "$size") --steps "$steps" \
+        --warmup "$warmup"
     done
     for t in $torch_variants; do
       measure "$size" "torch-$t" "$python" "$torch_bench" --device cuda --masked-head \

@@ -21,10 +21,12 @@ fn device() -> Device {
     Device::flex().autodiff()
 }
 
-/// LibTorch's CPU device (feature `tch`).
+/// LibTorch's CPU device (feature `tch`), or the device `TRUENEG_LIBTORCH_DEVICE` names (on a
+/// GPU machine: `libtorch-cuda`).
 #[cfg(feature = "tch")]
 fn libtorch() -> Device {
-    trueneg::device::device_for("libtorch").unwrap().autodiff()
+    let name = std::env::var("TRUENEG_LIBTORCH_DEVICE").unwrap_or("libtorch".into());
+    trueneg::device::device_for(&name).unwrap().autodiff()
 }
 
 fn get<'a>(m: &'a TensorMap, k: &str) -> &'a HostTensor {

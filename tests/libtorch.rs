@@ -3,8 +3,8 @@
 //! dropout), LayerNorm, GELU and the cross-entropy, and bf16 against f32. `tests/golden.rs`
 //! checks the whole model on this path against transformers.
 //!
-//! Run with `LIBTORCH=<a PyTorch wheel's torch folder> cargo test --release --features tch
-//! --test libtorch` (README, "Cargo features and GPUs").
+//! Run with `scripts/libtorch-tests.sh` (it fetches PyTorch's wheel and builds against it; CI
+//! runs it), or by hand as README's "Cargo features and GPUs" says.
 #![cfg(feature = "tch")]
 
 use burn::prelude::*;
@@ -12,9 +12,15 @@ use burn::tensor::FloatDType;
 use burn::tensor::activation::{gelu, log_softmax, softmax};
 use trueneg::kernels;
 
+/// LibTorch's CPU device, or the device `TRUENEG_LIBTORCH_DEVICE` names (on a GPU machine:
+/// `libtorch-cuda`, where attention runs LibTorch's flash / memory-efficient kernels).
 fn device() -> Device {
-    trueneg::device::device_for("libtorch").unwrap().autodiff()
+    let name = std::env::var("TRUENEG_LIBTORCH_DEVICE").unwrap_or("libtorch".into());
+    trueneg::device::device_for(&name).unwrap().autodiff()
 }
+
+/// LibTorch's generator is one per process: tests that seed it and draw from it take turns.
+static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn random(shape: &[usize], seed: u64) -> Vec<f32> {
     use rand::{Rng, SeedableRng};
@@ -130,6 +136,7 @@ fn attention_matches_the_composed_operations() {
 /// repeats the mask, so the gradient must match central differences of the same-mask outputs.
 #[test]
 fn attention_dropout_repeats_with_the_seed_and_its_gradient_uses_the_mask() {
+    let _turn = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
     let d = device();
     let values = random(&[B, L, 3 * H], 3);
     let run = |v: &[f32]| {
@@ -280,4 +287,38 @@ fn attention_runs_in_bf16() {
     let g = g.expect("a gradient through the cast");
     assert_eq!(g.dtype(), burn::tensor::DType::F32);
     assert_close(&vec_of(y), &f32_ctx, 2e-2, "bf16 context");
+}
+
+/// Dropout: the rate, the scale `1 / (1 − p)`, a gradient that is the same mask, and the same
+/// mask again after re-seeding.
+#[test]
+fn dropout_has_the_rate_and_scale_and_its_gradient_is_the_mask() {
+    let _turn = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
+    let d = device();
+    let n = 1 << 16;
+    let xs: Vec<f32> = random(&[n], 15).iter().map(|v| v + 3.0).collect();
+    let run = || {
+        trueneg::model::seed(&d, 5);
+        let x = leaf(&xs, [n], &d);
+        let y = kernels::torch_dropout(x.clone(), 0.25);
+        let g = x.grad(&y.clone().sum().backward()).unwrap();
+        (vec_of(y), vec_of(g))
+    };
+    let (y, g) = run();
+    let dropped = y.iter().filter(|&&v| v == 0.0).count() as f64 / n as f64;
+    // 3 σ of a binomial(2¹⁶, 0.25) share is 0.005.
+    assert!((dropped - 0.25).abs() < 0.005, "dropped {dropped}");
+    let scale = 1.0 / 0.75f32;
+    for ((&x, &y), &g) in xs.iter().zip(&y).zip(&g) {
+        if y == 0.0 {
+            assert_eq!(g, 0.0, "a dropped position gets no gradient");
+        } else {
+            assert!(
+                (y - x * scale).abs() < 1e-5 * y.abs(),
+                "kept value {y} of {x}"
+            );
+            assert!((g - scale).abs() < 1e-6, "kept position's gradient {g}");
+        }
+    }
+    assert_eq!(run().0, y, "the same seed gives the same mask");
 }

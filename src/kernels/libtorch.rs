@@ -1,4 +1,4 @@
-//! Attention, LayerNorm, GELU and the MLM cross-entropy as single LibTorch calls on burn's
+//! Attention, LayerNorm, GELU, dropout and the MLM cross-entropy as single LibTorch calls on burn's
 //! LibTorch backend (feature `tch`; the `libtorch` and `libtorch-cuda` devices).
 //!
 //! burn's autodiff composes these from many tensor operations: on a GPU each is a kernel launch
@@ -12,6 +12,7 @@
 //!   the kernel from LibTorch's generator, which `model::seed` seeds every step);
 //! - LayerNorm: `layer_norm` (one kernel each way, statistics in f32);
 //! - GELU: `gelu` (exact erf form) and `gelu_backward`;
+//! - dropout: `native_dropout` (one kernel, a one-byte mask kept) and `native_dropout_backward`;
 //! - cross-entropy: `log_softmax` and the label's entry.
 //!
 //! The backward pass of the first, second and fourth is LibTorch's autograd over that one call:
@@ -63,6 +64,8 @@ pub trait TorchOps: Backend {
         eps: f64,
     ) -> FloatTensor<Self>;
     fn torch_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// Inverted dropout with probability `p` (training only: callers check).
+    fn torch_dropout(x: FloatTensor<Self>, p: f64) -> FloatTensor<Self>;
     fn torch_cross_entropy(logits: FloatTensor<Self>, labels: IntTensor<Self>)
     -> FloatTensor<Self>;
 }
@@ -138,6 +141,10 @@ impl TorchOps for LibTorch {
 
     fn torch_gelu(x: TchTensor) -> TchTensor {
         TchTensor::new(x.tensor.gelu("none"))
+    }
+
+    fn torch_dropout(x: TchTensor, p: f64) -> TchTensor {
+        TchTensor::new(x.tensor.native_dropout(p, true).0)
     }
 
     fn torch_cross_entropy(logits: TchTensor, labels: TchTensor) -> TchTensor {
@@ -230,6 +237,24 @@ impl Backward<LibTorch, 1> for GeluStep {
     }
 }
 
+#[derive(Debug)]
+struct DropoutStep;
+
+impl Backward<LibTorch, 1> for DropoutStep {
+    /// The kept positions (bool) and the scale `1 / (1 − p)`.
+    type State = (TchTensor, f64);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<LibTorch>(&ops.node);
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            let (mask, scale) = &ops.state;
+            let dx = tch::Tensor::native_dropout_backward(&grad.tensor, &mask.tensor, *scale);
+            grads.register::<LibTorch>(node.id, TchTensor::new(dx));
+        }
+    }
+}
+
 impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
     fn torch_attention(
         qkv: FloatTensor<Self>,
@@ -286,6 +311,16 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
         let y = LibTorch::torch_gelu(x.clone());
         match GeluStep.prepare::<C>(guards).compute_bound().stateful() {
             OpsKind::Tracked(prep) => prep.finish(x, y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn torch_dropout(x: FloatTensor<Self>, p: f64) -> FloatTensor<Self> {
+        let guards = [x.node()];
+        let (y, mask) = x.into_primitive().tensor.native_dropout(p, true);
+        let y = TchTensor::new(y);
+        match DropoutStep.prepare::<C>(guards).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish((TchTensor::new(mask), 1.0 / (1.0 - p)), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }

@@ -9,8 +9,8 @@
 //! with the same formulas. `tests/kernels.rs` checks every kernel against that composed version,
 //! values and gradients (AdamW: `tests/optimizer.rs`, against the composed multi-tensor update).
 //!
-//! On burn's LibTorch backend (feature `tch`) attention, LayerNorm, GELU and the cross-entropy
-//! are single LibTorch calls instead, each one burn operation with LibTorch's own backward
+//! On burn's LibTorch backend (feature `tch`) attention, LayerNorm, GELU, dropout and the
+//! cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own backward
 //! ([`libtorch`](mod@libtorch), where [`torch`] says yes; `tests/libtorch.rs`).
 
 // Without `flex` (`tch`) the wrappers below end in `unreachable!` (callers check [`fused`]
@@ -70,7 +70,7 @@ pub fn fused(device: &Device, dtype: DType) -> bool {
     }
 }
 
-/// Whether attention, LayerNorm, GELU and the cross-entropy run as single LibTorch calls on
+/// Whether attention, LayerNorm, GELU, dropout and the cross-entropy run as single LibTorch calls on
 /// `device` (any float dtype): the LibTorch backend's devices, in a build with feature `tch`.
 pub fn torch(device: &Device) -> bool {
     #[cfg(feature = "tch")]
@@ -139,6 +139,12 @@ pub fn torch_layer_norm<const D: usize>(
 /// GELU, exact erf form. Only where [`torch`] holds.
 pub fn torch_gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     Tensor::from_dispatch(torch_op!(torch_gelu(x.into_dispatch())))
+}
+
+/// Inverted dropout with probability `p` in (0, 1): kept values scaled by `1 / (1 − p)`. For
+/// training only. Only where [`torch`] holds.
+pub fn torch_dropout<const D: usize>(x: Tensor<D>, p: f64) -> Tensor<D> {
+    Tensor::from_dispatch(torch_op!(torch_dropout(x.into_dispatch(), p)))
 }
 
 /// Per-row `lse(z) − z[y]` `[n]` of logits `[n, vocab]`, in f32. Only where [`torch`] holds.

@@ -5,8 +5,10 @@
 //! and then multiplies twice (by the mask, then by 1 / (1 − p)); on the CPU backends that was
 //! about a tenth of a pre-training step. Here, on CPU devices, the mask already holds 0 or
 //! 1 / (1 − p), is filled in parallel (fixed chunks, each a ChaCha8 stream of one per-call seed,
-//! so the result does not depend on the thread count) and applied with one multiply. Other
-//! devices (CUDA, LibTorch) keep burn's on-device sampling, which costs no host transfer.
+//! so the result does not depend on the thread count) and applied with one multiply. On
+//! LibTorch devices it is LibTorch's `native_dropout` (one kernel, a one-byte mask kept for the
+//! backward pass; its generator is the one [`seed`] seeds). burn's CUDA backend keeps burn's
+//! on-device sampling, which costs no host transfer.
 //! The per-call seeds come from a process-wide RNG that [`seed`] resets; the pre-training loop
 //! reseeds it with the device at every step, so a resumed run draws the same masks.
 
@@ -36,6 +38,9 @@ pub fn dropout<const D: usize>(d: &Dropout, x: Tensor<D>) -> Tensor<D> {
     let device = x.device();
     if !active(d, &device) {
         return x;
+    }
+    if crate::kernels::torch(&device) {
+        return crate::kernels::torch_dropout(x, d.prob);
     }
     if !on_host(&device) {
         return d.forward(x);
