@@ -12,6 +12,7 @@
 # Usage: scripts/libtorch-tests.sh [cargo test arguments...]
 #   TORCH_VERSION   PyTorch version (default 2.11.0: tch 0.22 builds against it)
 #   TRUENEG_CACHE   cache folder (default $HOME/.cache/trueneg)
+#   CLIPPY          set: also `cargo clippy --features tch` (warnings are errors), as CI does
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,12 +26,17 @@ if [ ! -f "$cache/.complete" ]; then
   python3 -m pip download --quiet --disable-pip-version-check --no-deps -d "$cache/wheels" \
     "torch==$version" "nvidia-cuda-runtime==13.0.*" "nvidia-cuda-cupti==13.0.*"
   # Headers and the CPU libraries only: without libtorch_cuda.so, torch-sys links none of CUDA.
-  patterns=('torch/include/*')
-  for l in "${libs[@]}"; do patterns+=("torch/lib/$l"); done
-  unzip -q "$cache"/wheels/torch-"$version"-*.whl "${patterns[@]}" -d "$cache"
-  for w in "$cache"/wheels/nvidia_*.whl; do
-    unzip -q -o "$w" 'nvidia/*' -d "$cache"
-  done
+  python3 - "$cache" "${libs[@]}" <<'PY'
+import pathlib, sys, zipfile
+cache = pathlib.Path(sys.argv[1])
+libs = {f"torch/lib/{name}" for name in sys.argv[2:]}
+for wheel in sorted((cache / "wheels").glob("*.whl")):
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.startswith(("torch/include/", "nvidia/")) or name in libs:
+                z.extract(name, cache)
+PY
+  chmod +x "$cache"/torch/lib/*.so* 2>/dev/null || true
   rm -rf "$cache/wheels"
   touch "$cache/.complete"
 fi
@@ -42,4 +48,7 @@ export LIBTORCH_BYPASS_VERSION_CHECK=1
 export RUSTFLAGS="${RUSTFLAGS:-} -C link-arg=-Wl,--allow-shlib-undefined"
 cuda_libs=$(find "$cache/nvidia" -name lib -type d | paste -sd:)
 export LD_LIBRARY_PATH=$cache/torch/lib:$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -n "${CLIPPY:-}" ]; then
+  cargo clippy --release --features tch --all-targets --target-dir target/tch -- -D warnings
+fi
 cargo test --release --features tch --target-dir target/tch --test libtorch --test golden "$@"
