@@ -83,13 +83,13 @@ fn composed_attention(qkv: Tensor<3>, bias: Option<Tensor<2>>) -> Tensor<3> {
         .reshape([B, L, H])
 }
 
-/// Key bias: sequence 1 has 2 padded keys, sequence 2 has 5 (large negative numbers, as the
-/// model's attention bias).
+/// Key bias: sequence 1 has 2 padded keys, sequence 2 has 5, with the model's bias value
+/// (`f32::MIN`, which is −∞ once cast to bf16).
 fn padding(device: &Device) -> Tensor<2> {
     let mut bias = vec![0f32; B * L];
     for (b, real) in [(1, 5), (2, 2)] {
         for k in real..L {
-            bias[b * L + k] = -10_000.0;
+            bias[b * L + k] = f32::MIN;
         }
     }
     Tensor::from_data(TensorData::new(bias, [B, L]), device)
