@@ -14,7 +14,9 @@
 //! `s = Σ_j q_j z_j` (q constant): `nll = (s − detach(s)) + lse − z[y]` has the value
 //! `lse − z[y]` and the gradient `q`, exactly the cross-entropy's.
 //! On the `flex` CPU backend the per-position loss is one fused operation instead
-//! (`kernels::cross_entropy`: one parallel pass forward, one backward).
+//! (`kernels::cross_entropy`: one parallel pass forward, one backward); on LibTorch devices it is
+//! LibTorch's `log_softmax` and the label's entry, differentiated by LibTorch
+//! (`kernels::torch_cross_entropy`).
 //! `tests/objectives.rs` checks value and gradient against the textbook formula.
 
 use burn::prelude::*;
