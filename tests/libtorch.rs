@@ -322,3 +322,49 @@ fn dropout_has_the_rate_and_scale_and_its_gradient_is_the_mask() {
     }
     assert_eq!(run().0, y, "the same seed gives the same mask");
 }
+
+mod common;
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Pre-training on LibTorch with dropout on (its masks drawn by LibTorch's generator, inside
+/// the attention kernel and by `native_dropout`) resumes exactly: the run's folder cut back to
+/// its step-6 checkpoint and resumed repeats steps 7–12 of the uninterrupted run.
+#[test]
+fn a_libtorch_run_resumed_from_a_checkpoint_repeats_its_curve() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    common::ok(
+        common::pretrain_cmd(&a, &["train.device=libtorch"])
+            .output()
+            .unwrap(),
+    );
+    let curve = |run: &std::path::Path| -> Vec<(u64, f64, f64)> {
+        common::metrics(run)
+            .into_iter()
+            .map(|m| (m.step, m.loss, m.grad_norm))
+            .collect()
+    };
+    let full = curve(&a);
+    assert_eq!(full.len(), 12);
+    assert!(full.iter().all(|(_, l, g)| l.is_finite() && *g > 0.0));
+
+    let b = dir.path().join("b");
+    copy_dir(&a, &b);
+    for step in [9, 12] {
+        std::fs::remove_dir_all(b.join(format!("checkpoints/step-{step:08}"))).unwrap();
+    }
+    common::ok(common::resume_cmd(&b).output().unwrap());
+    assert_eq!(curve(&b), full, "resumed curve = uninterrupted curve");
+}
