@@ -1,7 +1,8 @@
 //! The LibTorch calls of `kernels::libtorch` (feature `tch`) against burn's composed operations
 //! on LibTorch's CPU device: values and gradients of attention (with and without padding, with
-//! dropout), LayerNorm, GELU and the cross-entropy, and bf16 against f32. `tests/golden.rs`
-//! checks the whole model on this path against transformers.
+//! dropout), LayerNorm, GELU, dropout and the cross-entropy, bf16 against f32, and a resumed
+//! pre-training run on LibTorch. `tests/golden.rs` checks the whole model on this path against
+//! transformers.
 //!
 //! Run with `scripts/libtorch-tests.sh` (it fetches PyTorch's wheel and builds against it; CI
 //! runs it), or by hand as README's "Cargo features and GPUs" says.
