@@ -123,37 +123,8 @@ fn dropout_is_identity_in_evaluation_and_reseeded_by_seed() {
 use trueneg::kernels::{self, DropMask};
 use trueneg::model::dropout::fill_mask;
 
-fn random(shape: &[usize], seed: u64) -> Vec<f32> {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let n: usize = shape.iter().product();
-    (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
-}
-
-fn leaf<const D: usize>(values: Vec<f32>, shape: [usize; D], device: &Device) -> Tensor<D> {
-    Tensor::<D>::from_data(TensorData::new(values, shape), device).require_grad()
-}
-
-fn vec_of<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-    t.into_data().convert::<f32>().try_into_vec().unwrap()
-}
-
-fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
-    assert_eq!(got.len(), want.len(), "{name}: length");
-    let worst = got
-        .iter()
-        .zip(want)
-        .map(|(g, w)| (g - w).abs() / (1.0 + w.abs()))
-        // A NaN counts as the worst difference (`f32::max` would pass over it).
-        .fold(0f32, |worst, d| {
-            if d.is_nan() {
-                f32::INFINITY
-            } else {
-                worst.max(d)
-            }
-        });
-    assert!(worst < tol, "{name}: worst relative difference {worst}");
-}
+mod common;
+use common::{assert_close, leaf, random, vec_of};
 
 /// softmax(Q Kᵀ / √d + bias) ⊙ mask, times V, per head, from burn's own operations.
 fn composed_attention(

@@ -13,6 +13,9 @@ use burn::tensor::FloatDType;
 use burn::tensor::activation::{gelu, log_softmax, softmax};
 use trueneg::kernels;
 
+mod common;
+use common::{assert_close, leaf, random, vec_of};
+
 /// LibTorch's CPU device, or the device `TRUENEG_LIBTORCH_DEVICE` names (on a GPU machine:
 /// `libtorch-cuda`, where attention runs LibTorch's flash / memory-efficient kernels).
 fn device() -> Device {
@@ -22,34 +25,6 @@ fn device() -> Device {
 
 /// LibTorch's generator is one per process: tests that seed it and draw from it take turns.
 static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn random(shape: &[usize], seed: u64) -> Vec<f32> {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let n: usize = shape.iter().product();
-    (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
-}
-
-fn leaf<const D: usize>(values: &[f32], shape: [usize; D], device: &Device) -> Tensor<D> {
-    Tensor::<D>::from_data(TensorData::new(values.to_vec(), shape), device).require_grad()
-}
-
-fn vec_of<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-    t.into_data().convert::<f32>().try_into_vec().unwrap()
-}
-
-fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
-    assert_eq!(a.len(), b.len(), "{what}: lengths");
-    let worst = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
-        .fold(0f32, f32::max);
-    assert!(
-        worst < tol,
-        "{what}: worst difference {worst} (bound {tol})"
-    );
-}
 
 /// `Σ y ⊙ w` for fixed random weights `w`, so that every output element's gradient differs.
 fn weighted<const D: usize>(y: Tensor<D>, seed: u64) -> Tensor<1> {
@@ -108,20 +83,20 @@ fn attention_matches_the_composed_operations() {
     let values = random(&[B, L, 3 * H], 1);
     for padded in [false, true] {
         let bias = padded.then(|| padding(&d));
-        let x = leaf(&values, [B, L, 3 * H], &d);
+        let x = leaf(values.clone(), [B, L, 3 * H], &d);
         let y = kernels::torch_attention(x.clone(), bias.clone(), HEADS, 0.0);
         let gx = x.grad(&weighted(y.clone(), 2).backward()).unwrap();
 
-        let r = leaf(&values, [B, L, 3 * H], &d);
+        let r = leaf(values.clone(), [B, L, 3 * H], &d);
         let ry = composed_attention(r.clone(), bias);
         let gr = r.grad(&weighted(ry.clone(), 2).backward()).unwrap();
 
         assert_eq!(y.dims(), [B, L, H]);
-        assert_close(&vec_of(y), &vec_of(ry), 1e-5, "context");
-        assert_close(&vec_of(gx), &vec_of(gr), 1e-4, "∂qkv");
+        assert_close("context", &vec_of(y), &vec_of(ry), 1e-5);
+        assert_close("∂qkv", &vec_of(gx), &vec_of(gr), 1e-4);
     }
     // The padding matters: without it the padded sequences' contexts differ.
-    let x = leaf(&values, [B, L, 3 * H], &d);
+    let x = leaf(values.clone(), [B, L, 3 * H], &d);
     let with = vec_of(kernels::torch_attention(
         x.clone(),
         Some(padding(&d)),
@@ -142,14 +117,14 @@ fn attention_dropout_repeats_with_the_seed_and_its_gradient_uses_the_mask() {
     let values = random(&[B, L, 3 * H], 3);
     let run = |v: &[f32]| {
         trueneg::model::seed(&d, 11);
-        let x = leaf(v, [B, L, 3 * H], &d);
+        let x = leaf(v.to_vec(), [B, L, 3 * H], &d);
         let y = kernels::torch_attention(x.clone(), Some(padding(&d)), HEADS, 0.3);
         (x, y)
     };
     let (x, y) = run(&values);
     let (_, again) = run(&values);
     let no_dropout = kernels::torch_attention(
-        leaf(&values, [B, L, 3 * H], &d),
+        leaf(values.clone(), [B, L, 3 * H], &d),
         Some(padding(&d)),
         HEADS,
         0.0,
@@ -190,9 +165,9 @@ fn layer_norm_matches_the_composed_operations() {
     let gs: Vec<f32> = random(&[width], 6).iter().map(|v| 1.0 + v / 4.0).collect();
     let bs = random(&[width], 7);
     let run = |fused: bool| {
-        let x = leaf(&xs, [rows, width], &d);
-        let gamma = leaf(&gs, [width], &d);
-        let beta = leaf(&bs, [width], &d);
+        let x = leaf(xs.clone(), [rows, width], &d);
+        let gamma = leaf(gs.clone(), [width], &d);
+        let beta = leaf(bs.clone(), [width], &d);
         let y = if fused {
             kernels::torch_layer_norm(x.clone(), gamma.clone(), beta.clone(), eps)
         } else {
@@ -212,10 +187,10 @@ fn layer_norm_matches_the_composed_operations() {
     };
     let (y, dx, dg, db) = run(true);
     let (ry, rdx, rdg, rdb) = run(false);
-    assert_close(&y, &ry, 1e-5, "LayerNorm");
-    assert_close(&dx, &rdx, 1e-4, "∂x");
-    assert_close(&dg, &rdg, 1e-4, "∂γ");
-    assert_close(&db, &rdb, 1e-5, "∂β");
+    assert_close("LayerNorm", &y, &ry, 1e-5);
+    assert_close("∂x", &dx, &rdx, 1e-4);
+    assert_close("∂γ", &dg, &rdg, 1e-4);
+    assert_close("∂β", &db, &rdb, 1e-5);
 }
 
 #[test]
@@ -223,7 +198,7 @@ fn gelu_matches_burns() {
     let d = device();
     let xs = random(&[6, 40], 9);
     let run = |fused: bool| {
-        let x = leaf(&xs, [6, 40], &d);
+        let x = leaf(xs.clone(), [6, 40], &d);
         let y = if fused {
             kernels::torch_gelu(x.clone())
         } else {
@@ -234,8 +209,8 @@ fn gelu_matches_burns() {
     };
     let (y, g) = run(true);
     let (ry, rg) = run(false);
-    assert_close(&y, &ry, 1e-6, "gelu");
-    assert_close(&g, &rg, 1e-5, "gelu'");
+    assert_close("gelu", &y, &ry, 1e-6);
+    assert_close("gelu'", &g, &rg, 1e-5);
 }
 
 #[test]
@@ -246,7 +221,7 @@ fn cross_entropy_matches_the_composed_operations() {
     let labels: Vec<i64> = (0..n as i64).map(|i| (i * 7) % vocab as i64).collect();
     let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [n]), &d);
     let run = |fused: bool| {
-        let z = leaf(&zs, [n, vocab], &d);
+        let z = leaf(zs.clone(), [n, vocab], &d);
         let nll = if fused {
             kernels::torch_cross_entropy(z.clone(), labels.clone())
         } else {
@@ -260,8 +235,8 @@ fn cross_entropy_matches_the_composed_operations() {
     let (nll, g) = run(true);
     let (rnll, rg) = run(false);
     assert!(nll.iter().all(|&v| v > 0.0));
-    assert_close(&nll, &rnll, 1e-5, "nll");
-    assert_close(&g, &rg, 1e-5, "∂z");
+    assert_close("nll", &nll, &rnll, 1e-5);
+    assert_close("∂z", &g, &rg, 1e-5);
 }
 
 /// bf16 operands in, bf16 context out, within bf16's precision of the f32 result; the gradient
@@ -271,12 +246,12 @@ fn attention_runs_in_bf16() {
     let d = device();
     let values = random(&[B, L, 3 * H], 13);
     let f32_ctx = vec_of(kernels::torch_attention(
-        leaf(&values, [B, L, 3 * H], &d),
+        leaf(values.clone(), [B, L, 3 * H], &d),
         Some(padding(&d)),
         HEADS,
         0.0,
     ));
-    let x = leaf(&values, [B, L, 3 * H], &d);
+    let x = leaf(values.clone(), [B, L, 3 * H], &d);
     let y = kernels::torch_attention(
         x.clone().cast(FloatDType::BF16),
         Some(padding(&d)),
@@ -287,7 +262,7 @@ fn attention_runs_in_bf16() {
     let g = x.grad(&weighted(y.clone().cast(FloatDType::F32), 14).backward());
     let g = g.expect("a gradient through the cast");
     assert_eq!(g.dtype(), burn::tensor::DType::F32);
-    assert_close(&vec_of(y), &f32_ctx, 2e-2, "bf16 context");
+    assert_close("bf16 context", &vec_of(y), &f32_ctx, 2e-2);
 }
 
 /// Dropout: the rate, the scale `1 / (1 − p)`, a gradient that is the same mask, and the same
@@ -300,7 +275,7 @@ fn dropout_has_the_rate_and_scale_and_its_gradient_is_the_mask() {
     let xs: Vec<f32> = random(&[n], 15).iter().map(|v| v + 3.0).collect();
     let run = || {
         trueneg::model::seed(&d, 5);
-        let x = leaf(&xs, [n], &d);
+        let x = leaf(xs.clone(), [n], &d);
         let y = kernels::torch_dropout(x.clone(), 0.25);
         let g = x.grad(&y.clone().sum().backward()).unwrap();
         (vec_of(y), vec_of(g))
@@ -323,8 +298,6 @@ fn dropout_has_the_rate_and_scale_and_its_gradient_is_the_mask() {
     }
     assert_eq!(run().0, y, "the same seed gives the same mask");
 }
-
-mod common;
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -351,13 +324,7 @@ fn a_libtorch_run_resumed_from_a_checkpoint_repeats_its_curve() {
             .output()
             .unwrap(),
     );
-    let curve = |run: &std::path::Path| -> Vec<(u64, f64, f64)> {
-        common::metrics(run)
-            .into_iter()
-            .map(|m| (m.step, m.loss, m.grad_norm))
-            .collect()
-    };
-    let full = curve(&a);
+    let full = common::losses(&a);
     assert_eq!(full.len(), 12);
     assert!(full.iter().all(|(_, l, g)| l.is_finite() && *g > 0.0));
 
@@ -367,5 +334,9 @@ fn a_libtorch_run_resumed_from_a_checkpoint_repeats_its_curve() {
         std::fs::remove_dir_all(b.join(format!("checkpoints/step-{step:08}"))).unwrap();
     }
     common::ok(common::resume_cmd(&b).output().unwrap());
-    assert_eq!(curve(&b), full, "resumed curve = uninterrupted curve");
+    assert_eq!(
+        common::losses(&b),
+        full,
+        "resumed curve = uninterrupted curve"
+    );
 }

@@ -2,19 +2,12 @@
 //! transformers' layout and back, and bad input.
 
 mod common;
-use common::{bin, fails, metrics, ok, pretrain_cmd, resume_cmd, shared};
+use common::{bin, fails, losses, metrics, ok, pretrain_cmd, resume_cmd, shared};
 
 use std::path::{Path, PathBuf};
 
 use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::read_safetensors;
-
-fn losses(run: &Path) -> Vec<(u64, f64, f64)> {
-    metrics(run)
-        .into_iter()
-        .map(|m| (m.step, m.loss, m.grad_norm))
-        .collect()
-}
 
 #[test]
 fn killed_and_resumed_run_repeats_the_uninterrupted_curve() {

@@ -87,11 +87,11 @@ fn attention(
     let dh = h / heads as i64;
     // [b, l, 3, heads, dh] → three [b, heads, l, dh] views.
     let split = qkv
-        .view([b, l, 3, heads as i64, dh])
+        .reshape([b, l, 3, heads as i64, dh])
         .permute([2, 0, 3, 1, 4]);
     let (q, k, v) = (split.get(0), split.get(1), split.get(2));
     // [b, len] → [b, 1, 1, len], broadcast over heads and queries, in the operands' dtype.
-    let mask = key_bias.map(|m| m.view([b, 1, 1, l]).to_kind(qkv.kind()));
+    let mask = key_bias.map(|m| m.reshape([b, 1, 1, l]).to_kind(qkv.kind()));
     let ctx = tch::Tensor::scaled_dot_product_attention(
         &q,
         &k,

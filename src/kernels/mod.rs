@@ -10,8 +10,8 @@
 //! values and gradients (AdamW: `tests/optimizer.rs`, against the composed multi-tensor update).
 //!
 //! On burn's LibTorch backend (feature `tch`) attention, LayerNorm, GELU, dropout and the
-//! cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own backward
-//! ([`libtorch`](mod@libtorch), where [`torch`] says yes; `tests/libtorch.rs`).
+//! cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own
+//! backward ([`libtorch`](mod@libtorch), where [`torch`] says yes; `tests/libtorch.rs`).
 
 // Without `flex` (`tch`) the wrappers below end in `unreachable!` (callers check [`fused`]
 // ([`torch`]) first).
@@ -70,8 +70,40 @@ pub fn fused(device: &Device, dtype: DType) -> bool {
     }
 }
 
-/// Whether attention, LayerNorm, GELU, dropout and the cross-entropy run as single LibTorch calls on
-/// `device` (any float dtype): the LibTorch backend's devices, in a build with feature `tch`.
+/// Calls operation `op` of the backend extension `ext` through burn's dispatch backend in a
+/// build with cargo feature `feature`; without it the arguments are dropped and the call is
+/// unreachable (callers check [`fused`] or [`torch`] first).
+macro_rules! extension_op {
+    ($feature:literal, $ext:path, $op:ident($($arg:expr),* $(,)?)) => {{
+        #[cfg(feature = $feature)]
+        {
+            <burn::backend::Dispatch as $ext>::$op($($arg),*)
+        }
+        #[cfg(not(feature = $feature))]
+        {
+            $(let _ = $arg;)*
+            unreachable!(concat!("this operation needs cargo feature ", $feature))
+        }
+    }};
+}
+
+/// Calls a `FusedOps` operation (only reached where [`fused`] holds).
+macro_rules! fused_op {
+    ($($call:tt)*) => {
+        extension_op!("flex", flex::FusedOps, $($call)*)
+    };
+}
+
+/// Calls a `TorchOps` operation (only reached where [`torch`] holds).
+macro_rules! torch_op {
+    ($($call:tt)*) => {
+        extension_op!("tch", libtorch::TorchOps, $($call)*)
+    };
+}
+
+/// Whether attention, LayerNorm, GELU, dropout and the cross-entropy run as single LibTorch
+/// calls on `device` (any float dtype): the LibTorch backend's devices, in a build with feature
+/// `tch`.
 pub fn torch(device: &Device) -> bool {
     #[cfg(feature = "tch")]
     {
@@ -82,22 +114,6 @@ pub fn torch(device: &Device) -> bool {
         let _ = device;
         false
     }
-}
-
-/// Calls a `TorchOps` operation through burn's dispatch backend (only reached where [`torch`]
-/// holds, so never in a build without `tch`).
-macro_rules! torch_op {
-    ($op:ident($($arg:expr),* $(,)?)) => {{
-        #[cfg(feature = "tch")]
-        {
-            <burn::backend::Dispatch as libtorch::TorchOps>::$op($($arg),*)
-        }
-        #[cfg(not(feature = "tch"))]
-        {
-            $(let _ = $arg;)*
-            unreachable!("the LibTorch calls need the tch feature")
-        }
-    }};
 }
 
 /// The attention context `[batch, len, hidden]` of the packed projections `qkv` `[batch, len,
@@ -153,22 +169,6 @@ pub fn torch_cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<
         logits.into_dispatch(),
         labels.into_dispatch(),
     )))
-}
-
-/// Calls a `FusedOps` operation through burn's dispatch backend (only reached where [`fused`]
-/// holds, so never in a build without `flex`).
-macro_rules! fused_op {
-    ($op:ident($($arg:expr),* $(,)?)) => {{
-        #[cfg(feature = "flex")]
-        {
-            <burn::backend::Dispatch as flex::FusedOps>::$op($($arg),*)
-        }
-        #[cfg(not(feature = "flex"))]
-        {
-            $(let _ = $arg;)*
-            unreachable!("fused kernels need the flex backend")
-        }
-    }};
 }
 
 /// Multi-head attention context `[batch, len, hidden]` from the packed projections `qkv`

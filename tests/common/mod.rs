@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+
+use burn::prelude::*;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
@@ -47,6 +49,14 @@ pub fn metrics(run: &Path) -> Vec<trueneg::train::pretrain::StepMetrics> {
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// (step, loss, gradient norm) of every line of a run's `metrics.jsonl`.
+pub fn losses(run: &Path) -> Vec<(u64, f64, f64)> {
+    metrics(run)
+        .into_iter()
+        .map(|m| (m.step, m.loss, m.grad_norm))
         .collect()
 }
 
@@ -105,4 +115,42 @@ pub fn pretrain_cmd(run: &Path, extra: &[&str]) -> Command {
         c.args(["--set", s]);
     }
     c
+}
+
+// Tensors for the kernel tests: random values, leaves, host copies, and a comparison.
+
+/// `shape`'s element count of values uniform in [−2, 2), from `seed`.
+pub fn random(shape: &[usize], seed: u64) -> Vec<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let n: usize = shape.iter().product();
+    (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
+}
+
+/// A tensor that tracks its gradient.
+pub fn leaf<const D: usize>(values: Vec<f32>, shape: [usize; D], device: &Device) -> Tensor<D> {
+    Tensor::<D>::from_data(TensorData::new(values, shape), device).require_grad()
+}
+
+/// The values of `t` as f32.
+pub fn vec_of<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().try_into_vec().unwrap()
+}
+
+/// Every element within `tol` of `want`, relative to `1 + |want|`; a NaN fails.
+pub fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{name}: length");
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs() / (1.0 + w.abs()))
+        // A NaN counts as the worst difference (`f32::max` would pass over it).
+        .fold(0f32, |worst, d| {
+            if d.is_nan() {
+                f32::INFINITY
+            } else {
+                worst.max(d)
+            }
+        });
+    assert!(worst < tol, "{name}: worst relative difference {worst}");
 }
