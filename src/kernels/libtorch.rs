@@ -10,22 +10,34 @@
 //! - attention: `scaled_dot_product_attention` (on CUDA the flash or memory-efficient kernels,
 //!   which keep only the output and the softmax's log-sum-exp, and draw the dropout mask inside
 //!   the kernel from LibTorch's generator, which `model::seed` seeds every step);
-//! - LayerNorm: `layer_norm` (one kernel each way, statistics in f32);
+//! - LayerNorm: `layer_norm` (statistics in f32);
 //! - GELU: `gelu` (exact erf form) and `gelu_backward`;
 //! - dropout: `native_dropout` (one kernel, a one-byte mask kept) and `native_dropout_backward`;
-//! - cross-entropy: `log_softmax` and the label's entry.
+//! - cross-entropy: `log_softmax` and the label's entry; its backward pass is
+//!   `_log_softmax_backward_data` of the label's one-hot row, from the log-softmax it keeps.
 //!
-//! The backward pass of the first, second and fourth is LibTorch's autograd over that one call:
-//! the forward pass runs with LibTorch's gradient tracking on, its inputs as fresh leaves that
-//! share the inputs' memory, and keeps that small graph as the burn node's state; the backward
-//! step asks LibTorch for the leaves' gradients of `Σ y ⊙ ∂y` (whose gradient with respect to
-//! `y` is the incoming `∂y`). The output handed to burn is detached from that graph and shares
-//! its memory; the state keeps a handle on it, so burn never reuses that memory in place.
+//! The backward pass of attention and LayerNorm is LibTorch's autograd over that one call: the
+//! call runs with LibTorch's gradient tracking on, its inputs as fresh leaves that share the
+//! inputs' memory, and LibTorch is asked for the leaves' gradients of `Σ y ⊙ ∂y` (whose gradient
+//! with respect to `y` is the incoming `∂y`).
+//! - Attention records that graph in the forward pass and keeps it as the burn node's state
+//!   (the flash kernels keep their output for the backward pass anyway). The output handed to
+//!   burn is detached from the graph and shares its memory; the state keeps a handle on it, so
+//!   burn never reuses that memory in place.
+//! - LayerNorm keeps only its input, weight and bias, and records the call again in the backward
+//!   pass: one more LayerNorm kernel there, but its f32 output is not held until the backward
+//!   pass (under bf16 the next product keeps a bf16 copy of it, so nothing else would).
+//!
+//! Every state holds handles on the inputs the backward pass reads, so burn never writes into
+//! them in place. The cross-entropy keeps its log-softmax and not the logits, as LibTorch's own
+//! `cross_entropy` does.
 //!
 //! `tests/libtorch.rs` checks each against burn's composed operations on the `libtorch` CPU
 //! device, values and gradients.
 
 #![allow(deprecated)] // burn marks its LibTorch backend deprecated; it is our fastest on GPUs.
+
+use std::marker::PhantomData;
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -110,14 +122,18 @@ fn layer_norm(x: &tch::Tensor, gamma: &tch::Tensor, beta: &tch::Tensor, eps: f64
     x.layer_norm([width], Some(gamma), Some(beta), eps, true)
 }
 
-/// `lse(z) − z[y]` per row of `logits` `[n, vocab]`, in f32.
-fn cross_entropy(logits: &tch::Tensor, labels: &tch::Tensor) -> tch::Tensor {
+/// The cross-entropy `lse(z) − z[y]` per row of `logits` `[n, vocab]` (f32), with what its
+/// backward pass reads: the rows' log-softmax (f32) and the labels as a column index `[n, 1]`.
+fn cross_entropy(logits: &tch::Tensor, labels: &tch::Tensor) -> (tch::Tensor, CrossEntropySaved) {
     let index = labels.to_kind(Kind::Int64).unsqueeze(1);
-    logits
-        .log_softmax(1, Kind::Float)
-        .gather(1, &index, false)
-        .squeeze_dim(1)
-        .neg()
+    let log_softmax = logits.log_softmax(1, Kind::Float);
+    let nll = log_softmax.gather(1, &index, false).squeeze_dim(1).neg();
+    let saved = CrossEntropySaved {
+        log_softmax: TchTensor::new(log_softmax),
+        index: TchTensor::new(index),
+        kind: logits.kind(),
+    };
+    (nll, saved)
 }
 
 impl TorchOps for LibTorch {
@@ -149,7 +165,7 @@ impl TorchOps for LibTorch {
 
     fn torch_cross_entropy(logits: TchTensor, labels: TchTensor) -> TchTensor {
         TchTensor::new(tch::no_grad(|| {
-            cross_entropy(&logits.tensor, &labels.tensor)
+            cross_entropy(&logits.tensor, &labels.tensor).0
         }))
     }
 }
@@ -199,23 +215,87 @@ impl Graph {
     }
 }
 
-/// The backward step of a recorded call with `N` differentiable inputs.
-#[derive(Debug)]
-struct GraphStep;
+/// What a graph step keeps: the graph recorded in the forward pass, or what records it again.
+trait Replay: Clone + Send + core::fmt::Debug + 'static {
+    fn graph(self) -> Graph;
+}
 
-impl<const N: usize> Backward<LibTorch, N> for GraphStep {
-    type State = Graph;
+impl Replay for Graph {
+    fn graph(self) -> Graph {
+        self
+    }
+}
+
+/// LayerNorm's input, weight, bias and ε: the call is recorded again in the backward pass.
+#[derive(Clone, Debug)]
+struct LayerNormInputs {
+    x: TchTensor,
+    gamma: TchTensor,
+    beta: TchTensor,
+    eps: f64,
+}
+
+impl Replay for LayerNormInputs {
+    fn graph(self) -> Graph {
+        let inputs = [&self.x, &self.gamma, &self.beta];
+        Graph::record(&inputs, |l| layer_norm(&l[0], &l[1], &l[2], self.eps)).1
+    }
+}
+
+/// The backward step of a call with `N` differentiable inputs, through LibTorch's autograd over
+/// the graph `S` keeps or records.
+#[derive(Debug)]
+struct GraphStep<S>(PhantomData<S>);
+
+impl<S> GraphStep<S> {
+    fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<S: Replay, const N: usize> Backward<LibTorch, N> for GraphStep<S> {
+    type State = S;
 
     fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
         let grad = grads.consume::<LibTorch>(&ops.node);
         if ops.parents.iter().all(Option::is_none) {
             return;
         }
-        let leaf_grads = ops.state.gradients(&grad);
+        let leaf_grads = ops.state.graph().gradients(&grad);
         for (parent, g) in ops.parents.into_iter().zip(leaf_grads) {
             if let Some(node) = parent {
                 grads.register::<LibTorch>(node.id, g);
             }
+        }
+    }
+}
+
+/// What the cross-entropy's backward pass reads: the rows' log-softmax `[n, vocab]` (f32), the
+/// labels as a column index `[n, 1]` and the logits' kind.
+#[derive(Clone, Debug)]
+struct CrossEntropySaved {
+    log_softmax: TchTensor,
+    index: TchTensor,
+    kind: Kind,
+}
+
+/// `∂z = ∂lsm − softmax(z) · Σ ∂lsm` with `∂lsm` = −∂nll at the label's column, 0 elsewhere.
+#[derive(Debug)]
+struct CrossEntropyStep;
+
+impl Backward<LibTorch, 1> for CrossEntropyStep {
+    type State = CrossEntropySaved;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<LibTorch>(&ops.node);
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            let s = &ops.state;
+            let lsm = &s.log_softmax.tensor;
+            let picked = grad.tensor.to_kind(Kind::Float).neg().unsqueeze(1);
+            let d_lsm = lsm.zeros_like().scatter(1, &s.index.tensor, &picked);
+            let dz = tch::Tensor::internal_log_softmax_backward_data(&d_lsm, lsm, 1, Kind::Float);
+            grads.register::<LibTorch>(node.id, TchTensor::new(dz.to_kind(s.kind)));
         }
     }
 }
@@ -267,7 +347,11 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
         let qkv = qkv.into_primitive();
         // The padding bias is a constant: no gradient flows to it.
         let bias = key_bias.into_primitive();
-        match GraphStep.prepare::<C>(guards).compute_bound().stateful() {
+        match GraphStep::<Graph>::new()
+            .prepare::<C>(guards)
+            .compute_bound()
+            .stateful()
+        {
             OpsKind::Tracked(prep) => {
                 let (ctx, graph) = Graph::record(&[&qkv], |leaves| {
                     attention(&leaves[0], padded.then_some(&bias.tensor), heads, dropout)
@@ -292,12 +376,20 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
             gamma.into_primitive(),
             beta.into_primitive(),
         );
-        match GraphStep.prepare::<C>(guards).compute_bound().stateful() {
+        match GraphStep::<LayerNormInputs>::new()
+            .prepare::<C>(guards)
+            .compute_bound()
+            .stateful()
+        {
             OpsKind::Tracked(prep) => {
-                let (y, graph) = Graph::record(&[&x, &gamma, &beta], |l| {
-                    layer_norm(&l[0], &l[1], &l[2], eps)
-                });
-                prep.finish(graph, y)
+                let y = LibTorch::torch_layer_norm(x.clone(), gamma.clone(), beta.clone(), eps);
+                let inputs = LayerNormInputs {
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                };
+                prep.finish(inputs, y)
             }
             OpsKind::UnTracked(prep) => {
                 prep.finish(LibTorch::torch_layer_norm(x, gamma, beta, eps))
@@ -331,11 +423,14 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
     ) -> FloatTensor<Self> {
         let guards = [logits.node()];
         let logits = logits.into_primitive();
-        match GraphStep.prepare::<C>(guards).compute_bound().stateful() {
+        match CrossEntropyStep
+            .prepare::<C>(guards)
+            .compute_bound()
+            .stateful()
+        {
             OpsKind::Tracked(prep) => {
-                let (nll, graph) =
-                    Graph::record(&[&logits], |l| cross_entropy(&l[0], &labels.tensor));
-                prep.finish(graph, nll)
+                let (nll, saved) = tch::no_grad(|| cross_entropy(&logits.tensor, &labels.tensor));
+                prep.finish(saved, TchTensor::new(nll))
             }
             OpsKind::UnTracked(prep) => prep.finish(LibTorch::torch_cross_entropy(logits, labels)),
         }
