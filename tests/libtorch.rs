@@ -1,5 +1,5 @@
 //! The LibTorch calls of `kernels::libtorch` (feature `tch`) against burn's composed operations
-//! on LibTorch's CPU device: values and gradients of attention (with and without padding, with
+//! on LibTorch's CPU device: values and gradients of the biased product, attention (with and without padding, with
 //! dropout), LayerNorm, GELU, dropout and the cross-entropy, bf16 against f32, and a resumed
 //! pre-training run on LibTorch. `tests/golden.rs` checks the whole model on this path against
 //! transformers.
@@ -154,6 +154,63 @@ fn attention_dropout_repeats_with_the_seed_and_its_gradient_uses_the_mask() {
             "∂qkv[{i}]: backward {} vs differences {numeric}",
             g[i]
         );
+    }
+}
+
+/// `x W + b` as one `addmm` against burn's product and sum, in f32 and in bf16, with `W` also
+/// as a transposed view (as the tied MLM decoder passes it).
+#[test]
+fn linear_matches_the_composed_operations() {
+    let d = device();
+    let (rows, d_in, d_out) = (9, 12, 20);
+    let (xs, ws, bs) = (
+        random(&[rows, d_in], 30),
+        random(&[d_in, d_out], 31),
+        random(&[d_out], 32),
+    );
+    let run = |fused: bool, dtype: FloatDType, transposed: bool| {
+        let x = leaf(xs.clone(), [rows, d_in], &d);
+        let w = if transposed {
+            let t: Vec<f32> = (0..d_out * d_in)
+                .map(|k| ws[(k % d_in) * d_out + k / d_in])
+                .collect();
+            leaf(t, [d_out, d_in], &d)
+        } else {
+            leaf(ws.clone(), [d_in, d_out], &d)
+        };
+        let b = leaf(bs.clone(), [d_out], &d);
+        let wv = if transposed {
+            w.clone().transpose()
+        } else {
+            w.clone()
+        };
+        let (xc, wc, bc) = (x.clone().cast(dtype), wv.cast(dtype), b.clone().cast(dtype));
+        let y = if fused {
+            kernels::torch_linear(xc, wc, bc)
+        } else {
+            xc.matmul(wc) + bc.unsqueeze::<2>()
+        }
+        .cast(FloatDType::F32);
+        let grads = weighted(y.clone(), 33).backward();
+        let dw = w.grad(&grads).unwrap();
+        let dw = if transposed { dw.transpose() } else { dw };
+        (
+            vec_of(y),
+            vec_of(x.grad(&grads).unwrap()),
+            vec_of(dw),
+            vec_of(b.grad(&grads).unwrap()),
+        )
+    };
+    for (dtype, tol) in [(FloatDType::F32, 1e-5), (FloatDType::BF16, 2e-2)] {
+        for transposed in [false, true] {
+            let (y, dx, dw, db) = run(true, dtype, transposed);
+            let (ry, rdx, rdw, rdb) = run(false, dtype, transposed);
+            let what = format!("{dtype:?}, transposed {transposed}");
+            assert_close(&format!("x W + b ({what})"), &y, &ry, tol);
+            assert_close(&format!("∂x ({what})"), &dx, &rdx, tol);
+            assert_close(&format!("∂W ({what})"), &dw, &rdw, tol);
+            assert_close(&format!("∂b ({what})"), &db, &rdb, tol);
+        }
     }
 }
 

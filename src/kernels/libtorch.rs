@@ -10,6 +10,8 @@
 //! - attention: `scaled_dot_product_attention` (on CUDA the flash or memory-efficient kernels,
 //!   which keep only the output and the softmax's log-sum-exp, and draw the dropout mask inside
 //!   the kernel from LibTorch's generator, which `model::seed` seeds every step);
+//! - the biased product `x W + b`: `addmm` (on CUDA cuBLASLt adds the bias in the product's
+//!   epilogue), its backward pass the two products and the bias's row sum;
 //! - LayerNorm: `layer_norm` (statistics in f32);
 //! - GELU: `gelu` (exact erf form) and `gelu_backward`;
 //! - dropout: `native_dropout` (one kernel, a one-byte mask kept) and `native_dropout_backward`;
@@ -68,6 +70,12 @@ pub trait TorchOps: Backend {
         padded: bool,
         heads: usize,
         dropout: f64,
+    ) -> FloatTensor<Self>;
+    /// `x W + b` for `x` `[rows, in]`, `W` `[in, out]`, `b` `[out]`, all in one dtype.
+    fn torch_linear(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
     ) -> FloatTensor<Self>;
     fn torch_layer_norm(
         x: FloatTensor<Self>,
@@ -147,6 +155,10 @@ impl TorchOps for LibTorch {
         let bias = padded.then_some(&key_bias.tensor);
         let ctx = tch::no_grad(|| attention(&qkv.tensor, bias, heads, dropout));
         TchTensor::new(ctx)
+    }
+
+    fn torch_linear(x: TchTensor, w: TchTensor, b: TchTensor) -> TchTensor {
+        TchTensor::new(tch::no_grad(|| b.tensor.addmm(&x.tensor, &w.tensor)))
     }
 
     fn torch_layer_norm(x: TchTensor, gamma: TchTensor, beta: TchTensor, eps: f64) -> TchTensor {
@@ -300,6 +312,32 @@ impl Backward<LibTorch, 1> for CrossEntropyStep {
     }
 }
 
+/// `∂x = ∂y Wᵀ`, `∂W = xᵀ ∂y`, `∂b = Σ_rows ∂y`, each only where a parent is tracked.
+#[derive(Debug)]
+struct LinearStep;
+
+impl Backward<LibTorch, 3> for LinearStep {
+    /// `x` and `W`.
+    type State = (TchTensor, TchTensor);
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<LibTorch>(&ops.node);
+        let [px, pw, pb] = ops.parents;
+        let (x, w) = (&ops.state.0.tensor, &ops.state.1.tensor);
+        let g = grad.tensor.to_kind(x.kind());
+        if let Some(node) = px {
+            grads.register::<LibTorch>(node.id, TchTensor::new(g.mm(&w.transpose(0, 1))));
+        }
+        if let Some(node) = pw {
+            grads.register::<LibTorch>(node.id, TchTensor::new(x.transpose(0, 1).mm(&g)));
+        }
+        if let Some(node) = pb {
+            let db = g.sum_dim_intlist(0, false, g.kind());
+            grads.register::<LibTorch>(node.id, TchTensor::new(db));
+        }
+    }
+}
+
 #[derive(Debug)]
 struct GeluStep;
 
@@ -361,6 +399,20 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(LibTorch::torch_attention(qkv, bias, padded, heads, dropout))
             }
+        }
+    }
+
+    fn torch_linear(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let guards = [x.node(), w.node(), b.node()];
+        let (x, w, b) = (x.into_primitive(), w.into_primitive(), b.into_primitive());
+        let y = LibTorch::torch_linear(x.clone(), w.clone(), b);
+        match LinearStep.prepare::<C>(guards).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish((x, w), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }
 

@@ -101,8 +101,8 @@ macro_rules! torch_op {
     };
 }
 
-/// Whether attention, LayerNorm, GELU, dropout and the cross-entropy run as single LibTorch
-/// calls on `device` (any float dtype): the LibTorch backend's devices, in a build with feature
+/// Whether the biased products, attention, LayerNorm, GELU, dropout and the cross-entropy run as
+/// single LibTorch calls on `device` (any float dtype): the LibTorch backend's devices, in a build with feature
 /// `tch`.
 pub fn torch(device: &Device) -> bool {
     #[cfg(feature = "tch")]
@@ -134,6 +134,16 @@ pub fn torch_attention(
         padded,
         heads,
         dropout,
+    )))
+}
+
+/// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]`, `b` `[out]` (one dtype): one LibTorch
+/// `addmm`. Only where [`torch`] holds.
+pub fn torch_linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+    Tensor::from_dispatch(torch_op!(torch_linear(
+        x.into_dispatch(),
+        w.into_dispatch(),
+        b.into_dispatch(),
     )))
 }
 
