@@ -282,6 +282,20 @@ impl<S: Replay, const N: usize> Backward<LibTorch, N> for GraphStep<S> {
     }
 }
 
+/// The backward step of a call with one input: registers `dx(state, ∂y)` as the input's
+/// gradient when the input is tracked.
+fn one_input<S>(
+    ops: Ops<S, 1>,
+    grads: &mut Gradients,
+    dx: impl FnOnce(&S, &tch::Tensor) -> tch::Tensor,
+) {
+    let grad = grads.consume::<LibTorch>(&ops.node);
+    let [parent] = ops.parents;
+    if let Some(node) = parent {
+        grads.register::<LibTorch>(node.id, TchTensor::new(dx(&ops.state, &grad.tensor)));
+    }
+}
+
 /// What the cross-entropy's backward pass reads: the rows' log-softmax `[n, vocab]` (f32), the
 /// labels as a column index `[n, 1]` and the logits' kind.
 #[derive(Clone, Debug)]
@@ -299,16 +313,13 @@ impl Backward<LibTorch, 1> for CrossEntropyStep {
     type State = CrossEntropySaved;
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<LibTorch>(&ops.node);
-        let [parent] = ops.parents;
-        if let Some(node) = parent {
-            let s = &ops.state;
+        one_input(ops, grads, |s, grad| {
             let lsm = &s.log_softmax.tensor;
-            let picked = grad.tensor.to_kind(Kind::Float).neg().unsqueeze(1);
+            let picked = grad.to_kind(Kind::Float).neg().unsqueeze(1);
             let d_lsm = lsm.zeros_like().scatter(1, &s.index.tensor, &picked);
             let dz = tch::Tensor::internal_log_softmax_backward_data(&d_lsm, lsm, 1, Kind::Float);
-            grads.register::<LibTorch>(node.id, TchTensor::new(dz.to_kind(s.kind)));
-        }
+            dz.to_kind(s.kind)
+        });
     }
 }
 
@@ -345,13 +356,10 @@ impl Backward<LibTorch, 1> for GeluStep {
     type State = TchTensor;
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<LibTorch>(&ops.node);
-        let [parent] = ops.parents;
-        if let Some(node) = parent {
-            let x = &ops.state.tensor;
-            let dx = x.gelu_backward(&grad.tensor.to_kind(x.kind()), "none");
-            grads.register::<LibTorch>(node.id, TchTensor::new(dx));
-        }
+        one_input(ops, grads, |x, grad| {
+            let x = &x.tensor;
+            x.gelu_backward(&grad.to_kind(x.kind()), "none")
+        });
     }
 }
 
@@ -363,13 +371,9 @@ impl Backward<LibTorch, 1> for DropoutStep {
     type State = (TchTensor, f64);
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<LibTorch>(&ops.node);
-        let [parent] = ops.parents;
-        if let Some(node) = parent {
-            let (mask, scale) = &ops.state;
-            let dx = tch::Tensor::native_dropout_backward(&grad.tensor, &mask.tensor, *scale);
-            grads.register::<LibTorch>(node.id, TchTensor::new(dx));
-        }
+        one_input(ops, grads, |(mask, scale), grad| {
+            tch::Tensor::native_dropout_backward(grad, &mask.tensor, *scale)
+        });
     }
 }
 

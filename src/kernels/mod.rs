@@ -9,8 +9,8 @@
 //! with the same formulas. `tests/kernels.rs` checks every kernel against that composed version,
 //! values and gradients (AdamW: `tests/optimizer.rs`, against the composed multi-tensor update).
 //!
-//! On burn's LibTorch backend (feature `tch`) attention, LayerNorm, GELU, dropout and the
-//! cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own
+//! On burn's LibTorch backend (feature `tch`) the biased products, attention, LayerNorm, GELU,
+//! dropout and the cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own
 //! backward ([`libtorch`](mod@libtorch), where [`torch`] says yes; `tests/libtorch.rs`).
 
 // Without `flex` (`tch`) the wrappers below end in `unreachable!` (callers check [`fused`]
@@ -102,8 +102,8 @@ macro_rules! torch_op {
 }
 
 /// Whether the biased products, attention, LayerNorm, GELU, dropout and the cross-entropy run as
-/// single LibTorch calls on `device` (any float dtype): the LibTorch backend's devices, in a build with feature
-/// `tch`.
+/// single LibTorch calls on `device` (any float dtype): the LibTorch backend's devices, in a
+/// build with feature `tch`.
 pub fn torch(device: &Device) -> bool {
     #[cfg(feature = "tch")]
     {
