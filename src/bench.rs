@@ -2,7 +2,8 @@
 //! LM (vocab 30522, hidden 256, 4 layers, 4 heads, FFN 1024, dropout 0.1), one fixed batch of
 //! 16 × 128 random ids in [1000, 30522) with 19 masked positions per sequence, loss = MLM CE +
 //! word-level Soft Regularization (or another objective, to measure its overhead), AdamW (lr 5e-4, wd 0.01 on all parameters, ε 1e-6).
-//! One step = forward + loss + backward + optimizer update + reading the loss.
+//! One step = the training step `pretrain` runs (`train::step::step_loss`: forward + loss) +
+//! backward + optimizer update + reading the loss.
 
 use std::time::Instant;
 
@@ -11,13 +12,15 @@ use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::lexicon::SynonymTable;
-use crate::model::{BertMlm, EncoderConfig, Inputs, Precision, host_ids};
-use crate::objective::{
-    ObjectiveKind, correction_weights, masked_cross_entropy, sentence_regularization,
-    word_regularization,
-};
+use crate::model::{EncoderConfig, Precision};
+use crate::objective::{Objective, ObjectiveKind, Setup, terms};
+use crate::text::SynonymTable;
+use crate::text::batches::Batch;
+use crate::text::masking::Masked;
+use crate::train::config::{ModelKind, PretrainConfig};
+use crate::train::model::PretrainModel;
 use crate::train::optimizer::{AdamW, AdamWConfig, Grads, MultiTensor};
+use crate::train::step::step_loss;
 
 pub const VOCAB: usize = 30522;
 pub const BATCH: usize = 16;
@@ -77,9 +80,65 @@ pub struct BenchReport {
     pub phase_ms: [f64; 3],
 }
 
+/// The pre-training config of the bench's model: BERT of [`bench_config`]'s sizes, `objective`.
+pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> PretrainConfig {
+    let e = bench_config(spec);
+    let mut cfg = PretrainConfig::default();
+    let m = &mut cfg.model;
+    m.kind = ModelKind::Bert;
+    m.vocab_size = e.vocab_size;
+    m.embedding_size = e.embedding_size;
+    m.hidden_size = e.hidden_size;
+    m.num_hidden_layers = e.num_hidden_layers;
+    m.num_attention_heads = e.num_attention_heads;
+    m.intermediate_size = e.intermediate_size;
+    m.max_position_embeddings = e.max_position_embeddings;
+    m.type_vocab_size = e.type_vocab_size;
+    m.layer_norm_eps = e.layer_norm_eps;
+    m.hidden_dropout_prob = e.hidden_dropout_prob;
+    m.attention_probs_dropout_prob = e.attention_probs_dropout_prob;
+    cfg.train.precision = spec.precision;
+    cfg.objective.kind = objective;
+    cfg
+}
+
+/// The bench's fixed batch: `spec.batch` × [`SEQ`] random ids in [1000, [`VOCAB`]), no
+/// padding, [`MASKED_PER_SEQ`] positions per sequence replaced by `[MASK]` (103).
+fn fixed_batch(spec: &BenchSpec, rng: &mut ChaCha8Rng) -> (Batch, Masked) {
+    let batch = spec.batch;
+    let ids: Vec<u32> = (0..batch * SEQ)
+        .map(|_| rng.random_range(1000..VOCAB as u32))
+        .collect();
+    let mut input_ids = ids.clone();
+    let (mut positions, mut labels) = (Vec::new(), Vec::new());
+    for b in 0..batch {
+        let mut pos: Vec<usize> = sample(rng, SEQ, MASKED_PER_SEQ).into_vec();
+        pos.sort_unstable();
+        for p in pos {
+            positions.push(b * SEQ + p);
+            labels.push(ids[b * SEQ + p]);
+            input_ids[b * SEQ + p] = 103;
+        }
+    }
+    let b = Batch {
+        batch,
+        len: SEQ,
+        ids,
+        token_types: vec![0; batch * SEQ],
+        attention_mask: vec![1; batch * SEQ],
+    };
+    let m = Masked {
+        input_ids,
+        positions,
+        labels,
+    };
+    (b, m)
+}
+
 /// Runs `warmup` untimed and `steps` timed steps of each objective on `device` (an autodiff
-/// device). With several objectives, each has its own model and optimizer (same initial
-/// weights) and their steps are interleaved, so slow drifts of the machine hit all alike.
+/// device): the training step `pretrain` runs ([`step_loss`]), on one fixed batch. With several
+/// objectives, each has its own model and optimizer (same initial weights) and their steps are
+/// interleaved, so slow drifts of the machine hit all alike.
 pub fn run_bench(
     device: &Device,
     spec: &BenchSpec,
@@ -87,92 +146,43 @@ pub fn run_bench(
     steps: usize,
     objectives: &[ObjectiveKind],
     mut on_step: impl FnMut(usize, usize, f64, f64, [f64; 3]),
-) -> Vec<BenchReport> {
+) -> crate::Result<Vec<BenchReport>> {
     let mut rng = ChaCha8Rng::seed_from_u64(1234);
-    let batch = spec.batch;
-    let ids: Vec<i64> = (0..batch * SEQ)
-        .map(|_| rng.random_range(1000..VOCAB as i64))
-        .collect();
-    let mut input = ids.clone();
-    let (mut positions, mut labels) = (Vec::new(), Vec::new());
-    for b in 0..batch {
-        let mut pos: Vec<usize> = sample(&mut rng, SEQ, MASKED_PER_SEQ).into_vec();
-        pos.sort_unstable();
-        for p in pos {
-            positions.push((b * SEQ + p) as i64);
-            labels.push(ids[b * SEQ + p]);
-            input[b * SEQ + p] = 103;
-        }
-    }
-    let n = positions.len();
-    let positions_host: Vec<usize> = positions.iter().map(|&p| p as usize).collect();
-    let labels_host: Vec<u32> = labels.iter().map(|&l| l as u32).collect();
+    let (batch, masked) = fixed_batch(spec, &mut rng);
     let table = synthetic_table(&mut rng);
-    let x = Inputs {
-        ids: Tensor::from_data(TensorData::new(input, [batch, SEQ]), device),
-        token_types: Tensor::zeros([batch, SEQ], device),
-        attention_mask: None,
-    };
-    let positions: Tensor<1, Int> = Tensor::from_data(TensorData::new(positions, [n]), device);
-    let labels: Tensor<1, Int> = Tensor::from_data(TensorData::new(labels, [n]), device);
-    let mut runners: Vec<(BertMlm, AdamW)> = objectives
-        .iter()
-        .map(|_| {
-            crate::model::seed(device, 0);
-            let opt = AdamW::new(AdamWConfig {
-                lr: 5e-4,
-                weight_decay: 0.01,
-                decay_all: true,
-                eps: 1e-6,
-                max_grad_norm: 0.0,
-                warmup_steps: 0,
-                multi_tensor: spec.multi_tensor,
+    let mut runners = Vec::new();
+    for &kind in objectives {
+        let cfg = bench_pretrain_config(spec, kind);
+        let objective = Objective::build(
+            &cfg.objective,
+            &mut Setup {
+                synonyms: Some(table.clone()),
                 ..Default::default()
-            });
-            (BertMlm::new(&bench_config(spec), device), opt)
-        })
-        .collect();
+            },
+        )?;
+        crate::model::seed(device, 0);
+        let opt = AdamW::new(AdamWConfig {
+            lr: 5e-4,
+            weight_decay: 0.01,
+            decay_all: true,
+            eps: 1e-6,
+            max_grad_norm: 0.0,
+            warmup_steps: 0,
+            multi_tensor: spec.multi_tensor,
+            ..Default::default()
+        });
+        let model = PretrainModel::new(&cfg, VOCAB, device);
+        runners.push((cfg, objective, model, opt));
+    }
 
     let mut step_ms = vec![Vec::new(); objectives.len()];
     let mut losses = vec![Vec::new(); objectives.len()];
     let mut phase_ms = vec![[0.0; 3]; objectives.len()];
     for step in 0..warmup + steps {
-        for (j, (&objective, (model, opt))) in objectives.iter().zip(runners.iter_mut()).enumerate()
-        {
+        for (j, (cfg, objective, model, opt)) in runners.iter_mut().enumerate() {
             let t0 = Instant::now();
-            let logits = model.mlm_logits(&x, positions.clone());
-            let argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
-            let weights = objective.hard_correction().then(|| {
-                let pred = host_ids(argmax.clone());
-                let rows: Vec<usize> = positions_host.iter().map(|&p| p / SEQ).collect();
-                let (w, _) = correction_weights(&pred, &labels_host, &rows, batch, &table);
-                Tensor::<1>::from_data(TensorData::new(w, [n]), device)
-            });
-            let mut loss = masked_cross_entropy(logits, labels.clone(), weights);
-            if objective.word_regularization() {
-                loss = loss
-                    + word_regularization(
-                        model.embeddings.word_matrix(),
-                        argmax.clone(),
-                        labels.clone(),
-                    );
-            }
-            if objective.sentence_regularization() {
-                let mut filled = ids.clone();
-                for (&p, &t) in positions_host.iter().zip(&host_ids(argmax)) {
-                    filled[p] = t as i64;
-                }
-                let xp = Inputs {
-                    ids: Tensor::from_data(TensorData::new(filled, [batch, SEQ]), device),
-                    ..x.clone()
-                };
-                let xs = Inputs {
-                    ids: Tensor::from_data(TensorData::new(ids.clone(), [batch, SEQ]), device),
-                    ..x.clone()
-                };
-                let ones = Tensor::<2>::ones([batch, SEQ], device);
-                loss = loss + sentence_regularization(model.encode(&xp), model.encode(&xs), ones);
-            }
+            let l = step_loss(model, cfg, objective, &batch, &masked, device);
+            let loss = terms::objectives(std::slice::from_ref(&l)).remove(0);
             let sync = || {
                 if spec.sync_phases {
                     device.sync().expect("device sync");
@@ -203,7 +213,7 @@ pub fn run_bench(
             }
         }
     }
-    step_ms
+    Ok(step_ms
         .into_iter()
         .zip(losses)
         .zip(phase_ms)
@@ -213,7 +223,7 @@ pub fn run_bench(
             losses,
             phase_ms,
         })
-        .collect()
+        .collect())
 }
 
 /// Median over the timed steps of `report`'s step time divided by `base`'s at the same step:

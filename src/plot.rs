@@ -224,11 +224,26 @@ pub fn metric_series(run: &Path, metric: &str) -> Result<Option<Series>> {
     }))
 }
 
+/// The loss fields of a run's `metrics.jsonl`: `loss`, then every `*_loss` field its lines carry,
+/// in order of name.
+fn loss_fields(run: &Path) -> Result<Vec<String>> {
+    let path = run.join("metrics.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let mut names = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        if let Ok(serde_json::Value::Object(m)) = serde_json::from_str(line) {
+            names.extend(m.keys().filter(|k| k.ends_with("_loss")).cloned());
+        }
+    }
+    Ok(std::iter::once("loss".to_string()).chain(names).collect())
+}
+
 /// `<run>/loss.png`: every loss term of a run's `metrics.jsonl` over the steps (log scale: the
 /// weighted total and the discriminator's term differ by orders of magnitude).
 pub fn run_loss_plot(run: &Path) -> Result<std::path::PathBuf> {
     let mut series = Vec::new();
-    for m in ["loss", "mlm_loss", "disc_loss", "sr_loss", "sr_sent_loss"] {
+    for m in loss_fields(run)? {
+        let m = m.as_str();
         if let Some(mut s) = metric_series(run, m)? {
             s.name = m.to_string();
             series.push(s);

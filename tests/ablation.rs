@@ -120,7 +120,7 @@ fn first_metrics(run: &Path) -> serde_json::Value {
 fn losses(run: &Path) -> Vec<(f64, f64, f64)> {
     common::metrics(run)
         .iter()
-        .map(|m| (m.loss, m.mlm_loss, m.disc_loss.unwrap_or(-1.0)))
+        .map(|m| (m.loss, m.mlm_loss(), m.value("disc_loss").unwrap_or(-1.0)))
         .collect()
 }
 

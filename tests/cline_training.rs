@@ -140,30 +140,30 @@ fn cline_continues_a_run_logs_its_terms_and_resumes_on_the_same_curve() {
     assert_eq!(m.len(), 6);
     for l in &m {
         let (rtd, acc, cts, closer) = (
-            l.rtd_loss.unwrap(),
-            l.rtd_accuracy.unwrap(),
-            l.contrast_loss.unwrap(),
-            l.syn_closer.unwrap(),
+            l.value("rtd_loss").unwrap(),
+            l.value("rtd_accuracy").unwrap(),
+            l.value("contrast_loss").unwrap(),
+            l.value("syn_closer").unwrap(),
         );
         assert!(rtd.is_finite() && cts.is_finite() && rtd > 0.0 && cts > 0.0);
         assert!((0.0..=1.0).contains(&acc) && (0.0..=1.0).contains(&closer));
-        assert!(l.disc_loss.is_none(), "no ELECTRA L_D in CLINE");
+        assert!(l.value("disc_loss").is_none(), "no ELECTRA L_D in CLINE");
         // Learned: L = Σ exp(−s_i) L_i + max(s_i, 0) ≥ Σ w_i L_i.
-        let w = l.loss_weights.unwrap();
+        let w = l.vector("loss_weights").unwrap();
         assert!(w.iter().all(|&x| x > 0.5 && x < 2.0), "{w:?}");
-        let weighted = w[0] * l.mlm_loss + w[1] * rtd + w[2] * cts;
+        let weighted = w[0] * l.mlm_loss() + w[1] * rtd + w[2] * cts;
         assert!(l.loss >= weighted - 1e-3, "{} vs {weighted}", l.loss);
     }
     assert!(
-        m[5].loss_weights != m[0].loss_weights,
+        m[5].vector("loss_weights") != m[0].vector("loss_weights"),
         "the s_i are trained"
     );
     // The first step starts from the base run's weights: its MLM loss is near the base run's.
-    let base_mlm = metrics(base_run()).last().unwrap().mlm_loss;
+    let base_mlm = metrics(base_run()).last().unwrap().mlm_loss();
     assert!(
-        (m[0].mlm_loss - base_mlm).abs() < 1.0,
+        (m[0].mlm_loss() - base_mlm).abs() < 1.0,
         "{} vs {base_mlm}",
-        m[0].mlm_loss
+        m[0].mlm_loss()
     );
     let ck = read_safetensors(&a.join("checkpoints/step-00000006/model.safetensors")).unwrap();
     assert_eq!(ck.tensors["cline.loss_weights"].shape, vec![3]);
@@ -189,7 +189,7 @@ fn cline_continues_a_run_logs_its_terms_and_resumes_on_the_same_curve() {
     assert_eq!(mb.len(), 6);
     for (x, y) in ma.iter().zip(&mb) {
         assert_eq!((x.step, x.loss, x.grad_norm), (y.step, y.loss, y.grad_norm));
-        assert_eq!(x.loss_weights, y.loss_weights);
+        assert_eq!(x.vector("loss_weights"), y.vector("loss_weights"));
     }
 
     // Export leaves CLINE's own tensors out.
@@ -221,8 +221,11 @@ fn the_code_variants_run_on_bert_and_bad_combinations_are_refused() {
     .output()
     .unwrap());
     let m = metrics(&run);
-    assert!(m.iter().all(|l| l.contrast_loss.unwrap().is_finite()));
-    assert_eq!(m[0].loss_weights, Some([1.0, 1.0, 1.0]));
+    assert!(
+        m.iter()
+            .all(|l| l.value("contrast_loss").unwrap().is_finite())
+    );
+    assert_eq!(m[0].vector("loss_weights"), Some(vec![1.0, 1.0, 1.0]));
     let ck = read_safetensors(&run.join("checkpoints/step-00000002/model.safetensors")).unwrap();
     assert_eq!(
         ck.tensors["cline.detection.dense_prediction.weight"].shape,
@@ -376,10 +379,10 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
     assert!(first.contains("95 % interval"), "{first}");
     let cline_run = out.join("pretrain/cline-seed1");
     assert_eq!(metrics(&cline_run).last().unwrap().step, 3);
-    assert!(metrics(&cline_run)[0].contrast_loss.is_some());
+    assert!(metrics(&cline_run)[0].value("contrast_loss").is_some());
     assert!(
         metrics(&out.join("pretrain/baseline-seed1"))[0]
-            .contrast_loss
+            .value("contrast_loss")
             .is_none()
     );
 
@@ -461,19 +464,27 @@ fn cline_on_two_replicas_trains_like_one_device() {
     for (a, b) in one.iter().zip(&two) {
         for (what, x, y) in [
             ("loss", a.loss, b.loss),
-            ("mlm", a.mlm_loss, b.mlm_loss),
-            ("rtd", a.rtd_loss.unwrap(), b.rtd_loss.unwrap()),
+            ("mlm", a.mlm_loss(), b.mlm_loss()),
+            (
+                "rtd",
+                a.value("rtd_loss").unwrap(),
+                b.value("rtd_loss").unwrap(),
+            ),
             (
                 "contrast",
-                a.contrast_loss.unwrap(),
-                b.contrast_loss.unwrap(),
+                a.value("contrast_loss").unwrap(),
+                b.value("contrast_loss").unwrap(),
             ),
             (
                 "rtd accuracy",
-                a.rtd_accuracy.unwrap(),
-                b.rtd_accuracy.unwrap(),
+                a.value("rtd_accuracy").unwrap(),
+                b.value("rtd_accuracy").unwrap(),
             ),
-            ("syn closer", a.syn_closer.unwrap(), b.syn_closer.unwrap()),
+            (
+                "syn closer",
+                a.value("syn_closer").unwrap(),
+                b.value("syn_closer").unwrap(),
+            ),
             ("grad norm", a.grad_norm, b.grad_norm),
         ] {
             assert!(

@@ -10,7 +10,8 @@ use burn::tensor::Gradients;
 use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::{HostTensor, Loader, TensorMap, read_safetensors};
 use trueneg::model::{BertMlm, Electra, Inputs};
-use trueneg::objective::{masked_cross_entropy, replaced_token_loss, word_regularization};
+use trueneg::objective::soft_regularization::word_regularization;
+use trueneg::objective::{masked_cross_entropy, replaced_token_loss};
 use trueneg::train::optimizer::{AdamW, AdamWConfig, Grads, MultiTensor};
 
 fn golden() -> PathBuf {

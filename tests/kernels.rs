@@ -3,9 +3,9 @@
 //! softmax), and the fused kernels against burn's composed operations.
 
 use burn::prelude::*;
+use trueneg::kernels::dropout::{dropout, mask_values};
 use trueneg::kernels::gelu::forward as gelu_host;
 use trueneg::model::activation::gelu;
-use trueneg::model::dropout::{dropout, mask_values};
 
 fn reference(x: f64) -> (f64, f64) {
     let cdf = 0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2));
@@ -120,8 +120,8 @@ fn dropout_is_identity_in_evaluation_and_reseeded_by_seed() {
 
 // The fused kernels against burn's composed operations: values and gradients.
 
+use trueneg::kernels::dropout::fill_mask;
 use trueneg::kernels::{self, DropMask};
-use trueneg::model::dropout::fill_mask;
 
 mod common;
 use common::{assert_close, leaf, random, vec_of};

@@ -2,9 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
+use trueneg::lexicon::WordNet;
 use trueneg::lexicon::embeddings::{WordVectors, read_vectors, top_k_neighbours};
-use trueneg::lexicon::{SynonymTable, WordNet, wordnet_table};
 use trueneg::text::WordPieceTokenizer;
+use trueneg::text::{SynonymTable, synonym_table::wordnet_table};
 
 const WORDNET: &str = "/usr/share/wordnet";
 
@@ -66,7 +67,7 @@ fn wordnet_table_projects_onto_the_vocabulary() {
         "word pieces are left out"
     );
     assert!(table.synonyms(id(&t, "[MASK]")).is_empty());
-    let c = table.coverage(trueneg::lexicon::whole_words(&t).len());
+    let c = table.coverage(trueneg::text::whole_words(&t).len());
     assert!(c.with_synonyms >= 12 && c.mean_list_length >= 1.0, "{c:?}");
 
     // Saved and loaded back; loading for another tokenizer is refused; never overwritten.

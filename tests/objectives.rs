@@ -2,10 +2,10 @@
 //! by hand from their formulas.
 
 use burn::prelude::*;
-use trueneg::lexicon::SynonymTable;
-use trueneg::objective::{
-    correction_weights, masked_cross_entropy, sentence_regularization, word_regularization,
-};
+use trueneg::objective::sentence_regularization::sentence_regularization;
+use trueneg::objective::soft_regularization::word_regularization;
+use trueneg::objective::{correction_weights, masked_cross_entropy};
+use trueneg::text::SynonymTable;
 
 fn dev() -> Device {
     Device::flex().autodiff()

@@ -240,7 +240,7 @@ fn ids_from_the_training_pass_equal_encode() {
     // vocabulary and, sentence by sentence, the same ids as `encode`. Real text (WikiText-2's
     // test split, with its accents and non-Latin words), plus lines with special-token literals,
     // odd white space and characters the normaliser removes.
-    use trueneg::text::corpus::split_sentences;
+    use trueneg::text::sentences::split_sentences;
     let mut texts: Vec<String> = read_documents(&data("wikitext-2/wiki.test.raw"))
         .unwrap()
         .into_iter()
@@ -273,7 +273,7 @@ fn ids_from_the_training_pass_equal_encode() {
 
 #[test]
 fn paragraphs_split_into_sentences() {
-    use trueneg::text::corpus::split_sentences;
+    use trueneg::text::sentences::split_sentences;
     let p = "Mr. Smith met J. R. Tolkien in 1950. It rained! Did it? \"Yes.\" The end";
     assert_eq!(
         split_sentences(p),

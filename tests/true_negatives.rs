@@ -64,28 +64,33 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
         let m = metrics(&r);
         assert_eq!(m.len(), 40, "{kind}");
         assert!(m.iter().all(|x| x.loss.is_finite()), "{kind}");
-        assert_eq!(m[0].sr_loss.is_some(), kind == "sr", "{kind}");
-        assert_eq!(m[0].sr_sent_loss.is_some(), kind == "sr-sent", "{kind}");
-        assert_eq!(m[0].mismatched.is_some(), kind == "hc", "{kind}");
+        assert_eq!(m[0].value("sr_loss").is_some(), kind == "sr", "{kind}");
+        assert_eq!(
+            m[0].value("sr_sent_loss").is_some(),
+            kind == "sr-sent",
+            "{kind}"
+        );
+        assert_eq!(m[0].value("mismatched").is_some(), kind == "hc", "{kind}");
         if kind == "sr" {
             assert!(
-                m.iter()
-                    .all(|x| x.sr_loss.unwrap() > 0.0 && x.sr_loss.unwrap() <= 2.0)
+                m.iter().all(
+                    |x| x.value("sr_loss").unwrap() > 0.0 && x.value("sr_loss").unwrap() <= 2.0
+                )
             );
         }
         if kind == "sr-sent" {
-            assert!(m.iter().all(|x| x.sr_sent_loss.unwrap() >= 0.0));
+            assert!(m.iter().all(|x| x.value("sr_sent_loss").unwrap() >= 0.0));
         }
         runs.push(r);
     }
     // Same seed, same data: the first step's MLM loss is the same for every objective.
-    let first: Vec<f64> = runs.iter().map(|r| metrics(r)[0].mlm_loss).collect();
+    let first: Vec<f64> = runs.iter().map(|r| metrics(r)[0].mlm_loss()).collect();
     assert!(
         first.iter().all(|l| (l - first[0]).abs() < 1e-9),
         "{first:?}"
     );
     // HC changes the training signal only where it corrects; SR always does.
-    let last = |r: &PathBuf| metrics(r).last().unwrap().mlm_loss;
+    let last = |r: &PathBuf| metrics(r).last().unwrap().mlm_loss();
     assert_ne!(last(&runs[0]), last(&runs[2]));
 
     // Loss curves side by side.
@@ -121,7 +126,10 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
     // One line per 25 steps, each count a total over its 25 steps.
     assert_eq!(m.len(), 12);
     for x in &m {
-        let (mis, cor) = (x.mismatched.unwrap(), x.corrected.unwrap());
+        let (mis, cor) = (
+            x.value("mismatched").unwrap() as usize,
+            x.value("corrected").unwrap() as usize,
+        );
         assert!(
             cor <= mis && mis <= x.masked,
             "step {}: {cor} / {mis} / {}",
@@ -129,12 +137,24 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
             x.masked
         );
     }
-    let corrected: usize = m.iter().map(|x| x.corrected.unwrap()).sum();
-    let mismatched: usize = m.iter().map(|x| x.mismatched.unwrap()).sum();
+    let corrected: usize = m
+        .iter()
+        .map(|x| x.value("corrected").unwrap() as usize)
+        .sum();
+    let mismatched: usize = m
+        .iter()
+        .map(|x| x.value("mismatched").unwrap() as usize)
+        .sum();
     assert!(corrected > 0, "no correction in {mismatched} mismatches");
     assert!(corrected * 10 < mismatched, "corrections are a small share");
-    let with = m.iter().find(|x| x.corrected.unwrap() > 0).unwrap();
-    assert!(with.corrected_ratio.unwrap() > 0.0 && with.sequences_corrected_ratio.unwrap() > 0.0);
+    let with = m
+        .iter()
+        .find(|x| x.value("corrected").unwrap() as usize > 0)
+        .unwrap();
+    assert!(
+        with.value("corrected_ratio").unwrap() > 0.0
+            && with.value("sequences_corrected_ratio").unwrap() > 0.0
+    );
     assert!(
         r.join("lexicon.safetensors").exists(),
         "WordNet table built next to the run"

@@ -74,8 +74,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let kinds = objective
         .split(',')
         .map(|o| {
-            from_name::<trueneg::objective::ObjectiveKind>(o, "baseline, sr, hc, hc+sr or sr-sent")
-                .map_err(|e| anyhow::anyhow!("--objective {e}"))
+            from_name::<trueneg::objective::ObjectiveKind>(
+                o,
+                &trueneg::objective::ObjectiveKind::names(),
+            )
+            .map_err(|e| anyhow::anyhow!("--objective {e}"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let names: Vec<&str> = objective.split(',').map(str::trim).collect();
@@ -100,7 +103,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 names[j]
             );
         },
-    );
+    )?;
     for (name, r) in names.iter().zip(&reports) {
         let [f, b, o] = r.phase_ms;
         println!("# {name}: mean ms forward+loss {f:.1}, backward {b:.1}, optimizer {o:.1}");

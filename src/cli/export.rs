@@ -16,7 +16,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    for dir in trueneg::interop::export::export_run(&a.run, a.step, &a.out)? {
+    for dir in trueneg::train::export::export_run(&a.run, a.step, &a.out)? {
         println!("exported {}", dir.display());
     }
     Ok(())

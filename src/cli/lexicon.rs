@@ -37,7 +37,8 @@ pub fn run(c: Command) -> anyhow::Result<()> {
         checkpoint,
         top_k,
     } = c;
-    use trueneg::lexicon::{embedding_table, embeddings::read_vectors, whole_words, wordnet_table};
+    use trueneg::lexicon::embeddings::read_vectors;
+    use trueneg::text::synonym_table::{embedding_table, whole_words, wordnet_table};
     if out.exists() {
         anyhow::bail!(
             "{}: already exists; choose another --out (nothing was changed)",

@@ -89,10 +89,8 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
             "pre-trained {} steps: loss {:.4} (mlm {:.4}{}) -> {}",
             s.steps,
             m.loss,
-            m.mlm_loss,
-            m.disc_loss
-                .map(|d| format!(", disc {d:.4}"))
-                .unwrap_or_default(),
+            m.mlm_loss(),
+            m.other_losses(", "),
             run_dir.display()
         );
     }

@@ -30,8 +30,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .lexicon
         .or_else(|| Some(run.join("lexicon.safetensors")).filter(|p| p.exists()))
     {
-        Some(p) => trueneg::lexicon::SynonymTable::load_for(&p, &tok.fingerprint())?,
-        None => trueneg::lexicon::wordnet_table(&tok, &super::wordnet_dir(&None))?,
+        Some(p) => trueneg::text::SynonymTable::load_for(&p, &tok.fingerprint())?,
+        None => trueneg::text::synonym_table::wordnet_table(&tok, &super::wordnet_dir(&None))?,
     };
     let stats =
         trueneg::train::stats::correction_stats(run, &a.corpus, &table, a.batches, a.batch_size)?;

@@ -1,6 +1,5 @@
 //! transformers-compatible weights: `config.json` + `model.safetensors`, in and out.
 
-pub mod export;
 pub mod hf_config;
 pub mod tensors;
 

@@ -20,9 +20,9 @@ use std::mem::MaybeUninit;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use super::dropout::fill_mask;
 use super::gemm::{View, ViewMut, product};
 use super::{exp_non_positive, max_lanes, sum_map};
-use crate::model::dropout::fill_mask;
 
 /// The sizes of one attention call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -23,6 +23,7 @@
 pub mod adamw;
 pub mod attention;
 pub mod cross_entropy;
+pub mod dropout;
 #[cfg(feature = "flex")]
 mod flex;
 pub mod gelu;
@@ -33,6 +34,7 @@ mod libtorch;
 pub mod linear;
 pub mod sampling;
 
+use burn::backend::DispatchDevice;
 use burn::prelude::*;
 use burn::tensor::DType;
 use std::mem::MaybeUninit;
@@ -399,4 +401,28 @@ pub(crate) fn exp_non_positive(v: f32) -> f32 {
                 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
     let scale = f32::from_bits(((k as i32 + 127) as u32) << 23);
     if v < -87.0 { 0.0 } else { p * scale }
+}
+
+/// The values of an integer tensor (token ids, argmax indices) on the host, in row-major order.
+pub(crate) fn host_ids<const D: usize>(t: Tensor<D, Int>) -> Vec<u32> {
+    t.into_data()
+        .convert::<i64>()
+        .try_into_vec::<i64>()
+        .expect("ids")
+        .into_iter()
+        .map(|v| v as u32)
+        .collect()
+}
+
+/// Whether tensors on `device` live in host memory: the CPU fast paths (dropout masks, GELU)
+/// are taken there; other devices use burn's own kernels and sampling.
+#[allow(unreachable_patterns)]
+pub(crate) fn on_host(device: &Device) -> bool {
+    match device.clone().inner().as_dispatch() {
+        #[cfg(feature = "flex")]
+        DispatchDevice::Flex(_) => true,
+        #[cfg(feature = "ndarray")]
+        DispatchDevice::NdArray(_) => true,
+        _ => false,
+    }
 }

@@ -8,7 +8,18 @@
 //! f64), the block holding `u · W` is found from the block sums, and only that block is walked
 //! element by element. Row `r` takes its number from stream `r` of a ChaCha8 generator seeded
 //! with `seed`, so the draws depend neither on the thread count nor on the other rows.
+//!
+//! The ELECTRA generator's replacement tokens: one draw per masked position from the
+//! generator's `softmax(z)` at temperature 1, as the official ELECTRA code samples them.
+//!
+//! On host devices the logits are read once and each row is sampled by inverting its cumulative
+//! distribution ([`sample_rows`]), seeded from the same per-call
+//! seeds as the dropout masks (so a resumed run draws the same tokens). Elsewhere (CUDA,
+//! LibTorch) the draw stays on the device, by Gumbel-max: `argmax_j z_j − ln(−ln u_j)` with
+//! `u_j ~ U(0, 1)` from burn's device RNG, and only the indices are read back.
 
+use burn::prelude::*;
+use burn::tensor::Distribution;
 use multiversion::multiversion;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -18,6 +29,23 @@ use super::{exp_non_positive, max_lanes, sum_map};
 
 /// Logits per block of the row's running sum.
 const BLOCK: usize = 64;
+
+/// One token id per row of `logits` `[rows, vocab]` (detached: sampling has no gradient).
+pub fn sample(logits: &Tensor<2>) -> Vec<u32> {
+    let logits = logits.clone().detach();
+    if super::on_host(&logits.device()) {
+        let [_, vocab] = logits.dims();
+        let z = logits
+            .into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .expect("f32 logits");
+        return sample_rows(&z, vocab, super::dropout::next_call_seed());
+    }
+    let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
+    let gumbel = u.log().neg().log().neg();
+    super::host_ids((logits + gumbel).argmax(1))
+}
 
 /// One index in `0..vocab` per row of `z` (`[rows, vocab]`, row-major), drawn from the row's
 /// softmax. A row whose weights are all zero or not finite draws its largest logit's index.

@@ -12,8 +12,8 @@ use burn::prelude::*;
 use burn::tensor::activation::softmax;
 
 use super::EncoderConfig;
-use super::dropout::{active, dropout, next_call_seed};
 use super::precision::{Precision, full};
+use crate::kernels::dropout::{active, dropout, next_call_seed};
 use crate::kernels::{self, DropMask};
 use crate::model::params::{ParamWalker, walk_layer_norm, walk_linear};
 

@@ -64,6 +64,49 @@ pub enum ClineWeights {
     Learned,
 }
 
+/// CLINE's keys of the `[objective]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClineConfig {
+    /// CLINE detection: `binary` (the paper) or `three-way` (the authors' code).
+    pub cline_rtd: ClineRtd,
+    /// CLINE contrast: `infonce` on [CLS] (the paper) or `bce` on the tanh pooler (the code).
+    pub cline_contrast: ClineContrast,
+    /// Which x_ori gives h_o: `masked` (the code: the MLM input) or `unmasked`.
+    pub cline_ori: ClineOri,
+    /// `fixed` (λ from `cline_lambdas`) or `learned` (the code's s_i).
+    pub cline_weights: ClineWeights,
+    /// λ1, λ2, λ3 of L = λ1 L_MLM + λ2 L_RTD + λ3 L_cts with fixed weights.
+    pub cline_lambdas: [f64; 3],
+}
+
+impl Default for ClineConfig {
+    fn default() -> Self {
+        Self {
+            cline_rtd: ClineRtd::Binary,
+            cline_contrast: ClineContrast::Infonce,
+            cline_ori: ClineOri::Masked,
+            cline_weights: ClineWeights::Fixed,
+            cline_lambdas: [1.0, 1.0, 1.0],
+        }
+    }
+}
+
+impl ClineConfig {
+    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
+        let l = &self.cline_lambdas;
+        if l.iter().all(|l| l.is_finite() && *l >= 0.0) && l.iter().any(|l| *l > 0.0) {
+            Ok(())
+        } else {
+            Err((
+                "objective.cline_lambdas".into(),
+                format!("{l:?}"),
+                "must be three finite weights >= 0, not all 0".into(),
+            ))
+        }
+    }
+}
+
 /// softplus(x) = log(1 + e^x), stable for large |x|.
 fn softplus<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     relu(x.clone()) + x.abs().neg().exp().log1p()

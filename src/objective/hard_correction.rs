@@ -9,10 +9,192 @@
 //! Multi-piece extension (`multi_piece`, off by default): when a whole word is split into
 //! several WordPieces that are all masked, the word counts as corrected when the predictions at
 //! its pieces, joined, spell a synonym of the gold word; every piece of it is then dropped.
+//!
+//! On ELECTRA's discriminator (our extension, `hc_discriminator`): a sampled replacement that is
+//! a synonym of the original is labelled "original" (`relabel`) or leaves `L_D` (`ignore`).
+//!
+//! Config keys: `hc_prediction`, `hc_discriminator`, `hc_multi_piece`, `lexicon` (a `lexicon
+//! build` table; unset: the WordNet table of the run's tokenizer, built once into
+//! `<run>/lexicon.safetensors`). Logged per window: `mismatched`, `corrected`,
+//! `corrected_ratio` (prediction level) and `sequences_corrected_ratio` (iteration level).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lexicon::SynonymTable;
+use super::{Counters, MlmStep, ObjectiveConfig, Part, Setup};
+use crate::Result;
+use crate::text::SynonymTable;
+
+/// The part's name in [`super::ObjectiveKind`]'s registry.
+pub const NAME: &str = "hc";
+
+/// HC on ELECTRA's discriminator: a sampled replacement that is a synonym of the original is
+/// labelled "original" (`relabel`) or left out of L_D (`ignore`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiscriminatorCorrection {
+    #[default]
+    Off,
+    Relabel,
+    Ignore,
+}
+
+/// Hard Correction's keys of the `[objective]` section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HcConfig {
+    /// HC compares the gold token with the argmax (paper) or the generator's sample.
+    pub hc_prediction: Prediction,
+    pub hc_discriminator: DiscriminatorCorrection,
+    /// Count multi-piece words whose predicted pieces spell a synonym (extension, off).
+    pub hc_multi_piece: bool,
+    /// Synonym table file (`trueneg lexicon build`); unset = WordNet table built for the run.
+    pub lexicon: Option<PathBuf>,
+}
+
+impl HcConfig {
+    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
+        Ok(())
+    }
+}
+
+/// The part: the synonym table (and the multi-piece rule's vocabulary) of the run.
+pub struct HardCorrection {
+    /// Correct `L_mlm` (the kind includes HC); else only the discriminator's labels.
+    mlm: bool,
+    prediction: Prediction,
+    discriminator: DiscriminatorCorrection,
+    table: SynonymTable,
+    multi_piece: Option<MultiPiece>,
+}
+
+/// The part when `cfg` uses it: HC in the kind, or `hc_discriminator` on.
+pub fn build(cfg: &ObjectiveConfig, setup: &mut Setup) -> Result<Option<Box<dyn Part>>> {
+    let c = &cfg.hc;
+    let mlm = cfg.kind.has(NAME);
+    if !mlm && c.hc_discriminator == DiscriminatorCorrection::Off {
+        return Ok(None);
+    }
+    let table = match setup.synonyms.take() {
+        Some(t) => t,
+        None => synonym_table(c, setup)?,
+    };
+    let multi_piece = if c.hc_multi_piece {
+        let shards = setup
+            .shards
+            .ok_or_else(|| super::missing(NAME, "a tokenizer for hc_multi_piece"))?;
+        Some(MultiPiece::for_shards(shards)?)
+    } else {
+        None
+    };
+    Ok(Some(Box::new(HardCorrection {
+        mlm,
+        prediction: c.hc_prediction,
+        discriminator: c.hc_discriminator,
+        table,
+        multi_piece,
+    })))
+}
+
+/// `lexicon`, else the WordNet table of the run's tokenizer, built once into
+/// `<run>/lexicon.safetensors`.
+fn synonym_table(c: &HcConfig, setup: &Setup) -> Result<SynonymTable> {
+    let shards = setup
+        .shards
+        .ok_or_else(|| super::missing(NAME, "the run's shards (their tokenizer)"))?;
+    let fp = &shards.manifest.tokenizer_fingerprint;
+    if let Some(p) = &c.lexicon {
+        return SynonymTable::load_for(p, fp);
+    }
+    let run = setup
+        .run
+        .ok_or_else(|| super::missing(NAME, "a run folder for its WordNet table"))?;
+    let path = run.join("lexicon.safetensors");
+    if path.exists() {
+        return SynonymTable::load_for(&path, fp);
+    }
+    let tokenizer = crate::text::prepare::shard_tokenizer(&shards.dir)?;
+    let table = crate::text::synonym_table::wordnet_table(
+        &tokenizer,
+        &crate::text::default_corpus::default_wordnet_dir(),
+    )?;
+    table.save(&path)?;
+    Ok(table)
+}
+
+impl Part for HardCorrection {
+    fn mlm_weights(&self, s: &MlmStep) -> Option<(Vec<f32>, Counters)> {
+        if !self.mlm {
+            return None;
+        }
+        let pred = match (self.prediction, s.sampled) {
+            (Prediction::Sampled, Some(x)) => x,
+            _ => s.argmax_host(),
+        };
+        let labels = &s.masked.labels;
+        let (mut w, mut c) = correction_weights(pred, labels, &s.rows, s.batch.batch, &self.table);
+        if let Some(mp) = &self.multi_piece {
+            let words = mp.masked_words(&s.batch.ids, s.batch.len, &s.masked.positions);
+            c.corrected += mp.correct(&words, pred, labels, &mut w);
+            let mut hit = vec![false; s.batch.batch];
+            for (k, &wk) in w.iter().enumerate() {
+                hit[s.rows[k]] |= wk == 0.0;
+            }
+            c.sequences_corrected = hit.iter().filter(|&&h| h).count();
+        }
+        let counters = [
+            ("mismatched", c.mismatched),
+            ("corrected", c.corrected),
+            ("sequences", c.sequences),
+            ("sequences_corrected", c.sequences_corrected),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v as u64))
+        .collect();
+        Some((w, counters))
+    }
+
+    fn discriminator_labels(
+        &self,
+        s: &MlmStep,
+        sampled: &[u32],
+        replaced: &mut [u32],
+        weights: &mut [u32],
+    ) {
+        if self.discriminator == DiscriminatorCorrection::Off {
+            return;
+        }
+        for ((&p, &x), &gold) in s.masked.positions.iter().zip(sampled).zip(&s.masked.labels) {
+            if self.table.are_synonyms(gold, x) {
+                match self.discriminator {
+                    DiscriminatorCorrection::Relabel => replaced[p] = 0,
+                    DiscriminatorCorrection::Ignore => weights[p] = 0,
+                    DiscriminatorCorrection::Off => {}
+                }
+            }
+        }
+    }
+
+    fn window_metrics(&self, c: &Counters, out: &mut BTreeMap<String, serde_json::Value>) {
+        let Some(&mismatched) = c.get("mismatched") else {
+            return;
+        };
+        let get = |k: &str| c.get(k).copied().unwrap_or(0);
+        let (corrected, sequences) = (get("corrected"), get("sequences"));
+        out.insert("mismatched".into(), mismatched.into());
+        out.insert("corrected".into(), corrected.into());
+        out.insert(
+            "corrected_ratio".into(),
+            (corrected as f64 / mismatched.max(1) as f64).into(),
+        );
+        out.insert(
+            "sequences_corrected_ratio".into(),
+            (get("sequences_corrected") as f64 / sequences.max(1) as f64).into(),
+        );
+    }
+}
 
 /// Which prediction Hard Correction compares with the gold token.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +268,23 @@ pub struct MultiPiece {
 }
 
 impl MultiPiece {
+    /// The rule for the tokenizer of `shards`, with WordNet's synonyms.
+    pub fn for_shards(shards: &crate::text::shards::ShardSet) -> Result<Self> {
+        let tokenizer = crate::text::prepare::shard_tokenizer(&shards.dir)?;
+        let mut tokens = vec![String::new(); tokenizer.vocab_size()];
+        for (t, id) in tokenizer.inner.get_vocab(true) {
+            if let Some(slot) = tokens.get_mut(id as usize) {
+                *slot = t;
+            }
+        }
+        let wn =
+            crate::lexicon::WordNet::open(&crate::text::default_corpus::default_wordnet_dir())?;
+        Ok(Self {
+            tokens,
+            synonyms: Box::new(move |w| wn.synonyms(w).into_iter().collect()),
+        })
+    }
+
     /// Joins WordPiece tokens into a word (`##` pieces glued to the previous one).
     pub fn spell(&self, ids: &[u32]) -> String {
         ids.iter()

@@ -1,4 +1,11 @@
-//! Training objectives, one small file each, formula in its doc comment.
+//! Training objectives, one file each with its formula in its doc comment, and their registry.
+//!
+//! The masked-LM step (BERT's MLM, ELECTRA's generator and discriminator, `train::step`)
+//! computes `L_mlm` and, for ELECTRA, `λ·L_D`; a true-negative objective is a [`Part`] of that
+//! step: it may weight the masked positions of `L_mlm` (Hard Correction), add terms to the loss
+//! (Soft Regularization), relabel the discriminator's tokens, and report its own counts. Its
+//! file holds its formula, its config keys, its terms and its metrics; the loop sums, logs and
+//! plots them by name ([`terms`]). Adding one: see `docs/adding-an-objective.md`.
 
 pub mod contrastive;
 pub mod hard_correction;
@@ -6,18 +13,29 @@ pub mod mlm;
 pub mod rtd;
 pub mod sentence_regularization;
 pub mod soft_regularization;
+pub mod terms;
 
-pub use contrastive::{ClineContrast, ClineOri, ClineRtd, ClineWeights};
+pub use contrastive::{ClineConfig, ClineContrast, ClineOri, ClineRtd, ClineWeights};
 pub use hard_correction::{CorrectionCounts, Prediction, correction_weights};
 pub use mlm::masked_cross_entropy;
 pub use rtd::replaced_token_loss;
-pub use sentence_regularization::sentence_regularization;
-pub use soft_regularization::word_regularization;
+pub use terms::{Counters, Logged, StepLoss, Term};
 
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use burn::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 
-/// Which true-negative objective a run trains with.
+use crate::model::Inputs;
+use crate::text::SynonymTable;
+use crate::text::batches::Batch;
+use crate::text::masking::Masked;
+use crate::text::shards::ShardSet;
+use crate::{Error, Result};
+
+/// Which objective a run trains with (`objective.kind`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ObjectiveKind {
     #[default]
@@ -32,10 +50,35 @@ pub enum ObjectiveKind {
     #[serde(rename = "hc+sr")]
     HcSr,
     /// CLINE (Wang et al., 2021): MLM + detection + contrast on synonym / antonym sentences
-    /// (needs a corpus from `prepare --cline`).
+    /// (needs a corpus from `prepare --cline`; its own step, `train::cline_step`).
     #[serde(rename = "cline")]
     Cline,
 }
+
+/// The registry: each kind, its config name and the parts of the masked-LM step it trains with.
+const KINDS: [(ObjectiveKind, &str, &[&str]); 6] = [
+    (ObjectiveKind::Baseline, "baseline", &[]),
+    (ObjectiveKind::Hc, "hc", &[hard_correction::NAME]),
+    (ObjectiveKind::Sr, "sr", &[soft_regularization::NAME]),
+    (
+        ObjectiveKind::SrSent,
+        "sr-sent",
+        &[sentence_regularization::NAME],
+    ),
+    (
+        ObjectiveKind::HcSr,
+        "hc+sr",
+        &[hard_correction::NAME, soft_regularization::NAME],
+    ),
+    (ObjectiveKind::Cline, "cline", &[]),
+];
+
+/// The parts in the order their terms join the loss (after `L_mlm`, before `λ·L_D`).
+const PARTS: [Build; 3] = [
+    hard_correction::build,
+    soft_regularization::build,
+    sentence_regularization::build,
+];
 
 impl ObjectiveKind {
     pub const ALL: [Self; 6] = [
@@ -46,84 +89,274 @@ impl ObjectiveKind {
         Self::HcSr,
         Self::Cline,
     ];
+
+    fn entry(self) -> &'static (ObjectiveKind, &'static str, &'static [&'static str]) {
+        KINDS
+            .iter()
+            .find(|(k, _, _)| *k == self)
+            .expect("every kind is registered")
+    }
+
     /// The config name (`objective.kind`).
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Baseline => "baseline",
-            Self::Hc => "hc",
-            Self::Sr => "sr",
-            Self::SrSent => "sr-sent",
-            Self::HcSr => "hc+sr",
-            Self::Cline => "cline",
-        }
+        self.entry().1
     }
+
+    /// Every config name, for help texts and errors: `baseline, hc, …`.
+    pub fn names() -> String {
+        KINDS.map(|(_, n, _)| n).join(", ")
+    }
+
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
+
+    /// Whether the kind trains with the part named `part` (e.g. [`hard_correction::NAME`]).
+    pub fn has(self, part: &str) -> bool {
+        self.entry().2.contains(&part)
+    }
+
+    /// Whether the kind corrects false negatives with Hard Correction (its runs get Table 8's
+    /// statistics).
     pub fn hard_correction(self) -> bool {
-        matches!(self, Self::Hc | Self::HcSr)
-    }
-    pub fn word_regularization(self) -> bool {
-        matches!(self, Self::Sr | Self::HcSr)
-    }
-    pub fn sentence_regularization(self) -> bool {
-        matches!(self, Self::SrSent)
+        self.has(hard_correction::NAME)
     }
 }
 
-/// HC on ELECTRA's discriminator (our extension): a sampled replacement that is a synonym of
-/// the original is labelled "original" (`relabel`) or left out of L_D (`ignore`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DiscriminatorCorrection {
-    #[default]
-    Off,
-    Relabel,
-    Ignore,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// The `[objective]` section: the kind and every part's own keys (flattened: the section is
+/// one flat table; [`ObjectiveConfig::check_keys`] refuses keys no part knows).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ObjectiveConfig {
     pub kind: ObjectiveKind,
-    /// Weight of word-level SR.
-    pub sr_weight: f64,
-    /// Weight of sentence-level SR.
-    pub sr_sent_weight: f64,
-    /// HC compares the gold token with the argmax (paper) or the generator's sample.
-    pub hc_prediction: Prediction,
-    pub hc_discriminator: DiscriminatorCorrection,
-    /// Count multi-piece words whose predicted pieces spell a synonym (extension, off).
-    pub hc_multi_piece: bool,
-    /// Synonym table file (`trueneg lexicon build`); unset = WordNet table built for the run.
-    pub lexicon: Option<PathBuf>,
-    /// CLINE detection: `binary` (the paper) or `three-way` (the authors' code).
-    pub cline_rtd: ClineRtd,
-    /// CLINE contrast: `infonce` on [CLS] (the paper) or `bce` on the tanh pooler (the code).
-    pub cline_contrast: ClineContrast,
-    /// Which x_ori gives h_o: `masked` (the code: the MLM input) or `unmasked`.
-    pub cline_ori: ClineOri,
-    /// `fixed` (λ from `cline_lambdas`) or `learned` (the code's s_i).
-    pub cline_weights: ClineWeights,
-    /// λ1, λ2, λ3 of L = λ1 L_MLM + λ2 L_RTD + λ3 L_cts with fixed weights.
-    pub cline_lambdas: [f64; 3],
+    #[serde(flatten)]
+    pub hc: hard_correction::HcConfig,
+    #[serde(flatten)]
+    pub sr: soft_regularization::SrConfig,
+    #[serde(flatten)]
+    pub sr_sent: sentence_regularization::SrSentConfig,
+    #[serde(flatten)]
+    pub cline: ClineConfig,
 }
 
-impl Default for ObjectiveConfig {
-    fn default() -> Self {
-        Self {
-            kind: ObjectiveKind::Baseline,
-            sr_weight: 1.0,
-            sr_sent_weight: 1.0,
-            hc_prediction: Prediction::Argmax,
-            hc_discriminator: DiscriminatorCorrection::Off,
-            hc_multi_piece: false,
-            lexicon: None,
-            cline_rtd: ClineRtd::Binary,
-            cline_contrast: ClineContrast::Infonce,
-            cline_ori: ClineOri::Masked,
-            cline_weights: ClineWeights::Fixed,
-            cline_lambdas: [1.0, 1.0, 1.0],
+impl ObjectiveConfig {
+    /// The section's keys.
+    pub fn keys() -> Vec<String> {
+        match serde_json::to_value(Self::default()) {
+            Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+            _ => unreachable!("the section serialises as a table"),
         }
     }
+
+    /// Checks `section` (the TOML `[objective]` table) as the other sections are checked:
+    /// a key no part knows is refused as serde's `deny_unknown_fields` would (`field
+    /// `objective.x`: unknown field `x`, expected one of …`), and a bad value is named by its
+    /// key (flattening alone would name only the section). `Err((field, message))`.
+    pub fn check_section(section: &toml::Table) -> std::result::Result<(), (String, String)> {
+        fn part<T: serde::de::DeserializeOwned>(
+            section: &toml::Table,
+        ) -> std::result::Result<(), (String, String)> {
+            serde_path_to_error::deserialize::<_, T>(toml::Value::Table(section.clone()))
+                .map(drop)
+                .map_err(|e| {
+                    let field = format!("objective.{}", e.path());
+                    (field, e.into_inner().message().to_string())
+                })
+        }
+        #[derive(Deserialize)]
+        struct Kind {
+            #[serde(default)]
+            #[allow(dead_code)]
+            kind: ObjectiveKind,
+        }
+        let known = Self::keys();
+        match section.keys().find(|k| !known.contains(k)) {
+            None => {
+                part::<Kind>(section)?;
+                part::<hard_correction::HcConfig>(section)?;
+                part::<soft_regularization::SrConfig>(section)?;
+                part::<sentence_regularization::SrSentConfig>(section)?;
+                part::<ClineConfig>(section)
+            }
+            Some(k) => Err((
+                format!("objective.{k}"),
+                format!(
+                    "unknown field `{k}`, expected one of {}",
+                    known
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// Checks every part's values: `Err((field, value, rule))` names the first bad one.
+    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
+        self.hc.validate()?;
+        self.sr.validate()?;
+        self.sr_sent.validate()?;
+        self.cline.validate()
+    }
+
+    /// The paths among the values, to be made absolute with the rest of the config.
+    pub fn paths_mut(&mut self) -> Vec<&mut Option<std::path::PathBuf>> {
+        vec![&mut self.hc.lexicon]
+    }
+}
+
+/// What a part may need to set itself up: the run's shards (its tokenizer), its folder, and a
+/// synonym table given by the caller (the bench's synthetic one).
+#[derive(Default)]
+pub struct Setup<'a> {
+    pub shards: Option<&'a ShardSet>,
+    pub run: Option<&'a Path>,
+    pub synonyms: Option<SynonymTable>,
+}
+
+/// A part's constructor: `None` when the config does not train with it.
+pub type Build = fn(&ObjectiveConfig, &mut Setup) -> Result<Option<Box<dyn Part>>>;
+
+/// What the masked-LM step hands its parts: one replica's micro-batch, its masking, the MLM
+/// predictions and the model's shared embeddings and encoder.
+pub struct MlmStep<'a> {
+    pub batch: &'a Batch,
+    pub masked: &'a Masked,
+    pub inputs: &'a Inputs,
+    /// Gold tokens at the masked positions, [n].
+    pub labels: Tensor<1, Int>,
+    /// The MLM model's argmax at the masked positions, [n] (no gradient).
+    pub argmax: Tensor<1, Int>,
+    /// ELECTRA: the generator's sampled replacements.
+    pub sampled: Option<&'a [u32]>,
+    /// The token-embedding matrix the MLM head decodes with, [vocab, dim].
+    pub words: Tensor<2>,
+    /// The MLM model's encoder: inputs → hidden states [batch, len, hidden].
+    pub encode: &'a dyn Fn(&Inputs) -> Tensor<3>,
+    /// The sequence of each masked position.
+    pub rows: Vec<usize>,
+    pub device: &'a Device,
+    argmax_host: OnceCell<Vec<u32>>,
+}
+
+impl<'a> MlmStep<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        batch: &'a Batch,
+        masked: &'a Masked,
+        inputs: &'a Inputs,
+        labels: Tensor<1, Int>,
+        argmax: Tensor<1, Int>,
+        sampled: Option<&'a [u32]>,
+        words: Tensor<2>,
+        encode: &'a dyn Fn(&Inputs) -> Tensor<3>,
+        device: &'a Device,
+    ) -> Self {
+        let rows = masked
+            .positions
+            .iter()
+            .map(|&p| p / batch.len.max(1))
+            .collect();
+        Self {
+            batch,
+            masked,
+            inputs,
+            labels,
+            argmax,
+            sampled,
+            words,
+            encode,
+            rows,
+            device,
+            argmax_host: OnceCell::new(),
+        }
+    }
+
+    /// The argmax on the host (read from the device once, when a part first asks).
+    pub fn argmax_host(&self) -> &[u32] {
+        self.argmax_host
+            .get_or_init(|| crate::kernels::host_ids(self.argmax.clone()))
+    }
+
+    /// Token ids `[batch, len]` on the device.
+    pub fn ids(&self, ids: &[u32]) -> Tensor<2, Int> {
+        let v: Vec<i64> = ids.iter().map(|&x| x as i64).collect();
+        Tensor::from_data(
+            TensorData::new(v, [self.batch.batch, self.batch.len]),
+            self.device,
+        )
+    }
+}
+
+/// A part of the masked-LM step (see the module doc). Every method has a default that does
+/// nothing.
+pub trait Part: Send + Sync {
+    /// Weights `w_k ∈ {0, 1}` of the masked positions in `L_mlm` (`None`: all 1), and the
+    /// counts this micro-batch adds.
+    fn mlm_weights(&self, _s: &MlmStep) -> Option<(Vec<f32>, Counters)> {
+        None
+    }
+
+    /// Adds this part's terms to `loss` (after `L_mlm`).
+    fn add_terms(&self, _s: &MlmStep, _loss: &mut StepLoss) {}
+
+    /// ELECTRA: adjusts the discriminator's targets `replaced` and weights `weights` (per token
+    /// of the batch) for the generator's `sampled` replacements.
+    fn discriminator_labels(
+        &self,
+        _s: &MlmStep,
+        _sampled: &[u32],
+        _replaced: &mut [u32],
+        _weights: &mut [u32],
+    ) {
+    }
+
+    /// The values this part logs from the counts of a logging window.
+    fn window_metrics(&self, _counters: &Counters, _out: &mut BTreeMap<String, serde_json::Value>) {
+    }
+}
+
+/// A run's objective: the parts of its masked-LM step, built from its config.
+#[derive(Default)]
+pub struct Objective {
+    pub parts: Vec<Box<dyn Part>>,
+}
+
+impl Objective {
+    pub fn build(cfg: &ObjectiveConfig, setup: &mut Setup) -> Result<Self> {
+        let mut parts = Vec::new();
+        for build in PARTS {
+            if let Some(p) = build(cfg, setup)? {
+                parts.push(p);
+            }
+        }
+        Ok(Self { parts })
+    }
+
+    /// Every part's values of a logging window's `counters`.
+    pub fn window_metrics(&self, counters: &Counters) -> BTreeMap<String, serde_json::Value> {
+        let mut out = BTreeMap::new();
+        for p in &self.parts {
+            p.window_metrics(counters, &mut out);
+        }
+        out
+    }
+}
+
+/// A finite weight >= 0, as the config's other rules word it.
+pub(crate) fn non_negative(
+    field: &str,
+    x: f64,
+) -> std::result::Result<(), (String, String, String)> {
+    if x.is_finite() && x >= 0.0 {
+        Ok(())
+    } else {
+        Err((field.into(), x.to_string(), "must be >= 0".into()))
+    }
+}
+
+/// The error of a part that needs what `setup` lacks.
+pub(crate) fn missing(part: &str, what: &str) -> Error {
+    Error::Config(format!("objective part `{part}` needs {what}"))
 }

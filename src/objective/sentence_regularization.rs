@@ -9,9 +9,76 @@
 //!
 //! averaged over real (non-padding) tokens. Gradients flow through both encoder passes. For
 //! ELECTRA the encoder is the generator's (the model whose predictions are regularised).
+//!
+//! In the loss: `+ sr_sent_weight · L_sent`, logged as `sr_sent_loss` (before the weight).
 
 use burn::prelude::*;
 use burn::tensor::activation::{log_softmax, softmax};
+use serde::{Deserialize, Serialize};
+
+use super::{MlmStep, ObjectiveConfig, Part, Setup, StepLoss, Term};
+use crate::Result;
+use crate::model::Inputs;
+
+/// The part's name in [`super::ObjectiveKind`]'s registry.
+pub const NAME: &str = "sr-sent";
+
+/// Sentence-level SR's key of the `[objective]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SrSentConfig {
+    /// Weight of sentence-level SR.
+    pub sr_sent_weight: f64,
+}
+
+impl Default for SrSentConfig {
+    fn default() -> Self {
+        Self {
+            sr_sent_weight: 1.0,
+        }
+    }
+}
+
+impl SrSentConfig {
+    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
+        super::non_negative("objective.sr_sent_weight", self.sr_sent_weight)
+    }
+}
+
+struct SentenceRegularization {
+    weight: f64,
+}
+
+/// The part when the kind includes sentence-level SR.
+pub fn build(cfg: &ObjectiveConfig, _: &mut Setup) -> Result<Option<Box<dyn Part>>> {
+    Ok(cfg.kind.has(NAME).then(|| {
+        Box::new(SentenceRegularization {
+            weight: cfg.sr_sent.sr_sent_weight,
+        }) as Box<dyn Part>
+    }))
+}
+
+impl Part for SentenceRegularization {
+    fn add_terms(&self, s: &MlmStep, loss: &mut StepLoss) {
+        // s_p: the masked positions filled with the argmax.
+        let mut filled = s.batch.ids.clone();
+        for (&p, &t) in s.masked.positions.iter().zip(s.argmax_host()) {
+            filled[p] = t;
+        }
+        let xp = Inputs {
+            ids: s.ids(&filled),
+            ..s.inputs.clone()
+        };
+        let xs = Inputs {
+            ids: s.ids(&s.batch.ids),
+            ..s.inputs.clone()
+        };
+        let real = s.ids(&s.batch.attention_mask).float();
+        let value = sentence_regularization((s.encode)(&xp), (s.encode)(&xs), real);
+        let tokens = s.batch.attention_mask.iter().filter(|&&v| v == 1).count();
+        loss.add("sr_sent_loss", Term::new(value, tokens), self.weight);
+    }
+}
 
 /// `h_pred`, `h_orig`: [batch, len, hidden]; `real`: [batch, len] 0/1. Returns a [1] tensor.
 pub fn sentence_regularization(h_pred: Tensor<3>, h_orig: Tensor<3>, real: Tensor<2>) -> Tensor<1> {

@@ -4,8 +4,59 @@
 //! token-embedding matrix, `y_k` the gold token and `p_k = argmax z_k` the prediction (taken
 //! without gradient; the gradient flows into both embedding rows). The cosine is
 //! `a·b / sqrt(max(|a|²·|b|², ε²))` with ε = 1e-8, as torch's `cosine_similarity`.
+//!
+//! In the loss: `+ sr_weight · L_reg`, logged as `sr_loss` (before the weight), averaged over
+//! the masked positions.
 
 use burn::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::{MlmStep, ObjectiveConfig, Part, Setup, StepLoss, Term};
+use crate::Result;
+
+/// The part's name in [`super::ObjectiveKind`]'s registry.
+pub const NAME: &str = "sr";
+
+/// Word-level SR's key of the `[objective]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SrConfig {
+    /// Weight of word-level SR.
+    pub sr_weight: f64,
+}
+
+impl Default for SrConfig {
+    fn default() -> Self {
+        Self { sr_weight: 1.0 }
+    }
+}
+
+impl SrConfig {
+    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
+        super::non_negative("objective.sr_weight", self.sr_weight)
+    }
+}
+
+struct WordRegularization {
+    weight: f64,
+}
+
+/// The part when the kind includes word-level SR.
+pub fn build(cfg: &ObjectiveConfig, _: &mut Setup) -> Result<Option<Box<dyn Part>>> {
+    Ok(cfg.kind.has(NAME).then(|| {
+        Box::new(WordRegularization {
+            weight: cfg.sr.sr_weight,
+        }) as Box<dyn Part>
+    }))
+}
+
+impl Part for WordRegularization {
+    fn add_terms(&self, s: &MlmStep, loss: &mut StepLoss) {
+        let value = word_regularization(s.words.clone(), s.argmax.clone(), s.labels.clone());
+        let term = Term::new(value, s.masked.positions.len());
+        loss.add("sr_loss", term, self.weight);
+    }
+}
 
 /// `embeddings` [vocab, dim]; `predicted`, `gold` [n]. Returns a [1] tensor.
 pub fn word_regularization(

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::ablation::{ATTACKS, AblationSpec, RunResults};
+use super::ablation_spec::{ATTACKS, AblationSpec, RunResults};
 use super::bootstrap::{Interval, RESAMPLES, describe, describe_difference};
 use super::runner::{Summary, summary};
 use crate::Result;

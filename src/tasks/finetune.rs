@@ -23,7 +23,7 @@ use super::glue::{GlueExample, GlueTask, Label, read_glue};
 use super::metrics::{accuracy, f1_binary, matthews, pearson, spearman};
 use crate::interop::read_hf_config;
 use crate::interop::tensors::{Exporter, Loader, TensorMap, read_safetensors, write_safetensors};
-use crate::model::dropout::dropout;
+use crate::kernels::dropout::dropout;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::{EncoderConfig, Inputs};

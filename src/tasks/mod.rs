@@ -2,6 +2,7 @@
 
 pub mod ablation;
 pub mod ablation_report;
+pub mod ablation_spec;
 pub mod attack;
 pub mod bootstrap;
 pub mod cline_compare;
@@ -14,4 +15,5 @@ pub mod qa;
 pub mod runner;
 pub mod squad;
 pub mod stages;
+pub mod task;
 pub mod task_formats;

@@ -15,15 +15,12 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::contrast::{check_label, rows, tsv_reader};
-use super::glue::{GlueExample, GlueTask, Label};
+use super::task::{GlueExample, GlueTask, Label};
 use crate::{Error, Result};
 
 /// A file of a counterfactually-augmented task (quoted TSV with a header) as fine-tuning
 /// examples; every row must carry one of the task's labels.
-pub fn read_cad_examples(
-    task: super::glue::GlueTask,
-    path: &Path,
-) -> Result<Vec<super::glue::GlueExample>> {
+pub fn read_cad_examples(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
     let columns: &[&str] = match task {
         GlueTask::CadNli => &["sentence1", "sentence2", "gold_label"],
         _ => &["Text", "Sentiment"],

@@ -1,4 +1,5 @@
-//! Text: tokenizer, corpus reading, example packing, memory-mapped shards, dynamic masking.
+//! Text: tokenizer, corpus reading, example packing, memory-mapped shards, dynamic masking, and
+//! synonym tables projected onto a tokenizer's vocabulary.
 
 pub mod batches;
 pub mod cline;
@@ -7,8 +8,11 @@ pub mod default_corpus;
 pub mod examples;
 pub mod masking;
 pub mod prepare;
+pub mod sentences;
 pub mod shards;
+pub mod synonym_table;
 pub mod tokenizer;
 pub mod vocab;
 
+pub use synonym_table::{Coverage, SynonymTable, whole_words};
 pub use tokenizer::WordPieceTokenizer;

@@ -13,9 +13,9 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::cline::{AntKind, ClineConfig, ClineGenerator, IGNORE, SynKind};
-use super::corpus::split_sentences;
 use super::corpus::{list_inputs, read_documents};
 use super::examples::{Example, PackingConfig, pack_document};
+use super::sentences::split_sentences;
 use super::shards::{
     ClineData, ClineRecord, FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, encode_cline_records,
     encode_records,

@@ -100,7 +100,7 @@ impl WordPieceTokenizer {
     }
 
     /// As [`train`](Self::train), also returning each text's sentences
-    /// ([`split_sentences`](super::corpus::split_sentences)) as the token ids
+    /// ([`split_sentences`](super::sentences::split_sentences)) as the token ids
     /// [`encode`](Self::encode) gives them, without normalising the corpus a second time: each
     /// sentence's normalised words are kept from the count, and each distinct word is tokenised
     /// once by the WordPiece model. (A sentence that holds a `[`, which may open a special token
@@ -113,7 +113,7 @@ impl WordPieceTokenizer {
         let normalizer = uncased();
         let sentences: Vec<Vec<&str>> = texts
             .par_iter()
-            .map(|t| super::corpus::split_sentences(t))
+            .map(|t| super::sentences::split_sentences(t))
             .collect();
         let joined = sentences
             .par_iter()

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::interop::tensors::{HostTensor, read_safetensors, write_safetensors};
-use crate::objective::CorrectionCounts;
+use crate::objective::Counters;
 use crate::text::batches::DataPosition;
 use crate::{Error, Result};
 
@@ -26,11 +26,13 @@ pub struct TrainState {
 }
 
 /// What a `metrics.jsonl` line sums over the steps since the previous line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WindowTotals {
     pub steps: u64,
     pub masked: usize,
-    pub corrections: Option<CorrectionCounts>,
+    /// The objective's counts (Hard Correction's mismatches, corrections, …).
+    #[serde(default)]
+    pub counters: Counters,
 }
 
 pub struct Checkpoint {

@@ -14,14 +14,14 @@ use burn::prelude::*;
 
 use super::config::PretrainConfig;
 use super::model::{Net, PretrainModel};
-use super::step::{StepLoss, Term, inputs, ints1};
+use super::step::{inputs, ints1};
 use crate::model::heads::gather_rows;
 use crate::objective::contrastive::{
     ClineContrast, ClineOri, ClineRtd, ClineWeights, bce_contrast, binary_detection_loss,
     infonce_contrast, learned_coefficients, learned_regulariser, syn_closer,
     three_way_detection_loss,
 };
-use crate::objective::masked_cross_entropy;
+use crate::objective::{Logged, StepLoss, Term, masked_cross_entropy};
 use crate::text::batches::{Batch, ClineBatch};
 use crate::text::masking::Masked;
 
@@ -39,7 +39,7 @@ pub fn cline_step_loss(
     m: &Masked,
     device: &Device,
 ) -> StepLoss {
-    let o = &cfg.objective;
+    let o = &cfg.objective.cline;
     let heads = model.cline.as_ref().expect("CLINE heads");
     let (b, len) = (cb.ori.batch, cb.ori.len);
     let unmasked = o.cline_ori == ClineOri::Unmasked;
@@ -194,23 +194,19 @@ pub fn cline_step_loss(
             )
         }
     };
-    StepLoss {
-        parts,
-        shared,
-        mlm,
-        disc: None,
-        disc_correct: None,
-        sr: None,
-        sr_sent: None,
-        corrections: None,
-        real_tokens: cb.ori.attention_mask.iter().filter(|&&v| v == 1).count(),
-        cline: Some(super::step::ClineTerms {
-            rtd,
-            rtd_correct,
-            rtd_counted: counted,
-            contrast,
-            syn_closer: closer,
-            weights,
-        }),
-    }
+    let mut loss = StepLoss::new("mlm_loss", mlm);
+    loss.parts = parts;
+    loss.shared = shared;
+    loss.log("rtd_loss", Logged::Mean(rtd));
+    loss.log(
+        "rtd_accuracy",
+        Logged::Rate {
+            hits: rtd_correct,
+            of: counted as f64,
+        },
+    );
+    loss.log("contrast_loss", Logged::Mean(contrast));
+    loss.log("syn_closer", Logged::Mean(closer));
+    loss.log("loss_weights", Logged::Last(weights));
+    loss
 }

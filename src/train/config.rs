@@ -281,6 +281,13 @@ impl PretrainConfig {
                 parse_value(value.trim()),
             );
         }
+        // The `[objective]` section is flattened from its parts' keys: its unknown keys are
+        // refused here, as `deny_unknown_fields` refuses the other sections'.
+        if let Some(section) = table.get("objective").and_then(toml::Value::as_table) {
+            ObjectiveConfig::check_section(section).map_err(|(field, msg)| {
+                Error::Config(format!("{origin}: field `{field}`: {msg}"))
+            })?;
+        }
         let cfg: PretrainConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
             .map_err(|e| {
                 let field = e.path().to_string();
@@ -395,15 +402,6 @@ impl PretrainConfig {
                 o.max_grad_norm.is_finite() && o.max_grad_norm >= 0.0,
                 "must be >= 0 (0 = no clipping)",
             ),
-            non_negative("objective.sr_weight", ob.sr_weight),
-            non_negative("objective.sr_sent_weight", ob.sr_sent_weight),
-            rule(
-                "objective.cline_lambdas",
-                format!("{:?}", ob.cline_lambdas),
-                ob.cline_lambdas.iter().all(|l| l.is_finite() && *l >= 0.0)
-                    && ob.cline_lambdas.iter().any(|l| *l > 0.0),
-                "must be three finite weights >= 0, not all 0",
-            ),
             count("train.steps", t.steps as usize),
             count("train.grad_accum", t.grad_accum),
             non_negative("train.disc_weight", t.disc_weight),
@@ -442,10 +440,13 @@ impl PretrainConfig {
                 ),
             ),
         ];
-        match rules.into_iter().find(|r| !r.ok) {
-            Some(r) => Err(Error::Config(format!(
-                "{origin}: field `{}` = {} {}",
-                r.field, r.value, r.why
+        let bad = match rules.into_iter().find(|r| !r.ok) {
+            Some(r) => Some((r.field.to_string(), r.value, r.why)),
+            None => ob.validate().err(),
+        };
+        match bad {
+            Some((field, value, why)) => Err(Error::Config(format!(
+                "{origin}: field `{field}` = {value} {why}"
             ))),
             None => Ok(()),
         }
@@ -454,14 +455,9 @@ impl PretrainConfig {
     /// Makes the config's paths (`data.shards`, `model.init_from`, `objective.lexicon`)
     /// absolute, so that a run resumes from any working directory.
     pub fn absolute_paths(&mut self) -> Result<()> {
-        for p in [
-            &mut self.data.shards,
-            &mut self.model.init_from,
-            &mut self.objective.lexicon,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        let mut paths = vec![&mut self.data.shards, &mut self.model.init_from];
+        paths.extend(self.objective.paths_mut());
+        for p in paths.into_iter().flatten() {
             if p.is_relative() {
                 *p = std::fs::canonicalize(&*p)
                     .or_else(|_| std::path::absolute(&*p))

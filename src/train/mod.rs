@@ -4,6 +4,7 @@ pub mod checkpoint;
 pub mod cline_step;
 pub mod config;
 pub mod default_data;
+pub mod export;
 pub mod model;
 pub mod optimizer;
 pub mod pretrain;

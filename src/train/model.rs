@@ -40,7 +40,7 @@ impl PretrainModel {
         };
         let o = &cfg.objective;
         let cline = (o.kind == ObjectiveKind::Cline).then(|| {
-            let outputs = match (o.cline_rtd, cfg.model.kind) {
+            let outputs = match (o.cline.cline_rtd, cfg.model.kind) {
                 (ClineRtd::ThreeWay, _) => Some(3),
                 (ClineRtd::Binary, ModelKind::Bert) => Some(1),
                 // The discriminator's own head detects replaced tokens.
@@ -49,8 +49,8 @@ impl PretrainModel {
             ClineHeads::new(
                 &encoder,
                 outputs,
-                o.cline_contrast == ClineContrast::Bce,
-                o.cline_weights == ClineWeights::Learned,
+                o.cline.cline_contrast == ClineContrast::Bce,
+                o.cline.cline_weights == ClineWeights::Learned,
                 device,
             )
         });

@@ -181,7 +181,7 @@ impl Grads {
             return 0.0;
         };
         let grads = self.entries.values().map(|(g, _, _)| g.clone());
-        let total = if crate::model::on_host(&first.device()) {
+        let total = if crate::kernels::on_host(&first.device()) {
             Tensor::cat(grads.map(|g| g.square().sum()).collect(), 0).sum()
         } else {
             Tensor::cat(grads.collect(), 0).square().sum()
@@ -309,7 +309,7 @@ impl AdamW {
                 .entries
                 .values()
                 .next()
-                .is_some_and(|(g, _, _)| !crate::model::on_host(&g.device())),
+                .is_some_and(|(g, _, _)| !crate::kernels::on_host(&g.device())),
         };
         if multi {
             self.update_flat(lr, lr_scale, grads, bc1, bc2_sqrt, &mut walk);

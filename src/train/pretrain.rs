@@ -5,6 +5,7 @@
 //! by (seed, s), and the data position is saved in each checkpoint, so a resumed run repeats
 //! the uninterrupted one.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,11 +23,10 @@ use super::config::PretrainConfig;
 use super::model::{PretrainModel, read_transformers_weights};
 use super::optimizer::{AdamW, Grads, scheduled_lr};
 use super::replicas::Replicas;
-use super::step::{StepLoss, Term, step_loss};
+use super::step::step_loss;
 use crate::interop::tensors::TensorMap;
-use crate::lexicon::SynonymTable;
-use crate::objective::CorrectionCounts;
-use crate::objective::hard_correction::MultiPiece;
+use crate::objective::terms::{self, StepValues, add_counters};
+use crate::objective::{Objective, Setup};
 use crate::text::batches::{BatchStream, DataPosition};
 use crate::text::masking::mask_batch;
 use crate::text::shards::ShardSet;
@@ -37,185 +37,51 @@ use crate::{Error, Result};
 pub struct StepMetrics {
     pub step: u64,
     pub loss: f64,
-    pub mlm_loss: f64,
-    /// ELECTRA only: the discriminator's replaced-token loss (before the weight λ).
-    pub disc_loss: Option<f64>,
-    /// ELECTRA only: accuracy of the discriminator over real tokens.
-    pub disc_accuracy: Option<f64>,
-    /// Word-level Soft Regularization term (before its weight).
-    pub sr_loss: Option<f64>,
-    /// Sentence-level Soft Regularization term (before its weight).
-    pub sr_sent_loss: Option<f64>,
-    /// CLINE: the replaced-token detection loss on x_syn and x_ant (before its weight).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rtd_loss: Option<f64>,
-    /// CLINE: detection accuracy over the labelled pieces.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rtd_accuracy: Option<f64>,
-    /// CLINE: the contrast loss (before its weight).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contrast_loss: Option<f64>,
-    /// CLINE: share of the examples where h_o is closer to h_syn than to h_ant.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub syn_closer: Option<f64>,
-    /// CLINE: the weights of L_MLM, L_RTD, L_cts (exp(−s_i) when learned).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loss_weights: Option<[f64; 3]>,
+    /// Every value the objective logs, by name: its loss terms before their weights
+    /// (`mlm_loss`, `disc_loss`, `sr_loss`, …), rates (`disc_accuracy`), and the counts of the
+    /// window (Hard Correction's `mismatched`, `corrected`, …); see `crate::objective`.
+    #[serde(flatten)]
+    pub terms: BTreeMap<String, serde_json::Value>,
     pub lr: f64,
     pub grad_norm: f64,
-    /// Masked positions. This and the Hard Correction counts below are totals over the steps
-    /// since the previous line (the step itself with `train.log_every = 1`), so that
-    /// mismatched / masked is a rate over the same positions.
+    /// Masked positions. This and the objective's counts are totals over the steps since the
+    /// previous line (the step itself with `train.log_every = 1`), so that a count over
+    /// `masked` is a rate over the same positions.
     pub masked: usize,
-    /// Hard Correction: masked positions whose prediction differs from the gold token.
-    pub mismatched: Option<usize>,
-    /// Hard Correction: mismatched positions dropped as synonyms.
-    pub corrected: Option<usize>,
-    /// Prediction-level ratio corrected / mismatched.
-    pub corrected_ratio: Option<f64>,
-    /// Iteration-level ratio: share of sequences with at least one correction.
-    pub sequences_corrected_ratio: Option<f64>,
     pub tokens_per_s: f64,
 }
 
-/// The logged terms of one micro-step, over its replicas: each loss term is its mean over the
-/// whole micro-batch (`Σ_r n_r·v_r / Σ_r n_r`), the objective and the right predictions are
-/// summed.
-#[derive(Default)]
-struct MicroTerms {
-    /// Per replica, its values on the device (read once) and the counts of its mean terms.
-    reads: Vec<(Tensor<1>, [f64; 7])>,
-    rtd_counted: usize,
-    real_tokens: usize,
-    corrections: Option<CorrectionCounts>,
-}
-
-/// The values of [`MicroTerms`] on the host, and their sums over a step's micro-steps.
-#[derive(Default)]
-struct StepTotals {
-    loss: f64,
-    mlm: f64,
-    disc: f64,
-    disc_correct: f64,
-    sr: f64,
-    sr_sent: f64,
-    rtd: f64,
-    rtd_correct: f64,
-    contrast: f64,
-    syn_closer: f64,
-    /// CLINE's three weights (the latest micro-step's).
-    weights: [f64; 3],
-    real_tokens: usize,
-    rtd_counted: usize,
-}
-
-impl StepTotals {
-    /// Adds a micro-step's values.
-    fn add(&mut self, v: StepTotals) {
-        self.loss += v.loss;
-        self.mlm += v.mlm;
-        self.disc += v.disc;
-        self.disc_correct += v.disc_correct;
-        self.sr += v.sr;
-        self.sr_sent += v.sr_sent;
-        self.rtd += v.rtd;
-        self.rtd_correct += v.rtd_correct;
-        self.contrast += v.contrast;
-        self.syn_closer += v.syn_closer;
-        self.weights = v.weights;
-        self.real_tokens += v.real_tokens;
-        self.rtd_counted += v.rtd_counted;
-    }
-}
-
-impl MicroTerms {
-    /// Adds a replica's loss terms and `objective`, its share of the micro-batch's objective.
-    fn add(&mut self, l: StepLoss, objective: Tensor<1>) {
-        let device = objective.device();
-        let zero = || Tensor::<1>::zeros([1], &device);
-        let c = l.cline.as_ref();
-        let count = |t: Option<&Term>| t.map_or(0.0, |t| t.count);
-        let counts = [
-            l.mlm.count,
-            count(l.disc.as_ref()),
-            count(l.sr.as_ref()),
-            count(l.sr_sent.as_ref()),
-            count(c.map(|c| &c.rtd)),
-            count(c.map(|c| &c.contrast)),
-            count(c.map(|c| &c.syn_closer)),
-        ];
-        let value = |t: Option<&Term>| t.map(|t| t.value.clone());
-        let mut terms: Vec<Tensor<1>> = [
-            Some(objective),
-            Some(l.mlm.value.clone()),
-            value(l.disc.as_ref()),
-            l.disc_correct,
-            value(l.sr.as_ref()),
-            value(l.sr_sent.as_ref()),
-            value(c.map(|c| &c.rtd)),
-            c.map(|c| c.rtd_correct.clone()),
-            value(c.map(|c| &c.contrast)),
-            value(c.map(|c| &c.syn_closer)),
-        ]
-        .map(|t| t.map(|t| t.inner().reshape([1])).unwrap_or_else(zero))
-        .to_vec();
-        terms.push(
-            c.map(|c| c.weights.clone().inner())
-                .unwrap_or_else(|| Tensor::zeros([3], &device)),
-        );
-        self.reads.push((Tensor::cat(terms, 0), counts));
-        self.rtd_counted += c.map_or(0, |c| c.rtd_counted);
-        self.real_tokens += l.real_tokens;
-        if let Some(k) = l.corrections {
-            self.corrections
-                .get_or_insert_with(CorrectionCounts::default)
-                .add(&k);
-        }
+impl StepMetrics {
+    /// The logged value `name` (`mlm_loss`, `sr_loss`, `corrected`, …), when the run logs it.
+    pub fn value(&self, name: &str) -> Option<f64> {
+        self.terms.get(name).and_then(serde_json::Value::as_f64)
     }
 
-    /// Reads the values (one device read per replica) and combines them.
-    fn values(&self) -> StepTotals {
-        let rows: Vec<(Vec<f64>, [f64; 7])> = self
-            .reads
+    /// The logged vector `name` (CLINE's `loss_weights`).
+    pub fn vector(&self, name: &str) -> Option<Vec<f64>> {
+        let v = self.terms.get(name)?.as_array()?;
+        v.iter().map(serde_json::Value::as_f64).collect()
+    }
+
+    /// The masked-LM loss (BERT's MLM, ELECTRA's generator), which every run logs.
+    pub fn mlm_loss(&self) -> f64 {
+        self.value("mlm_loss").unwrap_or(f64::NAN)
+    }
+
+    /// `{sep}disc 0.1234` for every logged loss term but `mlm_loss` (its name without
+    /// `_loss`), for progress lines and summaries.
+    pub fn other_losses(&self, sep: &str) -> String {
+        self.terms
             .iter()
-            .map(|(t, n)| {
-                let v = t
-                    .clone()
-                    .into_data()
-                    .convert::<f64>()
-                    .try_into_vec::<f64>()
-                    .expect("loss terms");
-                (v, *n)
+            .filter(|(k, _)| k.ends_with("_loss") && k.as_str() != "mlm_loss")
+            .filter_map(|(k, v)| {
+                Some(format!(
+                    "{sep}{} {:.4}",
+                    k.trim_end_matches("_loss"),
+                    v.as_f64()?
+                ))
             })
-            .collect();
-        let sum = |i: usize| rows.iter().map(|(v, _)| v[i]).sum::<f64>();
-        let mean = |i: usize, c: usize| {
-            if rows.len() == 1 {
-                return rows[0].0[i];
-            }
-            let n: f64 = rows.iter().map(|(_, n)| n[c]).sum();
-            if n > 0.0 {
-                rows.iter().map(|(v, k)| v[i] * k[c]).sum::<f64>() / n
-            } else {
-                0.0
-            }
-        };
-        let w = &rows[0].0;
-        StepTotals {
-            loss: sum(0),
-            mlm: mean(1, 0),
-            disc: mean(2, 1),
-            disc_correct: sum(3),
-            sr: mean(4, 2),
-            sr_sent: mean(5, 3),
-            rtd: mean(6, 4),
-            rtd_correct: sum(7),
-            contrast: mean(8, 5),
-            syn_closer: mean(9, 6),
-            weights: [w[10], w[11], w[12]],
-            real_tokens: self.real_tokens,
-            rtd_counted: self.rtd_counted,
-        }
+            .collect()
     }
 }
 
@@ -265,36 +131,6 @@ fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
         .map(|l| format!("{l}\n"))
         .collect();
     crate::error::write_atomic(path, kept.as_bytes())
-}
-
-/// The synonym table Hard Correction needs: `objective.lexicon`, else the WordNet table of the
-/// run's tokenizer, built once into `<run>/lexicon.safetensors`.
-fn load_lexicon(
-    cfg: &PretrainConfig,
-    shards: &ShardSet,
-    run: &Path,
-) -> Result<Option<SynonymTable>> {
-    let o = &cfg.objective;
-    if !o.kind.hard_correction()
-        && o.hc_discriminator == crate::objective::DiscriminatorCorrection::Off
-    {
-        return Ok(None);
-    }
-    let fp = &shards.manifest.tokenizer_fingerprint;
-    if let Some(p) = &o.lexicon {
-        return SynonymTable::load_for(p, fp).map(Some);
-    }
-    let path = run.join("lexicon.safetensors");
-    if path.exists() {
-        return SynonymTable::load_for(&path, fp).map(Some);
-    }
-    let tokenizer = crate::text::prepare::shard_tokenizer(&shards.dir)?;
-    let table = crate::lexicon::wordnet_table(
-        &tokenizer,
-        &crate::text::default_corpus::default_wordnet_dir(),
-    )?;
-    table.save(&path)?;
-    Ok(Some(table))
 }
 
 /// Loads the newest checkpoint that reads back whole into `model` and `opt`. A damaged one
@@ -447,24 +283,14 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         )?;
     }
 
-    let table = load_lexicon(cfg, shards, run)?;
-    let multi_piece = if cfg.objective.hc_multi_piece && table.is_some() {
-        let tokenizer = crate::text::prepare::shard_tokenizer(&shards.dir)?;
-        let mut tokens = vec![String::new(); tokenizer.vocab_size()];
-        for (t, id) in tokenizer.inner.get_vocab(true) {
-            if let Some(slot) = tokens.get_mut(id as usize) {
-                *slot = t;
-            }
-        }
-        let wn =
-            crate::lexicon::WordNet::open(&crate::text::default_corpus::default_wordnet_dir())?;
-        Some(MultiPiece {
-            tokens,
-            synonyms: Box::new(move |w| wn.synonyms(w).into_iter().collect()),
-        })
-    } else {
-        None
-    };
+    let objective = Objective::build(
+        &cfg.objective,
+        &mut Setup {
+            shards: Some(shards),
+            run: Some(run),
+            synonyms: None,
+        },
+    )?;
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, position);
     // An explicit `train.devices` list of CUDA devices goes through burn's distributed data
     // parallel (NCCL) even with one device: that is how a one-GPU machine checks the path.
@@ -496,7 +322,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
 
     for step in start_step..total {
         let mut grads: Vec<Grads> = Vec::new();
-        let mut t = StepTotals::default();
+        let mut t = StepValues::default();
         let mut masked = 0usize;
         for micro in 0..cfg.train.grad_accum {
             let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
@@ -516,20 +342,12 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);
                 let losses = replicas.forward(step_seed, batch.batch, |model, device, rows| {
                     let m = m.rows(batch.len, rows.clone());
-                    step_loss(
-                        model,
-                        cfg,
-                        table.as_ref(),
-                        multi_piece.as_ref(),
-                        &batch.rows(rows),
-                        &m,
-                        device,
-                    )
+                    step_loss(model, cfg, &objective, &batch.rows(rows), &m, device)
                 });
                 (losses, m.positions.len(), batch.batch * batch.len)
             };
             masked += n_masked;
-            let objectives = Replicas::objectives(&losses);
+            let objectives = terms::objectives(&losses);
             let g = replicas.backward(&objectives);
             if grads.is_empty() {
                 grads = g;
@@ -538,28 +356,18 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                     a.accumulate(g);
                 }
             }
-            let mut terms = MicroTerms::default();
-            for (l, o) in losses.into_iter().zip(objectives) {
-                terms.add(l, o);
-            }
-            t.add(terms.values());
-            if let Some(c) = terms.corrections {
-                window
-                    .corrections
-                    .get_or_insert_with(CorrectionCounts::default)
-                    .add(&c);
-            }
+            t.add(terms::combine(&losses, &objectives));
             rate_tokens += n_tokens;
         }
-        let k = cfg.train.grad_accum as f64;
-        if !t.loss.is_finite() {
+        let loss = t.mean_loss();
+        if !loss.is_finite() {
             let last_good = checkpoint::list(run)
                 .pop()
                 .map(|(_, p)| p.display().to_string());
             return Err(Error::Diverged(format!(
                 "step {}: loss is {} (not finite); stopped. Last good checkpoint: {}",
                 step + 1,
-                t.loss,
+                loss,
                 last_good.unwrap_or_else(|| "none".into())
             )));
         }
@@ -569,37 +377,17 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         let done = step + 1;
         window.masked += masked;
         window.steps += 1;
+        add_counters(&mut window.counters, &t.counters);
 
-        let is_electra = replicas.models[0].is_electra();
+        let mut logged = t.logged_values();
+        logged.extend(objective.window_metrics(&window.counters));
         let metrics = StepMetrics {
             step: done,
-            loss: t.loss / k,
-            mlm_loss: t.mlm / k,
-            disc_loss: (is_electra && !cline).then_some(t.disc / k),
-            disc_accuracy: (is_electra && !cline)
-                .then(|| t.disc_correct / t.real_tokens.max(1) as f64),
-            sr_loss: cfg.objective.kind.word_regularization().then_some(t.sr / k),
-            sr_sent_loss: cfg
-                .objective
-                .kind
-                .sentence_regularization()
-                .then_some(t.sr_sent / k),
-            rtd_loss: cline.then_some(t.rtd / k),
-            rtd_accuracy: cline.then(|| t.rtd_correct / t.rtd_counted.max(1) as f64),
-            contrast_loss: cline.then_some(t.contrast / k),
-            syn_closer: cline.then_some(t.syn_closer / k),
-            loss_weights: cline.then_some(t.weights),
+            loss,
+            terms: logged,
             lr,
             grad_norm,
             masked: window.masked,
-            mismatched: window.corrections.map(|c| c.mismatched),
-            corrected: window.corrections.map(|c| c.corrected),
-            corrected_ratio: window
-                .corrections
-                .map(|c| c.corrected as f64 / c.mismatched.max(1) as f64),
-            sequences_corrected_ratio: window
-                .corrections
-                .map(|c| c.sequences_corrected as f64 / c.sequences.max(1) as f64),
             tokens_per_s: rate_tokens as f64 / rate_start.elapsed().as_secs_f64().max(1e-9),
         };
         let stopping = opts.stop.is_some_and(|s| s.load(Ordering::SeqCst));
@@ -614,16 +402,8 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 tracing::info!(
                     "step {done}/{total}  loss {:.4}  mlm {:.4}{}  lr {:.3e}  {:.0} tok/s  eta {}",
                     metrics.loss,
-                    metrics.mlm_loss,
-                    metrics
-                        .disc_loss
-                        .map(|d| format!("  disc {d:.4}"))
-                        .or_else(|| metrics.contrast_loss.map(|c| format!(
-                            "  rtd {:.4}  contrast {c:.4}  syn-closer {:.2}",
-                            metrics.rtd_loss.unwrap_or(0.0),
-                            metrics.syn_closer.unwrap_or(0.0)
-                        )))
-                        .unwrap_or_default(),
+                    metrics.mlm_loss(),
+                    metrics.other_losses("  "),
                     lr,
                     metrics.tokens_per_s,
                     clock((total - done) as f64 * per_step)
@@ -643,7 +423,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 step: done,
                 data: stream.position,
                 tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
-                window,
+                window: window.clone(),
             };
             let dir = checkpoint::save(
                 run,

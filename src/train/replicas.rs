@@ -35,9 +35,9 @@ use burn::tensor::distributed::{DistributedConfig, DistributedContext, ReduceOpe
 
 use super::model::PretrainModel;
 use super::optimizer::{AdamW, Grads};
-use super::step::StepLoss;
 use crate::Result;
 use crate::model::params::{MarkDistributed, ShapeLister};
+use crate::objective::StepLoss;
 
 /// The seed of replica `r`'s random draws in the micro-step seeded `step_seed`.
 pub fn replica_seed(step_seed: u64, r: usize) -> u64 {
@@ -140,18 +140,6 @@ impl Replicas {
                     r * share..(r + 1) * share,
                 )
             })
-            .collect()
-    }
-
-    /// Each replica's share of the micro-batch objective (see [`StepLoss::objective`]).
-    pub fn objectives(losses: &[StepLoss]) -> Vec<Tensor<1>> {
-        let terms = losses[0].parts.len();
-        let totals: Vec<f64> = (0..terms)
-            .map(|t| losses.iter().map(|l| l.parts[t].count).sum())
-            .collect();
-        losses
-            .iter()
-            .map(|l| l.objective(&totals, losses.len()))
             .collect()
     }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use serde::Serialize;
 
-use crate::text::WordPieceTokenizer;
+use super::WordPieceTokenizer;
 use crate::{Error, Result};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -212,4 +212,29 @@ impl SynonymTable {
         }
         Ok(t)
     }
+}
+
+/// The WordNet synonym table of a tokenizer.
+pub fn wordnet_table(tokenizer: &WordPieceTokenizer, wordnet_dir: &Path) -> Result<SynonymTable> {
+    let wn = crate::lexicon::WordNet::open(wordnet_dir)?;
+    Ok(SynonymTable::build(
+        tokenizer,
+        &format!("wordnet:{}", wordnet_dir.display()),
+        |w| wn.synonyms(w),
+    ))
+}
+
+/// The top-k embedding-neighbour table of a tokenizer from word vectors.
+pub fn embedding_table(
+    tokenizer: &WordPieceTokenizer,
+    vectors: &crate::lexicon::embeddings::WordVectors,
+    k: usize,
+    source: &str,
+) -> SynonymTable {
+    let map = crate::lexicon::embeddings::neighbour_map(vectors, k, &crate::device::host());
+    SynonymTable::build(tokenizer, source, |w| {
+        map.get(w)
+            .map(|v| v.iter().cloned().collect())
+            .unwrap_or_default()
+    })
 }

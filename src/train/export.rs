@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::hf_config::{HfConfig, write_hf_config};
-use super::tensors::{HostTensor, write_safetensors};
+use super::checkpoint;
+use super::config::{ModelKind, PretrainConfig};
+use crate::interop::hf_config::{HfConfig, write_hf_config};
+use crate::interop::tensors::{HostTensor, write_safetensors};
 use crate::model::electra::GENERATOR_PREFIX;
-use crate::train::checkpoint;
-use crate::train::config::{ModelKind, PretrainConfig};
 use crate::{Error, Result};
 
 /// Exports checkpoint `step` (the latest when `None`) of `run` to `out`; returns the folders

@@ -1,0 +1,153 @@
+//! The downstream tasks trueneg fine-tunes on: the GLUE tasks and the other sentence(-pair)
+//! tasks with their label sets, files and ELECTRA's epochs, and the examples their readers give.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GlueTask {
+    Cola,
+    Sst2,
+    Mrpc,
+    Stsb,
+    Qqp,
+    Mnli,
+    Qnli,
+    Rte,
+    /// Counterfactually-augmented IMDb sentiment (Kaushik et al. 2020): `Sentiment\tText`,
+    /// quoted TSV, labels Negative / Positive (the `orig`, `new` or `combined` folder).
+    #[serde(rename = "cad-sentiment")]
+    CadSentiment,
+    /// Counterfactually-augmented SNLI: `sentence1\tsentence2\tgold_label` (one of the folders
+    /// `original/`, `revised_premise/`, …).
+    #[serde(rename = "cad-nli")]
+    CadNli,
+    /// BoolQ (Clark et al. 2019) in its official JSONL: (question, passage) → FALSE / TRUE.
+    Boolq,
+    /// PERSPECTRUM stance (Chen et al. 2019) from its official JSON files: (claim, perspective)
+    /// → neg (undermine) / pos (support).
+    Perspectrum,
+}
+
+/// A label: a class index, or a real score (STS-B).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Label {
+    Class(usize),
+    Score(f64),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct GlueExample {
+    /// The row's id in the file (`index` column, else the line number).
+    pub id: String,
+    pub text_a: String,
+    pub text_b: Option<String>,
+    pub label: Option<Label>,
+}
+
+impl GlueTask {
+    pub const ALL: [GlueTask; 8] = [
+        Self::Cola,
+        Self::Sst2,
+        Self::Mrpc,
+        Self::Stsb,
+        Self::Qqp,
+        Self::Mnli,
+        Self::Qnli,
+        Self::Rte,
+    ];
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name.to_lowercase().replace('-', "").as_str() {
+            "cola" => Self::Cola,
+            "sst2" => Self::Sst2,
+            "mrpc" => Self::Mrpc,
+            "stsb" => Self::Stsb,
+            "qqp" => Self::Qqp,
+            "mnli" => Self::Mnli,
+            "qnli" => Self::Qnli,
+            "rte" => Self::Rte,
+            "cadsentiment" => Self::CadSentiment,
+            "cadnli" => Self::CadNli,
+            "boolq" => Self::Boolq,
+            "perspectrum" => Self::Perspectrum,
+            _ => return None,
+        })
+    }
+
+    /// The folder name GLUE uses.
+    pub fn dir_name(self) -> &'static str {
+        match self {
+            Self::Cola => "CoLA",
+            Self::Sst2 => "SST-2",
+            Self::Mrpc => "MRPC",
+            Self::Stsb => "STS-B",
+            Self::Qqp => "QQP",
+            Self::Mnli => "MNLI",
+            Self::Qnli => "QNLI",
+            Self::Rte => "RTE",
+            Self::CadSentiment => "CAD-sentiment",
+            Self::CadNli => "CAD-NLI",
+            Self::Boolq => "BoolQ",
+            Self::Perspectrum => "PERSPECTRUM",
+        }
+    }
+
+    /// Label names in class-index order (empty for the regression task).
+    pub fn labels(self) -> &'static [&'static str] {
+        match self {
+            Self::Stsb => &[],
+            Self::Mnli | Self::CadNli => &["contradiction", "entailment", "neutral"],
+            Self::CadSentiment => &super::contrast::SENTIMENT,
+            Self::Boolq => &["FALSE", "TRUE"],
+            Self::Perspectrum => &["neg", "pos"],
+            Self::Qnli | Self::Rte => &["entailment", "not_entailment"],
+            _ => &["0", "1"],
+        }
+    }
+
+    pub fn num_labels(self) -> usize {
+        self.labels().len().max(1)
+    }
+
+    pub fn is_regression(self) -> bool {
+        self == Self::Stsb
+    }
+
+    /// The training file in the task's folder. PERSPECTRUM's splits are named as
+    /// `<folder>/train`, `<folder>/dev` (the claims of that split in the official files).
+    pub fn train_file(self, dir: &Path) -> PathBuf {
+        match self {
+            Self::Boolq => dir.join("train.jsonl"),
+            Self::Perspectrum => dir.join("train"),
+            _ => dir.join("train.tsv"),
+        }
+    }
+
+    /// The dev files: MNLI has matched and mismatched.
+    pub fn dev_files(self, dir: &Path) -> Vec<PathBuf> {
+        match self {
+            Self::Mnli => vec![dir.join("dev_matched.tsv"), dir.join("dev_mismatched.tsv")],
+            Self::Boolq => vec![dir.join("dev.jsonl")],
+            Self::Perspectrum => vec![dir.join("dev")],
+            _ => vec![dir.join("dev.tsv")],
+        }
+    }
+
+    /// GLUE's own tab-separated tasks (the others have readers of their own formats).
+    pub fn is_glue(self) -> bool {
+        !matches!(
+            self,
+            Self::CadSentiment | Self::CadNli | Self::Boolq | Self::Perspectrum
+        )
+    }
+
+    /// Number of epochs in ELECTRA's recipe (10 for the small RTE and STS-B, else 3).
+    pub fn default_epochs(self) -> usize {
+        if matches!(self, Self::Rte | Self::Stsb) {
+            10
+        } else {
+            3
+        }
+    }
+}

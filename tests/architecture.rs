@@ -1,0 +1,457 @@
+//! The architecture of `src/`, checked from the source text: the `crate::…` (and, in the
+//! binary, `trueneg::…`) paths each file names.
+//!
+//! - Every top-level module (a folder or a file of `src/`) sits in one layer of [`LAYERS`]; a
+//!   module imports only from layers below its own. That also rules out circles among them.
+//! - Within one folder the files import each other without a circle (`mod.rs`, the folder's
+//!   table of contents, is left out: it declares and re-exports its files).
+//!
+//! A failure names the files and the paths that break the rule.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The layers of `src/`, bottom first. A module may import from the layers below its own only.
+const LAYERS: &[&[&str]] = &[
+    &["error"],
+    &["device", "lock", "plot"],
+    &["kernels"],
+    &["model", "lexicon"],
+    &["interop", "text"],
+    &["objective"],
+    &["train"],
+    &["bench", "tasks"],
+    &["cli", "main", "lib"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The text of a Rust file without comments (doc comments' links are not imports) and without
+/// the contents of string literals.
+fn code_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+            i += 2;
+            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                i += 1;
+            }
+            i += 2;
+        } else if b[i] == b'"' {
+            out.push('"');
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            out.push('"');
+            i += 1;
+        } else if b[i] == b'\'' && b.get(i + 2) == Some(&b'\'') {
+            // A character literal such as '"' or '{'.
+            out.push_str("' '");
+            i += 3;
+        } else if b[i] == b'\'' && b.get(i + 1) == Some(&b'\\') {
+            out.push_str("' '");
+            i += 2;
+            while i < b.len() && b[i] != b'\'' {
+                i += 1;
+            }
+            i += 1;
+        } else {
+            out.push(b[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The paths that follow each `prefix` (`crate::`, `super::`, `trueneg::`) in `code`, as
+/// segment lists, with `use` groups expanded: `crate::{a::b, c}` gives `[a, b]` and `[c]`.
+fn paths_after(code: &str, prefix: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find(prefix) {
+        let at = from + k;
+        from = at + prefix.len();
+        // `super::super::x` is read from its first `super`.
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| is_ident(c) || c == ':')
+        {
+            continue;
+        }
+        parse_tree(&code[from..], &mut Vec::new(), &mut out);
+    }
+    out
+}
+
+/// Parses one use tree at the start of `s` (after a `::`), pushing each leaf path.
+fn parse_tree(s: &str, stem: &mut Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+    let s_trim = s.trim_start();
+    let mut i = s.len() - s_trim.len();
+    if s_trim.starts_with('{') {
+        i += 1;
+        loop {
+            let rest = &s[i..];
+            let t = rest.trim_start();
+            i += rest.len() - t.len();
+            if t.starts_with('}') {
+                return i + 1;
+            }
+            if t.is_empty() {
+                return i;
+            }
+            let depth = stem.len();
+            i += parse_tree(&s[i..], stem, out);
+            stem.truncate(depth);
+            let rest = &s[i..];
+            let t = rest.trim_start();
+            i += rest.len() - t.len();
+            if t.starts_with(',') {
+                i += 1;
+            }
+        }
+    }
+    let name: String = s[i..].chars().take_while(|&c| is_ident(c)).collect();
+    if name.is_empty() {
+        out.push(stem.clone());
+        return i;
+    }
+    i += name.len();
+    stem.push(name);
+    if s[i..].starts_with("::") {
+        i += 2;
+        if s[i..].starts_with('*') {
+            out.push(stem.clone());
+            return i + 1;
+        }
+        return i + parse_tree(&s[i..], stem, out);
+    }
+    out.push(stem.clone());
+    i
+}
+
+/// One file of `src/`: its module path (`["train", "step"]`; `mod.rs` is its folder's).
+struct SourceFile {
+    path: PathBuf,
+    module: Vec<String>,
+    is_mod_rs: bool,
+    code: String,
+}
+
+fn source_files(src: &Path) -> Vec<SourceFile> {
+    rust_files(src)
+        .into_iter()
+        .map(|path| {
+            let rel = path.strip_prefix(src).expect("under src");
+            let mut module: Vec<String> = rel
+                .with_extension("")
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect();
+            let is_mod_rs = module.last().is_some_and(|m| m == "mod");
+            if is_mod_rs {
+                module.pop();
+            }
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            SourceFile {
+                path,
+                module,
+                is_mod_rs,
+                code: code_only(&text),
+            }
+        })
+        .collect()
+}
+
+/// The crate-absolute paths a file names: `crate::` (in the binary's `cli/` and `main.rs`,
+/// `trueneg::` names the library and `crate::` the binary), and `super::` resolved against the
+/// file's own module.
+fn absolute_paths(f: &SourceFile) -> Vec<Vec<String>> {
+    let binary = f.module.first().is_some_and(|m| m == "cli" || m == "main");
+    let mut out = Vec::new();
+    for p in paths_after(&f.code, "crate::") {
+        if binary && p.first().is_some_and(|m| m != "cli") {
+            // `crate::` of the binary names its own modules (`cli`), main's items otherwise.
+            continue;
+        }
+        out.push(p);
+    }
+    if binary {
+        out.extend(paths_after(&f.code, "trueneg::"));
+    }
+    // `super::` from a file names its folder's module (`mod.rs`: the folder's parent).
+    for p in paths_after(&f.code, "super::") {
+        let mut base = f.module[..f.module.len().saturating_sub(1)].to_vec();
+        let mut rest = p.as_slice();
+        while rest.first().is_some_and(|s| s == "super") {
+            base.pop();
+            rest = &rest[1..];
+        }
+        base.extend(rest.iter().cloned());
+        out.push(base);
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// `lib.rs`'s re-exports at the crate root (`pub use error::{Error, Result}`): name → module.
+fn root_reexports(files: &[SourceFile]) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    if let Some(lib) = files.iter().find(|f| f.module == ["lib"]) {
+        let mut from = 0;
+        while let Some(k) = lib.code[from..].find("pub use ") {
+            let at = from + k + "pub use ".len();
+            from = at;
+            let mut paths = Vec::new();
+            parse_tree(&lib.code[at..], &mut Vec::new(), &mut paths);
+            for p in paths {
+                if p.len() >= 2 {
+                    map.insert(p[p.len() - 1].clone(), p[0].clone());
+                }
+            }
+        }
+    }
+    map
+}
+
+/// The circles of a directed graph (its strongly connected components of more than one node).
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    // Tarjan's algorithm.
+    struct State<'a> {
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(st: &mut State<'a>, v: &'a str) {
+        let i = st.index.len();
+        st.index.insert(v, i);
+        st.low.insert(v, i);
+        st.stack.push(v);
+        st.on_stack.insert(v);
+        if let Some(next) = st.graph.get(v) {
+            for w in next {
+                let w = w.as_str();
+                if !st.index.contains_key(w) {
+                    visit(st, w);
+                    let lw = st.low[w];
+                    let lv = st.low.get_mut(v).expect("visited");
+                    *lv = (*lv).min(lw);
+                } else if st.on_stack.contains(w) {
+                    let iw = st.index[w];
+                    let lv = st.low.get_mut(v).expect("visited");
+                    *lv = (*lv).min(iw);
+                }
+            }
+        }
+        if st.low[v] == st.index[v] {
+            let mut comp = Vec::new();
+            loop {
+                let w = st.stack.pop().expect("on the stack");
+                st.on_stack.remove(w);
+                comp.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                st.out.push(comp);
+            }
+        }
+    }
+    let mut st = State {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !st.index.contains_key(v.as_str()) {
+            visit(&mut st, v);
+        }
+    }
+    st.out
+}
+
+/// Each import edge with the files that make it: (from, to) → ["src/a.rs names crate::b::c"].
+type Edges = BTreeMap<(String, String), Vec<String>>;
+
+struct Imports {
+    /// Between top-level modules.
+    modules: Edges,
+    /// Between the files of one folder (`mod.rs` left out), keyed by file path.
+    files: Edges,
+}
+
+fn imports(src: &Path) -> Imports {
+    let files = source_files(src);
+    let roots = root_reexports(&files);
+    let tops: BTreeSet<String> = files.iter().map(|f| f.module[0].clone()).collect();
+    let mut modules = Edges::new();
+    let mut siblings = Edges::new();
+    for f in &files {
+        let from = &f.module[0];
+        for p in absolute_paths(f) {
+            let first = &p[0];
+            let to = if tops.contains(first) {
+                first.clone()
+            } else if let Some(m) = roots.get(first) {
+                m.clone()
+            } else {
+                continue;
+            };
+            let what = format!("{} names {}", f.path.display(), p.join("::"));
+            if &to != from {
+                modules
+                    .entry((from.clone(), to.clone()))
+                    .or_default()
+                    .push(what.clone());
+            }
+            // A file of a folder naming another file of the same folder.
+            if f.module.len() == 2 && !f.is_mod_rs && p.len() >= 2 && &p[0] == from {
+                let other = src.join(from).join(format!("{}.rs", p[1]));
+                let other_dir = src.join(from).join(&p[1]);
+                if p[1] != f.module[1] && (other.exists() || other_dir.is_dir()) {
+                    siblings
+                        .entry((f.path.display().to_string(), other.display().to_string()))
+                        .or_default()
+                        .push(what);
+                }
+            }
+        }
+    }
+    Imports {
+        modules,
+        files: siblings,
+    }
+}
+
+fn graph(edges: &Edges) -> BTreeMap<String, BTreeSet<String>> {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (a, b) in edges.keys() {
+        g.entry(a.clone()).or_default().insert(b.clone());
+        g.entry(b.clone()).or_default();
+    }
+    g
+}
+
+/// What breaks the rules in `src`: one line per upward import or circle.
+fn violations(src: &Path) -> Vec<String> {
+    let im = imports(src);
+    let mut out = Vec::new();
+    let tops: BTreeSet<&String> = im.modules.keys().flat_map(|(a, b)| [a, b]).collect();
+    for m in tops {
+        if layer_of(m).is_none() {
+            out.push(format!(
+                "module `{m}` is in no layer: add it to LAYERS in tests/architecture.rs"
+            ));
+        }
+    }
+    for ((a, b), why) in &im.modules {
+        if let (Some(la), Some(lb)) = (layer_of(a), layer_of(b))
+            && lb >= la
+        {
+            let kind = if lb == la { "beside" } else { "above" };
+            out.push(format!(
+                "`{a}` imports from `{b}`, a layer {kind} it: {}",
+                why.join("; ")
+            ));
+        }
+    }
+    for c in circles(&graph(&im.files)) {
+        let why: Vec<String> = im
+            .files
+            .iter()
+            .filter(|((a, b), _)| c.contains(a) && c.contains(b))
+            .flat_map(|(_, w)| w.clone())
+            .collect();
+        out.push(format!("circle among {}: {}", c.join(", "), why.join("; ")));
+    }
+    out
+}
+
+#[test]
+fn modules_import_only_from_layers_below_and_files_form_no_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let v = violations(&src);
+    assert!(v.is_empty(), "architecture of src/:\n{}", v.join("\n"));
+}
+
+/// The checker itself finds an upward import and a circle in a small tree.
+#[test]
+fn the_checker_finds_an_upward_import_and_a_circle() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    let write = |p: &str, t: &str| {
+        let p = src.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, t).unwrap();
+    };
+    write(
+        "lib.rs",
+        "pub mod kernels;\npub mod model;\npub use error::{Error, Result};\n",
+    );
+    write("error.rs", "pub struct Error;\n");
+    write("kernels/mod.rs", "pub mod a;\npub mod b;\n");
+    // a → b and b → a: a circle; a → model: upward. A doc link and a string are no imports.
+    write(
+        "kernels/a.rs",
+        "//! [`crate::train`]\nuse super::b::X;\nuse crate::{Result, model::{M, N}};\nconst S: &str = \"crate::train\";\n",
+    );
+    write("kernels/b.rs", "use crate::kernels::a::Y;\n");
+    write(
+        "model/mod.rs",
+        "use crate::kernels::a::Y;\nuse crate::Error;\n",
+    );
+    let v = violations(src);
+    assert_eq!(v.len(), 2, "{v:#?}");
+    assert!(
+        v[0].starts_with("`kernels` imports from `model`, a layer above it")
+            && v[0].contains("kernels/a.rs names model::M"),
+        "{}",
+        v[0]
+    );
+    assert!(
+        v[1].starts_with("circle among")
+            && v[1].contains("kernels/a.rs")
+            && v[1].contains("kernels/b.rs"),
+        "{}",
+        v[1]
+    );
+}
