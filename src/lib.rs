@@ -4,9 +4,13 @@
 //! batches), [`model`], [`objective`] (losses), [`train`] (loop, optimizer, checkpoints) and
 //! [`interop`] (transformers' file layout).
 
+pub mod attack;
 pub mod bench;
 pub mod device;
 pub mod error;
+pub mod eval;
+pub mod experiments;
+pub mod finetune;
 pub mod interop;
 pub mod kernels;
 pub mod lexicon;

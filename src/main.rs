@@ -9,11 +9,11 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-// mimalloc hands freed memory back to the OS after 10 ms. A training step frees and re-allocates
-// the same large buffers (logits, activations, gradients) every few hundred milliseconds, so every
-// step paid the kernel to fault in and zero those pages again (~70 000 page faults in a short
-// bench run, about a tenth of the step). Keeping freed memory mapped (purge delay -1) removes
-// that; `MIMALLOC_PURGE_DELAY` in the environment still wins.
+// mimalloc hands freed memory back to the OS after a short delay. A training step frees and
+// re-allocates the same large buffers (logits, activations, gradients) at every step, so it would
+// pay the kernel to fault in and zero those pages again each time (BENCHMARKS.md measures it).
+// Freed memory stays mapped (purge delay -1); `MIMALLOC_PURGE_DELAY` in the environment still
+// wins.
 unsafe extern "C" {
     fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
 }
@@ -31,12 +31,11 @@ fn keep_freed_memory_mapped() {
 /// CPU), the calling thread sleeping meanwhile; every parallel loop that `work` runs, ours, the
 /// product crates' (gemm, faer) and burn's, then runs on that pool.
 ///
-/// Called from the main thread, each of the thousand-odd parallel operations of a training step
-/// (matrix products, kernels, burn's element-wise loops) is injected into the pool and the main
-/// thread waits for it: one more thread than CPUs, taking turns with the workers. On 2 vCPUs that
-/// cost ~13 000 involuntary context switches and 2 s of system time in a 12-step bench (10 s).
-/// From a worker thread an operation is split in place, the caller taking a share: 270
-/// involuntary switches, 0.4 s of system time, 8.5 s (BENCHMARKS.md).
+/// Called from the main thread, each of the many parallel operations of a training step (matrix
+/// products, kernels, burn's element-wise loops) would be injected into the pool while the main
+/// thread waits: one more thread than CPUs, taking turns with the workers (context switches and
+/// system time, measured in BENCHMARKS.md). From a worker thread an operation is split in place,
+/// the caller taking a share.
 fn on_worker_thread<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     // The main thread's usual stack, not a worker's 2 MiB: the whole command runs there.
     match rayon::ThreadPoolBuilder::new().stack_size(8 << 20).build() {

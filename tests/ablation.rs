@@ -10,12 +10,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{bin, data, fails, ok, shards};
+use trueneg::experiments::ablation::{AblationOptions, AblationSpec, ablation};
+use trueneg::experiments::ablation_report::AblationReport;
+use trueneg::experiments::bootstrap::{bootstrap_grid, paired_difference};
+use trueneg::finetune::seeds::TaskResult;
 use trueneg::objective::ObjectiveKind;
-use trueneg::tasks::ablation::{AblationOptions, AblationSpec, ablation};
-use trueneg::tasks::ablation_report::AblationReport;
-use trueneg::tasks::bootstrap::{bootstrap_grid, paired_difference};
 use trueneg::tasks::glue::GlueTask;
-use trueneg::tasks::runner::TaskResult;
 use trueneg::train::pretrain::Progress;
 
 const SETS: [&str; 4] = [
@@ -141,10 +141,10 @@ fn task_grid(out: &Path, objective: &str, task: &str) -> Vec<Vec<f64>> {
 }
 
 fn cell<'a>(
-    r: &'a [trueneg::tasks::ablation_report::Measured],
+    r: &'a [trueneg::experiments::ablation_report::Measured],
     o: &str,
     m: &str,
-) -> &'a trueneg::tasks::ablation_report::Cell {
+) -> &'a trueneg::experiments::ablation_report::Cell {
     &r.iter()
         .find(|x| x.objective == o && x.measure == m)
         .unwrap_or_else(|| panic!("{o} {m} in the report"))
@@ -241,7 +241,7 @@ fn ablation_end_to_end_resume_and_refusals() {
     );
 
     // SQuAD: the drop is original EM − attacked EM, per fine-tuned model.
-    let sq: trueneg::tasks::ablation::SquadRobustness =
+    let sq: trueneg::experiments::ablation::SquadRobustness =
         read(&whole.join("squad/hc-seed2/robustness.json"));
     assert_eq!(sq.attacks.len(), 2);
     assert_eq!(sq.ori.per_seed.len(), 2);

@@ -16,11 +16,14 @@ const LAYERS: &[&[&str]] = &[
     &["error"],
     &["device", "lock", "plot"],
     &["kernels"],
-    &["model", "lexicon"],
+    &["model", "lexicon", "tasks"],
     &["interop", "text"],
     &["objective"],
     &["train"],
-    &["bench", "tasks"],
+    &["bench", "finetune"],
+    &["attack"],
+    &["eval"],
+    &["experiments"],
     &["cli", "main", "lib"],
 ];
 

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use trueneg::attack::*;
 use trueneg::lexicon::wordnet::WordNet;
-use trueneg::tasks::attack::*;
 use trueneg::tasks::glue::{GlueTask, read_glue};
 use trueneg::tasks::squad::read_squad;
 
@@ -302,7 +302,7 @@ fn attacked_squad_keeps_articles_and_titles() {
     let path = data("squad-v1.1/dev-half-a.json");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("add");
-    trueneg::tasks::runner::write_attacked(AttackKind::AddSentDiverse, None, &path, &out, &wn, 1)
+    trueneg::attack::files::write_attacked(AttackKind::AddSentDiverse, None, &path, &out, &wn, 1)
         .unwrap();
     let titles = |p: &Path| -> Vec<String> {
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();

@@ -1,6 +1,6 @@
 //! The bootstrap intervals on cases whose answer is known.
 
-use trueneg::tasks::bootstrap::{bootstrap_grid, paired_difference, quantile};
+use trueneg::experiments::bootstrap::{bootstrap_grid, paired_difference, quantile};
 
 #[test]
 fn quantiles_interpolate_between_order_statistics() {

@@ -327,7 +327,7 @@ fn prepare_never_overwrites_a_users_folder_and_restarts_after_a_kill() {
 
 #[test]
 fn finetune_output_folders_are_claimed_not_overwritten() {
-    use trueneg::tasks::runner::claim_out;
+    use trueneg::finetune::seeds::claim_out;
     let dir = tempfile::tempdir().unwrap();
     let default = dir.path().join("model/finetune/SST-2");
     let (a, lock_a) = claim_out(None, &default).unwrap();

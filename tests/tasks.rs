@@ -237,7 +237,7 @@ fn squad_reader_and_evaluation_on_the_real_file() {
 
 #[test]
 fn layer_wise_decay_gives_the_top_layer_factor_one() {
-    use trueneg::tasks::finetune::layer_decay_factor;
+    use trueneg::finetune::classify::layer_decay_factor;
     let f = |n: &str| layer_decay_factor(n, "electra", 12, 0.8);
     close(f("electra.encoder.layer.11.output.dense.weight"), 1.0);
     close(
@@ -258,7 +258,7 @@ fn layer_wise_decay_gives_the_top_layer_factor_one() {
 
 #[test]
 fn sentence_pairs_are_encoded_and_truncated_longest_first() {
-    use trueneg::tasks::finetune::encode_pair;
+    use trueneg::finetune::classify::encode_pair;
     use trueneg::text::WordPieceTokenizer;
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("vocab.txt");
@@ -273,7 +273,7 @@ fn sentence_pairs_are_encoded_and_truncated_longest_first() {
 
 #[test]
 fn squad_windows_hold_the_answer_tokens() {
-    use trueneg::tasks::qa::{QaOptions, make_features, whole_words};
+    use trueneg::finetune::span::{QaOptions, make_features, whole_words};
     use trueneg::text::WordPieceTokenizer;
     let mut ex = read_squad(&data("squad-v1.1/dev-half-a.json")).unwrap();
     ex.truncate(300);
@@ -327,7 +327,7 @@ fn squad_windows_hold_the_answer_tokens() {
 
 #[test]
 fn best_span_respects_order_and_length() {
-    use trueneg::tasks::qa::{QaFeature, best_span};
+    use trueneg::finetune::span::{QaFeature, best_span};
     let f = QaFeature {
         example: 0,
         ids: vec![0; 6],

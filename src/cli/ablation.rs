@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use trueneg::experiments::ablation::{AblationOptions, AblationSpec, ablation};
 use trueneg::objective::ObjectiveKind;
-use trueneg::tasks::ablation::{AblationOptions, AblationSpec, ablation};
 
 use super::Ui;
 

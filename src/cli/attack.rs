@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use trueneg::tasks::attack::AttackKind;
+use trueneg::attack::AttackKind;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,7 +40,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Some(super::finetune::glue_task(&a.task)?)
     };
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
-    for f in trueneg::tasks::runner::write_attacked(kind, task, &a.data, &a.out, &wn, a.seed)? {
+    for f in trueneg::attack::files::write_attacked(kind, task, &a.data, &a.out, &wn, a.seed)? {
         println!("wrote {}", f.display());
     }
     Ok(())

@@ -1,4 +1,4 @@
-//! `trueneg bench`: the CPU benchmark of DESIGN.md (and its GPU variant).
+//! `trueneg bench`: the training step's benchmark beside `torch_bench.py` (CPU and GPU).
 
 use super::from_name;
 

@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-use trueneg::tasks::cline_compare::{CompareOptions, compare};
-use trueneg::tasks::finetune::FinetuneOptions;
+use trueneg::eval::hits::{read_sentences, triplet};
+use trueneg::experiments::cline_compare::{CompareOptions, compare};
+use trueneg::finetune::classify::FinetuneOptions;
 use trueneg::tasks::glue::GlueTask;
-use trueneg::tasks::hits::{read_sentences, triplet};
 
 use super::Ui;
 

@@ -45,7 +45,7 @@ pub struct Args {
     device: String,
 }
 
-fn show_scores(s: &trueneg::tasks::finetune::Scores) -> String {
+fn show_scores(s: &trueneg::finetune::classify::Scores) -> String {
     s.metrics
         .iter()
         .map(|(k, v)| format!("{k} {v:.2}"))
@@ -57,7 +57,7 @@ fn show_scores(s: &trueneg::tasks::finetune::Scores) -> String {
 fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
     use trueneg::tasks::contrast::consistency_table;
     let (kind, c) =
-        trueneg::tasks::runner::evaluate_contrast(&a.model, set, &a.split, &a.device, ui.bars())?;
+        trueneg::eval::evaluate::evaluate_contrast(&a.model, set, &a.split, &a.device, ui.bars())?;
     let kind_name = serde_json::to_value(kind)?
         .as_str()
         .unwrap_or("contrast")
@@ -76,7 +76,8 @@ fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
 }
 
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
-    use trueneg::tasks::runner::{attack_table, evaluate_model};
+    use trueneg::attack::files::attack_table;
+    use trueneg::eval::evaluate::evaluate_model;
     trueneg::device::device_for(&a.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
     if let Some(set) = &a.contrast {
         return contrast(&a, set, ui);

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use trueneg::tasks::{finetune, qa, runner};
+use trueneg::finetune::{classify as finetune, seeds as runner, span as qa};
 
 use super::Ui;
 

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use trueneg::tasks::hits::{hits, hits_table, read_sentences, triplet};
+use trueneg::eval::hits::{hits, hits_table, read_sentences, triplet};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -49,7 +49,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.sentences.display()
         );
     }
-    let pre = trueneg::tasks::finetune::load_pretrained(&a.model)?;
+    let pre = trueneg::finetune::classify::load_pretrained(&a.model)?;
     let report = hits(&pre, &triplets, a.batch_size, a.max_seq_len)?;
     let md = hits_table(&report);
     print!("{md}");

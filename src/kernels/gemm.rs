@@ -162,14 +162,11 @@ pub const FAER_MIN_ROWS_TRANSPOSED: usize = 4096;
 /// `dst = [dst +] scale · a · b` on `threads` of rayon's threads (0 or 1: the calling thread).
 ///
 /// Through faer when `a` is row-major with at least [`FAER_MIN_ROWS`] rows, or transposed with
-/// at least [`FAER_MIN_ROWS_TRANSPOSED`]; through the gemm crate otherwise. On warm buffers
-/// with the bench step's shapes (AMD EPYC Zen 3; BENCHMARKS.md, "The encoder's tall products on
-/// faer"), faer's x86 kernels were 5–20 % faster than the gemm crate's on the tall products
-/// with a row-major left operand (the encoder's `x·W` and `G·Wᵀ`, 2048 rows), and 20–40 %
-/// slower with a transposed one (`xᵀ·G`) or, on two threads, on the MLM decoder's short, wide
-/// `x·Eᵀ` (304 rows). In the step on an AVX-512 Zen 4, the decoder's `∂E = Gᵀ·x` (30522 rows)
-/// on faer made the whole step 1–2 % faster, the weight gradients `xᵀ·G` ~1 % slower
-/// (BENCHMARKS.md, sixth session). Both crates split a product over tiles of
+/// at least [`FAER_MIN_ROWS_TRANSPOSED`]; through the gemm crate otherwise: the rule follows
+/// which crate's kernels were faster on each shape of the bench step (the encoder's tall `x·W`
+/// and `G·Wᵀ`, the MLM decoder's `∂E = Gᵀ·x`: faer; the weight gradients `xᵀ·G` and the
+/// decoder's short, wide `x·Eᵀ`: gemm), measured in BENCHMARKS.md ("The encoder's tall products
+/// on faer", sixth session). Both crates split a product over tiles of
 /// `dst`, never over the inner dimension (results do not depend on the thread count), and
 /// neither reads `dst` when it does not accumulate (both checked in `tests/kernels.rs`).
 unsafe fn call(dst: ViewMut, a: View, b: View, accumulate: bool, scale: f32, threads: usize) {

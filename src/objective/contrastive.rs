@@ -67,7 +67,7 @@ pub enum ClineWeights {
 /// CLINE's keys of the `[objective]` section.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct ClineConfig {
+pub struct ClineLossConfig {
     /// CLINE detection: `binary` (the paper) or `three-way` (the authors' code).
     pub cline_rtd: ClineRtd,
     /// CLINE contrast: `infonce` on [CLS] (the paper) or `bce` on the tanh pooler (the code).
@@ -80,7 +80,7 @@ pub struct ClineConfig {
     pub cline_lambdas: [f64; 3],
 }
 
-impl Default for ClineConfig {
+impl Default for ClineLossConfig {
     fn default() -> Self {
         Self {
             cline_rtd: ClineRtd::Binary,
@@ -92,7 +92,7 @@ impl Default for ClineConfig {
     }
 }
 
-impl ClineConfig {
+impl ClineLossConfig {
     pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
         let l = &self.cline_lambdas;
         if l.iter().all(|l| l.is_finite() && *l >= 0.0) && l.iter().any(|l| *l > 0.0) {

@@ -15,7 +15,7 @@ pub mod sentence_regularization;
 pub mod soft_regularization;
 pub mod terms;
 
-pub use contrastive::{ClineConfig, ClineContrast, ClineOri, ClineRtd, ClineWeights};
+pub use contrastive::{ClineContrast, ClineLossConfig, ClineOri, ClineRtd, ClineWeights};
 pub use hard_correction::{CorrectionCounts, Prediction, correction_weights};
 pub use mlm::masked_cross_entropy;
 pub use rtd::replaced_token_loss;
@@ -136,7 +136,7 @@ pub struct ObjectiveConfig {
     #[serde(flatten)]
     pub sr_sent: sentence_regularization::SrSentConfig,
     #[serde(flatten)]
-    pub cline: ClineConfig,
+    pub cline: ClineLossConfig,
 }
 
 impl ObjectiveConfig {
@@ -176,7 +176,7 @@ impl ObjectiveConfig {
                 part::<hard_correction::HcConfig>(section)?;
                 part::<soft_regularization::SrConfig>(section)?;
                 part::<sentence_regularization::SrSentConfig>(section)?;
-                part::<ClineConfig>(section)
+                part::<ClineLossConfig>(section)
             }
             Some(k) => Err((
                 format!("objective.{k}"),

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-pub use super::task::{GlueExample, GlueTask, Label};
+pub use crate::tasks::task::{GlueExample, GlueTask, Label};
 use crate::{Error, Result};
 
 impl GlueTask {
@@ -73,10 +73,10 @@ enum Col {
 pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
     match task {
         GlueTask::CadSentiment | GlueTask::CadNli => {
-            return super::task_formats::read_cad_examples(task, path);
+            return crate::tasks::task_formats::read_cad_examples(task, path);
         }
-        GlueTask::Boolq => return super::task_formats::read_boolq(path),
-        GlueTask::Perspectrum => return super::task_formats::read_perspectrum(path),
+        GlueTask::Boolq => return crate::tasks::task_formats::read_boolq(path),
+        GlueTask::Perspectrum => return crate::tasks::task_formats::read_perspectrum(path),
         _ => {}
     }
     let bytes = crate::error::read(path)?;

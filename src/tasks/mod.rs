@@ -1,19 +1,9 @@
-//! Downstream tasks: GLUE and SQuAD v1.1 readers, metrics.
+//! Downstream data: the tasks (GLUE and the other sentence(-pair) tasks, SQuAD v1.1), their
+//! readers, the contrast-set readers, and the official metrics.
 
-pub mod ablation;
-pub mod ablation_report;
-pub mod ablation_spec;
-pub mod attack;
-pub mod bootstrap;
-pub mod cline_compare;
 pub mod contrast;
-pub mod finetune;
 pub mod glue;
-pub mod hits;
 pub mod metrics;
-pub mod qa;
-pub mod runner;
 pub mod squad;
-pub mod stages;
 pub mod task;
 pub mod task_formats;

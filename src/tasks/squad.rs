@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::metrics::{exact_match, max_over_golds, token_f1};
+use crate::tasks::metrics::{exact_match, max_over_golds, token_f1};
 use crate::{Error, Result};
 
 #[derive(Clone, Debug, PartialEq)]

@@ -98,7 +98,7 @@ impl GlueTask {
         match self {
             Self::Stsb => &[],
             Self::Mnli | Self::CadNli => &["contradiction", "entailment", "neutral"],
-            Self::CadSentiment => &super::contrast::SENTIMENT,
+            Self::CadSentiment => &crate::tasks::contrast::SENTIMENT,
             Self::Boolq => &["FALSE", "TRUE"],
             Self::Perspectrum => &["neg", "pos"],
             Self::Qnli | Self::Rte => &["entailment", "not_entailment"],

@@ -14,8 +14,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::contrast::{check_label, rows, tsv_reader};
-use super::task::{GlueExample, GlueTask, Label};
+use crate::tasks::contrast::{check_label, rows, tsv_reader};
+use crate::tasks::task::{GlueExample, GlueTask, Label};
 use crate::{Error, Result};
 
 /// A file of a counterfactually-augmented task (quoted TSV with a header) as fine-tuning

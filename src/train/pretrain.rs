@@ -37,9 +37,9 @@ use crate::{Error, Result};
 pub struct StepMetrics {
     pub step: u64,
     pub loss: f64,
-    /// Every value the objective logs, by name: its loss terms before their weights
-    /// (`mlm_loss`, `disc_loss`, `sr_loss`, …), rates (`disc_accuracy`), and the counts of the
-    /// window (Hard Correction's `mismatched`, `corrected`, …); see `crate::objective`.
+    /// Every value the step and the objective log, by name: loss terms before their weights
+    /// (`mlm_loss`, `disc_loss`, each objective's own), rates (`disc_accuracy`), and the
+    /// objective's counts of the window; see `crate::objective`.
     #[serde(flatten)]
     pub terms: BTreeMap<String, serde_json::Value>,
     pub lr: f64,
@@ -52,12 +52,12 @@ pub struct StepMetrics {
 }
 
 impl StepMetrics {
-    /// The logged value `name` (`mlm_loss`, `sr_loss`, `corrected`, …), when the run logs it.
+    /// The logged value `name` (`mlm_loss`, `disc_loss`, …), when the run logs it.
     pub fn value(&self, name: &str) -> Option<f64> {
         self.terms.get(name).and_then(serde_json::Value::as_f64)
     }
 
-    /// The logged vector `name` (CLINE's `loss_weights`).
+    /// The logged vector `name` (the weights of a step's terms).
     pub fn vector(&self, name: &str) -> Option<Vec<f64>> {
         let v = self.terms.get(name)?.as_array()?;
         v.iter().map(serde_json::Value::as_f64).collect()

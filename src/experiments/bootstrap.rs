@@ -107,10 +107,10 @@ pub const SEED: u64 = 1;
 
 /// Mean ± sample sd of all the grid's values and the 95 % two-level interval of their mean
 /// ([`RESAMPLES`] draws, seed [`SEED`]).
-pub fn describe(grid: &[Vec<f64>]) -> (crate::tasks::runner::Summary, Interval) {
+pub fn describe(grid: &[Vec<f64>]) -> (crate::finetune::seeds::Summary, Interval) {
     let flat: Vec<f64> = grid.iter().flatten().copied().collect();
     (
-        crate::tasks::runner::summary(&flat),
+        crate::finetune::seeds::summary(&flat),
         bootstrap_grid(grid, RESAMPLES, LEVEL, SEED),
     )
 }
@@ -119,7 +119,7 @@ pub fn describe(grid: &[Vec<f64>]) -> (crate::tasks::runner::Summary, Interval) 
 pub fn describe_difference(
     method: &[Vec<f64>],
     baseline: &[Vec<f64>],
-) -> (crate::tasks::runner::Summary, Interval) {
+) -> (crate::finetune::seeds::Summary, Interval) {
     let flat: Vec<f64> = method
         .iter()
         .flatten()
@@ -127,7 +127,7 @@ pub fn describe_difference(
         .map(|(m, b)| m - b)
         .collect();
     (
-        crate::tasks::runner::summary(&flat),
+        crate::finetune::seeds::summary(&flat),
         paired_difference(method, baseline, RESAMPLES, LEVEL, SEED),
     )
 }

@@ -5,7 +5,7 @@
 //!
 //! **Statistics.** Every score is a grid over (pre-training seed × fine-tuning seed). A cell is
 //! its mean ± sample standard deviation over all fine-tuned models and a 95 % two-level
-//! percentile bootstrap interval of the mean ([`super::bootstrap`], 10,000 draws, fixed seed 1).
+//! percentile bootstrap interval of the mean ([`crate::experiments::bootstrap`], 10,000 draws, fixed seed 1).
 //! The GLUE average is taken per (pre-training seed, fine-tuning seed) over the tasks, then
 //! treated as one more score. A difference objective − baseline is paired on the same seeds;
 //! when its interval contains 0 the report says so. Table 8 gives mean ± sd over pre-training
@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::ablation_spec::{ATTACKS, AblationSpec, RunResults};
-use super::bootstrap::{Interval, RESAMPLES, describe, describe_difference};
-use super::runner::{Summary, summary};
 use crate::Result;
+use crate::experiments::ablation_spec::{ATTACKS, AblationSpec, RunResults};
+use crate::experiments::bootstrap::{Interval, RESAMPLES, describe, describe_difference};
+use crate::finetune::seeds::{Summary, summary};
 use crate::objective::ObjectiveKind;
 use crate::plot::{IntervalSeries, Series, interval_plot, line_plot};
 
@@ -68,7 +68,8 @@ pub struct AblationReport {
     pub runs: Vec<RunResults>,
 }
 
-/// The paper's figures as DESIGN.md quotes them (no per-task numbers there; `—` in the tables).
+/// The paper's figures (Zhang et al., AAAI 2023: the GLUE averages, SQuAD and robustness
+/// numbers the ablation compares with; no per-task numbers, `—` in the tables).
 fn paper_numbers() -> Vec<PaperNumber> {
     let n = |o: &str, m: &str, v: &str| PaperNumber {
         objective: o.into(),

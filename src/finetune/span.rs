@@ -21,15 +21,15 @@ use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
 use serde::{Deserialize, Serialize};
 
-use super::finetune::{
+use crate::finetune::classify::{
     FinetuneOptions, PretrainedEncoder, Trainable, progress_bar, read_model_folder,
     read_model_info, train_epochs, write_model_folder,
 };
-use super::squad::SquadExample;
 use crate::interop::tensors::Loader;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::{EncoderConfig, Inputs};
+use crate::tasks::squad::SquadExample;
 use crate::text::WordPieceTokenizer;
 use crate::{Error, Result};
 
@@ -213,7 +213,7 @@ fn batch(features: &[&QaFeature], pad: u32, device: &Device) -> Inputs {
         .iter()
         .map(|f| (f.ids.clone(), f.types.clone()))
         .collect();
-    super::finetune::batch_inputs(&rows, pad, device)
+    crate::finetune::classify::batch_inputs(&rows, pad, device)
 }
 
 /// A fine-tuned SQuAD model.

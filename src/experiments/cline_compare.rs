@@ -12,22 +12,21 @@
 //! Statistics: mean ± sample standard deviation over (pre-training seed × fine-tuning seed) for
 //! the fine-tuned scores, over pre-training seeds for Hits; the CLINE − baseline difference is
 //! paired on the same seeds, with a 95 % two-level bootstrap interval (10,000 draws, fixed seed;
-//! [`super::bootstrap`]) and a plain word when it contains 0.
+//! [`crate::experiments::bootstrap`]) and a plain word when it contains 0.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::bootstrap::{Interval, describe_difference};
-use super::contrast::Consistency;
-use super::finetune::{FinetuneOptions, load_pretrained};
-use super::glue::GlueTask;
-use super::hits::{HitsReport, Triplet, hits};
-use super::runner::{
-    Summary, TaskResult, evaluate_contrast, finetune_glue, summary, write_results,
-};
-use super::stages::Stages;
+use crate::eval::evaluate::evaluate_contrast;
+use crate::eval::hits::{HitsReport, Triplet, hits};
+use crate::experiments::bootstrap::{Interval, describe_difference};
+use crate::experiments::stages::Stages;
+use crate::finetune::classify::{FinetuneOptions, load_pretrained};
+use crate::finetune::seeds::{Summary, TaskResult, finetune_glue, summary, write_results};
 use crate::objective::ObjectiveKind;
+use crate::tasks::contrast::Consistency;
+use crate::tasks::glue::GlueTask;
 use crate::text::shards::ShardSet;
 use crate::train::config::PretrainConfig;
 use crate::train::pretrain::{Progress, RunOptions, pretrain};
@@ -48,7 +47,7 @@ pub struct CompareOptions {
     /// The cad-sentiment folder (`train.tsv`, `dev.tsv`).
     pub task_data: PathBuf,
     pub finetune: FinetuneOptions,
-    /// The contrast set ([`super::contrast::read_contrast_set`]) and its split.
+    /// The contrast set ([`crate::tasks::contrast::read_contrast_set`]) and its split.
     pub contrast: PathBuf,
     pub split: String,
     /// Hits triplets (already built from sentences).
@@ -87,7 +86,7 @@ pub struct CompareReport {
     pub contrast: PathBuf,
     pub arms: Vec<ArmReport>,
     /// CLINE − baseline, paired by seeds: dev accuracy, Ori, Rev, Con, Hits [CLS], Hits mean;
-    /// mean ± sd and the 95 % two-level bootstrap interval ([`super::bootstrap`]).
+    /// mean ± sd and the 95 % two-level bootstrap interval ([`crate::experiments::bootstrap`]).
     pub difference: Vec<(String, Summary, Interval)>,
 }
 
@@ -210,7 +209,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
                         &o.finetune_seeds,
                         &ft,
                         o.progress == Progress::Bar,
-                        &mut super::stages::seed_lines(o.progress),
+                        &mut crate::experiments::stages::seed_lines(o.progress),
                     )?;
                     write_results(&ft, &r)?;
                     r

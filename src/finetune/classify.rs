@@ -19,14 +19,14 @@ use rand_chacha::ChaCha8Rng;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::glue::{GlueExample, GlueTask, Label, read_glue};
-use super::metrics::{accuracy, f1_binary, matthews, pearson, spearman};
 use crate::interop::read_hf_config;
 use crate::interop::tensors::{Exporter, Loader, TensorMap, read_safetensors, write_safetensors};
 use crate::kernels::dropout::dropout;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::{EncoderConfig, Inputs};
+use crate::tasks::glue::{GlueExample, GlueTask, Label, read_glue};
+use crate::tasks::metrics::{accuracy, f1_binary, matthews, pearson, spearman};
 use crate::text::WordPieceTokenizer;
 use crate::train::checkpoint;
 use crate::train::config::{ModelKind, PretrainConfig};

@@ -14,8 +14,8 @@ use rand::seq::{IndexedRandom, SliceRandom};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::finetune::{Classifier, PretrainedEncoder, batch_inputs, encode_pair};
 use crate::Result;
+use crate::finetune::classify::{Classifier, PretrainedEncoder, batch_inputs, encode_pair};
 use crate::interop::tensors::Loader;
 use crate::lexicon::wordnet::WordNet;
 use crate::lexicon::words::{in_compound, is_name_or_number, is_stop, match_case, tokens};
@@ -118,7 +118,7 @@ fn pooled(
 }
 
 /// Hits of `pre` (a trueneg run or transformers folder, see
-/// [`super::finetune::load_pretrained`]) on `triplets`, `batch` triplets at a time.
+/// [`crate::finetune::classify::load_pretrained`]) on `triplets`, `batch` triplets at a time.
 pub fn hits(
     pre: &PretrainedEncoder,
     triplets: &[Triplet],

@@ -2,7 +2,7 @@
 //! seed), measure Hard Correction's rates over the checkpoints of every HC run (Table 8),
 //! fine-tune every model on each GLUE task over the fine-tuning seeds (Table 2), fine-tune it on
 //! SQuAD and score it on the original and the attacked dev set (Tables 3 and 6), then write the
-//! report ([`super::ablation_report`]). Its settings and results are [`super::ablation_spec`].
+//! report ([`crate::experiments::ablation_report`]). Its settings and results are [`crate::experiments::ablation_spec`].
 //!
 //! **Pairing.** All runs of one pre-training seed start from the same initial weights, read the
 //! same examples in the same order and draw the same masks (all follow `train.seed`); only the
@@ -21,16 +21,16 @@
 
 use std::path::Path;
 
-pub use super::ablation_spec::{
+use crate::attack::{AttackKind, attack_squad};
+pub use crate::experiments::ablation_spec::{
     ATTACKS, AblationOptions, AblationSpec, AttackScores, RunResults, SquadRobustness,
 };
-use super::attack::{AttackKind, attack_squad};
-use super::finetune::{PretrainedEncoder, load_pretrained};
-use super::qa::{QaOptions, load_qa, predict_squad, squad_finetune_options};
-use super::runner::{TaskResult, finetune_glue, finetune_qa, squad_scores, squad_splits};
-use super::squad::SquadExample;
-use super::stages::Stages;
+use crate::experiments::stages::Stages;
+use crate::finetune::classify::{PretrainedEncoder, load_pretrained};
+use crate::finetune::seeds::{TaskResult, finetune_glue, finetune_qa, squad_scores, squad_splits};
+use crate::finetune::span::{QaOptions, load_qa, predict_squad, squad_finetune_options};
 use crate::objective::ObjectiveKind;
+use crate::tasks::squad::SquadExample;
 use crate::text::SynonymTable;
 use crate::text::shards::ShardSet;
 use crate::train::config::PretrainConfig;
@@ -213,7 +213,7 @@ fn squad_stage(
         &spec.finetune_seeds,
         dir,
         o.progress == Progress::Bar,
-        &mut super::stages::seed_lines(o.progress),
+        &mut crate::experiments::stages::seed_lines(o.progress),
     )?;
     let device = crate::device::device_for(&opts.device)?;
     let mut attacks: Vec<AttackScores> = data
@@ -230,7 +230,7 @@ fn squad_stage(
         let (m, tok) = load_qa(&seed_dir, &device)?;
         for ((kind, dev), scores) in data.attacked.iter().zip(&mut attacks) {
             let (answers, _) = predict_squad(&m, &tok, dev, &device, false)?;
-            super::runner::write_predictions(
+            crate::finetune::seeds::write_predictions(
                 &seed_dir.join(format!("predictions-{}.json", kind.name())),
                 &answers,
             )?;
@@ -242,7 +242,9 @@ fn squad_stage(
 
 /// Runs (or continues) the experiment, writes the report into `out` and returns it with its
 /// Markdown.
-pub fn ablation(o: &AblationOptions) -> Result<(super::ablation_report::AblationReport, String)> {
+pub fn ablation(
+    o: &AblationOptions,
+) -> Result<(crate::experiments::ablation_report::AblationReport, String)> {
     let spec = &o.spec;
     spec.validate()?;
     std::fs::create_dir_all(&o.out).map_err(|e| Error::io(&o.out, e))?;
@@ -332,12 +334,12 @@ pub fn ablation(o: &AblationOptions) -> Result<(super::ablation_report::Ablation
                             &spec.finetune_seeds,
                             &dir,
                             o.progress == Progress::Bar,
-                            &mut super::stages::seed_lines(o.progress),
+                            &mut crate::experiments::stages::seed_lines(o.progress),
                         )?;
                         if !o.keep_models {
                             remove_models(&dir)?;
                         }
-                        super::runner::write_results(&dir, &r)?;
+                        crate::finetune::seeds::write_results(&dir, &r)?;
                         (r, true)
                     }
                 };
@@ -380,7 +382,7 @@ pub fn ablation(o: &AblationOptions) -> Result<(super::ablation_report::Ablation
             });
         }
     }
-    let report = super::ablation_report::build(spec, runs);
-    let md = super::ablation_report::write(&report, &o.out)?;
+    let report = crate::experiments::ablation_report::build(spec, runs);
+    let md = crate::experiments::ablation_report::write(&report, &o.out)?;
     Ok((report, md))
 }

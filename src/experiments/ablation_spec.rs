@@ -1,16 +1,16 @@
 //! The ablation's settings and results: [`AblationSpec`] (everything that decides its numbers,
 //! saved as `experiment.json`) and [`RunResults`] (every score measured on one run), shared by
-//! the experiment ([`super::ablation`]) and its report ([`super::ablation_report`]).
+//! the experiment ([`crate::experiments::ablation`]) and its report ([`crate::experiments::ablation_report`]).
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::attack::AttackKind;
-use super::finetune::{FinetuneOptions, Scores};
-use super::glue::GlueTask;
-use super::runner::TaskResult;
+use crate::attack::AttackKind;
+use crate::finetune::classify::{FinetuneOptions, Scores};
+use crate::finetune::seeds::TaskResult;
 use crate::objective::ObjectiveKind;
+use crate::tasks::glue::GlueTask;
 use crate::train::pretrain::Progress;
 use crate::train::stats::CheckpointStats;
 use crate::{Error, Result};

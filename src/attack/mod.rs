@@ -44,17 +44,19 @@
 //! Every choice comes from a generator seeded with the seed and the example's position, so the
 //! same seed gives the same output.
 
+pub mod files;
+
 use std::path::Path;
 
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::glue::{GlueTask, has_header, text_columns};
-use super::squad::SquadExample;
 use crate::lexicon::wordnet::WordNet;
 pub use crate::lexicon::words::tokens;
 use crate::lexicon::words::{apply_edits, capitalised, is_name_or_number, is_stop, match_case};
+use crate::tasks::glue::{GlueTask, has_header, text_columns};
+use crate::tasks::squad::SquadExample;
 use crate::{Error, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -901,7 +903,7 @@ pub fn attack_glue_file(task: GlueTask, path: &Path, wn: &WordNet, seed: u64) ->
         )));
     }
     // Validates the file first, so that malformed rows are reported with their line.
-    super::glue::read_glue(task, path)?;
+    crate::tasks::glue::read_glue(task, path)?;
     let bytes = crate::error::read(path)?;
     let text = String::from_utf8_lossy(&bytes);
     let (bom, body) = match text.strip_prefix('\u{feff}') {

@@ -1,0 +1,84 @@
+//! Attacked copies of data sets on disk, and the paper's Table 6 layout of their scores.
+
+use std::path::{Path, PathBuf};
+
+use crate::finetune::classify::Scores;
+use crate::tasks::glue::GlueTask;
+use crate::{Error, Result};
+
+/// The paper's Table 6 layout: per metric, the original score → the score under attack, and
+/// the drop.
+pub fn attack_table(kind: &str, ori: &Scores, trans: &Scores) -> String {
+    let mut md = String::from("| attack | metric | Ori → Trans | drop |\n|---|---|---:|---:|\n");
+    for (k, o) in &ori.metrics {
+        if let Some(t) = trans.metrics.get(k) {
+            md += &format!("| {kind} | {k} | {o:.1} → {t:.1} | {:.1} |\n", o - t);
+        }
+    }
+    md
+}
+
+/// Writes the transformed copy of a data set: a GLUE task folder (each of train / dev files
+/// present) or a SQuAD JSON file (or a folder of them) → `out`, which must not exist yet.
+pub fn write_attacked(
+    kind: crate::attack::AttackKind,
+    task: Option<GlueTask>,
+    data: &Path,
+    out: &Path,
+    wn: &crate::lexicon::wordnet::WordNet,
+    seed: u64,
+) -> Result<Vec<PathBuf>> {
+    use crate::attack::{AttackKind, attack_glue_file, attack_squad, write_squad};
+    if out.exists() {
+        return Err(Error::Input(format!(
+            "{}: already exists; nothing is overwritten",
+            out.display()
+        )));
+    }
+    let mut written = Vec::new();
+    let mut files = Vec::new();
+    match task {
+        Some(t) => {
+            if kind == AttackKind::AddSentDiverse {
+                return Err(Error::Config(
+                    "add-sent-diverse applies to SQuAD only; GLUE takes swap-syn-wordnet".into(),
+                ));
+            }
+            if data.is_dir() {
+                files.push(t.train_file(data));
+                files.extend(t.dev_files(data));
+                files.retain(|f| f.exists());
+            } else {
+                files.push(data.to_path_buf());
+            }
+            let texts = files
+                .iter()
+                .map(|f| attack_glue_file(t, f, wn, seed))
+                .collect::<Result<Vec<_>>>()?;
+            for (f, text) in files.iter().zip(texts) {
+                let dst = out.join(f.file_name().expect("file name"));
+                crate::error::write_atomic(&dst, text.as_bytes())?;
+                written.push(dst);
+            }
+        }
+        None => {
+            if data.is_dir() {
+                for name in ["train-v1.1.json", "dev-v1.1.json"] {
+                    if data.join(name).exists() {
+                        files.push(data.join(name));
+                    }
+                }
+            } else {
+                files.push(data.to_path_buf());
+            }
+            for f in &files {
+                let ex = crate::tasks::squad::read_squad(f)?;
+                let t = attack_squad(kind, &ex, wn, seed);
+                let dst = out.join(f.file_name().expect("file name"));
+                write_squad(&dst, &t)?;
+                written.push(dst);
+            }
+        }
+    }
+    Ok(written)
+}

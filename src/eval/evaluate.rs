@@ -1,0 +1,193 @@
+//! `evaluate`: a fine-tuned model's predictions on dev files (scores when they hold gold labels,
+//! GLUE submission files or SQuAD answers), and its contrast consistency on contrast sets.
+
+use std::path::{Path, PathBuf};
+
+use crate::finetune::classify::{Scores, load_finetuned, predict, score};
+use crate::finetune::seeds::{squad_scores, write_predictions};
+use crate::finetune::span::{load_qa, predict_squad};
+use crate::tasks::glue::GlueTask;
+use crate::{Error, Result};
+
+/// What `evaluate` did with one dev file.
+pub struct Evaluation {
+    pub file: PathBuf,
+    /// Scores when the file has gold labels / answers.
+    pub scores: Option<Scores>,
+    pub examples_per_s: f64,
+    /// The predictions written (GLUE submission TSV or SQuAD `{id: answer}` JSON).
+    pub written: PathBuf,
+}
+
+fn glue_files(task: GlueTask, data: &Path) -> Vec<PathBuf> {
+    if data.is_dir() {
+        task.dev_files(data)
+    } else {
+        vec![data.to_path_buf()]
+    }
+}
+
+fn squad_file(data: &Path) -> PathBuf {
+    if data.is_dir() {
+        data.join("dev-v1.1.json")
+    } else {
+        data.to_path_buf()
+    }
+}
+
+/// GLUE examples with predictions in GLUE's submission format (`index\tprediction`).
+fn submission(task: GlueTask, ex: &[crate::tasks::glue::GlueExample], pred: &[f64]) -> String {
+    let labels = task.labels();
+    let mut tsv = String::from("index\tprediction\n");
+    for (e, p) in ex.iter().zip(pred) {
+        let v = if task.is_regression() {
+            format!("{:.3}", p.clamp(0.0, 5.0))
+        } else {
+            labels[*p as usize].to_string()
+        };
+        tsv += &format!("{}\t{v}\n", e.id);
+    }
+    tsv
+}
+
+/// Evaluates a fine-tuned model folder (`finetune`'s `seed-N`) on `data` (the task folder's
+/// dev file(s), or one file) and writes its predictions into `out`. `attack` transforms the
+/// data first. SQuAD: `max_eval` questions at most (0 = all). `device` names the device
+/// ([`crate::device::device_for`]).
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_model(
+    model: &Path,
+    data: &Path,
+    out: &Path,
+    attack: Option<(
+        crate::attack::AttackKind,
+        &crate::lexicon::wordnet::WordNet,
+        u64,
+    )>,
+    max_eval: usize,
+    device: &str,
+    progress: bool,
+) -> Result<Vec<Evaluation>> {
+    use crate::attack::{attack_glue_file, attack_squad};
+    let device = crate::device::device_for(device)?;
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let task = crate::finetune::span::finetuned_task(model)?;
+    let tag = attack
+        .map(|(k, _, _)| format!("-{}", k.name()))
+        .unwrap_or_default();
+    if task == "squad" {
+        let (m, tok) = load_qa(model, &device)?;
+        let file = squad_file(data);
+        let mut dev = crate::tasks::squad::read_squad(&file)?;
+        if max_eval > 0 {
+            dev.truncate(max_eval);
+        }
+        if let Some((kind, wn, seed)) = attack {
+            dev = attack_squad(kind, &dev, wn, seed);
+        }
+        let (answers, rate) = predict_squad(&m, &tok, &dev, &device, progress)?;
+        let written = out.join(format!("predictions{tag}.json"));
+        write_predictions(&written, &answers)?;
+        let has_gold = dev.iter().all(|e| !e.answers.is_empty());
+        return Ok(vec![Evaluation {
+            file,
+            scores: has_gold.then(|| squad_scores(&dev, &answers)),
+            examples_per_s: rate,
+            written,
+        }]);
+    }
+    let (ft, tok, max_len) = load_finetuned(model, &device)?;
+    if let Some((crate::attack::AttackKind::AddSentDiverse, _, _)) = attack {
+        return Err(Error::Config(
+            "add-sent-diverse applies to SQuAD only; GLUE takes swap-syn-wordnet".into(),
+        ));
+    }
+    let mut results = Vec::new();
+    for f in glue_files(ft.task, data) {
+        let ex = match attack {
+            Some((_, wn, seed)) => {
+                let text = attack_glue_file(ft.task, &f, wn, seed)?;
+                let tmp = out.join(format!(
+                    "{}{tag}.input.tsv",
+                    f.file_stem().and_then(|s| s.to_str()).unwrap_or("dev")
+                ));
+                crate::error::write_atomic(&tmp, text.as_bytes())?;
+                crate::tasks::glue::read_glue(ft.task, &tmp)?
+            }
+            None => crate::tasks::glue::read_glue(ft.task, &f)?,
+        };
+        let (pred, rate) = predict(&ft, &tok, &ex, max_len, 64, &device, progress);
+        let mm = f.file_stem().is_some_and(|s| s == "dev_mismatched");
+        let written = out.join(format!(
+            "{}{}{tag}.tsv",
+            ft.task.dir_name(),
+            if mm { "-mm" } else { "" }
+        ));
+        crate::error::write_atomic(&written, submission(ft.task, &ex, &pred).as_bytes())?;
+        let gold: Vec<_> = ex.iter().filter_map(|e| e.label).collect();
+        results.push(Evaluation {
+            file: f,
+            scores: (gold.len() == ex.len()).then(|| score(ft.task, &pred, &gold)),
+            examples_per_s: rate,
+            written,
+        });
+    }
+    Ok(results)
+}
+
+/// A fine-tuned model's label for each label of a contrast set: the same names (CAD-sentiment
+/// on the sentiment sets, CAD-NLI or MNLI on the NLI set), or SST-2's 0 / 1 for Negative /
+/// Positive.
+fn label_map(task: GlueTask, kind: crate::tasks::contrast::SetKind) -> Result<Vec<String>> {
+    let set = kind.labels();
+    let model = task.labels();
+    if set.iter().all(|l| model.contains(l)) {
+        return Ok(model.iter().map(|s| s.to_string()).collect());
+    }
+    if task == GlueTask::Sst2 && set == crate::tasks::contrast::SENTIMENT {
+        return Ok(set.iter().map(|s| s.to_string()).collect());
+    }
+    Err(Error::Config(format!(
+        "a model fine-tuned on {} predicts {model:?}; this contrast set is labelled {set:?}",
+        task.dir_name()
+    )))
+}
+
+/// Contrast consistency (Ori / Rev / Con) of a fine-tuned model folder on a contrast set
+/// ([`crate::tasks::contrast::read_contrast_set`]). Returns the set's kind and the scores.
+pub fn evaluate_contrast(
+    model: &Path,
+    set: &Path,
+    split: &str,
+    device: &str,
+    progress: bool,
+) -> Result<(
+    crate::tasks::contrast::SetKind,
+    crate::tasks::contrast::Consistency,
+)> {
+    use crate::tasks::contrast::{consistency, read_contrast_set};
+    let device = crate::device::device_for(device)?;
+    let (kind, groups) = read_contrast_set(set, split)?;
+    if groups.is_empty() {
+        return Err(Error::Input(format!("{}: no groups", set.display())));
+    }
+    let (ft, tok, max_len) = load_finetuned(model, &device)?;
+    let names = label_map(ft.task, kind)?;
+    let examples: Vec<crate::tasks::glue::GlueExample> = groups
+        .iter()
+        .flat_map(|g| std::iter::once(&g.original).chain(&g.perturbed))
+        .map(|e| crate::tasks::glue::GlueExample {
+            id: e.source.clone(),
+            text_a: e.text_a.clone(),
+            text_b: e.text_b.clone(),
+            label: None,
+        })
+        .collect();
+    let (pred, _) = predict(&ft, &tok, &examples, max_len, 64, &device, progress);
+    let mut it = pred.into_iter();
+    let c = consistency(&groups, |_| {
+        let p = it.next().expect("one prediction per example") as usize;
+        names[p].clone()
+    });
+    Ok((kind, c))
+}
