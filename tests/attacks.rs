@@ -302,8 +302,15 @@ fn attacked_squad_keeps_articles_and_titles() {
     let path = data("squad-v1.1/dev-half-a.json");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("add");
-    trueneg::attack::files::write_attacked(AttackKind::AddSentDiverse, None, &path, &out, &wn, 1)
-        .unwrap();
+    trueneg::attack::files::write_attacked(
+        AttackKind::AddSentDiverse,
+        trueneg::tasks::task::Task::Squad,
+        &path,
+        &out,
+        &wn,
+        1,
+    )
+    .unwrap();
     let titles = |p: &Path| -> Vec<String> {
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
         v["data"]

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::finetune::classify::Scores;
-use crate::tasks::glue::GlueTask;
+use crate::tasks::task::Task;
 use crate::{Error, Result};
 
 /// The paper's Table 6 layout: per metric, the original score → the score under attack, and
@@ -22,7 +22,7 @@ pub fn attack_table(kind: &str, ori: &Scores, trans: &Scores) -> String {
 /// present) or a SQuAD JSON file (or a folder of them) → `out`, which must not exist yet.
 pub fn write_attacked(
     kind: crate::attack::AttackKind,
-    task: Option<GlueTask>,
+    task: Task,
     data: &Path,
     out: &Path,
     wn: &crate::lexicon::wordnet::WordNet,
@@ -37,7 +37,7 @@ pub fn write_attacked(
     }
     let mut written = Vec::new();
     let mut files = Vec::new();
-    match task {
+    match task.classification() {
         Some(t) => {
             if kind == AttackKind::AddSentDiverse {
                 return Err(Error::Config(

@@ -34,11 +34,7 @@ pub fn attack_kind(kind: &str) -> anyhow::Result<AttackKind> {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let kind = attack_kind(&a.kind)?;
-    let task = if a.task.eq_ignore_ascii_case("squad") {
-        None
-    } else {
-        Some(super::finetune::glue_task(&a.task)?)
-    };
+    let task = super::finetune::task(&a.task)?;
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
     for f in trueneg::attack::files::write_attacked(kind, task, &a.data, &a.out, &wn, a.seed)? {
         println!("wrote {}", f.display());

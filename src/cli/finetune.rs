@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use trueneg::finetune::{classify as finetune, seeds as runner, span as qa};
+use trueneg::tasks::task::Task;
 
 use super::Ui;
 
@@ -94,13 +95,17 @@ pub fn glue_task(name: &str) -> anyhow::Result<trueneg::tasks::glue::GlueTask> {
         .ok_or_else(|| anyhow::anyhow!("--task {name}: expected {TASKS}"))
 }
 
+/// `--task`: `squad` or a GLUE task's name.
+pub fn task(name: &str) -> anyhow::Result<Task> {
+    Task::parse(name).ok_or_else(|| anyhow::anyhow!("--task {name}: expected {TASKS}"))
+}
+
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
-    let squad = a.task.eq_ignore_ascii_case("squad");
-    let (mut opts, name) = if squad {
-        (qa::squad_finetune_options(), "SQuAD")
-    } else {
-        let task = glue_task(&a.task)?;
-        (finetune::FinetuneOptions::electra(task), task.dir_name())
+    let task = task(&a.task)?;
+    let name = task.display_name();
+    let mut opts = match task {
+        Task::Squad => qa::squad_finetune_options(),
+        Task::Classification(t) => finetune::FinetuneOptions::electra(t),
     };
     opts.lr = a.lr.unwrap_or(opts.lr);
     opts.epochs = a.epochs.unwrap_or(opts.epochs);
@@ -118,7 +123,18 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     let pre = finetune::load_pretrained(&a.model)?;
     let (out, _lock) = runner::claim_out(a.out.as_deref(), &runner::default_out(&a.model, name))?;
     let mut report = |line: String| println!("{line}");
-    let result = if squad {
+    let result = if let Some(glue) = task.classification() {
+        runner::finetune_glue(
+            glue,
+            &pre,
+            &a.data,
+            &opts,
+            &a.seeds,
+            &out,
+            ui.bars(),
+            &mut report,
+        )?
+    } else {
         let (train, dev) =
             runner::squad_splits(&a.data, a.max_train_examples, a.max_eval_examples)?;
         let qa_opts = qa::QaOptions {
@@ -132,17 +148,6 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
             &dev,
             &opts,
             &qa_opts,
-            &a.seeds,
-            &out,
-            ui.bars(),
-            &mut report,
-        )?
-    } else {
-        runner::finetune_glue(
-            glue_task(&a.task)?,
-            &pre,
-            &a.data,
-            &opts,
             &a.seeds,
             &out,
             ui.bars(),

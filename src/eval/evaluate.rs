@@ -75,7 +75,7 @@ pub fn evaluate_model(
     let tag = attack
         .map(|(k, _, _)| format!("-{}", k.name()))
         .unwrap_or_default();
-    if task == "squad" {
+    if task == crate::tasks::task::Task::Squad {
         let (m, tok) = load_qa(model, &device)?;
         let file = squad_file(data);
         let mut dev = crate::tasks::squad::read_squad(&file)?;

@@ -21,6 +21,7 @@ use crate::experiments::bootstrap::{Interval, RESAMPLES, describe, describe_diff
 use crate::finetune::seeds::{Summary, summary};
 use crate::objective::ObjectiveKind;
 use crate::plot::{IntervalSeries, Series, interval_plot, line_plot};
+use crate::tasks::task::Task;
 
 /// A score over seeds: mean ± sd and the bootstrap interval of the mean.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
@@ -311,12 +312,15 @@ pub fn markdown(r: &AblationReport) -> String {
     let measures = measures(r, |_| true);
     let glue: Vec<String> = measures
         .iter()
-        .filter(|m| !m.starts_with("SQuAD") && !ATTACKS.iter().any(|a| m.starts_with(a.name())))
+        .filter(|m| {
+            !m.starts_with(Task::Squad.display_name())
+                && !ATTACKS.iter().any(|a| m.starts_with(a.name()))
+        })
         .cloned()
         .collect();
     let squad: Vec<String> = measures
         .iter()
-        .filter(|m| m.starts_with("SQuAD"))
+        .filter(|m| m.starts_with(Task::Squad.display_name()))
         .cloned()
         .collect();
     let robust: Vec<String> = measures

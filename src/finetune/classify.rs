@@ -633,9 +633,7 @@ pub fn load_finetuned(
         info.task.num_labels(),
         device,
     );
-    let mut loader = Loader::new(&weights, device);
-    model.walk(&info.prefix, &mut loader);
-    loader.finish()?;
+    load_weights(&weights, device, |l| model.walk(&info.prefix, l))?;
     Ok((
         FineTuned {
             model,
@@ -665,6 +663,18 @@ pub(crate) fn write_model_folder<I: Serialize>(
         serde_json::to_string_pretty(info).expect("json").as_bytes(),
     )?;
     tokenizer.save(&dir.join("tokenizer.json"))
+}
+
+/// Loads a fine-tuned model folder's `weights` into the parameters `walk` visits (every one must
+/// be there).
+pub(crate) fn load_weights(
+    weights: &TensorMap,
+    device: &Device,
+    walk: impl FnOnce(&mut Loader),
+) -> Result<()> {
+    let mut loader = Loader::new(weights, device);
+    walk(&mut loader);
+    loader.finish().map(drop)
 }
 
 /// The `finetuned.json` of a fine-tuned model folder, parsed as `I`.

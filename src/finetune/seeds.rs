@@ -14,6 +14,7 @@ use crate::finetune::classify::{
 use crate::finetune::span::{QaOptions, finetune_squad, load_qa, predict_squad, save_qa};
 use crate::tasks::glue::GlueTask;
 use crate::tasks::squad::{SquadExample, evaluate_squad};
+use crate::tasks::task::Task;
 use crate::{Error, Result};
 
 /// Mean, sample standard deviation and median of one metric over seeds.
@@ -94,7 +95,10 @@ fn cell(s: &Summary) -> String {
 /// std over seeds, median in brackets), SQuAD as EM / F1 (Table 3).
 pub fn results_table(results: &[TaskResult]) -> String {
     let mut out = String::new();
-    let glue: Vec<&TaskResult> = results.iter().filter(|r| r.task != "SQuAD").collect();
+    let glue: Vec<&TaskResult> = results
+        .iter()
+        .filter(|r| r.task != Task::Squad.display_name())
+        .collect();
     if !glue.is_empty() {
         let mut head = String::from("| model |");
         let mut sep = String::from("|---|");
@@ -112,7 +116,10 @@ pub fn results_table(results: &[TaskResult]) -> String {
         }
         out += &format!("{head}\n{sep}\n{row}\n");
     }
-    for r in results.iter().filter(|r| r.task == "SQuAD") {
+    for r in results
+        .iter()
+        .filter(|r| r.task == Task::Squad.display_name())
+    {
         let get = |k: &str| r.metrics.get(k).copied().unwrap_or_default();
         out += &format!(
             "| model | SQuAD v1.1 EM | SQuAD v1.1 F1 |\n|---|---:|---:|\n| trueneg | {} | {} |\n",
@@ -133,7 +140,7 @@ pub fn write_results(out: &Path, result: &TaskResult) -> Result<String> {
 }
 
 /// One line per seed and dev file, for the caller to show.
-pub type Report<'a> = &'a mut dyn FnMut(String);
+pub type Report<'a, 'b> = &'a mut (dyn FnMut(String) + 'b);
 
 fn metrics_line(m: &BTreeMap<String, f64>) -> String {
     m.iter()
@@ -142,8 +149,99 @@ fn metrics_line(m: &BTreeMap<String, f64>) -> String {
         .join(", ")
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One task as the seed loop runs it: trained once per seed into a folder of its own, then
+/// scored from what was saved there.
+pub trait SeedRun {
+    /// The task's name in tables and progress lines.
+    fn name(&self) -> &'static str;
+    /// Trains with `seed` and saves the model into `dir`; returns training examples/s.
+    fn train(&self, seed: u64, dir: &Path) -> Result<f64>;
+    /// Scores the model saved in `dir` on the dev data (one progress line per dev file);
+    /// returns the scores and prediction examples/s.
+    fn score(&self, seed: u64, dir: &Path, report: Report) -> Result<(Scores, f64)>;
+}
+
+/// The seed loop of every task: trains and scores `run` once per seed (models in
+/// `out/seed-N`), with the training and prediction rates averaged over the seeds.
+pub fn run_seeds(
+    run: &dyn SeedRun,
+    seeds: &[u64],
+    out: &Path,
+    report: Report,
+) -> Result<TaskResult> {
+    let mut per_seed = Vec::new();
+    let (mut train_rate, mut eval_rate) = (0.0, 0.0);
+    for &seed in seeds {
+        let dir = out.join(format!("seed-{seed}"));
+        train_rate += run.train(seed, &dir)? / seeds.len() as f64;
+        let (s, rate) = run.score(seed, &dir, report)?;
+        eval_rate += rate / seeds.len() as f64;
+        per_seed.push(s);
+    }
+    Ok(TaskResult::new(
+        run.name(),
+        seeds,
+        per_seed,
+        (train_rate, eval_rate),
+    ))
+}
+
+/// A classification / regression task's run: its train examples and dev files.
+struct GlueRun<'a> {
+    task: GlueTask,
+    pre: &'a PretrainedEncoder,
+    train: Vec<crate::tasks::glue::GlueExample>,
+    dev: crate::finetune::classify::DevSets,
+    opts: &'a FinetuneOptions,
+    device: burn::prelude::Device,
+    progress: bool,
+}
+
+impl SeedRun for GlueRun<'_> {
+    fn name(&self) -> &'static str {
+        self.task.dir_name()
+    }
+
+    fn train(&self, seed: u64, dir: &Path) -> Result<f64> {
+        let (mut ft, rate) = finetune_one(
+            self.task,
+            self.pre,
+            &self.train,
+            self.opts,
+            seed,
+            self.progress,
+        )?;
+        save_finetuned(&mut ft, &self.pre.tokenizer, self.opts.max_seq_len, dir)?;
+        Ok(rate)
+    }
+
+    fn score(&self, seed: u64, dir: &Path, report: Report) -> Result<(Scores, f64)> {
+        let (ft, tok, max_len) = load_finetuned(dir, &self.device)?;
+        let mut scores: Vec<Scores> = Vec::new();
+        let mut eval_rate = 0.0;
+        for (file, ex) in &self.dev {
+            let (pred, rate) = predict(&ft, &tok, ex, max_len, 64, &self.device, self.progress);
+            eval_rate += rate / self.dev.len() as f64;
+            let gold: Vec<_> = ex.iter().filter_map(|e| e.label).collect();
+            let s = score(self.task, &pred, &gold);
+            report(format!(
+                "{} seed {seed} {}: {}",
+                self.task.dir_name(),
+                file.display(),
+                metrics_line(&s.metrics)
+            ));
+            scores.push(s);
+        }
+        let s = Scores {
+            score: scores.iter().map(|s| s.score).sum::<f64>() / scores.len() as f64,
+            metrics: scores.into_iter().flat_map(|s| s.metrics).collect(),
+        };
+        Ok((s, eval_rate))
+    }
+}
+
 /// Fine-tunes a GLUE task once per seed (models in `out/seed-N`), scores the dev file(s).
+#[allow(clippy::too_many_arguments)]
 pub fn finetune_glue(
     task: GlueTask,
     pre: &PretrainedEncoder,
@@ -155,40 +253,16 @@ pub fn finetune_glue(
     report: Report,
 ) -> Result<TaskResult> {
     let (train, dev) = read_task(task, data)?;
-    let device = crate::device::device_for(&opts.device)?;
-    let mut per_seed = Vec::new();
-    let (mut train_rate, mut eval_rate) = (0.0, 0.0);
-    for &seed in seeds {
-        let (mut ft, rate) = finetune_one(task, pre, &train, opts, seed, progress)?;
-        train_rate += rate / seeds.len() as f64;
-        let dir = out.join(format!("seed-{seed}"));
-        save_finetuned(&mut ft, &pre.tokenizer, opts.max_seq_len, &dir)?;
-        let (ft, tok, max_len) = load_finetuned(&dir, &device)?;
-        let mut scores: Vec<Scores> = Vec::new();
-        for (file, ex) in &dev {
-            let (pred, rate) = predict(&ft, &tok, ex, max_len, 64, &device, progress);
-            eval_rate += rate / (seeds.len() * dev.len()) as f64;
-            let gold: Vec<_> = ex.iter().filter_map(|e| e.label).collect();
-            let s = score(task, &pred, &gold);
-            report(format!(
-                "{} seed {seed} {}: {}",
-                task.dir_name(),
-                file.display(),
-                metrics_line(&s.metrics)
-            ));
-            scores.push(s);
-        }
-        per_seed.push(Scores {
-            score: scores.iter().map(|s| s.score).sum::<f64>() / scores.len() as f64,
-            metrics: scores.into_iter().flat_map(|s| s.metrics).collect(),
-        });
-    }
-    Ok(TaskResult::new(
-        task.dir_name(),
-        seeds,
-        per_seed,
-        (train_rate, eval_rate),
-    ))
+    let run = GlueRun {
+        task,
+        pre,
+        train,
+        dev,
+        opts,
+        device: crate::device::device_for(&opts.device)?,
+        progress,
+    };
+    run_seeds(&run, seeds, out, report)
 }
 
 /// SQuAD data: a folder with `train-v1.1.json` and `dev-v1.1.json`, or one file used for both
@@ -227,6 +301,46 @@ pub fn squad_splits(
     Ok((train, dev))
 }
 
+/// SQuAD's run: its train and dev questions.
+struct SquadRun<'a> {
+    pre: &'a PretrainedEncoder,
+    train: &'a [SquadExample],
+    dev: &'a [SquadExample],
+    opts: &'a FinetuneOptions,
+    qa: &'a QaOptions,
+    device: burn::prelude::Device,
+    progress: bool,
+}
+
+impl SeedRun for SquadRun<'_> {
+    fn name(&self) -> &'static str {
+        Task::Squad.display_name()
+    }
+
+    fn train(&self, seed: u64, dir: &Path) -> Result<f64> {
+        let (mut m, rate) = finetune_squad(
+            self.pre,
+            self.train,
+            self.opts,
+            self.qa,
+            seed,
+            self.progress,
+        )?;
+        save_qa(&mut m, &self.pre.tokenizer, dir)?;
+        Ok(rate)
+    }
+
+    /// Also writes `predictions.json` (`{id: answer}`) next to the model.
+    fn score(&self, seed: u64, dir: &Path, report: Report) -> Result<(Scores, f64)> {
+        let (m, tok) = load_qa(dir, &self.device)?;
+        let (answers, rate) = predict_squad(&m, &tok, self.dev, &self.device, self.progress)?;
+        write_predictions(&dir.join("predictions.json"), &answers)?;
+        let s = squad_scores(self.dev, &answers);
+        report(format!("SQuAD seed {seed}: {}", metrics_line(&s.metrics)));
+        Ok((s, rate))
+    }
+}
+
 /// Fine-tunes SQuAD v1.1 once per seed, evaluates EM / F1 and writes `predictions.json`
 /// (`{id: answer}`) next to each model.
 #[allow(clippy::too_many_arguments)]
@@ -241,28 +355,16 @@ pub fn finetune_qa(
     progress: bool,
     report: Report,
 ) -> Result<TaskResult> {
-    let device = crate::device::device_for(&opts.device)?;
-    let mut per_seed = Vec::new();
-    let (mut train_rate, mut eval_rate) = (0.0, 0.0);
-    for &seed in seeds {
-        let (mut m, rate) = finetune_squad(pre, train, opts, qa, seed, progress)?;
-        train_rate += rate / seeds.len() as f64;
-        let dir = out.join(format!("seed-{seed}"));
-        save_qa(&mut m, &pre.tokenizer, &dir)?;
-        let (m, tok) = load_qa(&dir, &device)?;
-        let (answers, rate) = predict_squad(&m, &tok, dev, &device, progress)?;
-        eval_rate += rate / seeds.len() as f64;
-        write_predictions(&dir.join("predictions.json"), &answers)?;
-        let s = squad_scores(dev, &answers);
-        report(format!("SQuAD seed {seed}: {}", metrics_line(&s.metrics)));
-        per_seed.push(s);
-    }
-    Ok(TaskResult::new(
-        "SQuAD",
-        seeds,
-        per_seed,
-        (train_rate, eval_rate),
-    ))
+    let run = SquadRun {
+        pre,
+        train,
+        dev,
+        opts,
+        qa,
+        device: crate::device::device_for(&opts.device)?,
+        progress,
+    };
+    run_seeds(&run, seeds, out, report)
 }
 
 /// EM and F1 (in %), the score being F1.

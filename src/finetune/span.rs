@@ -22,7 +22,7 @@ use burn::tensor::activation::log_softmax;
 use serde::{Deserialize, Serialize};
 
 use crate::finetune::classify::{
-    FinetuneOptions, PretrainedEncoder, Trainable, progress_bar, read_model_folder,
+    FinetuneOptions, PretrainedEncoder, Trainable, load_weights, progress_bar, read_model_folder,
     read_model_info, train_epochs, write_model_folder,
 };
 use crate::interop::tensors::Loader;
@@ -30,6 +30,7 @@ use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::{EncoderConfig, Inputs};
 use crate::tasks::squad::SquadExample;
+use crate::tasks::task::Task;
 use crate::text::WordPieceTokenizer;
 use crate::{Error, Result};
 
@@ -402,7 +403,7 @@ pub fn predict_squad(
 /// What `save_qa` writes next to the weights.
 #[derive(Serialize, Deserialize)]
 struct QaInfo {
-    task: String,
+    task: Task,
     prefix: String,
     config: EncoderConfig,
     options: QaOptions,
@@ -410,7 +411,7 @@ struct QaInfo {
 
 pub fn save_qa(m: &mut QaModel, tok: &WordPieceTokenizer, dir: &Path) -> Result<()> {
     let info = QaInfo {
-        task: "squad".into(),
+        task: Task::Squad,
         prefix: m.prefix.clone(),
         config: m.config.clone(),
         options: m.options.clone(),
@@ -420,17 +421,15 @@ pub fn save_qa(m: &mut QaModel, tok: &WordPieceTokenizer, dir: &Path) -> Result<
 
 pub fn load_qa(dir: &Path, device: &Device) -> Result<(QaModel, WordPieceTokenizer)> {
     let (info, weights, tok) = read_model_folder::<QaInfo>(dir)?;
-    if info.task != "squad" {
+    if info.task != Task::Squad {
         return Err(Error::Input(format!(
-            "{}: field `task` is {:?}, not a SQuAD model",
+            "{}: field `task` is {}, not a SQuAD model",
             dir.join("finetuned.json").display(),
-            info.task
+            String::from(info.task)
         )));
     }
     let mut model = SpanExtractor::new(&info.config.clone().without_dropout(), device);
-    let mut loader = Loader::new(&weights, device);
-    model.walk(&info.prefix, &mut loader);
-    loader.finish()?;
+    load_weights(&weights, device, |l| model.walk(&info.prefix, l))?;
     Ok((
         QaModel {
             model,
@@ -442,11 +441,11 @@ pub fn load_qa(dir: &Path, device: &Device) -> Result<(QaModel, WordPieceTokeniz
     ))
 }
 
-/// The `task` field of a fine-tuned model folder (`squad` or a GLUE task name).
-pub fn finetuned_task(dir: &Path) -> Result<String> {
+/// The task a fine-tuned model folder was trained on (its `finetuned.json`'s `task`).
+pub fn finetuned_task(dir: &Path) -> Result<Task> {
     #[derive(Deserialize)]
-    struct Task {
-        task: String,
+    struct Info {
+        task: Task,
     }
-    Ok(read_model_info::<Task>(dir)?.task)
+    Ok(read_model_info::<Info>(dir)?.task)
 }

@@ -151,3 +151,64 @@ impl GlueTask {
         }
     }
 }
+
+/// A downstream task: a sentence(-pair) classification or regression task ([`GlueTask`]), or
+/// SQuAD v1.1 span extraction. In files (`finetuned.json`'s `task`) it is the task's name:
+/// `squad`, or the [`GlueTask`]'s (`cola`, `sst2`, …).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Task {
+    Classification(GlueTask),
+    /// SQuAD v1.1: an answer span of the context.
+    Squad,
+}
+
+impl Task {
+    /// A task from its command-line name: `squad` (any case) or a [`GlueTask`]'s.
+    pub fn parse(name: &str) -> Option<Self> {
+        if name.eq_ignore_ascii_case("squad") {
+            return Some(Self::Squad);
+        }
+        GlueTask::parse(name).map(Self::Classification)
+    }
+
+    /// The name tables and folders use: `SQuAD`, or GLUE's folder name (`CoLA`, …).
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Self::Squad => "SQuAD",
+            Self::Classification(t) => t.dir_name(),
+        }
+    }
+
+    /// The classification task, when it is one.
+    pub fn classification(self) -> Option<GlueTask> {
+        match self {
+            Self::Classification(t) => Some(t),
+            Self::Squad => None,
+        }
+    }
+}
+
+impl From<Task> for String {
+    fn from(t: Task) -> String {
+        match t {
+            Task::Squad => "squad".into(),
+            Task::Classification(g) => match serde_json::to_value(g) {
+                Ok(serde_json::Value::String(s)) => s,
+                _ => unreachable!("a GLUE task serialises as its name"),
+            },
+        }
+    }
+}
+
+impl TryFrom<String> for Task {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        if s == "squad" {
+            return Ok(Task::Squad);
+        }
+        serde_json::from_value::<GlueTask>(serde_json::Value::String(s.clone()))
+            .map(Task::Classification)
+            .map_err(|_| format!("unknown task `{s}`"))
+    }
+}
