@@ -178,66 +178,68 @@ fn resume_point(
     damaged.map_or(Ok(None), Err)
 }
 
-pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> Result<RunSummary> {
-    let run = &opts.run_dir;
+/// Refuses shards the config cannot train on (vocabulary, length, packed examples or CLINE
+/// triples), naming the field and the folder.
+fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
     let vocab = shards.manifest.vocab_size;
+    let len = shards.manifest.max_seq_len;
+    let dir = shards.dir.display();
     if cfg.model.vocab_size != 0 && cfg.model.vocab_size != vocab {
         return Err(Error::Config(format!(
-            "field `model.vocab_size` is {}, but the tokenizer of {} has {vocab} tokens",
+            "field `model.vocab_size` is {}, but the tokenizer of {dir} has {vocab} tokens",
             cfg.model.vocab_size,
-            shards.dir.display()
         )));
     }
-    if shards.manifest.max_seq_len > cfg.model.max_position_embeddings {
+    if len > cfg.model.max_position_embeddings {
         return Err(Error::Config(format!(
-            "{}: examples of {} tokens exceed model.max_position_embeddings = {}",
-            shards.dir.display(),
-            shards.manifest.max_seq_len,
+            "{dir}: examples of {len} tokens exceed model.max_position_embeddings = {}",
             cfg.model.max_position_embeddings
         )));
     }
-    if shards.manifest.max_seq_len != cfg.data.max_seq_len {
+    if len != cfg.data.max_seq_len {
         return Err(Error::Config(format!(
-            "field `data.max_seq_len` is {}, but the examples of {} have {} tokens; set it to {} or prepare the corpus again",
+            "field `data.max_seq_len` is {}, but the examples of {dir} have {len} tokens; set it to {len} or prepare the corpus again",
             cfg.data.max_seq_len,
-            shards.dir.display(),
-            shards.manifest.max_seq_len,
-            shards.manifest.max_seq_len
         )));
     }
     let cline = cfg.objective.kind == crate::objective::ObjectiveKind::Cline;
     if cline != shards.is_cline() {
         return Err(Error::Config(if cline {
             format!(
-                "field `objective.kind` is \"cline\", but {} holds packed examples; make sentence triples with `trueneg prepare --cline`",
-                shards.dir.display()
+                "field `objective.kind` is \"cline\", but {dir} holds packed examples; make sentence triples with `trueneg prepare --cline`"
             )
         } else {
             format!(
-                "{} holds CLINE sentence triples (`prepare --cline`); they train only with objective.kind = \"cline\"",
-                shards.dir.display()
+                "{dir} holds CLINE sentence triples (`prepare --cline`); they train only with objective.kind = \"cline\""
             )
         }));
     }
-    let names = cfg.replica_devices();
-    let base_devices = crate::device::devices_for(&names)?;
-    let base_device = base_devices[0].clone();
-    let device = base_device.clone().autodiff();
-    // The initial weights follow `train.seed`: runs of one seed start from the same weights
-    // whatever their objective (the ablation's pairing).
-    crate::model::seed(&base_device, cfg.train.seed);
-    let mut model = PretrainModel::new(cfg, vocab, &device);
-    let mut opt = AdamW::new(cfg.optimizer.clone());
-    let mut position = DataPosition::default();
-    let metrics_path = run.join("metrics.jsonl");
+    Ok(())
+}
 
-    let mut start_step = 0;
-    let mut window = WindowTotals::default();
+/// Where a run starts.
+enum Start {
+    /// From this state: the last whole checkpoint on `--resume` (model and optimizer loaded),
+    /// else step 0 (from `model.init_from` when set).
+    At(TrainState),
+    /// `--resume` found the run finished at this step.
+    Finished(u64),
+}
+
+fn start_point(
+    cfg: &PretrainConfig,
+    shards: &ShardSet,
+    opts: &RunOptions,
+    model: &mut PretrainModel,
+    opt: &mut AdamW,
+    device: &Device,
+) -> Result<Start> {
+    let run = &opts.run_dir;
     let resumed = if opts.resume {
         checkpoint::clean_leftovers(run)?;
-        resume_point(run, shards, &mut model, &mut opt, &device)?
+        resume_point(run, shards, model, opt, device)?
     } else {
-        if checkpoint::list(run).last().is_some() || metrics_path.exists() {
+        if checkpoint::list(run).last().is_some() || run.join(METRICS).exists() {
             return Err(Error::Config(format!(
                 "{}: holds an earlier run; pass --resume to continue it or choose another run directory",
                 run.display()
@@ -245,34 +247,32 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         }
         None
     };
+    let fresh = |step| TrainState {
+        step,
+        data: DataPosition::default(),
+        tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
+        window: WindowTotals::default(),
+    };
     match resumed {
-        Some(ck) => {
-            if ck.step >= cfg.train.steps {
-                return Ok(RunSummary {
-                    steps: ck.step,
-                    already_finished: true,
-                    last: None,
-                    run_dir: run.clone(),
-                });
-            }
-            position = ck.data;
-            start_step = ck.step;
-            window = ck.window;
-        }
+        Some(ck) if ck.step >= cfg.train.steps => Ok(Start::Finished(ck.step)),
+        Some(ck) => Ok(Start::At(ck)),
         None => {
             if opts.resume {
                 tracing::warn!("{}: no checkpoint yet; starting from step 0", run.display());
             }
             if let Some(init) = &cfg.model.init_from {
+                let vocab = shards.manifest.vocab_size;
                 let weights =
                     read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
-                model.load_init(&weights, &device)?;
+                model.load_init(&weights, device)?;
             }
+            Ok(Start::At(fresh(0)))
         }
     }
-    if opts.resume {
-        truncate_metrics(&metrics_path, start_step)?;
-    }
+}
+
+/// The run folder's `config.toml` (resolved) and `tokenizer.json` (the shards').
+fn write_run_files(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> Result<()> {
     std::fs::create_dir_all(run).map_err(|e| Error::io(run, e))?;
     crate::error::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
     let tokenizer = shards.dir.join("tokenizer.json");
@@ -282,7 +282,187 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             &crate::error::read(&tokenizer)?,
         )?;
     }
+    Ok(())
+}
 
+/// The run's file name for its metrics lines.
+const METRICS: &str = "metrics.jsonl";
+
+/// What one training step reads and draws from, besides the model.
+struct StepInputs<'a> {
+    cfg: &'a PretrainConfig,
+    objective: &'a Objective,
+    special: crate::text::tokenizer::SpecialIds,
+    vocab: usize,
+}
+
+/// One step's micro-steps: masked micro-batches → each replica's loss → summed gradients.
+/// Returns the gradients, the step's values, its masked positions and its tokens.
+fn micro_steps(
+    inp: &StepInputs,
+    step: u64,
+    stream: &mut BatchStream,
+    replicas: &mut Replicas,
+) -> (Vec<Grads>, StepValues, usize, usize) {
+    let cfg = inp.cfg;
+    let cline = cfg.objective.kind == crate::objective::ObjectiveKind::Cline;
+    let (mut grads, mut t) = (Vec::<Grads>::new(), StepValues::default());
+    let (mut masked, mut tokens) = (0, 0);
+    for micro in 0..cfg.train.grad_accum {
+        let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
+        let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
+        // The whole micro-batch is masked as one; each replica takes its rows.
+        let losses = if cline {
+            let cb = stream.next_cline_batch();
+            let m = mask_batch(&cb.ori, &cfg.masking, &inp.special, inp.vocab, &mut rng);
+            let len = cb.ori.len;
+            masked += m.positions.len();
+            tokens += cb.ori.batch * len;
+            replicas.forward(step_seed, cb.ori.batch, |model, device, rows| {
+                let m = m.rows(len, rows.clone());
+                cline_step_loss(model, cfg, &cb.rows(rows), &m, device)
+            })
+        } else {
+            let batch = stream.next_batch();
+            let m = mask_batch(&batch, &cfg.masking, &inp.special, inp.vocab, &mut rng);
+            masked += m.positions.len();
+            tokens += batch.batch * batch.len;
+            replicas.forward(step_seed, batch.batch, |model, device, rows| {
+                let m = m.rows(batch.len, rows.clone());
+                step_loss(model, cfg, inp.objective, &batch.rows(rows), &m, device)
+            })
+        };
+        let objectives = terms::objectives(&losses);
+        let g = replicas.backward(&objectives);
+        if grads.is_empty() {
+            grads = g;
+        } else {
+            for (a, g) in grads.iter_mut().zip(g) {
+                a.accumulate(g);
+            }
+        }
+        t.add(terms::combine(&losses, &objectives));
+    }
+    (grads, t, masked, tokens)
+}
+
+/// Progress of a run: `metrics.jsonl` lines, the bar or plain log lines, tokens/s over the
+/// steps of this process since the previous line.
+struct Log {
+    file: std::fs::File,
+    path: PathBuf,
+    bar: ProgressBar,
+    lines: bool,
+    total: u64,
+    start_step: u64,
+    run_start: Instant,
+    rate_tokens: usize,
+    rate_start: Instant,
+}
+
+impl Log {
+    fn open(opts: &RunOptions, total: u64, start_step: u64) -> Result<Self> {
+        let path = opts.run_dir.join(METRICS);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        let bar = if opts.progress == Progress::Bar {
+            ProgressBar::new(total)
+        } else {
+            ProgressBar::hidden()
+        };
+        bar.set_style(
+            ProgressStyle::with_template("pretrain {bar:30} {pos}/{len} steps  {msg}  eta {eta}")
+                .expect("template"),
+        );
+        bar.set_position(start_step);
+        Ok(Self {
+            file,
+            path,
+            bar,
+            lines: opts.progress == Progress::Lines,
+            total,
+            start_step,
+            run_start: Instant::now(),
+            rate_tokens: 0,
+            rate_start: Instant::now(),
+        })
+    }
+
+    fn tokens_per_s(&self) -> f64 {
+        self.rate_tokens as f64 / self.rate_start.elapsed().as_secs_f64().max(1e-9)
+    }
+
+    /// Writes `m` as a `metrics.jsonl` line (and a plain log line) and starts a new window.
+    fn line(&mut self, m: &StepMetrics) -> Result<()> {
+        let line = serde_json::to_string(m).expect("json");
+        writeln!(self.file, "{line}").map_err(|e| Error::io(&self.path, e))?;
+        self.file.flush().map_err(|e| Error::io(&self.path, e))?;
+        if self.lines {
+            let (done, total) = (m.step, self.total);
+            let per_step = self.run_start.elapsed().as_secs_f64() / (done - self.start_step) as f64;
+            tracing::info!(
+                "step {done}/{total}  loss {:.4}  mlm {:.4}{}  lr {:.3e}  {:.0} tok/s  eta {}",
+                m.loss,
+                m.mlm_loss(),
+                m.other_losses("  "),
+                m.lr,
+                m.tokens_per_s,
+                clock((total - done) as f64 * per_step)
+            );
+        }
+        self.rate_tokens = 0;
+        self.rate_start = Instant::now();
+        Ok(())
+    }
+
+    fn tick(&self, m: &StepMetrics) {
+        self.bar
+            .set_message(format!("loss {:.4}  {:.0} tok/s", m.loss, m.tokens_per_s));
+        self.bar.inc(1);
+    }
+}
+
+/// The error of a step whose loss is not finite, naming the last good checkpoint.
+fn diverged(run: &Path, step: u64, loss: f64) -> Error {
+    let last_good = checkpoint::list(run)
+        .pop()
+        .map(|(_, p)| p.display().to_string());
+    Error::Diverged(format!(
+        "step {step}: loss is {loss} (not finite); stopped. Last good checkpoint: {}",
+        last_good.unwrap_or_else(|| "none".into())
+    ))
+}
+
+pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> Result<RunSummary> {
+    check_shards(cfg, shards)?;
+    let run = &opts.run_dir;
+    let vocab = shards.manifest.vocab_size;
+    let names = cfg.replica_devices();
+    let base_devices = crate::device::devices_for(&names)?;
+    let device = base_devices[0].clone().autodiff();
+    // The initial weights follow `train.seed`: runs of one seed start from the same weights
+    // whatever their objective (the ablation's pairing).
+    crate::model::seed(&base_devices[0], cfg.train.seed);
+    let mut model = PretrainModel::new(cfg, vocab, &device);
+    let mut opt = AdamW::new(cfg.optimizer.clone());
+    let start = match start_point(cfg, shards, opts, &mut model, &mut opt, &device)? {
+        Start::At(state) => state,
+        Start::Finished(steps) => {
+            return Ok(RunSummary {
+                steps,
+                already_finished: true,
+                last: None,
+                run_dir: run.clone(),
+            });
+        }
+    };
+    if opts.resume {
+        truncate_metrics(&run.join(METRICS), start.step)?;
+    }
+    write_run_files(cfg, shards, run)?;
     let objective = Objective::build(
         &cfg.objective,
         &mut Setup {
@@ -291,133 +471,52 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             synonyms: None,
         },
     )?;
-    let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, position);
+    let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, start.data);
     // An explicit `train.devices` list of CUDA devices goes through burn's distributed data
     // parallel (NCCL) even with one device: that is how a one-GPU machine checks the path.
     let collective = !cfg.train.devices.is_empty() && crate::device::has_collectives(&names[0]);
     let mut replicas = Replicas::new(model, opt, base_devices, collective)?;
-    let mut metrics_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&metrics_path)
-        .map_err(|e| Error::io(&metrics_path, e))?;
-
     let total = cfg.train.steps;
-    let bar = if opts.progress == Progress::Bar {
-        ProgressBar::new(total)
-    } else {
-        ProgressBar::hidden()
+    let mut log = Log::open(opts, total, start.step)?;
+    let inputs = StepInputs {
+        cfg,
+        objective: &objective,
+        special: shards.manifest.special_ids,
+        vocab,
     };
-    bar.set_style(
-        ProgressStyle::with_template("pretrain {bar:30} {pos}/{len} steps  {msg}  eta {eta}")
-            .expect("template"),
-    );
-    bar.set_position(start_step);
-    let special = shards.manifest.special_ids;
+    let mut window = start.window;
     let mut last = None;
-    // tokens/s: over the steps of this process since the previous line.
-    let mut rate_tokens = 0usize;
-    let mut rate_start = Instant::now();
-    let run_start = Instant::now();
-
-    for step in start_step..total {
-        let mut grads: Vec<Grads> = Vec::new();
-        let mut t = StepValues::default();
-        let mut masked = 0usize;
-        for micro in 0..cfg.train.grad_accum {
-            let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
-            let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
-            // The whole micro-batch is masked as one; each replica takes its rows.
-            let (losses, n_masked, n_tokens) = if cline {
-                let cb = stream.next_cline_batch();
-                let m = mask_batch(&cb.ori, &cfg.masking, &special, vocab, &mut rng);
-                let len = cb.ori.len;
-                let losses = replicas.forward(step_seed, cb.ori.batch, |model, device, rows| {
-                    let m = m.rows(len, rows.clone());
-                    cline_step_loss(model, cfg, &cb.rows(rows), &m, device)
-                });
-                (losses, m.positions.len(), cb.ori.batch * cb.ori.len)
-            } else {
-                let batch = stream.next_batch();
-                let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);
-                let losses = replicas.forward(step_seed, batch.batch, |model, device, rows| {
-                    let m = m.rows(batch.len, rows.clone());
-                    step_loss(model, cfg, &objective, &batch.rows(rows), &m, device)
-                });
-                (losses, m.positions.len(), batch.batch * batch.len)
-            };
-            masked += n_masked;
-            let objectives = terms::objectives(&losses);
-            let g = replicas.backward(&objectives);
-            if grads.is_empty() {
-                grads = g;
-            } else {
-                for (a, g) in grads.iter_mut().zip(g) {
-                    a.accumulate(g);
-                }
-            }
-            t.add(terms::combine(&losses, &objectives));
-            rate_tokens += n_tokens;
-        }
+    for step in start.step..total {
+        let (grads, t, masked, tokens) = micro_steps(&inputs, step, &mut stream, &mut replicas);
+        log.rate_tokens += tokens;
+        let done = step + 1;
         let loss = t.mean_loss();
         if !loss.is_finite() {
-            let last_good = checkpoint::list(run)
-                .pop()
-                .map(|(_, p)| p.display().to_string());
-            return Err(Error::Diverged(format!(
-                "step {}: loss is {} (not finite); stopped. Last good checkpoint: {}",
-                step + 1,
-                loss,
-                last_good.unwrap_or_else(|| "none".into())
-            )));
+            return Err(diverged(run, done, loss));
         }
-        let lr = scheduled_lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
-        let grad_norm =
-            replicas.update(grads, cfg.train.grad_accum, cfg.optimizer.max_grad_norm, lr);
-        let done = step + 1;
+        let o = &cfg.optimizer;
+        let lr = scheduled_lr(o.lr, step, o.warmup_steps, total);
+        let grad_norm = replicas.update(grads, cfg.train.grad_accum, o.max_grad_norm, lr);
         window.masked += masked;
         window.steps += 1;
         add_counters(&mut window.counters, &t.counters);
-
-        let mut logged = t.logged_values();
-        logged.extend(objective.window_metrics(&window.counters));
+        let mut terms = t.logged_values();
+        terms.extend(objective.window_metrics(&window.counters));
         let metrics = StepMetrics {
             step: done,
             loss,
-            terms: logged,
+            terms,
             lr,
             grad_norm,
             masked: window.masked,
-            tokens_per_s: rate_tokens as f64 / rate_start.elapsed().as_secs_f64().max(1e-9),
+            tokens_per_s: log.tokens_per_s(),
         };
         let stopping = opts.stop.is_some_and(|s| s.load(Ordering::SeqCst));
         if done % cfg.train.log_every == 0 || done == total {
-            let line = serde_json::to_string(&metrics).expect("json");
-            writeln!(metrics_file, "{line}").map_err(|e| Error::io(&metrics_path, e))?;
-            metrics_file
-                .flush()
-                .map_err(|e| Error::io(&metrics_path, e))?;
-            if opts.progress == Progress::Lines {
-                let per_step = run_start.elapsed().as_secs_f64() / (done - start_step) as f64;
-                tracing::info!(
-                    "step {done}/{total}  loss {:.4}  mlm {:.4}{}  lr {:.3e}  {:.0} tok/s  eta {}",
-                    metrics.loss,
-                    metrics.mlm_loss(),
-                    metrics.other_losses("  "),
-                    lr,
-                    metrics.tokens_per_s,
-                    clock((total - done) as f64 * per_step)
-                );
-            }
-            rate_tokens = 0;
-            rate_start = Instant::now();
+            log.line(&metrics)?;
             window = WindowTotals::default();
         }
-        bar.set_message(format!(
-            "loss {:.4}  {:.0} tok/s",
-            metrics.loss, metrics.tokens_per_s
-        ));
-        bar.inc(1);
+        log.tick(&metrics);
         if done % cfg.train.checkpoint_every == 0 || done == total || stopping {
             let state = TrainState {
                 step: done,
@@ -433,7 +532,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 cfg.train.keep_checkpoints,
             )?;
             if stopping && done < total {
-                bar.abandon();
+                log.bar.abandon();
                 return Err(Error::Interrupted(format!(
                     "stopped by a signal after step {done} of {total}; checkpoint {}; continue with `trueneg pretrain --resume {}`",
                     dir.display(),
@@ -443,7 +542,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         }
         last = Some(metrics);
     }
-    bar.finish_and_clear();
+    log.bar.finish_and_clear();
     crate::plot::run_loss_plot(run)?;
     Ok(RunSummary {
         already_finished: false,
