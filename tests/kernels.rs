@@ -4,8 +4,8 @@
 
 use burn::prelude::*;
 use trueneg::kernels::dropout::{dropout, mask_values};
+use trueneg::kernels::gelu;
 use trueneg::kernels::gelu::forward as gelu_host;
-use trueneg::model::activation::gelu;
 
 fn reference(x: f64) -> (f64, f64) {
     let cdf = 0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2));
@@ -169,7 +169,7 @@ fn attention_case(fused: bool, dropout: Option<DropMask>) -> Vec<Vec<f32>> {
         // The kernel takes the three packed on each row; their gradients come back through the
         // concatenation's backward.
         let qkv = Tensor::cat(vec![q.clone(), k.clone(), v.clone()], 2);
-        kernels::attention(qkv, bias, heads, dropout)
+        kernels::fused_ops::attention(qkv, bias, heads, dropout)
     } else {
         let mask = dropout.map(|m| {
             let mut values = vec![0f32; b * heads * l * l];
@@ -220,7 +220,12 @@ fn fused_attention_without_autodiff_gives_the_same_values() {
     };
     let bias = padded_bias(b, l, &device);
     let qkv = Tensor::cat(vec![t(1), t(2), t(3)], 2);
-    let plain = vec_of(kernels::attention(qkv, bias.clone(), heads, None));
+    let plain = vec_of(kernels::fused_ops::attention(
+        qkv,
+        bias.clone(),
+        heads,
+        None,
+    ));
     let composed = vec_of(composed_attention(t(1), t(2), t(3), bias, heads, None));
     assert_close("context", &plain, &composed, 2e-5);
     let tracked = attention_case(true, None);
@@ -244,7 +249,7 @@ fn fused_layer_norm_matches_the_composed_operations() {
         let beta = leaf(random(&[h], 7), [h], &device);
         let w = Tensor::<3>::from_data(TensorData::new(random(&[b, l, h], 8), [b, l, h]), &device);
         let y = if fused {
-            kernels::layer_norm(x.clone(), gamma.clone(), beta.clone(), 1e-12)
+            kernels::fused_ops::layer_norm(x.clone(), gamma.clone(), beta.clone(), 1e-12)
         } else {
             composed_layer_norm(x.clone(), gamma.clone(), beta.clone(), 1e-12)
         };
@@ -328,7 +333,7 @@ fn fused_cross_entropy_matches_log_softmax() {
     let case = |fused: bool| {
         let z = leaf(values.clone(), [n, vocab], &device);
         let nll = if fused {
-            kernels::cross_entropy(z.clone(), labels.clone())
+            kernels::fused_ops::cross_entropy(z.clone(), labels.clone())
         } else {
             burn::tensor::activation::log_softmax(z.clone(), 1)
                 .gather(1, labels.clone().reshape([n, 1]))
@@ -381,9 +386,9 @@ fn fused_linear_matches_the_composed_operations() {
                 &device,
             );
             let y = if fused && as_rows {
-                kernels::linear_transposed(x.clone(), w0.clone(), b.clone())
+                kernels::fused_ops::linear_transposed(x.clone(), w0.clone(), b.clone())
             } else if fused {
-                kernels::linear(x.clone(), w, b.clone())
+                kernels::fused_ops::linear(x.clone(), w, b.clone())
             } else {
                 x.clone().matmul(w) + b.clone().unsqueeze::<2>()
             };

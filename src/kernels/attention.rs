@@ -330,3 +330,33 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     }
     acc.iter().sum::<f32>() + rest
 }
+
+/// The attention context from burn's operations, where neither our kernel nor LibTorch's call
+/// serves: `softmax(Q Kᵀ / √d + b) V` per head, the scores, bias and softmax in f32, the
+/// products (and the dropout on the probabilities) in `qkv`'s dtype.
+pub(crate) fn composed(
+    qkv: burn::prelude::Tensor<3>,
+    key_bias: Option<burn::prelude::Tensor<2>>,
+    heads: usize,
+    d: &burn::nn::Dropout,
+) -> burn::prelude::Tensor<3> {
+    use burn::tensor::FloatDType;
+    let [b, l, h3] = qkv.dims();
+    let h = h3 / 3;
+    let dh = h / heads;
+    let dtype = qkv.dtype();
+    let part = |k: usize| {
+        qkv.clone()
+            .slice([0..b, 0..l, k * h..(k + 1) * h])
+            .reshape([b, l, heads, dh])
+            .swap_dims(1, 2)
+    };
+    let q = part(0).mul_scalar(1.0 / (dh as f64).sqrt());
+    let mut scores = q.matmul(part(1).swap_dims(2, 3)).cast(FloatDType::F32);
+    if let Some(bias) = key_bias {
+        scores = scores + bias.reshape([b, 1, 1, l]);
+    }
+    let probs = burn::tensor::activation::softmax(scores, 3).cast(dtype);
+    let probs = super::dropout::dropout(d, probs);
+    probs.matmul(part(2)).swap_dims(1, 2).reshape([b, l, h])
+}

@@ -7,6 +7,9 @@
 //! 304 × 30522 in the bench); only `lse` is kept for the backward pass, which recomputes the
 //! probabilities from the logits.
 
+use burn::prelude::*;
+use burn::tensor::IndexingUpdateOp;
+use burn::tensor::activation::softmax;
 use std::mem::MaybeUninit;
 
 use multiversion::multiversion;
@@ -66,4 +69,21 @@ fn check(z: &[f32], labels: &[usize], vocab: usize) {
     if let Some(&bad) = labels.iter().find(|&&y| y >= vocab) {
         panic!("cross-entropy: label {bad} outside a vocabulary of {vocab}");
     }
+}
+
+/// Per position `lse(z) − z[y]` [n] from burn's operations, by the surrogate of
+/// `objective::mlm`'s doc: the graph holds only `s = Σ_j q_j z_j` with `q = softmax(z) −
+/// onehot(y)` constant, so the value is `lse − z[y]` and the gradient `q`.
+pub(crate) fn composed(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    let [n, _] = logits.dims();
+    let device = logits.device();
+    let labels = labels.reshape([n, 1]);
+    let values = logits.clone().inner();
+    let gold = values.clone().gather(1, labels.clone());
+    let p = softmax(values.clone(), 1);
+    let lse = values.max_dim(1) - p.clone().max_dim(1).log();
+    let minus_one = Tensor::<2>::full([n, 1], -1.0, &device).inner();
+    let q = p.scatter(1, labels, minus_one, IndexingUpdateOp::Add);
+    let s = (logits * q).sum_dim(1);
+    (s.clone() - s.detach() + lse - gold).reshape([n])
 }

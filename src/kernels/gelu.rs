@@ -1,5 +1,17 @@
-//! GELU's value and derivative on the host in one parallel pass that the compiler vectorises
-//! (the formulas are in `model::activation`): `e = e^{−x²/2}` once, and
+//! GELU in its exact (erf) form, as transformers' `"gelu"`:
+//!
+//! `gelu(x) = x · Φ(x) = ½ · x · (1 + erf(x / √2))`, `gelu'(x) = Φ(x) + x · φ(x)`,
+//! with `φ(x) = e^{−x²/2} / √(2π)`.
+//!
+//! burn's CPU kernels evaluate a scalar `erf` element by element in the forward pass and `erf`
+//! and `exp` again in the backward pass. Where the fused kernels serve (f32 on the `flex`
+//! backend) value and derivative are computed together in one vectorised parallel pass and the
+//! backward pass is one multiply by the saved derivative; on LibTorch devices it is LibTorch's
+//! `gelu` and `gelu_backward`; elsewhere burn's `gelu` ([`super::gelu`] chooses).
+//! `tests/kernels.rs` checks the first two against an f64 reference (`tests/libtorch.rs` the
+//! LibTorch one against burn's).
+//!
+//! The pass: `e = e^{−x²/2}` once, and
 //! `erf(|u|) = 1 − t·P(t)·e^{−u²}` with `t = 1 / (1 + 0.3275911·|u|)` (Abramowitz & Stegun
 //! 7.1.26, absolute error < 1.5e-7; `e^{−u²}` is the same `e` since `u = x/√2`).
 

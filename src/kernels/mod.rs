@@ -183,101 +183,221 @@ pub fn torch_cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<
     )))
 }
 
-/// Multi-head attention context `[batch, len, hidden]` from the packed projections `qkv`
-/// `[batch, len, 3 · hidden]` (Q, K, V on each row: the one product of the three projections)
-/// and the additive key bias `[batch, len]` (see [`attention`](mod@attention)). Only where
-/// [`fused`] holds.
+/// Our fused CPU kernels' operations, one each; callable only where [`fused`] holds. Model code
+/// calls the facades below, which choose.
+pub mod fused_ops {
+    use super::*;
+
+    /// Multi-head attention context `[batch, len, hidden]` from the packed projections `qkv`
+    /// `[batch, len, 3 · hidden]` (Q, K, V on each row: the one product of the three projections)
+    /// and the additive key bias `[batch, len]` (see [`attention`](mod@super::attention)). Only where
+    /// [`fused`] holds.
+    pub fn attention(
+        qkv: Tensor<3>,
+        key_bias: Tensor<2>,
+        heads: usize,
+        dropout: Option<DropMask>,
+    ) -> Tensor<3> {
+        let (p, seed) = dropout.map_or((0.0, 0), |m| (m.p, m.seed));
+        Tensor::from_dispatch(fused_op!(fused_attention(
+            qkv.into_dispatch(),
+            key_bias.into_dispatch(),
+            heads,
+            p,
+            seed,
+        )))
+    }
+
+    /// LayerNorm of the last dimension (see [`layer_norm`](mod@super::layer_norm)). Only where [`fused`]
+    /// holds.
+    pub fn layer_norm<const D: usize>(
+        x: Tensor<D>,
+        gamma: Tensor<1>,
+        beta: Tensor<1>,
+        eps: f64,
+    ) -> Tensor<D> {
+        Tensor::from_dispatch(fused_op!(fused_layer_norm(
+            x.into_dispatch(),
+            gamma.into_dispatch(),
+            beta.into_dispatch(),
+            eps,
+        )))
+    }
+
+    /// GELU (exact erf form, see [`gelu`](mod@gelu)). Only where [`fused`](super::fused) holds.
+    pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+        Tensor::from_dispatch(fused_op!(fused_gelu(x.into_dispatch())))
+    }
+
+    /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]` (may be a transposed view), `b` `[out]`
+    /// (see [`linear`](mod@super::linear)). Only where [`fused`](super::fused) holds.
+    pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+        Tensor::from_dispatch(fused_op!(fused_linear(
+            x.into_dispatch(),
+            w.into_dispatch(),
+            b.into_dispatch(),
+            false,
+        )))
+    }
+
+    /// `x Wᵀ + b` for `W` stored `[out, in]` (the MLM decoder's tied word embeddings). The same
+    /// as [`linear`] with `W.transpose()`, but `W`'s gradient comes back in `W`'s own layout, so
+    /// that it adds to the embedding lookup's gradient without a strided pass over it. Only where
+    /// [`fused`] holds.
+    pub fn linear_transposed(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+        Tensor::from_dispatch(fused_op!(fused_linear(
+            x.into_dispatch(),
+            w.into_dispatch(),
+            b.into_dispatch(),
+            true,
+        )))
+    }
+
+    /// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels` `[n]`
+    /// (see [`cross_entropy`](mod@super::cross_entropy)). Only where [`fused`](super::fused) holds.
+    pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+        Tensor::from_dispatch(fused_op!(fused_cross_entropy(
+            logits.into_dispatch(),
+            labels.into_dispatch(),
+        )))
+    }
+
+    /// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (see
+    /// [`adamw`](mod@adamw)): the new `(p, m, v)`. Only where [`fused`](super::fused) holds; plain tensors only.
+    pub fn adamw(
+        p: Tensor<1>,
+        g: Tensor<1>,
+        m: Tensor<1>,
+        v: Tensor<1>,
+        step: AdamWStep,
+    ) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
+        let (p, m, v) = fused_op!(fused_adamw(
+            p.into_dispatch(),
+            g.into_dispatch(),
+            m.into_dispatch(),
+            v.into_dispatch(),
+            step,
+        ));
+        (
+            Tensor::from_dispatch(p),
+            Tensor::from_dispatch(m),
+            Tensor::from_dispatch(v),
+        )
+    }
+}
+
+/// Multi-head self-attention's context `[batch, len, hidden]` from the packed projections `qkv`
+/// `[batch, len, 3 · hidden]` (Q, K, V on each row) and the additive key bias `[batch, len]`
+/// (`None`: nothing padded), with dropout `d` on the probabilities: our fused kernel, LibTorch's
+/// call, or burn's operations (scores and softmax in f32, products in `qkv`'s dtype).
 pub fn attention(
     qkv: Tensor<3>,
-    key_bias: Tensor<2>,
+    key_bias: Option<Tensor<2>>,
     heads: usize,
-    dropout: Option<DropMask>,
+    d: &burn::nn::Dropout,
 ) -> Tensor<3> {
-    let (p, seed) = dropout.map_or((0.0, 0), |m| (m.p, m.seed));
-    Tensor::from_dispatch(fused_op!(fused_attention(
-        qkv.into_dispatch(),
-        key_bias.into_dispatch(),
-        heads,
-        p,
-        seed,
-    )))
+    let device = qkv.device();
+    let active = dropout::active(d, &device);
+    if fused(&device, qkv.dtype()) {
+        let [b, l, _] = qkv.dims();
+        let key_bias = key_bias.unwrap_or_else(|| Tensor::zeros([b, l], &device));
+        let mask = active.then(|| DropMask {
+            p: d.prob,
+            seed: dropout::next_call_seed(),
+        });
+        return fused_ops::attention(qkv, key_bias, heads, mask);
+    }
+    if torch(&device) {
+        let p = if active { d.prob } else { 0.0 };
+        return torch_attention(qkv, key_bias, heads, p);
+    }
+    attention::composed(qkv, key_bias, heads, d)
 }
 
-/// LayerNorm of the last dimension (see [`layer_norm`](mod@layer_norm)). Only where [`fused`]
-/// holds.
-pub fn layer_norm<const D: usize>(
-    x: Tensor<D>,
-    gamma: Tensor<1>,
-    beta: Tensor<1>,
-    eps: f64,
-) -> Tensor<D> {
-    Tensor::from_dispatch(fused_op!(fused_layer_norm(
-        x.into_dispatch(),
-        gamma.into_dispatch(),
-        beta.into_dispatch(),
-        eps,
-    )))
+/// LayerNorm `ln` (made with `eps`) of `x`'s last dimension: our fused kernel, LibTorch's call,
+/// or burn's module.
+pub fn layer_norm<const D: usize>(ln: &burn::nn::LayerNorm, eps: f64, x: Tensor<D>) -> Tensor<D> {
+    match &ln.beta {
+        Some(beta) if fused(&x.device(), x.dtype()) => {
+            fused_ops::layer_norm(x, ln.gamma.val(), beta.val(), eps)
+        }
+        Some(beta) if torch(&x.device()) => torch_layer_norm(x, ln.gamma.val(), beta.val(), eps),
+        _ => ln.forward(x),
+    }
 }
 
-/// GELU (exact erf form, see [`gelu`](mod@gelu)). Only where [`fused`] holds.
+/// GELU in its exact (erf) form: our fused kernel, LibTorch's call, or burn's.
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    Tensor::from_dispatch(fused_op!(fused_gelu(x.into_dispatch())))
+    if fused(&x.device(), x.dtype()) {
+        fused_ops::gelu(x)
+    } else if torch(&x.device()) {
+        torch_gelu(x)
+    } else {
+        burn::tensor::activation::gelu(x)
+    }
 }
 
-/// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]` (may be a transposed view), `b` `[out]`
-/// (see [`linear`](mod@linear)). Only where [`fused`] holds.
-pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
-    Tensor::from_dispatch(fused_op!(fused_linear(
-        x.into_dispatch(),
-        w.into_dispatch(),
-        b.into_dispatch(),
-        false,
-    )))
+/// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]`, in the operands' dtype (the caller casts
+/// them): our fused kernel, LibTorch's `addmm`, or burn's product and sum.
+pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Option<Tensor<1>>) -> Tensor<2> {
+    let dtype = burn::tensor::FloatDType::from(x.dtype());
+    match b {
+        Some(b) if fused(&x.device(), x.dtype()) => fused_ops::linear(x, w, b),
+        Some(b) if torch(&x.device()) => torch_linear(x, w, b.cast(dtype)),
+        Some(b) => x.matmul(w) + b.cast(dtype).unsqueeze::<2>(),
+        None => x.matmul(w),
+    }
 }
 
-/// `x Wᵀ + b` for `W` stored `[out, in]` (the MLM decoder's tied word embeddings). The same
-/// as [`linear`] with `W.transpose()`, but `W`'s gradient comes back in `W`'s own layout, so
-/// that it adds to the embedding lookup's gradient without a strided pass over it. Only where
-/// [`fused`] holds.
+/// `x Wᵀ + b` for `W` stored `[out, in]` (the MLM decoder's tied word embeddings): the product
+/// in `x`'s dtype, the result in `b`'s (f32 logits). Our fused kernel (`W`'s gradient in its own
+/// layout), or burn's product and sum.
 pub fn linear_transposed(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
-    Tensor::from_dispatch(fused_op!(fused_linear(
-        x.into_dispatch(),
-        w.into_dispatch(),
-        b.into_dispatch(),
-        true,
-    )))
+    if fused(&x.device(), x.dtype()) {
+        return fused_ops::linear_transposed(x, w, b);
+    }
+    let dtype = burn::tensor::FloatDType::from(x.dtype());
+    let y = x.matmul(w.cast(dtype).transpose());
+    y.cast(burn::tensor::FloatDType::F32) + b.unsqueeze::<2>()
 }
 
-/// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels` `[n]`
-/// (see [`cross_entropy`](mod@cross_entropy)). Only where [`fused`] holds.
+/// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels` `[n]`:
+/// our fused kernel, LibTorch's `log_softmax`, or burn's operations by the surrogate of
+/// [`cross_entropy`](mod@cross_entropy).
 pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
-    Tensor::from_dispatch(fused_op!(fused_cross_entropy(
-        logits.into_dispatch(),
-        labels.into_dispatch(),
-    )))
+    if fused(&logits.device(), logits.dtype()) {
+        fused_ops::cross_entropy(logits, labels)
+    } else if torch(&logits.device()) {
+        torch_cross_entropy(logits, labels)
+    } else {
+        cross_entropy::composed(logits, labels)
+    }
 }
 
-/// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (see
-/// [`adamw`](mod@adamw)): the new `(p, m, v)`. Only where [`fused`] holds; plain tensors only.
+/// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (plain tensors; see
+/// [`adamw`](mod@adamw) for the formulas): the new `(p, m, v)`. Our fused kernel, or burn's
+/// operations.
 pub fn adamw(
     p: Tensor<1>,
     g: Tensor<1>,
     m: Tensor<1>,
     v: Tensor<1>,
-    step: AdamWStep,
+    s: AdamWStep,
 ) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
-    let (p, m, v) = fused_op!(fused_adamw(
-        p.into_dispatch(),
-        g.into_dispatch(),
-        m.into_dispatch(),
-        v.into_dispatch(),
-        step,
-    ));
-    (
-        Tensor::from_dispatch(p),
-        Tensor::from_dispatch(m),
-        Tensor::from_dispatch(v),
-    )
+    if fused(&p.device(), p.dtype()) {
+        return fused_ops::adamw(p, g, m, v, s);
+    }
+    let f = s.grad_factor;
+    let m = m.mul_scalar(s.beta1) + g.clone().mul_scalar((1.0 - s.beta1) * f);
+    let v = v.mul_scalar(s.beta2) + g.square().mul_scalar((1.0 - s.beta2) * f * f);
+    let p = if s.weight_decay != 0.0 {
+        p.mul_scalar(1.0 - s.lr * s.weight_decay)
+    } else {
+        p
+    };
+    let denom = v.clone().sqrt().div_scalar(s.bc2_sqrt).add_scalar(s.eps);
+    let p = p - (m.clone() / denom).mul_scalar(s.lr / s.bc1);
+    (p, m, v)
 }
 
 /// Buffers of at least this many elements are filled by all of rayon's threads.

@@ -2,19 +2,17 @@
 //! an optional projection from `embedding_size` to `hidden_size`, and post-LayerNorm layers,
 //! numerically the same as transformers' `BertModel` / `ElectraModel` (exact erf GELU).
 
-use super::activation::gelu;
 use burn::module::{Module, Param};
 use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, LayerNorm, LayerNormConfig,
     Linear,
 };
 use burn::prelude::*;
-use burn::tensor::activation::softmax;
 
 use super::EncoderConfig;
 use super::precision::{Precision, full};
-use crate::kernels::dropout::{active, dropout, next_call_seed};
-use crate::kernels::{self, DropMask};
+use crate::kernels;
+use crate::kernels::dropout::dropout;
 use crate::model::params::{ParamWalker, walk_layer_norm, walk_linear};
 
 /// BERT's initialiser: N(0, 0.02) for every weight matrix; biases are set to zero afterwards.
@@ -34,20 +32,6 @@ pub(crate) fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
 
 pub(crate) fn layer_norm(d: usize, eps: f64, device: &Device) -> LayerNorm {
     LayerNormConfig::new(d).with_epsilon(eps).init(device)
-}
-
-/// `ln` (made with `eps`) applied to `x`: the fused kernel or the LibTorch call where they
-/// serve, else burn's.
-pub(crate) fn norm<const D: usize>(ln: &LayerNorm, eps: f64, x: Tensor<D>) -> Tensor<D> {
-    match &ln.beta {
-        Some(beta) if kernels::fused(&x.device(), x.dtype()) => {
-            kernels::layer_norm(x, ln.gamma.val(), beta.val(), eps)
-        }
-        Some(beta) if kernels::torch(&x.device()) => {
-            kernels::torch_layer_norm(x, ln.gamma.val(), beta.val(), eps)
-        }
-        _ => ln.forward(x),
-    }
 }
 
 /// Token, position and segment embeddings.
@@ -90,7 +74,7 @@ impl Embeddings {
         let x = self.word.forward(ids)
             + self.position.forward(positions)
             + self.token_type.forward(token_types);
-        dropout(&self.dropout, norm(&self.norm, self.eps, x))
+        dropout(&self.dropout, kernels::layer_norm(&self.norm, self.eps, x))
     }
 
     /// The word-embedding matrix [vocab, embedding_size] (tied to the MLM decoder).
@@ -160,38 +144,20 @@ impl Layer {
     /// number on padded keys), `None` when no position is padded.
     pub fn forward(&self, x: Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Tensor<3> {
         let p = self.precision;
-        let ctx = match self.fused_attention(&x, mask_bias) {
-            Some(ctx) => ctx,
-            None => {
-                let q = p.linear(&self.query, x.clone());
-                let k = p.linear(&self.key, x.clone());
-                let v = p.linear(&self.value, x.clone());
-                self.attention(q, k, v, mask_bias)
-            }
-        };
+        let ctx = self.attention(&x, mask_bias);
         let attn = dropout(&self.hidden_dropout, p.linear(&self.attention_out, ctx));
-        let a = norm(&self.attention_norm, self.eps, full(attn) + x);
-        let inter = gelu(p.linear(&self.intermediate, a.clone()));
+        let a = kernels::layer_norm(&self.attention_norm, self.eps, full(attn) + x);
+        let inter = kernels::gelu(p.linear(&self.intermediate, a.clone()));
         let out = dropout(&self.hidden_dropout, p.linear(&self.output, inter));
-        norm(&self.output_norm, self.eps, full(out) + a)
+        kernels::layer_norm(&self.output_norm, self.eps, full(out) + a)
     }
 
-    /// Self-attention's context where the kernels or the LibTorch calls serve (`None`
-    /// elsewhere): the three projections as one product against `[W_q | W_k | W_v]` (the
-    /// parameters stay three, as transformers has them; the concatenation is rebuilt each call
-    /// and its gradient split back), then `kernels::attention` (`kernels::torch_attention`) on
-    /// the packed result.
-    fn fused_attention(&self, x: &Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Option<Tensor<3>> {
+    /// Self-attention's context: the three projections as one product against
+    /// `[W_q | W_k | W_v]` (the parameters stay three, as transformers has them; the
+    /// concatenation is rebuilt each call and its gradient split back), then
+    /// [`kernels::attention`] on the packed result.
+    fn attention(&self, x: &Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Tensor<3> {
         let [b, l, _] = x.dims();
-        let device = x.device();
-        let fused = kernels::fused(&device, self.precision.dtype().into());
-        if !fused && !kernels::torch(&device) {
-            return None;
-        }
-        let (Some(bq), Some(bk), Some(bv)) = (&self.query.bias, &self.key.bias, &self.value.bias)
-        else {
-            return None;
-        };
         let w = Tensor::cat(
             vec![
                 self.query.weight.val(),
@@ -200,44 +166,17 @@ impl Layer {
             ],
             1,
         );
-        let bias = Tensor::cat(vec![bq.val(), bk.val(), bv.val()], 0);
+        let bias = |lin: &Linear| match &lin.bias {
+            Some(b) => b.val(),
+            None => Tensor::zeros([lin.weight.dims()[1]], &x.device()),
+        };
+        let bias = Tensor::cat(
+            vec![bias(&self.query), bias(&self.key), bias(&self.value)],
+            0,
+        );
         let qkv = self.precision.affine(x.clone(), w, Some(bias));
         let key_bias = mask_bias.map(|bias| bias.clone().reshape([b, l]));
-        let d = &self.attention_dropout;
-        let active = active(d, &device);
-        if !fused {
-            let p = if active { d.prob } else { 0.0 };
-            return Some(kernels::torch_attention(qkv, key_bias, self.heads, p));
-        }
-        let key_bias = key_bias.unwrap_or_else(|| Tensor::zeros([b, l], &device));
-        let mask = active.then(|| DropMask {
-            p: d.prob,
-            seed: next_call_seed(),
-        });
-        Some(kernels::attention(qkv, key_bias, self.heads, mask))
-    }
-
-    /// softmax(Q Kᵀ / √d + bias) V per head, with dropout on the probabilities, from burn's
-    /// operations (where the kernels do not serve).
-    fn attention(
-        &self,
-        q: Tensor<3>,
-        k: Tensor<3>,
-        v: Tensor<3>,
-        mask_bias: Option<&Tensor<4>>,
-    ) -> Tensor<3> {
-        let [b, l, h] = q.dims();
-        let d = &self.attention_dropout;
-        let dh = h / self.heads;
-        let split = |t: Tensor<3>| t.reshape([b, l, self.heads, dh]).swap_dims(1, 2);
-        let q = split(q).mul_scalar(1.0 / (dh as f64).sqrt());
-        // Scores, softmax and the padding bias in f32; the products in the compute dtype.
-        let mut scores = full(q.matmul(split(k).swap_dims(2, 3)));
-        if let Some(bias) = mask_bias {
-            scores = scores + bias.clone();
-        }
-        let probs = dropout(d, self.precision.compute(softmax(scores, 3)));
-        probs.matmul(split(v)).swap_dims(1, 2).reshape([b, l, h])
+        kernels::attention(qkv, key_bias, self.heads, &self.attention_dropout)
     }
 
     pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {

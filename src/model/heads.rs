@@ -1,11 +1,10 @@
 //! Prediction heads on top of an encoder.
 
-use super::activation::gelu;
 use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
 
-use super::encoder::{layer_norm, linear, norm};
+use super::encoder::{layer_norm, linear};
 use super::params::{ParamWalker, walk_layer_norm, walk_linear};
 use super::precision::{Precision, full};
 use crate::kernels;
@@ -42,15 +41,12 @@ impl MlmHead {
     pub fn forward(&self, hidden: Tensor<2>, words: Tensor<2>) -> Tensor<2> {
         let p = self.precision;
         // The decoder's operand in the compute dtype: the fused kernel only serves f32 ones.
-        let h = p.compute(norm(
+        let h = p.compute(kernels::layer_norm(
             &self.norm,
             self.eps,
-            full(gelu(p.linear(&self.dense, hidden))),
+            full(kernels::gelu(p.linear(&self.dense, hidden))),
         ));
-        if kernels::fused(&h.device(), h.dtype()) {
-            return kernels::linear_transposed(h, words, self.bias.val());
-        }
-        full(p.matmul(h, words.transpose())) + self.bias.val().unsqueeze::<2>()
+        kernels::linear_transposed(h, words, self.bias.val())
     }
 
     /// `transform` names dense and LayerNorm's prefix, `bias` the decoder bias' full name.
@@ -87,7 +83,10 @@ impl RtdHead {
     /// [batch, len, hidden] → logits [batch, len] (positive = "replaced").
     pub fn forward(&self, hidden: Tensor<3>) -> Tensor<3> {
         let p = self.precision;
-        full(p.linear(&self.prediction, gelu(p.linear(&self.dense, hidden))))
+        full(p.linear(
+            &self.prediction,
+            kernels::gelu(p.linear(&self.dense, hidden)),
+        ))
     }
 
     pub fn walk(&mut self, w: &mut dyn ParamWalker) {

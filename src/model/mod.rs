@@ -1,6 +1,5 @@
 //! Models: the shared encoder, BERT masked-LM, ELECTRA generator + discriminator, and heads.
 
-pub mod activation;
 pub mod bert;
 pub mod config;
 pub mod electra;

@@ -64,12 +64,7 @@ impl Precision {
         let rows = dims[..D - 1].iter().product::<usize>();
         let w = self.compute(w);
         let x = self.compute(x).reshape([rows, d_in]);
-        let y = match b {
-            Some(b) if kernels::fused(&x.device(), x.dtype()) => kernels::linear(x, w, b),
-            Some(b) if kernels::torch(&x.device()) => kernels::torch_linear(x, w, self.compute(b)),
-            Some(b) => x.matmul(w) + self.compute(b).unsqueeze::<2>(),
-            None => x.matmul(w),
-        };
+        let y = kernels::linear(x, w, b);
         dims[D - 1] = y.dims()[1];
         y.reshape(dims)
     }

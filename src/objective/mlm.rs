@@ -20,8 +20,6 @@
 //! `tests/objectives.rs` checks value and gradient against the textbook formula.
 
 use burn::prelude::*;
-use burn::tensor::IndexingUpdateOp;
-use burn::tensor::activation::softmax;
 
 use crate::kernels;
 
@@ -32,13 +30,7 @@ pub fn masked_cross_entropy(
     labels: Tensor<1, Int>,
     weights: Option<Tensor<1>>,
 ) -> Tensor<1> {
-    let nll = if kernels::fused(&logits.device(), logits.dtype()) {
-        kernels::cross_entropy(logits, labels)
-    } else if kernels::torch(&logits.device()) {
-        kernels::torch_cross_entropy(logits, labels)
-    } else {
-        composed_nll(logits, labels)
-    };
+    let nll = kernels::cross_entropy(logits, labels);
     match weights {
         None => nll.mean(),
         Some(w) => {
@@ -46,19 +38,4 @@ pub fn masked_cross_entropy(
             (nll * w).sum() / total
         }
     }
-}
-
-/// Per position `lse(z) − z[y]` [n], by the surrogate described above.
-fn composed_nll(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
-    let [n, _] = logits.dims();
-    let device = logits.device();
-    let labels = labels.reshape([n, 1]);
-    let values = logits.clone().inner();
-    let gold = values.clone().gather(1, labels.clone());
-    let p = softmax(values.clone(), 1);
-    let lse = values.max_dim(1) - p.clone().max_dim(1).log();
-    let minus_one = Tensor::<2>::full([n, 1], -1.0, &device).inner();
-    let q = p.scatter(1, labels, minus_one, IndexingUpdateOp::Add);
-    let s = (logits * q).sum_dim(1);
-    (s.clone() - s.detach() + lse - gold).reshape([n])
 }

@@ -513,32 +513,19 @@ impl Stepper<'_> {
         } else {
             0.0
         };
-        if kernels::fused(&p.device(), p.dtype()) {
-            let step = AdamWStep {
-                lr,
-                weight_decay: wd,
-                beta1: c.beta1,
-                beta2: c.beta2,
-                eps: c.eps,
-                bc1: self.bc1,
-                bc2_sqrt: self.bc2_sqrt,
-                grad_factor: f,
-            };
-            // Moments restored from a checkpoint may sit on the autodiff device; the update
-            // takes plain tensors.
-            let (p, m, v) = kernels::adamw(p, g.clone().inner(), m.inner(), v.inner(), step);
-            self.opt.moments.insert(name.to_string(), (m, v));
-            return Some(p);
-        }
-        let m = m.mul_scalar(c.beta1) + g.clone().mul_scalar((1.0 - c.beta1) * f);
-        let v = v.mul_scalar(c.beta2) + g.clone().square().mul_scalar((1.0 - c.beta2) * f * f);
-        let p = if wd != 0.0 {
-            p.mul_scalar(1.0 - lr * wd)
-        } else {
-            p
+        let step = AdamWStep {
+            lr,
+            weight_decay: wd,
+            beta1: c.beta1,
+            beta2: c.beta2,
+            eps: c.eps,
+            bc1: self.bc1,
+            bc2_sqrt: self.bc2_sqrt,
+            grad_factor: f,
         };
-        let denom = v.clone().sqrt().div_scalar(self.bc2_sqrt).add_scalar(c.eps);
-        let p = p - (m.clone() / denom).mul_scalar(lr / self.bc1);
+        // Moments restored from a checkpoint may sit on the autodiff device; the update takes
+        // plain tensors.
+        let (p, m, v) = kernels::adamw(p, g.clone().inner(), m.inner(), v.inner(), step);
         self.opt.moments.insert(name.to_string(), (m, v));
         Some(p)
     }
