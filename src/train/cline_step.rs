@@ -15,10 +15,11 @@ use burn::prelude::*;
 use super::config::PretrainConfig;
 use super::model::{Net, PretrainModel};
 use super::step::{inputs, ints1};
+use crate::model::Inputs;
 use crate::model::heads::gather_rows;
 use crate::objective::contrastive::{
-    ClineContrast, ClineOri, ClineRtd, ClineWeights, bce_contrast, binary_detection_loss,
-    infonce_contrast, learned_coefficients, learned_regulariser, syn_closer,
+    ClineContrast, ClineLossConfig, ClineOri, ClineRtd, ClineWeights, bce_contrast,
+    binary_detection_loss, infonce_contrast, learned_coefficients, learned_regulariser, syn_closer,
     three_way_detection_loss,
 };
 use crate::objective::{Logged, StepLoss, Term, masked_cross_entropy};
@@ -31,22 +32,9 @@ fn rows(h: &Tensor<3>, from: usize, to: usize) -> Tensor<3> {
     h.clone().slice([from..to, 0..l, 0..d])
 }
 
-/// Forward pass and loss of one CLINE micro-batch; `m` masks `cb.ori`.
-pub fn cline_step_loss(
-    model: &PretrainModel,
-    cfg: &PretrainConfig,
-    cb: &ClineBatch,
-    m: &Masked,
-    device: &Device,
-) -> StepLoss {
-    let o = &cfg.objective.cline;
-    let heads = model.cline.as_ref().expect("CLINE heads");
-    let (b, len) = (cb.ori.batch, cb.ori.len);
-    let unmasked = o.cline_ori == ClineOri::Unmasked;
-    let positions = ints1(m.positions.iter().map(|&p| p as i64), device);
-    let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
-
-    // The sequences of the encoder pass, block by block, as one batch.
+/// The sequences of the encoder pass, block by block, as one batch: x_ori (masked, or as it
+/// is for ELECTRA with `unmasked`), x_syn, x_ant, and for BERT with `unmasked` x_ori as it is.
+fn encoder_batch(model: &PretrainModel, unmasked: bool, cb: &ClineBatch, m: &Masked) -> Batch {
     let ori_ids = if unmasked && model.is_electra() {
         &cb.ori.ids
     } else {
@@ -60,9 +48,9 @@ pub fn cline_step_loss(
     if unmasked && !model.is_electra() {
         blocks.push((&cb.ori, &cb.ori.ids));
     }
-    let all = Batch {
-        batch: blocks.len() * b,
-        len,
+    Batch {
+        batch: blocks.len() * cb.ori.batch,
+        len: cb.ori.len,
         ids: blocks
             .iter()
             .flat_map(|(_, ids)| ids.iter().copied())
@@ -75,35 +63,51 @@ pub fn cline_step_loss(
             .iter()
             .flat_map(|(s, _)| s.attention_mask.iter().copied())
             .collect(),
-    };
-    let n = all.batch;
-    let x = inputs(&all, &all.ids, device);
+    }
+}
 
-    let (mlm_logits, h) = match &model.net {
+/// The MLM logits of the masked x_ori rows and the hidden states of the encoder pass over `x`
+/// (BERT: one pass serves both; ELECTRA: the generator predicts, the discriminator encodes).
+fn mlm_and_hidden(
+    model: &PretrainModel,
+    x: &Inputs,
+    cb: &ClineBatch,
+    m: &Masked,
+    device: &Device,
+) -> (Tensor<2>, Tensor<3>) {
+    let positions = ints1(m.positions.iter().map(|&p| p as i64), device);
+    match &model.net {
         Net::Bert(bert) => {
-            let h = bert.encode(&x);
+            let h = bert.encode(x);
             let logits = bert.head.forward(
-                gather_rows(rows(&h, 0, b), positions),
+                gather_rows(rows(&h, 0, cb.ori.batch), positions),
                 bert.embeddings.word_matrix(),
             );
             (logits, h)
         }
         Net::Electra(e) => {
             let xo = inputs(&cb.ori, &m.input_ids, device);
-            (e.generator_logits(&xo, positions), e.encode(&x))
+            (e.generator_logits(&xo, positions), e.encode(x))
         }
-    };
-    let mlm = Term::new(
-        masked_cross_entropy(mlm_logits, labels, None),
-        m.positions.len(),
-    );
+    }
+}
 
-    // Detection on the x_syn and x_ant rows.
+/// Detection on the x_syn and x_ant rows `h_sa`: the loss over the labelled pieces and the
+/// number of right predictions.
+fn detection(
+    model: &PretrainModel,
+    o: &ClineLossConfig,
+    h_sa: Tensor<3>,
+    cb: &ClineBatch,
+    device: &Device,
+) -> (Term, Tensor<1>) {
+    let heads = model.cline.as_ref().expect("CLINE heads");
+    let (b, len) = (cb.ori.batch, cb.ori.len);
     let det_labels =
         Tensor::<2, Int>::from_data(TensorData::new(cb.labels.clone(), [2 * b, len]), device);
     let counted = cb.labels.iter().filter(|&&l| l != -100).count();
-    let h_sa = rows(&h, b, 3 * b);
-    let (rtd, rtd_correct) = match o.cline_rtd {
+    let keep = det_labels.clone().not_equal_elem(-100).float();
+    match o.cline_rtd {
         ClineRtd::Binary => {
             let logits = match (&heads.detection, &model.net) {
                 (Some(d), _) => d.forward(h_sa),
@@ -111,7 +115,6 @@ pub fn cline_step_loss(
                 (None, Net::Bert(_)) => unreachable!("BERT has a CLINE detection head"),
             }
             .squeeze_dim::<2>(2);
-            let keep = det_labels.clone().not_equal_elem(-100).float();
             let correct = (logits
                 .clone()
                 .detach()
@@ -131,7 +134,6 @@ pub fn cline_step_loss(
                 .as_ref()
                 .expect("a three-way head")
                 .forward(h_sa);
-            let keep = det_labels.clone().not_equal_elem(-100).float();
             let predicted = logits.clone().detach().argmax(2).squeeze_dim::<2>(2);
             let correct = (predicted.equal(det_labels.clone()).float() * keep).sum();
             (
@@ -139,17 +141,23 @@ pub fn cline_step_loss(
                 correct,
             )
         }
-    };
+    }
+}
 
-    // Contrast on the [CLS] vectors (or their pooler outputs).
-    let [_, _, d] = h.dims();
+/// Contrast on the [CLS] vectors of `h` (or their pooler outputs), block `ori_block` being
+/// h_o: the loss and the share of examples whose h_o is closer to h_s, both over the `b`
+/// examples.
+fn contrast(
+    model: &PretrainModel,
+    o: &ClineLossConfig,
+    h: Tensor<3>,
+    b: usize,
+    ori_block: usize,
+) -> (Term, Term) {
+    let heads = model.cline.as_ref().expect("CLINE heads");
+    let [n, _, d] = h.dims();
     let cls = h.slice([0..n, 0..1, 0..d]).reshape([n, d]);
     let block = |k: usize| cls.clone().slice([k * b..(k + 1) * b, 0..d]);
-    let ori_block = if unmasked && !model.is_electra() {
-        3
-    } else {
-        0
-    };
     let (vo, vs, va) = (block(ori_block), block(1), block(2));
     let (contrast, closer) = match o.cline_contrast {
         ClineContrast::Infonce => (
@@ -164,11 +172,19 @@ pub fn cline_step_loss(
             )
         }
     };
-    // Both average over the b examples.
-    let (contrast, closer) = (Term::new(contrast, b), Term::new(closer, b));
+    (Term::new(contrast, b), Term::new(closer, b))
+}
 
-    let terms = [&mlm, &rtd, &contrast];
-    let (parts, shared, weights) = match (o.cline_weights, &heads.loss_weights) {
+/// The weighted parts of `L = w1·L_MLM + w2·L_RTD + w3·L_cts`, the regulariser of learned
+/// weights, and the weights used ([3]).
+fn weighting(
+    model: &PretrainModel,
+    o: &ClineLossConfig,
+    terms: [&Term; 3],
+    device: &Device,
+) -> (Vec<Term>, Option<Tensor<1>>, Tensor<1>) {
+    let heads = model.cline.as_ref().expect("CLINE heads");
+    match (o.cline_weights, &heads.loss_weights) {
         (ClineWeights::Learned, Some(s)) => {
             let s = s.val();
             let c = learned_coefficients(s.clone());
@@ -184,6 +200,7 @@ pub fn cline_step_loss(
         }
         _ => {
             let [l1, l2, l3] = o.cline_lambdas;
+            let [mlm, rtd, contrast] = terms;
             (
                 vec![mlm.times(l1), rtd.times(l2), contrast.times(l3)],
                 None,
@@ -193,7 +210,37 @@ pub fn cline_step_loss(
                 ),
             )
         }
+    }
+}
+
+/// Forward pass and loss of one CLINE micro-batch; `m` masks `cb.ori`.
+pub fn cline_step_loss(
+    model: &PretrainModel,
+    cfg: &PretrainConfig,
+    cb: &ClineBatch,
+    m: &Masked,
+    device: &Device,
+) -> StepLoss {
+    let o = &cfg.objective.cline;
+    let b = cb.ori.batch;
+    let unmasked = o.cline_ori == ClineOri::Unmasked;
+    let all = encoder_batch(model, unmasked, cb, m);
+    let x = inputs(&all, &all.ids, device);
+    let (mlm_logits, h) = mlm_and_hidden(model, &x, cb, m, device);
+    let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
+    let mlm = Term::new(
+        masked_cross_entropy(mlm_logits, labels, None),
+        m.positions.len(),
+    );
+    let (rtd, rtd_correct) = detection(model, o, rows(&h, b, 3 * b), cb, device);
+    let counted = cb.labels.iter().filter(|&&l| l != -100).count();
+    let ori_block = if unmasked && !model.is_electra() {
+        3
+    } else {
+        0
     };
+    let (contrast, closer) = contrast(model, o, h, b, ori_block);
+    let (parts, shared, weights) = weighting(model, o, [&mlm, &rtd, &contrast], device);
     let mut loss = StepLoss::new("mlm_loss", mlm);
     loss.parts = parts;
     loss.shared = shared;
