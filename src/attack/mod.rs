@@ -24,9 +24,11 @@
 
 pub mod distractor;
 pub mod files;
+pub mod phrases;
 
+pub use distractor::distractor;
 use distractor::insertion_point;
-pub use distractor::{distractor, fake_answer};
+pub use phrases::fake_answer;
 
 use std::path::Path;
 
