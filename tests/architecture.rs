@@ -63,6 +63,9 @@ fn code_only(text: &str) -> String {
         } else if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
             i += 2;
             while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                if b[i] == b'\n' {
+                    out.push('\n');
+                }
                 i += 1;
             }
             i += 2;
@@ -70,6 +73,9 @@ fn code_only(text: &str) -> String {
             out.push('"');
             i += 1;
             while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\n' {
+                    out.push('\n');
+                }
                 i += if b[i] == b'\\' { 2 } else { 1 };
             }
             out.push('"');
@@ -407,6 +413,149 @@ fn violations(src: &Path) -> Vec<String> {
         out.push(format!("circle among {}: {}", c.join(", "), why.join("; ")));
     }
     out
+}
+
+const MAX_FILE_LINES: usize = 600;
+const MAX_FN_LINES: usize = 105;
+
+/// Files and functions over their limit, to be split: `(file, "")` for a file, `(file, name)`
+/// for a function.
+const DEBTS: &[(&str, &str)] = &[
+    ("finetune/classify.rs", ""),
+    ("lexicon/wordnet.rs", ""),
+    ("text/prepare.rs", "prepare_into"),
+    ("attack/distractor.rs", "distractor"),
+    ("experiments/cline_compare.rs", "compare"),
+    ("train/config.rs", "validate"),
+    ("experiments/ablation.rs", "ablation"),
+    ("text/prepare.rs", "prepare_cline"),
+    ("lexicon/wordnet.rs", "open"),
+    ("tasks/glue.rs", "read_glue"),
+    ("text/vocab.rs", "train_wordpiece"),
+    ("train/optimizer.rs", "update_flat"),
+    ("train/pretrain.rs", "pretrain"),
+    ("plot.rs", "interval_plot"),
+];
+
+/// Each function of `code` (comments and strings already blanked) with its length in lines:
+/// from its `fn` line to its closing brace.
+fn functions(code: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i].trim_start();
+        let after_fn = l
+            .split_whitespace()
+            .skip_while(|w| *w != "fn")
+            .nth(1)
+            .filter(|_| !l.starts_with("//") && l.split_whitespace().any(|w| w == "fn"));
+        let Some(name) = after_fn.map(|n| n.split(['(', '<']).next().unwrap_or(n).to_string())
+        else {
+            i += 1;
+            continue;
+        };
+        let (mut depth, mut opened, mut j) = (0i64, false, i);
+        while j < lines.len() {
+            for c in lines[j].chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if (opened && depth <= 0) || (!opened && lines[j].trim_end().ends_with(';')) {
+                break;
+            }
+            j += 1;
+        }
+        if opened {
+            out.push((name, j - i + 1));
+            i = j + 1;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// What is over its size limit in `src` and not in [`DEBTS`], and the debts that are paid.
+fn oversized(src: &Path) -> Vec<String> {
+    let files = source_files(src);
+    let mut out = Vec::new();
+    let mut per_module: BTreeMap<String, usize> = BTreeMap::new();
+    let mut total = 0;
+    let mut debts_seen = BTreeSet::new();
+    for f in &files {
+        let rel = f
+            .path
+            .strip_prefix(src)
+            .expect("under src")
+            .display()
+            .to_string();
+        let text = std::fs::read_to_string(&f.path).expect("a source file");
+        let n = text.lines().count();
+        total += n;
+        *per_module.entry(f.module[0].clone()).or_default() += n;
+        if n > MAX_FILE_LINES {
+            if DEBTS.contains(&(rel.as_str(), "")) {
+                debts_seen.insert((rel.clone(), String::new()));
+            } else {
+                out.push(format!("{rel}: {n} lines (at most {MAX_FILE_LINES})"));
+            }
+        }
+        for (name, len) in functions(&f.code) {
+            if len > MAX_FN_LINES {
+                if DEBTS.contains(&(rel.as_str(), name.as_str())) {
+                    debts_seen.insert((rel.clone(), name));
+                } else {
+                    out.push(format!(
+                        "{rel}: fn {name} has {len} lines (at most {MAX_FN_LINES})"
+                    ));
+                }
+            }
+        }
+    }
+    for (m, n) in per_module {
+        if n * 5 > total {
+            out.push(format!(
+                "module `{m}`: {n} of {total} lines (at most a fifth)"
+            ));
+        }
+    }
+    for (file, name) in DEBTS {
+        if !debts_seen.contains(&(file.to_string(), name.to_string())) {
+            out.push(format!(
+                "{file} {name}: within its limit now; remove it from DEBTS"
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn files_functions_and_modules_stay_small() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let v = oversized(&src);
+    assert!(v.is_empty(), "sizes in src/:\n{}", v.join("\n"));
+}
+
+#[test]
+fn the_size_check_measures_functions() {
+    let code = code_only(
+        "/// doc with fn inside\npub fn a(x: u32) -> u32 {\n    let s = \"}\";\n    x\n}\nfn b() {}\nfn c<T>(t: T)\nwhere\n    T: Copy,\n{\n}\n",
+    );
+    assert_eq!(
+        functions(&code),
+        [
+            ("a".to_string(), 4),
+            ("b".to_string(), 1),
+            ("c".to_string(), 5)
+        ]
+    );
 }
 
 #[test]
