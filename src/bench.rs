@@ -106,8 +106,10 @@ pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> Pret
 /// padding, [`MASKED_PER_SEQ`] positions per sequence replaced by `[MASK]` (103).
 fn fixed_batch(spec: &BenchSpec, rng: &mut ChaCha8Rng) -> (Batch, Masked) {
     let batch = spec.batch;
+    // Drawn as i64, as torch_bench.py's ids are (the same draws as before the bench ran the
+    // training step).
     let ids: Vec<u32> = (0..batch * SEQ)
-        .map(|_| rng.random_range(1000..VOCAB as u32))
+        .map(|_| rng.random_range(1000..VOCAB as i64) as u32)
         .collect();
     let mut input_ids = ids.clone();
     let (mut positions, mut labels) = (Vec::new(), Vec::new());
