@@ -426,14 +426,12 @@ const DEBTS: &[(&str, &str)] = &[
     ("text/prepare.rs", "prepare_into"),
     ("attack/distractor.rs", "distractor"),
     ("experiments/cline_compare.rs", "compare"),
-    ("train/config.rs", "validate"),
     ("experiments/ablation.rs", "ablation"),
     ("text/prepare.rs", "prepare_cline"),
     ("lexicon/wordnet.rs", "open"),
     ("tasks/glue.rs", "read_glue"),
     ("text/vocab.rs", "train_wordpiece"),
     ("train/optimizer.rs", "update_flat"),
-    ("train/pretrain.rs", "pretrain"),
     ("plot.rs", "interval_plot"),
 ];
 

@@ -239,6 +239,164 @@ fn parse_value(value: &str) -> toml::Value {
         .unwrap_or_else(|| toml::Value::String(value.to_string()))
 }
 
+/// The `[model]` section's rules.
+fn model_rules(md: &ModelSection) -> Vec<Rule> {
+    let generator = md.generator(1);
+    let (gen_hidden, gen_heads) = (generator.hidden_size, generator.num_attention_heads);
+    vec![
+        count("model.embedding_size", md.embedding_size),
+        count("model.hidden_size", md.hidden_size),
+        count("model.num_hidden_layers", md.num_hidden_layers),
+        rule(
+            "model.num_attention_heads",
+            md.num_attention_heads,
+            md.num_attention_heads > 0 && md.hidden_size.is_multiple_of(md.num_attention_heads),
+            format!(
+                "must be > 0 and divide model.hidden_size = {}",
+                md.hidden_size
+            ),
+        ),
+        count("model.intermediate_size", md.intermediate_size),
+        count("model.max_position_embeddings", md.max_position_embeddings),
+        rule(
+            "model.type_vocab_size",
+            md.type_vocab_size,
+            md.type_vocab_size >= 2,
+            "must be >= 2 (examples have two segments)",
+        ),
+        positive("model.layer_norm_eps", md.layer_norm_eps),
+        below_one("model.hidden_dropout_prob", md.hidden_dropout_prob),
+        below_one(
+            "model.attention_probs_dropout_prob",
+            md.attention_probs_dropout_prob,
+        ),
+        rule(
+            "model.generator_size",
+            md.generator_size,
+            md.generator_size > 0.0 && md.generator_size <= 1.0,
+            "must be in (0, 1]",
+        ),
+        rule(
+            "model.generator_size",
+            md.generator_size,
+            md.kind == ModelKind::Bert || gen_hidden.is_multiple_of(gen_heads),
+            format!(
+                "gives a generator of {gen_hidden} hidden units and {gen_heads} heads, which do not divide"
+            ),
+        ),
+    ]
+}
+
+/// The `[data]` section's rules (its length against the model's positions).
+fn data_rules(d: &DataSection, md: &ModelSection) -> Vec<Rule> {
+    vec![
+        count("data.batch_size", d.batch_size),
+        rule(
+            "data.max_seq_len",
+            d.max_seq_len,
+            (8..=md.max_position_embeddings).contains(&d.max_seq_len),
+            format!(
+                "must be in [8, model.max_position_embeddings = {}]",
+                md.max_position_embeddings
+            ),
+        ),
+        rule(
+            "data.default_corpus_vocab",
+            d.default_corpus_vocab,
+            d.default_corpus_vocab >= 100,
+            "must be >= 100",
+        ),
+    ]
+}
+
+/// The `[masking]` section's rules.
+fn masking_rules(m: &MaskingConfig) -> Vec<Rule> {
+    vec![
+        rule(
+            "masking.prob",
+            m.prob,
+            m.prob > 0.0 && m.prob <= 1.0,
+            "must be in (0, 1]",
+        ),
+        unit("masking.mask_frac", m.mask_frac),
+        rule(
+            "masking.random_frac",
+            m.random_frac,
+            (0.0..=1.0).contains(&m.random_frac) && m.mask_frac + m.random_frac <= 1.0 + 1e-9,
+            "must be in [0, 1], with masking.mask_frac + masking.random_frac <= 1",
+        ),
+        count("masking.max_predictions", m.max_predictions),
+    ]
+}
+
+/// The `[optimizer]` section's rules.
+fn optimizer_rules(o: &AdamWConfig) -> Vec<Rule> {
+    vec![
+        positive("optimizer.lr", o.lr),
+        below_one("optimizer.beta1", o.beta1),
+        below_one("optimizer.beta2", o.beta2),
+        positive("optimizer.eps", o.eps),
+        non_negative("optimizer.weight_decay", o.weight_decay),
+        rule(
+            "optimizer.max_grad_norm",
+            o.max_grad_norm,
+            o.max_grad_norm.is_finite() && o.max_grad_norm >= 0.0,
+            "must be >= 0 (0 = no clipping)",
+        ),
+    ]
+}
+
+/// The `[train]` section's rules, and the global batch against the number of devices.
+fn train_rules(t: &TrainSection, d: &DataSection, replicas: usize) -> Vec<Rule> {
+    // The first name of `train.devices` that is not a device, and why.
+    let bad_device = t
+        .devices
+        .iter()
+        .find_map(|n| match crate::device::parse_name(n) {
+            Err(Error::Config(why)) => Some(why),
+            _ => None,
+        });
+    vec![
+        count("train.steps", t.steps as usize),
+        count("train.grad_accum", t.grad_accum),
+        non_negative("train.disc_weight", t.disc_weight),
+        count("train.checkpoint_every", t.checkpoint_every as usize),
+        count("train.log_every", t.log_every as usize),
+        rule(
+            "train.device",
+            format!("{:?}", t.device),
+            crate::device::parse_name(&t.device).is_ok(),
+            format!(
+                "must be one of {} (GPUs with an index, e.g. cuda:1)",
+                DEVICE_NAMES.join(", ")
+            ),
+        ),
+        rule(
+            "train.devices",
+            format!("{:?}", t.devices),
+            bad_device.is_none(),
+            bad_device.clone().unwrap_or_default(),
+        ),
+        rule(
+            "train.devices",
+            format!("{:?}", t.devices),
+            t.devices.is_empty() || t.device == "cpu" || t.devices[0] == t.device,
+            format!(
+                "takes the place of train.device = {:?}; set one of them",
+                t.device
+            ),
+        ),
+        rule(
+            "data.batch_size",
+            d.batch_size,
+            d.batch_size.is_multiple_of(replicas),
+            format!(
+                "must be divisible by the number of devices ({replicas}): each replica takes an equal share of the global batch"
+            ),
+        ),
+    ]
+}
+
 impl PretrainConfig {
     /// Loads a preset name (`tiny`, `electra-small`, …) or a TOML file, then applies
     /// `key=value` overrides (`train.steps=100`).
@@ -301,148 +459,19 @@ impl PretrainConfig {
     /// Checks every value against its range; the error names the first bad field, its value
     /// and the rule.
     pub fn validate(&self, origin: &str) -> Result<()> {
-        let (md, d, m, o, ob, t) = (
-            &self.model,
-            &self.data,
-            &self.masking,
-            &self.optimizer,
-            &self.objective,
-            &self.train,
-        );
-        let generator = md.generator(1);
-        let (gen_hidden, gen_heads) = (generator.hidden_size, generator.num_attention_heads);
-        let replicas = self.replica_devices().len();
-        // The first name of `train.devices` that is not a device, and why.
-        let bad_device = t
-            .devices
-            .iter()
-            .find_map(|n| match crate::device::parse_name(n) {
-                Err(Error::Config(why)) => Some(why),
-                _ => None,
-            });
-        let rules = [
-            count("model.embedding_size", md.embedding_size),
-            count("model.hidden_size", md.hidden_size),
-            count("model.num_hidden_layers", md.num_hidden_layers),
-            rule(
-                "model.num_attention_heads",
-                md.num_attention_heads,
-                md.num_attention_heads > 0 && md.hidden_size.is_multiple_of(md.num_attention_heads),
-                format!(
-                    "must be > 0 and divide model.hidden_size = {}",
-                    md.hidden_size
-                ),
-            ),
-            count("model.intermediate_size", md.intermediate_size),
-            count("model.max_position_embeddings", md.max_position_embeddings),
-            rule(
-                "model.type_vocab_size",
-                md.type_vocab_size,
-                md.type_vocab_size >= 2,
-                "must be >= 2 (examples have two segments)",
-            ),
-            positive("model.layer_norm_eps", md.layer_norm_eps),
-            below_one("model.hidden_dropout_prob", md.hidden_dropout_prob),
-            below_one(
-                "model.attention_probs_dropout_prob",
-                md.attention_probs_dropout_prob,
-            ),
-            rule(
-                "model.generator_size",
-                md.generator_size,
-                md.generator_size > 0.0 && md.generator_size <= 1.0,
-                "must be in (0, 1]",
-            ),
-            rule(
-                "model.generator_size",
-                md.generator_size,
-                md.kind == ModelKind::Bert || gen_hidden.is_multiple_of(gen_heads),
-                format!(
-                    "gives a generator of {gen_hidden} hidden units and {gen_heads} heads, which do not divide"
-                ),
-            ),
-            count("data.batch_size", d.batch_size),
-            rule(
-                "data.max_seq_len",
-                d.max_seq_len,
-                (8..=md.max_position_embeddings).contains(&d.max_seq_len),
-                format!(
-                    "must be in [8, model.max_position_embeddings = {}]",
-                    md.max_position_embeddings
-                ),
-            ),
-            rule(
-                "data.default_corpus_vocab",
-                d.default_corpus_vocab,
-                d.default_corpus_vocab >= 100,
-                "must be >= 100",
-            ),
-            rule(
-                "masking.prob",
-                m.prob,
-                m.prob > 0.0 && m.prob <= 1.0,
-                "must be in (0, 1]",
-            ),
-            unit("masking.mask_frac", m.mask_frac),
-            rule(
-                "masking.random_frac",
-                m.random_frac,
-                (0.0..=1.0).contains(&m.random_frac) && m.mask_frac + m.random_frac <= 1.0 + 1e-9,
-                "must be in [0, 1], with masking.mask_frac + masking.random_frac <= 1",
-            ),
-            count("masking.max_predictions", m.max_predictions),
-            positive("optimizer.lr", o.lr),
-            below_one("optimizer.beta1", o.beta1),
-            below_one("optimizer.beta2", o.beta2),
-            positive("optimizer.eps", o.eps),
-            non_negative("optimizer.weight_decay", o.weight_decay),
-            rule(
-                "optimizer.max_grad_norm",
-                o.max_grad_norm,
-                o.max_grad_norm.is_finite() && o.max_grad_norm >= 0.0,
-                "must be >= 0 (0 = no clipping)",
-            ),
-            count("train.steps", t.steps as usize),
-            count("train.grad_accum", t.grad_accum),
-            non_negative("train.disc_weight", t.disc_weight),
-            count("train.checkpoint_every", t.checkpoint_every as usize),
-            count("train.log_every", t.log_every as usize),
-            rule(
-                "train.device",
-                format!("{:?}", t.device),
-                crate::device::parse_name(&t.device).is_ok(),
-                format!(
-                    "must be one of {} (GPUs with an index, e.g. cuda:1)",
-                    DEVICE_NAMES.join(", ")
-                ),
-            ),
-            rule(
-                "train.devices",
-                format!("{:?}", t.devices),
-                bad_device.is_none(),
-                bad_device.clone().unwrap_or_default(),
-            ),
-            rule(
-                "train.devices",
-                format!("{:?}", t.devices),
-                t.devices.is_empty() || t.device == "cpu" || t.devices[0] == t.device,
-                format!(
-                    "takes the place of train.device = {:?}; set one of them",
-                    t.device
-                ),
-            ),
-            rule(
-                "data.batch_size",
-                d.batch_size,
-                d.batch_size.is_multiple_of(replicas),
-                format!(
-                    "must be divisible by the number of devices ({replicas}): each replica takes an equal share of the global batch"
-                ),
-            ),
-        ];
+        let rules = model_rules(&self.model)
+            .into_iter()
+            .chain(data_rules(&self.data, &self.model))
+            .chain(masking_rules(&self.masking))
+            .chain(optimizer_rules(&self.optimizer))
+            .chain(train_rules(
+                &self.train,
+                &self.data,
+                self.replica_devices().len(),
+            ));
         let bad = match rules.into_iter().find(|r| !r.ok) {
             Some(r) => Some((r.field.to_string(), r.value, r.why)),
-            None => ob.validate().err(),
+            None => self.objective.validate().err(),
         };
         match bad {
             Some((field, value, why)) => Err(Error::Config(format!(

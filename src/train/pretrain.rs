@@ -425,6 +425,33 @@ impl Log {
     }
 }
 
+/// Writes replica 0's model and optimizer state with `state` as the run's next checkpoint,
+/// keeping the last `keep`; returns its folder.
+fn save_checkpoint(
+    run: &Path,
+    state: &TrainState,
+    replicas: &mut Replicas,
+    keep: usize,
+) -> Result<PathBuf> {
+    checkpoint::save(
+        run,
+        state,
+        &replicas.models[0].export(),
+        &replicas.opts[0].state(),
+        keep,
+    )
+}
+
+/// The error of a run stopped by a signal after step `done`, naming its checkpoint `dir` and the
+/// command that continues it.
+fn interrupted(run: &Path, dir: &Path, done: u64, total: u64) -> Error {
+    Error::Interrupted(format!(
+        "stopped by a signal after step {done} of {total}; checkpoint {}; continue with `trueneg pretrain --resume {}`",
+        dir.display(),
+        run.display()
+    ))
+}
+
 /// The error of a step whose loss is not finite, naming the last good checkpoint.
 fn diverged(run: &Path, step: u64, loss: f64) -> Error {
     let last_good = checkpoint::list(run)
@@ -524,20 +551,10 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
                 window: window.clone(),
             };
-            let dir = checkpoint::save(
-                run,
-                &state,
-                &replicas.models[0].export(),
-                &replicas.opts[0].state(),
-                cfg.train.keep_checkpoints,
-            )?;
+            let dir = save_checkpoint(run, &state, &mut replicas, cfg.train.keep_checkpoints)?;
             if stopping && done < total {
                 log.bar.abandon();
-                return Err(Error::Interrupted(format!(
-                    "stopped by a signal after step {done} of {total}; checkpoint {}; continue with `trueneg pretrain --resume {}`",
-                    dir.display(),
-                    run.display()
-                )));
+                return Err(interrupted(run, &dir, done, total));
             }
         }
         last = Some(metrics);
