@@ -267,16 +267,9 @@ pub struct IntervalSeries {
     pub points: Vec<Option<(f64, f64, f64)>>,
 }
 
-/// Draws each category's intervals side by side (a dot at the mean, a whisker from low to
-/// high, one colour per series) into a PNG at `path`; `zero_line` draws y = 0.
-pub fn interval_plot(
-    path: &Path,
-    title: &str,
-    y_label: &str,
-    categories: &[String],
-    series: &[IntervalSeries],
-    zero_line: bool,
-) -> Result<()> {
+/// The lowest and highest finite value of `series` (means and interval ends; 0 with
+/// `zero_line`), `None` when there is none.
+fn interval_range(series: &[IntervalSeries], zero_line: bool) -> Option<(f64, f64)> {
     let values = series
         .iter()
         .flat_map(|s| s.points.iter().flatten())
@@ -287,9 +280,23 @@ pub fn interval_plot(
         y0 = y0.min(v);
         y1 = y1.max(v);
     }
-    if categories.is_empty() || y0 > y1 {
+    (y0 <= y1).then_some((y0, y1))
+}
+
+/// Draws each category's intervals side by side (a dot at the mean, a whisker from low to
+/// high, one colour per series) into a PNG at `path`; `zero_line` draws y = 0.
+pub fn interval_plot(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    categories: &[String],
+    series: &[IntervalSeries],
+    zero_line: bool,
+) -> Result<()> {
+    let Some((y0, y1)) = interval_range(series, zero_line).filter(|_| !categories.is_empty())
+    else {
         return Err(Error::Input(format!("{}: nothing to plot", path.display())));
-    }
+    };
     let pad = ((y1 - y0) * 0.08).max(1e-3);
     // Room under the data for the category names (up to three lines).
     let (y0, y1) = (y0 - 2.4 * pad, y1 + pad);

@@ -432,7 +432,6 @@ const DEBTS: &[(&str, &str)] = &[
     ("tasks/glue.rs", "read_glue"),
     ("text/vocab.rs", "train_wordpiece"),
     ("train/optimizer.rs", "update_flat"),
-    ("plot.rs", "interval_plot"),
 ];
 
 /// Each function of `code` (comments and strings already blanked) with its length in lines:
