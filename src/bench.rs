@@ -1,7 +1,8 @@
-//! The training step's benchmark, the Rust side of `torch_bench.py`: BERT masked
-//! LM (vocab 30522, hidden 256, 4 layers, 4 heads, FFN 1024, dropout 0.1), one fixed batch of
-//! 16 × 128 random ids in [1000, 30522) with 19 masked positions per sequence, loss = MLM CE +
-//! word-level Soft Regularization (or another objective, to measure its overhead), AdamW (lr 5e-4, wd 0.01 on all parameters, ε 1e-6).
+//! The training step's benchmark, the Rust side of `torch_bench.py`: BERT masked LM (vocab
+//! 30522, hidden 256, 4 layers, 4 heads, FFN 1024, dropout 0.1), one fixed batch of 16 × 128
+//! random ids in [1000, 30522) with 19 masked positions per sequence, loss = MLM CE + word-level
+//! Soft Regularization (or another objective, to measure its overhead), AdamW (lr 5e-4, wd 0.01
+//! on all parameters, ε 1e-6).
 //! One step = the training step `pretrain` runs (`train::step::step_loss`: forward + loss) +
 //! backward + optimizer update + reading the loss.
 

@@ -66,7 +66,8 @@ enum Command {
     /// The paper's ablation in one command: pre-train per objective and seed, HC statistics,
     /// GLUE / SQuAD fine-tuning and robustness over seeds, a report with bootstrap intervals.
     Ablation(ablation::Args),
-    /// The training step's benchmark, the Rust side of torch_bench.py (BERT MLM + word-level SR); prints ms_per_step=.
+    /// The training step's benchmark beside torch_bench.py (BERT MLM + word-level SR); prints
+    /// ms_per_step=.
     Bench(bench::Args),
 }
 

@@ -2,7 +2,7 @@
 //! seed), measure Hard Correction's rates over the checkpoints of every HC run (Table 8),
 //! fine-tune every model on each GLUE task over the fine-tuning seeds (Table 2), fine-tune it on
 //! SQuAD and score it on the original and the attacked dev set (Tables 3 and 6), then write the
-//! report ([`crate::experiments::ablation_report`]). Its settings and results are [`crate::experiments::ablation_spec`].
+//! report ([`super::ablation_report`]). Its settings and results are [`super::ablation_spec`].
 //!
 //! **Pairing.** All runs of one pre-training seed start from the same initial weights, read the
 //! same examples in the same order and draw the same masks (all follow `train.seed`); only the

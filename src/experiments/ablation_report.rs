@@ -5,7 +5,7 @@
 //!
 //! **Statistics.** Every score is a grid over (pre-training seed × fine-tuning seed). A cell is
 //! its mean ± sample standard deviation over all fine-tuned models and a 95 % two-level
-//! percentile bootstrap interval of the mean ([`crate::experiments::bootstrap`], 10,000 draws, fixed seed 1).
+//! percentile bootstrap interval of the mean ([`super::bootstrap`], 10,000 draws, fixed seed 1).
 //! The GLUE average is taken per (pre-training seed, fine-tuning seed) over the tasks, then
 //! treated as one more score. A difference objective − baseline is paired on the same seeds;
 //! when its interval contains 0 the report says so. Table 8 gives mean ± sd over pre-training

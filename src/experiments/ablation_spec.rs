@@ -1,6 +1,6 @@
 //! The ablation's settings and results: [`AblationSpec`] (everything that decides its numbers,
 //! saved as `experiment.json`) and [`RunResults`] (every score measured on one run), shared by
-//! the experiment ([`crate::experiments::ablation`]) and its report ([`crate::experiments::ablation_report`]).
+//! the experiment ([`super::ablation`]) and its report ([`super::ablation_report`]).
 
 use std::path::PathBuf;
 

@@ -12,7 +12,7 @@
 //! Statistics: mean ± sample standard deviation over (pre-training seed × fine-tuning seed) for
 //! the fine-tuned scores, over pre-training seeds for Hits; the CLINE − baseline difference is
 //! paired on the same seeds, with a 95 % two-level bootstrap interval (10,000 draws, fixed seed;
-//! [`crate::experiments::bootstrap`]) and a plain word when it contains 0.
+//! [`super::bootstrap`]) and a plain word when it contains 0.
 
 use std::path::{Path, PathBuf};
 
@@ -86,7 +86,7 @@ pub struct CompareReport {
     pub contrast: PathBuf,
     pub arms: Vec<ArmReport>,
     /// CLINE − baseline, paired by seeds: dev accuracy, Ori, Rev, Con, Hits [CLS], Hits mean;
-    /// mean ± sd and the 95 % two-level bootstrap interval ([`crate::experiments::bootstrap`]).
+    /// mean ± sd and the 95 % two-level bootstrap interval ([`super::bootstrap`]).
     pub difference: Vec<(String, Summary, Interval)>,
 }
 

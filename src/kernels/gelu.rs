@@ -7,7 +7,7 @@
 //! and `exp` again in the backward pass. Where the fused kernels serve (f32 on the `flex`
 //! backend) value and derivative are computed together in one vectorised parallel pass and the
 //! backward pass is one multiply by the saved derivative; on LibTorch devices it is LibTorch's
-//! `gelu` and `gelu_backward`; elsewhere burn's `gelu` ([`super::gelu`] chooses).
+//! `gelu` and `gelu_backward`; elsewhere burn's `gelu` ([`super::gelu()`] chooses).
 //! `tests/kernels.rs` checks the first two against an f64 reference (`tests/libtorch.rs` the
 //! LibTorch one against burn's).
 //!

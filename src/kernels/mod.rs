@@ -189,9 +189,9 @@ pub mod fused_ops {
     use super::*;
 
     /// Multi-head attention context `[batch, len, hidden]` from the packed projections `qkv`
-    /// `[batch, len, 3 · hidden]` (Q, K, V on each row: the one product of the three projections)
-    /// and the additive key bias `[batch, len]` (see [`attention`](mod@super::attention)). Only where
-    /// [`fused`] holds.
+    /// `[batch, len, 3 · hidden]` (Q, K, V on each row: the one product of the three
+    /// projections) and the additive key bias `[batch, len]` (see
+    /// [`attention`](mod@super::attention)). Only where [`fused`] holds.
     pub fn attention(
         qkv: Tensor<3>,
         key_bias: Tensor<2>,
@@ -208,8 +208,8 @@ pub mod fused_ops {
         )))
     }
 
-    /// LayerNorm of the last dimension (see [`layer_norm`](mod@super::layer_norm)). Only where [`fused`]
-    /// holds.
+    /// LayerNorm of the last dimension (see [`layer_norm`](mod@super::layer_norm)). Only where
+    /// [`fused`] holds.
     pub fn layer_norm<const D: usize>(
         x: Tensor<D>,
         gamma: Tensor<1>,
@@ -224,13 +224,13 @@ pub mod fused_ops {
         )))
     }
 
-    /// GELU (exact erf form, see [`gelu`](mod@gelu)). Only where [`fused`](super::fused) holds.
+    /// GELU (exact erf form, see [`gelu`](mod@gelu)). Only where [`fused`] holds.
     pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
         Tensor::from_dispatch(fused_op!(fused_gelu(x.into_dispatch())))
     }
 
-    /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]` (may be a transposed view), `b` `[out]`
-    /// (see [`linear`](mod@super::linear)). Only where [`fused`](super::fused) holds.
+    /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]` (may be a transposed view), `b`
+    /// `[out]` (see [`linear`](mod@super::linear)). Only where [`fused`] holds.
     pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
         Tensor::from_dispatch(fused_op!(fused_linear(
             x.into_dispatch(),
@@ -253,8 +253,8 @@ pub mod fused_ops {
         )))
     }
 
-    /// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels` `[n]`
-    /// (see [`cross_entropy`](mod@super::cross_entropy)). Only where [`fused`](super::fused) holds.
+    /// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels`
+    /// `[n]` (see [`cross_entropy`](mod@super::cross_entropy)). Only where [`fused`] holds.
     pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
         Tensor::from_dispatch(fused_op!(fused_cross_entropy(
             logits.into_dispatch(),
@@ -263,7 +263,8 @@ pub mod fused_ops {
     }
 
     /// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (see
-    /// [`adamw`](mod@adamw)): the new `(p, m, v)`. Only where [`fused`](super::fused) holds; plain tensors only.
+    /// [`adamw`](mod@adamw)): the new `(p, m, v)`. Only where [`fused`] holds; plain tensors
+    /// only.
     pub fn adamw(
         p: Tensor<1>,
         g: Tensor<1>,
