@@ -13,12 +13,12 @@ use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::model::{EncoderConfig, Precision};
+use crate::model::Precision;
 use crate::objective::{Objective, ObjectiveKind, Setup, terms};
 use crate::text::SynonymTable;
 use crate::text::batches::Batch;
 use crate::text::masking::Masked;
-use crate::train::config::{ModelKind, PretrainConfig};
+use crate::train::config::{ModelKind, ModelSection, PretrainConfig};
 use crate::train::model::PretrainModel;
 use crate::train::optimizer::{AdamW, AdamWConfig, Grads, MultiTensor};
 use crate::train::step::step_loss;
@@ -39,24 +39,6 @@ pub struct BenchSpec {
     /// Wait for the device after each phase, so that the phase times of an asynchronous
     /// device (GPU) are its own (costs a sync per phase).
     pub sync_phases: bool,
-}
-
-pub fn bench_config(spec: &BenchSpec) -> EncoderConfig {
-    EncoderConfig {
-        vocab_size: VOCAB,
-        embedding_size: 256,
-        hidden_size: 256,
-        num_hidden_layers: spec.layers,
-        num_attention_heads: 4,
-        intermediate_size: 1024,
-        max_position_embeddings: 512,
-        type_vocab_size: 2,
-        layer_norm_eps: 1e-12,
-        hidden_dropout_prob: 0.1,
-        attention_probs_dropout_prob: 0.1,
-        pad_token_id: 0,
-        precision: spec.precision,
-    }
 }
 
 /// A synonym table shaped like WordNet's on a BERT vocabulary (about a third of the regular
@@ -81,23 +63,28 @@ pub struct BenchReport {
     pub phase_ms: [f64; 3],
 }
 
-/// The pre-training config of the bench's model: BERT of [`bench_config`]'s sizes, `objective`.
+/// The pre-training config of the bench's model: BERT (vocab 30522, hidden 256, `spec.layers`
+/// layers, 4 heads, FFN 1024, dropout 0.1) computing in `spec.precision`, with `objective`.
 pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> PretrainConfig {
-    let e = bench_config(spec);
-    let mut cfg = PretrainConfig::default();
-    let m = &mut cfg.model;
-    m.kind = ModelKind::Bert;
-    m.vocab_size = e.vocab_size;
-    m.embedding_size = e.embedding_size;
-    m.hidden_size = e.hidden_size;
-    m.num_hidden_layers = e.num_hidden_layers;
-    m.num_attention_heads = e.num_attention_heads;
-    m.intermediate_size = e.intermediate_size;
-    m.max_position_embeddings = e.max_position_embeddings;
-    m.type_vocab_size = e.type_vocab_size;
-    m.layer_norm_eps = e.layer_norm_eps;
-    m.hidden_dropout_prob = e.hidden_dropout_prob;
-    m.attention_probs_dropout_prob = e.attention_probs_dropout_prob;
+    let model = ModelSection {
+        kind: ModelKind::Bert,
+        vocab_size: VOCAB,
+        embedding_size: 256,
+        hidden_size: 256,
+        num_hidden_layers: spec.layers,
+        num_attention_heads: 4,
+        intermediate_size: 1024,
+        max_position_embeddings: 512,
+        type_vocab_size: 2,
+        layer_norm_eps: 1e-12,
+        hidden_dropout_prob: 0.1,
+        attention_probs_dropout_prob: 0.1,
+        ..ModelSection::default()
+    };
+    let mut cfg = PretrainConfig {
+        model,
+        ..PretrainConfig::default()
+    };
     cfg.train.precision = spec.precision;
     cfg.objective.kind = objective;
     cfg

@@ -535,6 +535,16 @@ pub(crate) fn host_ids<const D: usize>(t: Tensor<D, Int>) -> Vec<u32> {
         .collect()
 }
 
+/// Token ids (or other small integers) `values` as an integer tensor of `shape` on `device`.
+pub(crate) fn device_ids<const D: usize>(
+    values: &[u32],
+    shape: [usize; D],
+    device: &Device,
+) -> Tensor<D, Int> {
+    let v: Vec<i64> = values.iter().map(|&x| x as i64).collect();
+    Tensor::from_data(TensorData::new(v, shape), device)
+}
+
 /// Whether tensors on `device` live in host memory: the CPU fast paths (dropout masks, GELU)
 /// are taken there; other devices use burn's own kernels and sampling.
 #[allow(unreachable_patterns)]

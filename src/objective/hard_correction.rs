@@ -25,7 +25,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{Counters, MlmStep, ObjectiveConfig, Part, Setup};
 use crate::Result;
-use crate::text::SynonymTable;
+use crate::lexicon::WordNet;
+use crate::text::default_corpus::default_wordnet_dir;
+use crate::text::shards::ShardSet;
+use crate::text::synonym_table::wordnet_table_from;
+use crate::text::{SynonymTable, WordPieceTokenizer};
 
 /// The part's name in [`super::ObjectiveKind`]'s registry.
 pub const NAME: &str = "hc";
@@ -54,12 +58,6 @@ pub struct HcConfig {
     pub lexicon: Option<PathBuf>,
 }
 
-impl HcConfig {
-    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
-        Ok(())
-    }
-}
-
 /// The part: the synonym table (and the multi-piece rule's vocabulary) of the run.
 pub struct HardCorrection {
     /// Correct `L_mlm` (the kind includes HC); else only the discriminator's labels.
@@ -77,15 +75,19 @@ pub fn build(cfg: &ObjectiveConfig, setup: &mut Setup) -> Result<Option<Box<dyn 
     if !mlm && c.hc_discriminator == DiscriminatorCorrection::Off {
         return Ok(None);
     }
+    // The run's tokenizer and WordNet, opened at most once for the table and the multi-piece
+    // rule.
+    let mut opened = None;
     let table = match setup.synonyms.take() {
         Some(t) => t,
-        None => synonym_table(c, setup)?,
+        None => synonym_table(c, setup, &mut opened)?,
     };
     let multi_piece = if c.hc_multi_piece {
-        let shards = setup
-            .shards
-            .ok_or_else(|| super::missing(NAME, "a tokenizer for hc_multi_piece"))?;
-        Some(MultiPiece::for_shards(shards)?)
+        let (tokenizer, wordnet) = match opened.take() {
+            Some(o) => o,
+            None => tokenizer_and_wordnet(setup)?,
+        };
+        Some(MultiPiece::new(&tokenizer, wordnet))
     } else {
         None
     };
@@ -98,13 +100,28 @@ pub fn build(cfg: &ObjectiveConfig, setup: &mut Setup) -> Result<Option<Box<dyn 
     })))
 }
 
-/// `lexicon`, else the WordNet table of the run's tokenizer, built once into
-/// `<run>/lexicon.safetensors`.
-fn synonym_table(c: &HcConfig, setup: &Setup) -> Result<SynonymTable> {
-    let shards = setup
+/// The run's shards, which the table and the multi-piece rule are made for.
+fn shards<'a>(setup: &Setup<'a>) -> Result<&'a ShardSet> {
+    setup
         .shards
-        .ok_or_else(|| super::missing(NAME, "the run's shards (their tokenizer)"))?;
-    let fp = &shards.manifest.tokenizer_fingerprint;
+        .ok_or_else(|| super::missing(NAME, "the run's shards (their tokenizer)"))
+}
+
+/// The tokenizer of the run's shards and WordNet (Debian's `wordnet-base` or `WNHOME`).
+fn tokenizer_and_wordnet(setup: &Setup) -> Result<(WordPieceTokenizer, WordNet)> {
+    let tokenizer = crate::text::prepare::shard_tokenizer(&shards(setup)?.dir)?;
+    let wordnet = WordNet::open(&default_wordnet_dir())?;
+    Ok((tokenizer, wordnet))
+}
+
+/// `lexicon`, else the WordNet table of the run's tokenizer, built once into
+/// `<run>/lexicon.safetensors` (building it opens the tokenizer and WordNet into `opened`).
+fn synonym_table(
+    c: &HcConfig,
+    setup: &Setup,
+    opened: &mut Option<(WordPieceTokenizer, WordNet)>,
+) -> Result<SynonymTable> {
+    let fp = &shards(setup)?.manifest.tokenizer_fingerprint;
     if let Some(p) = &c.lexicon {
         return SynonymTable::load_for(p, fp);
     }
@@ -115,11 +132,8 @@ fn synonym_table(c: &HcConfig, setup: &Setup) -> Result<SynonymTable> {
     if path.exists() {
         return SynonymTable::load_for(&path, fp);
     }
-    let tokenizer = crate::text::prepare::shard_tokenizer(&shards.dir)?;
-    let table = crate::text::synonym_table::wordnet_table(
-        &tokenizer,
-        &crate::text::default_corpus::default_wordnet_dir(),
-    )?;
+    let (tokenizer, wordnet) = opened.insert(tokenizer_and_wordnet(setup)?);
+    let table = wordnet_table_from(tokenizer, wordnet, &default_wordnet_dir());
     table.save(&path)?;
     Ok(table)
 }
@@ -268,21 +282,18 @@ pub struct MultiPiece {
 }
 
 impl MultiPiece {
-    /// The rule for the tokenizer of `shards`, with WordNet's synonyms.
-    pub fn for_shards(shards: &crate::text::shards::ShardSet) -> Result<Self> {
-        let tokenizer = crate::text::prepare::shard_tokenizer(&shards.dir)?;
+    /// The rule for `tokenizer`'s vocabulary, with `wordnet`'s synonyms.
+    pub fn new(tokenizer: &WordPieceTokenizer, wordnet: WordNet) -> Self {
         let mut tokens = vec![String::new(); tokenizer.vocab_size()];
         for (t, id) in tokenizer.inner.get_vocab(true) {
             if let Some(slot) = tokens.get_mut(id as usize) {
                 *slot = t;
             }
         }
-        let wn =
-            crate::lexicon::WordNet::open(&crate::text::default_corpus::default_wordnet_dir())?;
-        Ok(Self {
+        Self {
             tokens,
-            synonyms: Box::new(move |w| wn.synonyms(w).into_iter().collect()),
-        })
+            synonyms: Box::new(move |w| wordnet.synonyms(w).into_iter().collect()),
+        }
     }
 
     /// Joins WordPiece tokens into a word (`##` pieces glued to the previous one).

@@ -124,7 +124,7 @@ impl ObjectiveKind {
 }
 
 /// The `[objective]` section: the kind and every part's own keys (flattened: the section is
-/// one flat table; [`ObjectiveConfig::check_keys`] refuses keys no part knows).
+/// one flat table; [`ObjectiveConfig::check_section`] refuses keys no part knows).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ObjectiveConfig {
@@ -192,9 +192,9 @@ impl ObjectiveConfig {
         }
     }
 
-    /// Checks every part's values: `Err((field, value, rule))` names the first bad one.
+    /// Checks every part's values (Hard Correction's are all enumerations):
+    /// `Err((field, value, rule))` names the first bad one.
     pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
-        self.hc.validate()?;
         self.sr.validate()?;
         self.sr_sent.validate()?;
         self.cline.validate()
@@ -281,11 +281,16 @@ impl<'a> MlmStep<'a> {
 
     /// Token ids `[batch, len]` on the device.
     pub fn ids(&self, ids: &[u32]) -> Tensor<2, Int> {
-        let v: Vec<i64> = ids.iter().map(|&x| x as i64).collect();
-        Tensor::from_data(
-            TensorData::new(v, [self.batch.batch, self.batch.len]),
-            self.device,
-        )
+        crate::kernels::device_ids(ids, [self.batch.batch, self.batch.len], self.device)
+    }
+
+    /// The batch's ids with each masked position replaced by `predicted` (one per position).
+    pub fn filled(&self, predicted: &[u32]) -> Vec<u32> {
+        let mut ids = self.batch.ids.clone();
+        for (&p, &t) in self.masked.positions.iter().zip(predicted) {
+            ids[p] = t;
+        }
+        ids
     }
 }
 

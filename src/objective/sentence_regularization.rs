@@ -61,12 +61,8 @@ pub fn build(cfg: &ObjectiveConfig, _: &mut Setup) -> Result<Option<Box<dyn Part
 impl Part for SentenceRegularization {
     fn add_terms(&self, s: &MlmStep, loss: &mut StepLoss) {
         // s_p: the masked positions filled with the argmax.
-        let mut filled = s.batch.ids.clone();
-        for (&p, &t) in s.masked.positions.iter().zip(s.argmax_host()) {
-            filled[p] = t;
-        }
         let xp = Inputs {
-            ids: s.ids(&filled),
+            ids: s.ids(&s.filled(s.argmax_host())),
             ..s.inputs.clone()
         };
         let xs = Inputs {
@@ -75,8 +71,8 @@ impl Part for SentenceRegularization {
         };
         let real = s.ids(&s.batch.attention_mask).float();
         let value = sentence_regularization((s.encode)(&xp), (s.encode)(&xs), real);
-        let tokens = s.batch.attention_mask.iter().filter(|&&v| v == 1).count();
-        loss.add("sr_sent_loss", Term::new(value, tokens), self.weight);
+        let term = Term::new(value, s.batch.real_tokens());
+        loss.add("sr_sent_loss", term, self.weight);
     }
 }
 

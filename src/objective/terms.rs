@@ -147,18 +147,10 @@ pub enum HostValue {
     Last(Vec<f64>),
 }
 
-/// One micro-step over its replicas, read from the device: the objective (summed over the
-/// replicas), each logged value combined over the replicas, and the counts.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct MicroValues {
-    pub loss: f64,
-    pub logged: Vec<(&'static str, HostValue)>,
-    pub counters: Counters,
-}
-
 /// Reads the replicas' `losses` and `objectives` (their shares) of one micro-step, one device
-/// read per replica, and combines them.
-pub fn combine(losses: &[StepLoss], objectives: &[Tensor<1>]) -> MicroValues {
+/// read per replica, and combines them: the objective summed over the replicas, each logged
+/// value combined over them, and the counts. The values of one micro-step.
+pub fn combine(losses: &[StepLoss], objectives: &[Tensor<1>]) -> StepValues {
     let rows: Vec<Vec<f64>> = losses
         .iter()
         .zip(objectives)
@@ -178,8 +170,9 @@ pub fn combine(losses: &[StepLoss], objectives: &[Tensor<1>]) -> MicroValues {
                 .expect("loss terms")
         })
         .collect();
-    let mut out = MicroValues {
+    let mut out = StepValues {
         loss: rows.iter().map(|r| r[0]).sum(),
+        micro_steps: 1,
         ..Default::default()
     };
     let mut at = 1;
@@ -230,7 +223,7 @@ pub fn combine(losses: &[StepLoss], objectives: &[Tensor<1>]) -> MicroValues {
     out
 }
 
-/// A step's values over its micro-steps: the sums the logged line is made of.
+/// Values over one or more micro-steps, on the host: the sums a logged line is made of.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepValues {
     pub loss: f64,
@@ -240,11 +233,11 @@ pub struct StepValues {
 }
 
 impl StepValues {
-    /// Adds one micro-step: means and the loss are summed (divided by the number of
+    /// Adds later micro-steps' values: means and the loss are summed (divided by the number of
     /// micro-steps in [`StepValues::logged_values`]), rates summed, vectors replaced.
-    pub fn add(&mut self, m: MicroValues) {
+    pub fn add(&mut self, m: StepValues) {
         self.loss += m.loss;
-        self.micro_steps += 1;
+        self.micro_steps += m.micro_steps;
         if self.logged.is_empty() {
             self.logged = m.logged;
         } else {

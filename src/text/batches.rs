@@ -56,6 +56,11 @@ impl Batch {
         }
     }
 
+    /// The number of real (not padding) positions.
+    pub fn real_tokens(&self) -> usize {
+        self.attention_mask.iter().filter(|&&m| m == 1).count()
+    }
+
     /// True when no position is padding (the attention mask can be skipped).
     pub fn is_dense(&self) -> bool {
         self.attention_mask.iter().all(|&m| m == 1)

@@ -217,11 +217,20 @@ impl SynonymTable {
 /// The WordNet synonym table of a tokenizer.
 pub fn wordnet_table(tokenizer: &WordPieceTokenizer, wordnet_dir: &Path) -> Result<SynonymTable> {
     let wn = crate::lexicon::WordNet::open(wordnet_dir)?;
-    Ok(SynonymTable::build(
+    Ok(wordnet_table_from(tokenizer, &wn, wordnet_dir))
+}
+
+/// The synonym table of a tokenizer from `wn`, opened from `wordnet_dir` (its source).
+pub fn wordnet_table_from(
+    tokenizer: &WordPieceTokenizer,
+    wn: &crate::lexicon::WordNet,
+    wordnet_dir: &Path,
+) -> SynonymTable {
+    SynonymTable::build(
         tokenizer,
         &format!("wordnet:{}", wordnet_dir.display()),
         |w| wn.synonyms(w),
-    ))
+    )
 }
 
 /// The top-k embedding-neighbour table of a tokenizer from word vectors.

@@ -247,12 +247,6 @@ fn start_point(
         }
         None
     };
-    let fresh = |step| TrainState {
-        step,
-        data: DataPosition::default(),
-        tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
-        window: WindowTotals::default(),
-    };
     match resumed {
         Some(ck) if ck.step >= cfg.train.steps => Ok(Start::Finished(ck.step)),
         Some(ck) => Ok(Start::At(ck)),
@@ -266,7 +260,12 @@ fn start_point(
                     read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
                 model.load_init(&weights, device)?;
             }
-            Ok(Start::At(fresh(0)))
+            Ok(Start::At(TrainState {
+                step: 0,
+                data: DataPosition::default(),
+                tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
+                window: WindowTotals::default(),
+            }))
         }
     }
 }

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use super::checkpoint;
 use super::config::PretrainConfig;
 use super::model::{Net, PretrainModel};
-use super::step::ints;
 use crate::interop::tensors::TensorMap;
+use crate::kernels::device_ids;
 use crate::model::Inputs;
 use crate::objective::{CorrectionCounts, correction_weights};
 use crate::text::SynonymTable;
@@ -100,9 +100,9 @@ pub fn correction_stats(
         for (b, m) in &batches {
             let shape = [b.batch, b.len];
             let x = Inputs {
-                ids: ints(&m.input_ids, shape, &device),
-                token_types: ints(&b.token_types, shape, &device),
-                attention_mask: Some(ints(&b.attention_mask, shape, &device)),
+                ids: device_ids(&m.input_ids, shape, &device),
+                token_types: device_ids(&b.token_types, shape, &device),
+                attention_mask: Some(device_ids(&b.attention_mask, shape, &device)),
             };
             let n = m.positions.len();
             let pos: Tensor<1, Int> = Tensor::from_data(

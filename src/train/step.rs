@@ -10,6 +10,7 @@ use burn::prelude::*;
 
 use super::config::PretrainConfig;
 use super::model::{Net, PretrainModel};
+use crate::kernels::device_ids;
 use crate::model::Inputs;
 use crate::objective::terms::add_counters;
 use crate::objective::{
@@ -17,11 +18,6 @@ use crate::objective::{
 };
 use crate::text::batches::Batch;
 use crate::text::masking::Masked;
-
-pub(crate) fn ints(values: &[u32], shape: [usize; 2], device: &Device) -> Tensor<2, Int> {
-    let v: Vec<i64> = values.iter().map(|&x| x as i64).collect();
-    Tensor::from_data(TensorData::new(v, shape), device)
-}
 
 pub(crate) fn ints1(values: impl Iterator<Item = i64>, device: &Device) -> Tensor<1, Int> {
     let v: Vec<i64> = values.collect();
@@ -38,19 +34,11 @@ fn floats1(values: Vec<f32>, device: &Device) -> Tensor<1> {
 pub(crate) fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
     let shape = [batch.batch, batch.len];
     Inputs {
-        ids: ints(ids, shape, device),
-        token_types: ints(&batch.token_types, shape, device),
-        attention_mask: (!batch.is_dense()).then(|| ints(&batch.attention_mask, shape, device)),
+        ids: device_ids(ids, shape, device),
+        token_types: device_ids(&batch.token_types, shape, device),
+        attention_mask: (!batch.is_dense())
+            .then(|| device_ids(&batch.attention_mask, shape, device)),
     }
-}
-
-/// The masked ids with each masked position replaced by `predicted`.
-fn filled(batch: &Batch, m: &Masked, predicted: &[u32]) -> Vec<u32> {
-    let mut ids = batch.ids.clone();
-    for (&p, &t) in m.positions.iter().zip(predicted) {
-        ids[p] = t;
-    }
-    ids
 }
 
 /// Forward pass and loss of one masked micro-batch: `L_mlm` (weighted by the objective's
@@ -66,7 +54,7 @@ pub fn step_loss(
     let x = inputs(batch, &m.input_ids, device);
     let positions = ints1(m.positions.iter().map(|&p| p as i64), device);
     let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
-    let real_tokens = batch.attention_mask.iter().filter(|&&v| v == 1).count();
+    let real_tokens = batch.real_tokens();
     let shape = [batch.batch, batch.len];
 
     let (logits, words) = match &model.net {
@@ -97,12 +85,16 @@ pub fn step_loss(
         device,
     );
 
-    let mut weights = None;
+    // A position is kept when every part that weights the positions keeps it.
+    let mut weights: Option<Vec<f32>> = None;
     let mut counters = Counters::new();
     for p in &objective.parts {
         if let Some((w, c)) = p.mlm_weights(&s) {
             add_counters(&mut counters, &c);
-            weights = Some(w);
+            match &mut weights {
+                Some(all) => all.iter_mut().zip(w).for_each(|(a, b)| *a *= b),
+                None => weights = Some(w),
+            }
         }
     }
     // The loss averages over the positions kept (weight 1).
@@ -118,7 +110,7 @@ pub fn step_loss(
     }
 
     if let (Net::Electra(e), Some(sampled)) = (&model.net, &sampled) {
-        let disc_ids = filled(batch, m, sampled);
+        let disc_ids = s.filled(sampled);
         let mut replaced = vec![0u32; batch.ids.len()];
         let mut weights: Vec<u32> = batch.attention_mask.clone();
         for ((&p, &x), &gold) in m.positions.iter().zip(sampled).zip(&m.labels) {
@@ -128,12 +120,12 @@ pub fn step_loss(
             p.discriminator_labels(&s, sampled, &mut replaced, &mut weights);
         }
         let dx = Inputs {
-            ids: ints(&disc_ids, shape, device),
+            ids: device_ids(&disc_ids, shape, device),
             ..x.clone()
         };
         let d_logits = e.discriminator_logits(&dx);
-        let target = ints(&replaced, shape, device).float();
-        let w = ints(&weights, shape, device).float();
+        let target = device_ids(&replaced, shape, device).float();
+        let w = device_ids(&weights, shape, device).float();
         let correct = (d_logits
             .clone()
             .detach()
