@@ -236,24 +236,79 @@ fn squad_reader_and_evaluation_on_the_real_file() {
 }
 
 #[test]
-fn layer_wise_decay_gives_the_top_layer_factor_one() {
-    use trueneg::finetune::classify::layer_decay_factor;
-    let f = |n: &str| layer_decay_factor(n, "electra", 12, 0.8);
-    close(f("electra.encoder.layer.11.output.dense.weight"), 1.0);
+fn layer_wise_decay_follows_electras_code_or_its_shifted_reading() {
+    use trueneg::finetune::recipe::{LayerDecayRule, layer_decay_factor};
+    // google-research/electra's `_get_layer_lrs` with 12 layers: the head 1, layer i
+    // 0.8^(13 − i) (the top layer 0.8²), the embeddings 0.8^14.
+    let f = |n: &str| layer_decay_factor(n, "electra", 12, 0.8, LayerDecayRule::Electra);
+    close(f("classifier.weight"), 1.0);
+    close(f("classifier.out_proj.bias"), 1.0);
+    close(f("electra.encoder.layer.11.output.dense.weight"), 0.64);
     close(
         f("electra.encoder.layer.10.attention.self.query.weight"),
-        0.8,
+        0.8f64.powi(3),
     );
     close(
         f("electra.encoder.layer.0.output.dense.bias"),
-        0.8f64.powi(11),
+        0.8f64.powi(13),
     );
     close(
         f("electra.embeddings.word_embeddings.weight"),
-        0.8f64.powi(12),
+        0.8f64.powi(14),
     );
-    close(f("electra.embeddings_project.weight"), 0.8f64.powi(12));
-    close(f("classifier.weight"), 1.0);
+    close(f("electra.embeddings_project.weight"), 0.8f64.powi(14));
+    // The shifted reading: the top layer 0.8, the embeddings 0.8^13.
+    let g = |n: &str| layer_decay_factor(n, "bert", 12, 0.8, LayerDecayRule::Shifted);
+    close(g("bert.encoder.layer.11.output.dense.weight"), 0.8);
+    close(g("bert.encoder.layer.0.output.dense.weight"), 0.8f64.powi(12));
+    close(g("bert.embeddings.LayerNorm.weight"), 0.8f64.powi(13));
+    close(g("bert.pooler.dense.weight"), 1.0);
+    close(g("classifier.weight"), 1.0);
+}
+
+#[test]
+fn electras_schedule_is_the_product_of_warmup_and_decay() {
+    use trueneg::finetune::recipe::product_lr;
+    // T = 100, W = 10: t = 0 gives 0, t = 5 half the warmup times (1 − 5/100), after the
+    // warmup only the decay.
+    close(product_lr(1.0, 0, 10.0, 100), 0.0);
+    close(product_lr(1.0, 5, 10.0, 100), 0.5 * 0.95);
+    close(product_lr(1.0, 10, 10.0, 100), 0.9);
+    close(product_lr(1.0, 60, 10.0, 100), 0.4);
+    close(product_lr(1.0, 100, 10.0, 100), 0.0);
+    // A fractional W (ELECTRA does not round it): W = 2.5.
+    close(product_lr(2.0, 1, 2.5, 10), 2.0 * 0.4 * 0.9);
+    // No warmup.
+    close(product_lr(1.0, 0, 0.0, 10), 1.0);
+}
+
+#[test]
+fn only_unordered_pairs_are_swapped() {
+    use trueneg::finetune::recipe::{FinetuneOptions, Recipe};
+    use trueneg::tasks::glue::GlueTask;
+    // ELECTRA's recipe doubles MRPC and STS-B (its `double_unordered`), nothing else.
+    for t in GlueTask::ALL {
+        let o = FinetuneOptions::for_task(Recipe::Electra, t);
+        assert_eq!(o.both_orders, matches!(t, GlueTask::Mrpc | GlueTask::Stsb), "{t:?}");
+        assert!(!FinetuneOptions::for_task(Recipe::Transformers, t).both_orders);
+    }
+    // Asked for on a directional task, it is an error naming the task.
+    for t in [
+        GlueTask::Rte,
+        GlueTask::Qnli,
+        GlueTask::Mnli,
+        GlueTask::CadNli,
+        GlueTask::Boolq,
+        GlueTask::Perspectrum,
+    ] {
+        let mut o = FinetuneOptions::electra(t);
+        o.both_orders = true;
+        let e = o.validate_for(t).unwrap_err().to_string();
+        assert!(e.contains("--both-orders") && e.contains(t.dir_name()), "{e}");
+    }
+    let mut o = FinetuneOptions::electra(GlueTask::Qqp);
+    o.both_orders = true;
+    o.validate_for(GlueTask::Qqp).unwrap();
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use trueneg::eval::hits::{read_sentences, triplet};
 use trueneg::experiments::cline_compare::{CompareOptions, compare};
-use trueneg::finetune::classify::FinetuneOptions;
+use trueneg::finetune::recipe::FinetuneOptions;
 use trueneg::tasks::glue::GlueTask;
 
 use super::Ui;

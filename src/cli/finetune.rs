@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use trueneg::finetune::recipe::{FinetuneOptions, HeadKind, LayerDecayRule, Recipe, Schedule};
 use trueneg::finetune::{classify as finetune, seeds as runner, span as qa};
 use trueneg::tasks::task::Task;
 
@@ -30,21 +31,54 @@ pub struct Args {
     /// <model>/finetune/<task>, or <task>-2, -3, … when that exists].
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Peak learning rate [default: 1e-4, ELECTRA's recipe].
+    /// The fine-tuning recipe: `electra` (google-research/electra: no Adam bias correction,
+    /// lr·min(1, t/W)·(1 − t/T), layer-wise decay 0.8 as its code reads it, dropout + dense on
+    /// [CLS], MRPC and STS-B in both orders) or `transformers` (the Trainer of run_glue /
+    /// run_qa: torch AdamW, linear decay, no layer-wise decay, transformers' heads). The
+    /// flags below override single settings.
+    #[arg(long, default_value = "electra", value_parser = parse_recipe)]
+    recipe: Recipe,
+    /// Peak learning rate [electra: 1e-4; transformers: 2e-5, SQuAD 3e-5].
     #[arg(long)]
     lr: Option<f64>,
-    /// Epochs [default: 3; RTE and STS-B 10; SQuAD 2].
+    /// Epochs [electra: 3, RTE and STS-B 10, SQuAD 2; transformers: 3, SQuAD 2].
     #[arg(long)]
     epochs: Option<usize>,
-    /// Examples per step [default: 32].
+    /// Examples per step [electra: 32; transformers: 32, SQuAD 12].
     #[arg(long)]
     batch_size: Option<usize>,
-    /// Tokens per example [default: 128; SQuAD 384].
+    /// Tokens per example [128; SQuAD: electra 512, transformers 384].
     #[arg(long)]
     max_seq_len: Option<usize>,
-    /// Layer-wise learning-rate decay [default: 0.8].
+    /// Layer-wise learning-rate decay, 1 = none [electra: 0.8; transformers: 1].
     #[arg(long)]
     layer_decay: Option<f64>,
+    /// How the decay maps depth to a factor: `electra` (google-research/electra's code as
+    /// written: the top layer decay², the embeddings decay^(L+2)) or `shifted` (the top layer
+    /// decay, the embeddings decay^(L+1)) [default: electra].
+    #[arg(long, value_parser = parse_rule)]
+    layer_decay_rule: Option<LayerDecayRule>,
+    /// Fraction of the steps spent warming up [electra: 0.1; transformers: 0].
+    #[arg(long)]
+    warmup_fraction: Option<f64>,
+    /// Schedule: `product` (ELECTRA's lr·min(1, t/W)·(1 − t/T)) or `linear` (transformers'
+    /// warmup then linear decay) [electra: product; transformers: linear].
+    #[arg(long, value_parser = parse_schedule)]
+    schedule: Option<Schedule>,
+    /// Decoupled weight decay, not on biases and LayerNorm [electra: 0.01; transformers: 0].
+    #[arg(long)]
+    weight_decay: Option<f64>,
+    /// Adam's ε [electra: 1e-6; transformers: 1e-8].
+    #[arg(long)]
+    adam_eps: Option<f64>,
+    /// Adam's bias correction [electra: false; transformers: true].
+    #[arg(long)]
+    bias_correction: Option<bool>,
+    /// The head on an ELECTRA backbone: `electra` (dropout + dense on [CLS]) or `transformers`
+    /// (ElectraClassificationHead: dense, GELU, dense). BERT backbones always take BERT's
+    /// pooler [electra: electra; transformers: transformers].
+    #[arg(long, value_parser = parse_head)]
+    head: Option<HeadKind>,
     /// Train on at most this many examples (0 = all).
     #[arg(long, default_value_t = 0)]
     max_train_examples: usize,
@@ -54,13 +88,71 @@ pub struct Args {
     /// SQuAD: tokens between the starts of two context windows.
     #[arg(long, default_value_t = 128)]
     doc_stride: usize,
-    /// MRPC / QQP: also train on the swapped sentence order.
-    #[arg(long)]
-    both_orders: bool,
+    /// Also train on the swapped sentence order; only for unordered pairs (MRPC, STS-B, QQP)
+    /// [electra: MRPC and STS-B; transformers: none].
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    both_orders: Option<bool>,
     /// Device to train and predict on: cpu, or cuda / libtorch-cuda in a build with that
     /// feature.
     #[arg(long, default_value = "cpu")]
     device: String,
+}
+
+fn parse_recipe(s: &str) -> Result<Recipe, String> {
+    Recipe::parse(s).ok_or_else(|| format!("expected {}", Recipe::NAMES))
+}
+
+fn parse_rule(s: &str) -> Result<LayerDecayRule, String> {
+    LayerDecayRule::parse(s).ok_or_else(|| format!("expected {}", LayerDecayRule::NAMES))
+}
+
+fn parse_schedule(s: &str) -> Result<Schedule, String> {
+    match s {
+        "product" => Ok(Schedule::Product),
+        "linear" => Ok(Schedule::Linear),
+        _ => Err("expected product or linear".into()),
+    }
+}
+
+fn parse_head(s: &str) -> Result<HeadKind, String> {
+    match s {
+        "electra" => Ok(HeadKind::Electra),
+        "transformers" => Ok(HeadKind::Transformers),
+        _ => Err("expected electra or transformers".into()),
+    }
+}
+
+impl Args {
+    /// The recipe's options for `task` with this command's overrides.
+    fn options(&self, task: Task) -> anyhow::Result<FinetuneOptions> {
+        let mut o = match task {
+            Task::Squad => FinetuneOptions::squad(self.recipe),
+            Task::Classification(t) => FinetuneOptions::for_task(self.recipe, t),
+        };
+        o.lr = self.lr.unwrap_or(o.lr);
+        o.epochs = self.epochs.unwrap_or(o.epochs);
+        o.batch_size = self.batch_size.unwrap_or(o.batch_size);
+        o.max_seq_len = self.max_seq_len.unwrap_or(o.max_seq_len);
+        o.layer_decay = self.layer_decay.unwrap_or(o.layer_decay);
+        o.layer_decay_rule = self.layer_decay_rule.unwrap_or(o.layer_decay_rule);
+        o.warmup_fraction = self.warmup_fraction.unwrap_or(o.warmup_fraction);
+        o.schedule = self.schedule.unwrap_or(o.schedule);
+        o.weight_decay = self.weight_decay.unwrap_or(o.weight_decay);
+        o.adam_eps = self.adam_eps.unwrap_or(o.adam_eps);
+        o.bias_correction = self.bias_correction.unwrap_or(o.bias_correction);
+        o.head = self.head.unwrap_or(o.head);
+        o.both_orders = self.both_orders.unwrap_or(o.both_orders);
+        o.max_train_examples = self.max_train_examples;
+        o.device = self.device.clone();
+        match task {
+            Task::Classification(t) => o.validate_for(t)?,
+            Task::Squad if o.both_orders => {
+                anyhow::bail!("--both-orders: SQuAD's question and context cannot be swapped")
+            }
+            Task::Squad => o.validate()?,
+        }
+        Ok(o)
+    }
 }
 
 /// Changes to ELECTRA's fine-tuning recipe taken by the experiment commands (`ablation`,
@@ -82,7 +174,7 @@ pub struct RecipeArgs {
 }
 
 impl RecipeArgs {
-    pub fn apply(&self, o: &mut finetune::FinetuneOptions) {
+    pub fn apply(&self, o: &mut FinetuneOptions) {
         o.epochs = self.epochs.unwrap_or(o.epochs);
         o.lr = self.lr.unwrap_or(o.lr);
         o.max_seq_len = self.max_seq_len.unwrap_or(o.max_seq_len);
@@ -103,19 +195,7 @@ pub fn task(name: &str) -> anyhow::Result<Task> {
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     let task = task(&a.task)?;
     let name = task.display_name();
-    let mut opts = match task {
-        Task::Squad => qa::squad_finetune_options(),
-        Task::Classification(t) => finetune::FinetuneOptions::electra(t),
-    };
-    opts.lr = a.lr.unwrap_or(opts.lr);
-    opts.epochs = a.epochs.unwrap_or(opts.epochs);
-    opts.batch_size = a.batch_size.unwrap_or(opts.batch_size);
-    opts.max_seq_len = a.max_seq_len.unwrap_or(opts.max_seq_len);
-    opts.layer_decay = a.layer_decay.unwrap_or(opts.layer_decay);
-    opts.max_train_examples = a.max_train_examples;
-    opts.both_orders = a.both_orders;
-    opts.device = a.device.clone();
-    opts.validate()?;
+    let opts = a.options(task)?;
     trueneg::device::device_for(&opts.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
     if a.seeds.is_empty() {
         anyhow::bail!("--seeds: give at least one seed");

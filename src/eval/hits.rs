@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
-use crate::finetune::classify::{Classifier, PretrainedEncoder, batch_inputs, encode_pair};
+use crate::finetune::classify::{Classifier, ClsHead, PretrainedEncoder, batch_inputs, encode_pair};
 use crate::interop::tensors::Loader;
 use crate::lexicon::wordnet::WordNet;
 use crate::lexicon::words::{in_compound, is_name_or_number, is_stop, match_case, tokens};
@@ -126,7 +126,12 @@ pub fn hits(
     max_len: usize,
 ) -> Result<HitsReport> {
     let device = crate::device::host();
-    let mut model = Classifier::new(&pre.config.clone().without_dropout(), 1, &device);
+    let mut model = Classifier::new(
+        &pre.config.clone().without_dropout(),
+        1,
+        ClsHead::Linear,
+        &device,
+    );
     let mut loader = Loader::new(&pre.weights, &device);
     model.walk_encoder(&pre.prefix, &mut loader);
     loader.finish()?;

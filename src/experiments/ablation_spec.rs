@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::attack::AttackKind;
-use crate::finetune::classify::{FinetuneOptions, Scores};
+use crate::finetune::classify::Scores;
+use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::seeds::TaskResult;
 use crate::objective::ObjectiveKind;
 use crate::tasks::glue::GlueTask;

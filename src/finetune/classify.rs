@@ -13,15 +13,13 @@ use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
 use indicatif::{ProgressBar, ProgressStyle};
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::interop::read_hf_config;
 use crate::interop::tensors::{Exporter, Loader, TensorMap, read_safetensors, write_safetensors};
 use crate::kernels::dropout::dropout;
+use super::recipe::{FinetuneOptions, HeadKind, Trainable, train_epochs};
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::{EncoderConfig, Inputs};
@@ -30,7 +28,6 @@ use crate::tasks::metrics::{accuracy, f1_binary, matthews, pearson, spearman};
 use crate::text::WordPieceTokenizer;
 use crate::train::checkpoint;
 use crate::train::config::{ModelKind, PretrainConfig};
-use crate::train::optimizer::{AdamW, AdamWConfig, Grads, scheduled_lr};
 use crate::{Error, Result};
 
 /// A pre-trained encoder ready for fine-tuning: config, weights (transformers names), the
@@ -107,22 +104,55 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
     })
 }
 
+/// The layers between the [CLS] hidden state and the logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClsHead {
+    /// ELECTRA's fine-tuning head: dropout, dense (`classifier`).
+    Linear,
+    /// transformers' `ElectraClassificationHead`: dropout, dense, GELU, dropout, dense
+    /// (`classifier.dense`, `classifier.out_proj`).
+    ElectraTransformers,
+    /// BERT's: the pooler (tanh dense, `bert.pooler.dense`), dropout, dense (`classifier`).
+    BertPooler,
+}
+
+impl ClsHead {
+    /// The head of a backbone (`electra` or `bert`) under the recipe's ELECTRA head choice.
+    pub fn of(prefix: &str, electra: HeadKind) -> Self {
+        match (prefix, electra) {
+            ("bert", _) => Self::BertPooler,
+            (_, HeadKind::Electra) => Self::Linear,
+            (_, HeadKind::Transformers) => Self::ElectraTransformers,
+        }
+    }
+}
+
 /// Encoder + [CLS] head.
 #[derive(Module, Debug)]
 pub struct Classifier {
     pub embeddings: Embeddings,
     pub encoder: Encoder,
     pub dropout: Dropout,
+    /// The first dense layer of a two-layer head (the BERT pooler or transformers' ELECTRA
+    /// head's `dense`).
+    pub inner: Option<Linear>,
     pub head: Linear,
+    #[module(skip)]
+    pub kind: ClsHead,
 }
 
 impl Classifier {
-    pub fn new(c: &EncoderConfig, outputs: usize, device: &Device) -> Self {
+    pub fn new(c: &EncoderConfig, outputs: usize, kind: ClsHead, device: &Device) -> Self {
+        let d = c.hidden_size;
         Self {
             embeddings: Embeddings::new(c, device),
             encoder: Encoder::new(c, device),
             dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
-            head: crate::model::encoder::linear(c.hidden_size, outputs, device),
+            inner: (kind != ClsHead::Linear)
+                .then(|| crate::model::encoder::linear(d, d, device)),
+            head: crate::model::encoder::linear(d, outputs, device),
+            kind,
         }
     }
 
@@ -134,7 +164,13 @@ impl Classifier {
         let h = self.encoder.forward(e, x.attention_mask.clone());
         let [b, _, d] = h.dims();
         let cls = h.slice([0..b, 0..1, 0..d]).reshape([b, d]);
-        self.head.forward(dropout(&self.dropout, cls))
+        let drop = |t| dropout(&self.dropout, t);
+        let x = match (&self.inner, self.kind) {
+            (Some(pool), ClsHead::BertPooler) => drop(pool.forward(cls).tanh()),
+            (Some(dense), _) => drop(crate::kernels::gelu(dense.forward(drop(cls)))),
+            (None, _) => drop(cls),
+        };
+        self.head.forward(x)
     }
 
     /// The encoder's parameters under `prefix`.
@@ -143,114 +179,46 @@ impl Classifier {
         self.encoder.walk(prefix, w);
     }
 
+    /// The head's parameters, under transformers' names.
+    pub fn walk_head(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
+        match (&mut self.inner, self.kind) {
+            (Some(pool), ClsHead::BertPooler) => {
+                walk_linear(w, &format!("{prefix}.pooler.dense"), pool);
+                walk_linear(w, "classifier", &mut self.head);
+            }
+            (Some(dense), _) => {
+                walk_linear(w, "classifier.dense", dense);
+                walk_linear(w, "classifier.out_proj", &mut self.head);
+            }
+            (None, _) => walk_linear(w, "classifier", &mut self.head),
+        }
+    }
+
     pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
         self.walk_encoder(prefix, w);
-        walk_linear(w, "classifier", &mut self.head);
+        self.walk_head(prefix, w);
     }
-}
 
-/// Learning-rate factor of a parameter under layer-wise decay: `decay^(L − 1 − i)` for layer i
-/// of L, `decay^L` for the embeddings (and their projection), 1 for the head.
-pub fn layer_decay_factor(name: &str, prefix: &str, layers: usize, decay: f64) -> f64 {
-    if let Some(rest) = name.strip_prefix(&format!("{prefix}.encoder.layer.")) {
-        let i: usize = rest
-            .split('.')
-            .next()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(layers - 1);
-        return decay.powi((layers - 1 - i.min(layers - 1)) as i32);
-    }
-    if name.starts_with(&format!("{prefix}.embeddings")) {
-        return decay.powi(layers as i32);
-    }
-    1.0
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FinetuneOptions {
-    pub lr: f64,
-    pub layer_decay: f64,
-    pub epochs: usize,
-    pub batch_size: usize,
-    pub max_seq_len: usize,
-    pub warmup_fraction: f64,
-    pub weight_decay: f64,
-    /// Use at most this many training examples (0 = all).
-    pub max_train_examples: usize,
-    /// Paraphrase tasks (MRPC, QQP): also train on (B, A).
-    pub both_orders: bool,
-    /// The device to train and predict on (`cpu`, `cuda`, `libtorch-cuda`, … as built).
-    #[serde(default = "cpu")]
-    pub device: String,
-}
-
-fn cpu() -> String {
-    "cpu".into()
-}
-
-impl FinetuneOptions {
-    /// Checks every value against its range; the error names the option.
-    pub fn validate(&self) -> Result<()> {
-        let rules = [
-            (
-                "--lr",
-                self.lr.to_string(),
-                self.lr.is_finite() && self.lr > 0.0,
-                "> 0",
-            ),
-            (
-                "--layer-decay",
-                self.layer_decay.to_string(),
-                self.layer_decay > 0.0 && self.layer_decay <= 1.0,
-                "in (0, 1]",
-            ),
-            ("--epochs", self.epochs.to_string(), self.epochs > 0, "> 0"),
-            (
-                "--batch-size",
-                self.batch_size.to_string(),
-                self.batch_size > 0,
-                "> 0",
-            ),
-            (
-                "--max-seq-len",
-                self.max_seq_len.to_string(),
-                self.max_seq_len >= 8,
-                ">= 8",
-            ),
-            (
-                "warmup fraction",
-                self.warmup_fraction.to_string(),
-                (0.0..=1.0).contains(&self.warmup_fraction),
-                "in [0, 1]",
-            ),
-            (
-                "weight decay",
-                self.weight_decay.to_string(),
-                self.weight_decay.is_finite() && self.weight_decay >= 0.0,
-                ">= 0",
-            ),
-        ];
-        match rules.into_iter().find(|r| !r.2) {
-            Some((name, value, _, rule)) => {
-                Err(Error::Config(format!("{name} {value}: must be {rule}")))
-            }
-            None => Ok(()),
+    /// A classifier over `pre`'s encoder (its weights loaded) with a fresh head; BERT's
+    /// pooler is taken from `pre` when it has one, as transformers does.
+    pub fn from_pretrained(
+        pre: &PretrainedEncoder,
+        outputs: usize,
+        head: HeadKind,
+        device: &Device,
+    ) -> Result<Self> {
+        let kind = ClsHead::of(&pre.prefix, head);
+        let mut model = Classifier::new(&pre.config, outputs, kind, device);
+        let mut loader = Loader::new(&pre.weights, device);
+        model.walk_encoder(&pre.prefix, &mut loader);
+        let pooler = format!("{}.pooler.dense", pre.prefix);
+        if let (ClsHead::BertPooler, Some(pool)) = (kind, &mut model.inner)
+            && pre.weights.tensors.contains_key(&format!("{pooler}.weight"))
+        {
+            walk_linear(&mut loader, &pooler, pool);
         }
-    }
-
-    pub fn electra(task: GlueTask) -> Self {
-        Self {
-            lr: 1e-4,
-            layer_decay: 0.8,
-            epochs: task.default_epochs(),
-            batch_size: 32,
-            max_seq_len: 128,
-            warmup_fraction: 0.1,
-            weight_decay: 0.01,
-            max_train_examples: 0,
-            both_orders: false,
-            device: cpu(),
-        }
+        loader.finish()?;
+        Ok(model)
     }
 }
 
@@ -306,12 +274,22 @@ pub(crate) fn batch_inputs(rows: &[(Vec<u32>, Vec<u32>)], pad: u32, device: &Dev
     }
 }
 
-/// Dev-set scores of one fine-tuned model: each metric (in %) and the task score (GLUE's: the
-/// mean of the task's metrics).
+/// Dev-set scores of one fine-tuned model: each metric (in %) and the task score.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Scores {
     pub metrics: BTreeMap<String, f64>,
     pub score: f64,
+}
+
+/// The metric a task is scored by, as ELECTRA and the GLUE papers report it: Matthews
+/// correlation for CoLA, Spearman correlation for STS-B, accuracy for every other task
+/// (MRPC's and QQP's F1 and STS-B's Pearson are shown beside it).
+pub fn score_metric(task: GlueTask) -> &'static str {
+    match task {
+        GlueTask::Cola => "mcc",
+        GlueTask::Stsb => "spearman",
+        _ => "accuracy",
+    }
 }
 
 /// Predictions: a class per example, or a score for STS-B.
@@ -349,7 +327,7 @@ pub fn score(task: GlueTask, pred: &[f64], gold: &[Label]) -> Scores {
             }
         }
     }
-    let score = m.values().sum::<f64>() / m.len() as f64;
+    let score = m[score_metric(task)];
     Scores { metrics: m, score }
 }
 
@@ -359,6 +337,8 @@ pub struct FineTuned {
     pub task: GlueTask,
     pub prefix: String,
     pub config: EncoderConfig,
+    /// Regression outputs are multiplied by this (the recipe's target scale).
+    pub regression_scale: f64,
 }
 
 /// A progress bar over `len` items with `template`, hidden when `show` is false.
@@ -405,7 +385,7 @@ pub fn predict(
                     .try_into_vec::<f32>()
                     .expect("f32")
                     .into_iter()
-                    .map(|v| v as f64),
+                    .map(|v| v as f64 * m.regression_scale),
             );
         } else {
             let a = logits
@@ -425,6 +405,67 @@ pub fn predict(
     )
 }
 
+/// The training rows of `train`: encoded pairs with their labels, the first
+/// `max_train_examples` labelled examples, each also as (B, A) when `both_orders`.
+pub fn training_rows(
+    tokenizer: &WordPieceTokenizer,
+    train: &[GlueExample],
+    opts: &FinetuneOptions,
+) -> Vec<(Encoded, Label)> {
+    let take = match opts.max_train_examples {
+        0 => usize::MAX,
+        n => n,
+    };
+    let mut rows = Vec::new();
+    for e in train.iter().filter(|e| e.label.is_some()).take(take) {
+        let label = e.label.expect("labelled");
+        let (a, b) = (&e.text_a, e.text_b.as_deref());
+        rows.push((encode_pair(tokenizer, a, b, opts.max_seq_len), label));
+        if opts.both_orders
+            && let Some(b) = b
+        {
+            rows.push((encode_pair(tokenizer, b, Some(a), opts.max_seq_len), label));
+        }
+    }
+    rows
+}
+
+/// The mean loss of a batch of logits against `gold`: cross-entropy for classes, squared
+/// error against the score divided by `regression_scale` for regression.
+pub fn classifier_loss(
+    logits: Tensor<2>,
+    gold: &[Label],
+    regression: bool,
+    regression_scale: f64,
+) -> Tensor<1> {
+    let device = logits.device();
+    let n = gold.len();
+    if regression {
+        let g: Vec<f32> = gold
+            .iter()
+            .map(|l| match *l {
+                Label::Score(s) => (s / regression_scale) as f32,
+                Label::Class(c) => (c as f64 / regression_scale) as f32,
+            })
+            .collect();
+        let g = Tensor::<1>::from_data(TensorData::new(g, [n]), &device);
+        (logits.reshape([n]) - g).square().mean()
+    } else {
+        let g: Vec<i64> = gold
+            .iter()
+            .map(|l| match *l {
+                Label::Class(c) => c as i64,
+                Label::Score(s) => s as i64,
+            })
+            .collect();
+        let g = Tensor::<1, Int>::from_data(TensorData::new(g, [n]), &device);
+        log_softmax(logits, 1)
+            .gather(1, g.reshape([n, 1]))
+            .neg()
+            .mean()
+    }
+}
+
 /// Fine-tunes on `train` with one seed and returns the model and the training throughput.
 pub fn finetune_one(
     task: GlueTask,
@@ -434,80 +475,33 @@ pub fn finetune_one(
     seed: u64,
     progress: bool,
 ) -> Result<(FineTuned, f64)> {
+    opts.validate_for(task)?;
     let base = crate::device::device_for(&opts.device)?;
     crate::model::seed(&base, seed);
     let device = base.clone().autodiff();
-    let mut model = Classifier::new(&pre.config, task.num_labels(), &device);
-    let mut loader = Loader::new(&pre.weights, &device);
-    model.walk_encoder(&pre.prefix, &mut loader);
-    loader.finish()?;
-
-    let mut rows: Vec<(Encoded, Label)> = Vec::new();
-    for e in train.iter().take(if opts.max_train_examples == 0 {
-        usize::MAX
-    } else {
-        opts.max_train_examples
-    }) {
-        let Some(label) = e.label else { continue };
-        rows.push((
-            encode_pair(
-                &pre.tokenizer,
-                &e.text_a,
-                e.text_b.as_deref(),
-                opts.max_seq_len,
-            ),
-            label,
-        ));
-        if opts.both_orders
-            && let Some(b) = &e.text_b
-        {
-            rows.push((
-                encode_pair(&pre.tokenizer, b, Some(&e.text_a), opts.max_seq_len),
-                label,
-            ));
-        }
-    }
+    let mut model = Classifier::from_pretrained(pre, task.num_labels(), opts.head, &device)?;
+    let rows = training_rows(&pre.tokenizer, train, opts);
     if rows.is_empty() {
         return Err(Error::Input("no labelled training examples".into()));
     }
-    let n_rows = rows.len();
+    let scale = if task.is_regression() {
+        opts.regression_scale
+    } else {
+        1.0
+    };
     let throughput = train_epochs(
         &mut model,
         &pre.prefix,
         pre.config.num_hidden_layers,
-        n_rows,
+        rows.len(),
         opts,
         seed,
         progress,
         |model, chunk| {
             let enc: Vec<_> = chunk.iter().map(|&i| rows[i].0.clone()).collect();
+            let gold: Vec<Label> = chunk.iter().map(|&i| rows[i].1).collect();
             let x = batch_inputs(&enc, pre.tokenizer.special.pad, &device);
-            let out = model.forward(&x);
-            let n = chunk.len();
-            if task.is_regression() {
-                let gold: Vec<f32> = chunk
-                    .iter()
-                    .map(|&i| match rows[i].1 {
-                        Label::Score(s) => s as f32,
-                        Label::Class(c) => c as f32,
-                    })
-                    .collect();
-                let g = Tensor::<1>::from_data(TensorData::new(gold, [n]), &device);
-                (out.reshape([n]) - g).square().mean()
-            } else {
-                let gold: Vec<i64> = chunk
-                    .iter()
-                    .map(|&i| match rows[i].1 {
-                        Label::Class(c) => c as i64,
-                        Label::Score(s) => s as i64,
-                    })
-                    .collect();
-                let g = Tensor::<1, Int>::from_data(TensorData::new(gold, [n]), &device);
-                log_softmax(out, 1)
-                    .gather(1, g.reshape([n, 1]))
-                    .neg()
-                    .mean()
-            }
+            classifier_loss(model.forward(&x), &gold, task.is_regression(), scale)
         },
     )?;
     let model = model.valid();
@@ -517,86 +511,16 @@ pub fn finetune_one(
             task,
             prefix: pre.prefix.clone(),
             config: pre.config.clone(),
+            regression_scale: scale,
         },
         throughput,
     ))
-}
-
-/// A fine-tuning model: its parameters under transformers names.
-pub trait Trainable {
-    fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker);
 }
 
 impl Trainable for Classifier {
     fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
         Classifier::walk(self, prefix, w)
     }
-}
-
-/// The fine-tuning loop shared by every task: `opts.epochs` passes over `rows` examples in a
-/// seeded random order, batches of `opts.batch_size`, AdamW with warmup over the first
-/// `warmup_fraction` of the steps then linear decay, layer-wise decay, global-norm clipping at
-/// 1.0. `loss_of` gives the mean loss of a batch (indices into the rows). Returns examples/s.
-#[allow(clippy::too_many_arguments)]
-pub fn train_epochs<M: Trainable>(
-    model: &mut M,
-    prefix: &str,
-    layers: usize,
-    rows: usize,
-    opts: &FinetuneOptions,
-    seed: u64,
-    progress: bool,
-    mut loss_of: impl FnMut(&M, &[usize]) -> Tensor<1>,
-) -> Result<f64> {
-    let per_epoch = rows.div_ceil(opts.batch_size);
-    let total = (per_epoch * opts.epochs) as u64;
-    let warmup = (total as f64 * opts.warmup_fraction).round() as u64;
-    let mut opt = AdamW::new(AdamWConfig {
-        lr: opts.lr,
-        weight_decay: opts.weight_decay,
-        warmup_steps: warmup,
-        ..AdamWConfig::default()
-    });
-    let owned_prefix = prefix.to_string();
-    let decay = opts.layer_decay;
-    let scale = move |name: &str| layer_decay_factor(name, &owned_prefix, layers, decay);
-    let bar = progress_bar(
-        total,
-        "finetune {bar:30} {pos}/{len} steps  {msg}  eta {eta}",
-        progress,
-    );
-    let start = Instant::now();
-    let mut seen = 0usize;
-    let mut step = 0u64;
-    for epoch in 0..opts.epochs {
-        let mut order: Vec<usize> = (0..rows).collect();
-        order.shuffle(&mut ChaCha8Rng::seed_from_u64(
-            seed ^ ((epoch as u64 + 1) << 32),
-        ));
-        for chunk in order.chunks(opts.batch_size) {
-            let loss = loss_of(model, chunk);
-            let value: f32 = loss.clone().into_scalar::<f32>();
-            if !value.is_finite() {
-                return Err(Error::Diverged(format!(
-                    "fine-tuning step {}: loss is {value}",
-                    step + 1
-                )));
-            }
-            let mut grads = Grads::collect(&loss.backward(), |w| model.walk(prefix, w));
-            grads.clip_global_norm(1.0);
-            let lr = scheduled_lr(opts.lr, step, warmup, total);
-            opt.update_scaled(lr, &scale, &grads, |w| model.walk(prefix, w));
-            step += 1;
-            seen += chunk.len();
-            bar.set_message(format!(
-                "loss {value:.4}  {:.0} ex/s",
-                seen as f64 / start.elapsed().as_secs_f64().max(1e-9)
-            ));
-            bar.inc(1);
-        }
-    }
-    bar.finish_and_clear();
-    Ok(seen as f64 / start.elapsed().as_secs_f64().max(1e-9))
 }
 
 /// What `save_finetuned` writes next to the weights.
@@ -606,6 +530,19 @@ pub struct FineTunedInfo {
     pub prefix: String,
     pub config: EncoderConfig,
     pub max_seq_len: usize,
+    /// Folders written before heads were chosen hold ELECTRA's one-layer head.
+    #[serde(default = "linear_head")]
+    pub head: ClsHead,
+    #[serde(default = "one")]
+    pub regression_scale: f64,
+}
+
+fn linear_head() -> ClsHead {
+    ClsHead::Linear
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 pub fn save_finetuned(
@@ -619,6 +556,8 @@ pub fn save_finetuned(
         prefix: m.prefix.clone(),
         config: m.config.clone(),
         max_seq_len,
+        head: m.model.kind,
+        regression_scale: m.regression_scale,
     };
     write_model_folder(dir, |w| m.model.walk(&info.prefix, w), &info, tokenizer)
 }
@@ -631,6 +570,7 @@ pub fn load_finetuned(
     let mut model = Classifier::new(
         &info.config.clone().without_dropout(),
         info.task.num_labels(),
+        info.head,
         device,
     );
     load_weights(&weights, device, |l| model.walk(&info.prefix, l))?;
@@ -640,6 +580,7 @@ pub fn load_finetuned(
             task: info.task,
             prefix: info.prefix,
             config: info.config,
+            regression_scale: info.regression_scale,
         },
         tokenizer,
         info.max_seq_len,

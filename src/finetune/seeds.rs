@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::finetune::classify::{
-    FinetuneOptions, PretrainedEncoder, Scores, finetune_one, load_finetuned, predict, read_task,
-    save_finetuned, score,
+    DevSets, PretrainedEncoder, Scores, finetune_one, load_finetuned, predict, read_task, save_finetuned,
+    score,
 };
+use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::span::{QaOptions, finetune_squad, load_qa, predict_squad, save_qa};
 use crate::tasks::glue::GlueTask;
 use crate::tasks::squad::{SquadExample, evaluate_squad};
@@ -63,6 +64,24 @@ pub struct TaskResult {
     pub metrics: BTreeMap<String, Summary>,
     pub train_examples_per_s: f64,
     pub eval_examples_per_s: f64,
+    /// The recipe and every hyperparameter the run used.
+    #[serde(default)]
+    pub options: Option<FinetuneOptions>,
+    /// How many examples it trained and was scored on.
+    #[serde(default)]
+    pub examples: Option<ExampleCounts>,
+}
+
+/// The examples of one fine-tuning run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExampleCounts {
+    /// Labelled training examples used (SQuAD: questions).
+    pub train: usize,
+    /// Rows trained on per epoch: the examples, and their swapped pairs where both orders are
+    /// used (SQuAD: questions; each gives one window or more).
+    pub train_rows: usize,
+    /// Dev examples scored, over every dev file.
+    pub dev: usize,
 }
 
 impl TaskResult {
@@ -83,6 +102,8 @@ impl TaskResult {
             metrics,
             train_examples_per_s: rates.0,
             eval_examples_per_s: rates.1,
+            options: None,
+            examples: None,
         }
     }
 }
@@ -159,6 +180,10 @@ pub trait SeedRun {
     /// Scores the model saved in `dir` on the dev data (one progress line per dev file);
     /// returns the scores and prediction examples/s.
     fn score(&self, seed: u64, dir: &Path, report: Report) -> Result<(Scores, f64)>;
+    /// The settings every seed trains with.
+    fn options(&self) -> &FinetuneOptions;
+    /// The examples each seed trains and is scored on.
+    fn examples(&self) -> ExampleCounts;
 }
 
 /// The seed loop of every task: trains and scores `run` once per seed (models in
@@ -178,12 +203,10 @@ pub fn run_seeds(
         eval_rate += rate / seeds.len() as f64;
         per_seed.push(s);
     }
-    Ok(TaskResult::new(
-        run.name(),
-        seeds,
-        per_seed,
-        (train_rate, eval_rate),
-    ))
+    let mut result = TaskResult::new(run.name(), seeds, per_seed, (train_rate, eval_rate));
+    result.options = Some(run.options().clone());
+    result.examples = Some(run.examples());
+    Ok(result)
 }
 
 /// A classification / regression task's run: its train examples and dev files.
@@ -191,7 +214,7 @@ struct GlueRun<'a> {
     task: GlueTask,
     pre: &'a PretrainedEncoder,
     train: Vec<crate::tasks::glue::GlueExample>,
-    dev: crate::finetune::classify::DevSets,
+    dev: DevSets,
     opts: &'a FinetuneOptions,
     device: burn::prelude::Device,
     progress: bool,
@@ -232,12 +255,42 @@ impl SeedRun for GlueRun<'_> {
             ));
             scores.push(s);
         }
-        let s = Scores {
-            score: scores.iter().map(|s| s.score).sum::<f64>() / scores.len() as f64,
-            metrics: scores.into_iter().flat_map(|s| s.metrics).collect(),
-        };
-        Ok((s, eval_rate))
+        Ok((merge_dev_scores(&self.dev, scores), eval_rate))
     }
+
+    fn options(&self) -> &FinetuneOptions {
+        self.opts
+    }
+
+    fn examples(&self) -> ExampleCounts {
+        let take = match self.opts.max_train_examples {
+            0 => usize::MAX,
+            n => n,
+        };
+        let used: Vec<_> = self.train.iter().filter(|e| e.label.is_some()).take(take).collect();
+        let swapped = used.iter().filter(|e| e.text_b.is_some()).count();
+        ExampleCounts {
+            train: used.len(),
+            train_rows: used.len() + if self.opts.both_orders { swapped } else { 0 },
+            dev: self.dev.iter().map(|(_, ex)| ex.len()).sum(),
+        }
+    }
+}
+
+/// One seed's scores over a task's dev files: the first file's (MNLI: matched) metrics and
+/// score as they are (ELECTRA reports MNLI's matched accuracy), every other file's metrics
+/// under `<file stem>/` (`dev_mismatched/accuracy`), so none overwrites another.
+fn merge_dev_scores(dev: &DevSets, scores: Vec<Scores>) -> Scores {
+    let score = scores.first().map_or(f64::NAN, |s| s.score);
+    let mut metrics = BTreeMap::new();
+    for (i, (s, (file, _))) in scores.into_iter().zip(dev).enumerate() {
+        let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+        for (k, v) in s.metrics {
+            let key = if i == 0 { k } else { format!("{stem}/{k}") };
+            metrics.insert(key, v);
+        }
+    }
+    Scores { metrics, score }
 }
 
 /// Fine-tunes a GLUE task once per seed (models in `out/seed-N`), scores the dev file(s).
@@ -338,6 +391,22 @@ impl SeedRun for SquadRun<'_> {
         let s = squad_scores(self.dev, &answers);
         report(format!("SQuAD seed {seed}: {}", metrics_line(&s.metrics)));
         Ok((s, rate))
+    }
+
+    fn options(&self) -> &FinetuneOptions {
+        self.opts
+    }
+
+    fn examples(&self) -> ExampleCounts {
+        let train = match self.opts.max_train_examples {
+            0 => self.train.len(),
+            n => n.min(self.train.len()),
+        };
+        ExampleCounts {
+            train,
+            train_rows: train,
+            dev: self.dev.len(),
+        }
     }
 }
 

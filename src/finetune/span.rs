@@ -22,9 +22,10 @@ use burn::tensor::activation::log_softmax;
 use serde::{Deserialize, Serialize};
 
 use crate::finetune::classify::{
-    FinetuneOptions, PretrainedEncoder, Trainable, load_weights, progress_bar, read_model_folder,
-    read_model_info, train_epochs, write_model_folder,
+    PretrainedEncoder, load_weights, progress_bar, read_model_folder, read_model_info,
+    write_model_folder,
 };
+use crate::finetune::recipe::{FinetuneOptions, Recipe, Trainable, train_epochs};
 use crate::interop::tensors::Loader;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
@@ -56,20 +57,9 @@ impl Default for QaOptions {
     }
 }
 
-/// ELECTRA's SQuAD recipe: lr 1e-4, layer decay 0.8, 2 epochs, batch 32, warmup 10 %.
+/// ELECTRA's SQuAD recipe (see [`FinetuneOptions::squad`]).
 pub fn squad_finetune_options() -> FinetuneOptions {
-    FinetuneOptions {
-        lr: 1e-4,
-        layer_decay: 0.8,
-        epochs: 2,
-        batch_size: 32,
-        max_seq_len: 384,
-        warmup_fraction: 0.1,
-        weight_decay: 0.01,
-        max_train_examples: 0,
-        both_orders: false,
-        device: "cpu".into(),
-    }
+    FinetuneOptions::squad(Recipe::Electra)
 }
 
 /// One window of one question.
@@ -178,7 +168,9 @@ impl SpanExtractor {
         }
     }
 
-    /// Start and end logits, each [batch, len]; padding gets −10000.
+    /// Start and end logits, each [batch, len], at every position (padding included, as
+    /// transformers' `ElectraForQuestionAnswering` gives them; decoding only reads context
+    /// tokens).
     pub fn forward(&self, x: &Inputs) -> (Tensor<2>, Tensor<2>) {
         let e = self
             .embeddings
@@ -186,13 +178,8 @@ impl SpanExtractor {
         let h = self.encoder.forward(e, x.attention_mask.clone());
         let [b, l, _] = h.dims();
         let logits = self.head.forward(h);
-        let mut start = logits.clone().slice([0..b, 0..l, 0..1]).reshape([b, l]);
-        let mut end = logits.slice([0..b, 0..l, 1..2]).reshape([b, l]);
-        if let Some(m) = &x.attention_mask {
-            let pad = (m.clone().float() - 1.0) * 10000.0;
-            start = start + pad.clone();
-            end = end + pad;
-        }
+        let start = logits.clone().slice([0..b, 0..l, 0..1]).reshape([b, l]);
+        let end = logits.slice([0..b, 0..l, 1..2]).reshape([b, l]);
         (start, end)
     }
 

@@ -114,6 +114,13 @@ impl GlueTask {
         self == Self::Stsb
     }
 
+    /// Sentence pairs whose order carries no meaning (paraphrase and similarity: MRPC, STS-B,
+    /// QQP): training on (B, A) too is sound. Entailment, question answering and stance pairs
+    /// are directional.
+    pub fn is_unordered(self) -> bool {
+        matches!(self, Self::Mrpc | Self::Stsb | Self::Qqp)
+    }
+
     /// The training file in the task's folder. PERSPECTRUM's splits are named as
     /// `<folder>/train`, `<folder>/dev` (the claims of that split in the official files).
     pub fn train_file(self, dir: &Path) -> PathBuf {

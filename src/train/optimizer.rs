@@ -3,7 +3,8 @@
 //!
 //! Per parameter, at update t (1-based) with gradient g:
 //! `p ← p·(1 − lr·wd)`, `m ← β1·m + (1−β1)·g`, `v ← β2·v + (1−β2)·g²`,
-//! `p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + ε)`.
+//! `p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + ε)`; without bias correction
+//! (`bias_correction = false`, ELECTRA's `AdamWeightDecayOptimizer`) both divisors are 1.
 //! Weight decay is skipped for LayerNorm parameters and biases when `decay_all` is false
 //! (ELECTRA's and BERT's rule).
 //!
@@ -43,6 +44,10 @@ pub struct AdamWConfig {
     pub decay_all: bool,
     /// Global gradient-norm clip; 0 disables.
     pub max_grad_norm: f64,
+    /// Adam's bias correction (divide m by 1 − β1^t and v by 1 − β2^t). torch's `AdamW` and
+    /// transformers apply it; ELECTRA's `AdamWeightDecayOptimizer` (pre-training and
+    /// fine-tuning) does not.
+    pub bias_correction: bool,
     pub warmup_steps: u64,
     /// `auto` (multi-tensor on GPU devices, per tensor on CPU devices), `on` or `off`.
     pub multi_tensor: MultiTensor,
@@ -67,6 +72,7 @@ impl Default for AdamWConfig {
             weight_decay: 0.01,
             decay_all: false,
             max_grad_norm: 1.0,
+            bias_correction: true,
             warmup_steps: 10_000,
             multi_tensor: MultiTensor::Auto,
         }
@@ -300,8 +306,11 @@ impl AdamW {
         self.step += 1;
         let c = self.config.clone();
         let t = self.step as i32;
-        let bc1 = 1.0 - c.beta1.powi(t);
-        let bc2_sqrt = (1.0 - c.beta2.powi(t)).sqrt();
+        let (bc1, bc2_sqrt) = if c.bias_correction {
+            (1.0 - c.beta1.powi(t), (1.0 - c.beta2.powi(t)).sqrt())
+        } else {
+            (1.0, 1.0)
+        };
         let multi = match c.multi_tensor {
             MultiTensor::On => true,
             MultiTensor::Off => false,

@@ -1,0 +1,466 @@
+//! Fine-tuning recipes: the optimizer, learning-rate schedule, layer-wise decay, head and
+//! data rules of one reference, chosen as a whole (`--recipe`) and overridable one by one.
+//!
+//! - `electra` (google-research/electra `finetune/`, `model/optimization.py`): Adam with
+//!   decoupled weight decay and **no bias correction**, ε 1e-6, weight decay 0.01 (not on
+//!   biases and LayerNorm); learning rate `lr · min(1, t/W) · (1 − t/T)` with W = 10 % of T;
+//!   layer-wise decay 0.8 read as the official code reads it (the head 1, the top encoder layer
+//!   0.8², the embeddings 0.8^(L+2)); dropout + one dense layer on [CLS]; STS-B targets divided
+//!   by 5; MRPC and STS-B also trained with the two sentences swapped; global-norm clip 1.
+//! - `transformers` (the `Trainer` of `run_glue.py` / `run_qa.py`): torch's `AdamW` with bias
+//!   correction, ε 1e-8, no weight decay, linear decay from the peak (no warmup), no layer-wise
+//!   decay; transformers' task heads (`ElectraClassificationHead`); raw STS-B targets; no
+//!   swapped pairs; global-norm clip 1.
+//!
+//! BERT backbones take BERT's pooler (tanh dense on [CLS]) under both recipes, as BERT's own
+//! code and `BertForSequenceClassification` do.
+//!
+//! t counts the updates already made (the first update has t = 0), as TensorFlow's
+//! `global_step` and torch's `LambdaLR` both do.
+
+use std::time::Instant;
+
+use burn::prelude::*;
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::model::params::ParamWalker;
+use crate::tasks::glue::GlueTask;
+use crate::train::optimizer::{AdamW, AdamWConfig, Grads, scheduled_lr};
+use crate::{Error, Result};
+
+/// Which reference a fine-tuning run follows (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recipe {
+    #[default]
+    Electra,
+    Transformers,
+}
+
+impl Recipe {
+    pub const NAMES: &'static str = "electra or transformers";
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "electra" => Some(Self::Electra),
+            "transformers" => Some(Self::Transformers),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Electra => "electra",
+            Self::Transformers => "transformers",
+        }
+    }
+}
+
+/// How layer-wise learning-rate decay d maps depth to a factor (L encoder layers, layer i
+/// counted from 0 at the bottom; the task head always gets 1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerDecayRule {
+    /// google-research/electra's `_get_layer_lrs` as written: layer i gets d^(L + 1 − i), so
+    /// the top layer d², the embeddings d^(L+2) (the off-by-one of electra issue #51).
+    #[default]
+    Electra,
+    /// The same rule one step up (what that code meant): layer i gets d^(L − i), the top layer
+    /// d, the embeddings d^(L+1).
+    Shifted,
+}
+
+impl LayerDecayRule {
+    pub const NAMES: &'static str = "electra or shifted";
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "electra" => Some(Self::Electra),
+            "shifted" => Some(Self::Shifted),
+            _ => None,
+        }
+    }
+
+    /// The head's depth in the rule's count (the embeddings are depth 0, layer i depth i + 1).
+    fn head_depth(self, layers: usize) -> usize {
+        match self {
+            Self::Electra => layers + 2,
+            Self::Shifted => layers + 1,
+        }
+    }
+}
+
+/// The learning-rate schedule over T updates with W warmup updates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    /// ELECTRA's: `lr · min(1, t/W) · (1 − t/T)`, W = warmup fraction · T (not rounded).
+    #[default]
+    Product,
+    /// transformers' `get_linear_schedule_with_warmup`: `lr · t/W` for t < W, then
+    /// `lr · (T − t)/(T − W)`, W = ⌈warmup fraction · T⌉ (the Trainer's rounding).
+    Linear,
+}
+
+/// The classification head on an ELECTRA backbone (BERT backbones always take the pooler).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HeadKind {
+    /// ELECTRA's: dropout, then one dense layer on the [CLS] hidden state.
+    #[default]
+    Electra,
+    /// transformers' `ElectraClassificationHead`: dropout, dense, GELU, dropout, dense.
+    Transformers,
+}
+
+/// Every hyperparameter of a fine-tuning run (`results.json` records them).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FinetuneOptions {
+    /// The recipe the defaults below came from.
+    #[serde(default)]
+    pub recipe: Recipe,
+    pub lr: f64,
+    /// Layer-wise learning-rate decay (1 = none).
+    pub layer_decay: f64,
+    #[serde(default)]
+    pub layer_decay_rule: LayerDecayRule,
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub max_seq_len: usize,
+    pub warmup_fraction: f64,
+    #[serde(default)]
+    pub schedule: Schedule,
+    pub weight_decay: f64,
+    #[serde(default = "default_eps")]
+    pub adam_eps: f64,
+    /// Adam's bias correction (torch's `AdamW` has it, ELECTRA's optimizer does not).
+    #[serde(default = "yes")]
+    pub bias_correction: bool,
+    /// Global gradient-norm clip (0 = none).
+    #[serde(default = "one")]
+    pub max_grad_norm: f64,
+    /// Use at most this many training examples (0 = all).
+    pub max_train_examples: usize,
+    /// Unordered sentence pairs (MRPC, STS-B, QQP): also train on (B, A).
+    pub both_orders: bool,
+    #[serde(default)]
+    pub head: HeadKind,
+    /// Regression targets are divided by this before the loss (ELECTRA: STS-B's 5), and
+    /// predictions multiplied by it.
+    #[serde(default = "one")]
+    pub regression_scale: f64,
+    /// The device to train and predict on (`cpu`, `cuda`, `libtorch-cuda`, … as built).
+    #[serde(default = "cpu")]
+    pub device: String,
+}
+
+fn cpu() -> String {
+    "cpu".into()
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> f64 {
+    1.0
+}
+fn default_eps() -> f64 {
+    1e-6
+}
+
+impl FinetuneOptions {
+    /// `recipe`'s settings for a sentence(-pair) task.
+    pub fn for_task(recipe: Recipe, task: GlueTask) -> Self {
+        match recipe {
+            Recipe::Electra => Self {
+                recipe,
+                lr: 1e-4,
+                layer_decay: 0.8,
+                layer_decay_rule: LayerDecayRule::Electra,
+                epochs: task.default_epochs(),
+                batch_size: 32,
+                max_seq_len: 128,
+                warmup_fraction: 0.1,
+                schedule: Schedule::Product,
+                weight_decay: 0.01,
+                adam_eps: 1e-6,
+                bias_correction: false,
+                max_grad_norm: 1.0,
+                max_train_examples: 0,
+                both_orders: matches!(task, GlueTask::Mrpc | GlueTask::Stsb),
+                head: HeadKind::Electra,
+                regression_scale: if task == GlueTask::Stsb { 5.0 } else { 1.0 },
+                device: cpu(),
+            },
+            Recipe::Transformers => Self {
+                recipe,
+                lr: 2e-5,
+                layer_decay: 1.0,
+                layer_decay_rule: LayerDecayRule::Electra,
+                epochs: 3,
+                batch_size: 32,
+                max_seq_len: 128,
+                warmup_fraction: 0.0,
+                schedule: Schedule::Linear,
+                weight_decay: 0.0,
+                adam_eps: 1e-8,
+                bias_correction: true,
+                max_grad_norm: 1.0,
+                max_train_examples: 0,
+                both_orders: false,
+                head: HeadKind::Transformers,
+                regression_scale: 1.0,
+                device: cpu(),
+            },
+        }
+    }
+
+    /// ELECTRA's recipe for `task`.
+    pub fn electra(task: GlueTask) -> Self {
+        Self::for_task(Recipe::Electra, task)
+    }
+
+    /// `recipe`'s settings for SQuAD v1.1 (ELECTRA: 2 epochs, 512 tokens; `run_qa.py`'s
+    /// example: lr 3e-5, batch 12, 2 epochs, 384 tokens).
+    pub fn squad(recipe: Recipe) -> Self {
+        let mut o = Self::for_task(recipe, GlueTask::Sst2);
+        o.both_orders = false;
+        o.regression_scale = 1.0;
+        o.epochs = 2;
+        match recipe {
+            Recipe::Electra => o.max_seq_len = 512,
+            Recipe::Transformers => {
+                o.lr = 3e-5;
+                o.batch_size = 12;
+                o.max_seq_len = 384;
+            }
+        }
+        o
+    }
+
+    /// Checks every value against its range; the error names the option.
+    pub fn validate(&self) -> Result<()> {
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        let rules = [
+            ("--lr", self.lr.to_string(), positive(self.lr), "> 0"),
+            (
+                "--layer-decay",
+                self.layer_decay.to_string(),
+                self.layer_decay > 0.0 && self.layer_decay <= 1.0,
+                "in (0, 1]",
+            ),
+            ("--epochs", self.epochs.to_string(), self.epochs > 0, "> 0"),
+            (
+                "--batch-size",
+                self.batch_size.to_string(),
+                self.batch_size > 0,
+                "> 0",
+            ),
+            (
+                "--max-seq-len",
+                self.max_seq_len.to_string(),
+                self.max_seq_len >= 8,
+                ">= 8",
+            ),
+            (
+                "--warmup-fraction",
+                self.warmup_fraction.to_string(),
+                (0.0..=1.0).contains(&self.warmup_fraction),
+                "in [0, 1]",
+            ),
+            (
+                "--weight-decay",
+                self.weight_decay.to_string(),
+                self.weight_decay.is_finite() && self.weight_decay >= 0.0,
+                ">= 0",
+            ),
+            (
+                "--adam-eps",
+                self.adam_eps.to_string(),
+                positive(self.adam_eps),
+                "> 0",
+            ),
+            (
+                "max grad norm",
+                self.max_grad_norm.to_string(),
+                self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0,
+                ">= 0",
+            ),
+            (
+                "regression scale",
+                self.regression_scale.to_string(),
+                positive(self.regression_scale),
+                "> 0",
+            ),
+        ];
+        match rules.into_iter().find(|r| !r.2) {
+            Some((name, value, _, rule)) => {
+                Err(Error::Config(format!("{name} {value}: must be {rule}")))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// [`validate`](Self::validate), and swapped pairs only where the order carries no
+    /// meaning.
+    pub fn validate_for(&self, task: GlueTask) -> Result<()> {
+        self.validate()?;
+        if self.both_orders && !task.is_unordered() {
+            return Err(Error::Config(format!(
+                "--both-orders: {} is directional (the first text is not the second's equal); only MRPC, STS-B and QQP can be swapped",
+                task.dir_name()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Learning-rate factor of a parameter (transformers name) under layer-wise decay `decay`:
+/// see [`LayerDecayRule`]. Embeddings (and their projection) are depth 0, encoder layer i is
+/// depth i + 1, everything else (pooler, heads) is the head.
+pub fn layer_decay_factor(
+    name: &str,
+    prefix: &str,
+    layers: usize,
+    decay: f64,
+    rule: LayerDecayRule,
+) -> f64 {
+    let head = rule.head_depth(layers);
+    let depth = if let Some(rest) = name.strip_prefix(&format!("{prefix}.encoder.layer.")) {
+        rest.split('.')
+            .next()
+            .and_then(|s| s.parse::<usize>().ok())
+            .map_or(head, |i| i.min(layers - 1) + 1)
+    } else if name.starts_with(&format!("{prefix}.embeddings")) {
+        0
+    } else {
+        head
+    };
+    decay.powi((head - depth) as i32)
+}
+
+/// ELECTRA's schedule: `base · min(1, t/W) · (1 − t/T)`, with t/0 taken as 1.
+pub fn product_lr(base: f64, step: u64, warmup: f64, total: u64) -> f64 {
+    let t = step as f64;
+    let warm = if warmup > 0.0 { (t / warmup).min(1.0) } else { 1.0 };
+    base * warm * (1.0 - t / total.max(1) as f64).max(0.0)
+}
+
+/// The optimizer of one fine-tuning run: clipping, the schedule, layer-wise decay and the
+/// AdamW update of the recipe.
+pub struct FinetuneOptimizer {
+    opt: AdamW,
+    opts: FinetuneOptions,
+    prefix: String,
+    layers: usize,
+    total: u64,
+    step: u64,
+}
+
+impl FinetuneOptimizer {
+    /// For `total` updates of a model whose encoder has `layers` layers under `prefix`.
+    pub fn new(opts: &FinetuneOptions, prefix: &str, layers: usize, total: u64) -> Self {
+        let opt = AdamW::new(AdamWConfig {
+            lr: opts.lr,
+            eps: opts.adam_eps,
+            weight_decay: opts.weight_decay,
+            bias_correction: opts.bias_correction,
+            max_grad_norm: opts.max_grad_norm,
+            ..AdamWConfig::default()
+        });
+        Self {
+            opt,
+            opts: opts.clone(),
+            prefix: prefix.into(),
+            layers,
+            total,
+            step: 0,
+        }
+    }
+
+    /// The learning rate of the next update (before layer-wise factors).
+    pub fn lr(&self) -> f64 {
+        let (o, t, total) = (&self.opts, self.step, self.total);
+        match o.schedule {
+            Schedule::Product => product_lr(o.lr, t, o.warmup_fraction * total as f64, total),
+            Schedule::Linear => {
+                let warmup = (o.warmup_fraction * total as f64).ceil() as u64;
+                scheduled_lr(o.lr, t, warmup, total)
+            }
+        }
+    }
+
+    /// Clips `grads`, then updates every parameter `walk` visits; returns the norm before
+    /// clipping.
+    pub fn update(&mut self, mut grads: Grads, walk: impl FnMut(&mut dyn ParamWalker)) -> f64 {
+        let norm = grads.clip_global_norm(self.opts.max_grad_norm);
+        let lr = self.lr();
+        let (prefix, layers) = (self.prefix.clone(), self.layers);
+        let (decay, rule) = (self.opts.layer_decay, self.opts.layer_decay_rule);
+        let scale = move |name: &str| layer_decay_factor(name, &prefix, layers, decay, rule);
+        self.opt.update_scaled(lr, &scale, &grads, walk);
+        self.step += 1;
+        norm
+    }
+}
+
+/// A fine-tuning model: its parameters under transformers names.
+pub trait Trainable {
+    fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker);
+}
+
+/// The fine-tuning loop shared by every task: `opts.epochs` passes over `rows` examples in a
+/// seeded random order, batches of `opts.batch_size`, one [`FinetuneOptimizer`] update each.
+/// `loss_of` gives the mean loss of a batch (indices into the rows). Returns examples/s.
+#[allow(clippy::too_many_arguments)]
+pub fn train_epochs<M: Trainable>(
+    model: &mut M,
+    prefix: &str,
+    layers: usize,
+    rows: usize,
+    opts: &FinetuneOptions,
+    seed: u64,
+    progress: bool,
+    mut loss_of: impl FnMut(&M, &[usize]) -> Tensor<1>,
+) -> Result<f64> {
+    let per_epoch = rows.div_ceil(opts.batch_size);
+    let total = (per_epoch * opts.epochs) as u64;
+    let mut opt = FinetuneOptimizer::new(opts, prefix, layers, total);
+    let bar = super::classify::progress_bar(
+        total,
+        "finetune {bar:30} {pos}/{len} steps  {msg}  eta {eta}",
+        progress,
+    );
+    let start = Instant::now();
+    let mut seen = 0usize;
+    let mut step = 0u64;
+    for epoch in 0..opts.epochs {
+        let mut order: Vec<usize> = (0..rows).collect();
+        order.shuffle(&mut ChaCha8Rng::seed_from_u64(
+            seed ^ ((epoch as u64 + 1) << 32),
+        ));
+        for chunk in order.chunks(opts.batch_size) {
+            let loss = loss_of(model, chunk);
+            let value: f32 = loss.clone().into_scalar::<f32>();
+            if !value.is_finite() {
+                return Err(Error::Diverged(format!(
+                    "fine-tuning step {}: loss is {value}",
+                    step + 1
+                )));
+            }
+            let grads = Grads::collect(&loss.backward(), |w| model.walk(prefix, w));
+            opt.update(grads, |w| model.walk(prefix, w));
+            step += 1;
+            seen += chunk.len();
+            bar.set_message(format!(
+                "loss {value:.4}  {:.0} ex/s",
+                seen as f64 / start.elapsed().as_secs_f64().max(1e-9)
+            ));
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(seen as f64 / start.elapsed().as_secs_f64().max(1e-9))
+}
