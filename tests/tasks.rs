@@ -260,7 +260,10 @@ fn layer_wise_decay_follows_electras_code_or_its_shifted_reading() {
     // The shifted reading: the top layer 0.8, the embeddings 0.8^13.
     let g = |n: &str| layer_decay_factor(n, "bert", 12, 0.8, LayerDecayRule::Shifted);
     close(g("bert.encoder.layer.11.output.dense.weight"), 0.8);
-    close(g("bert.encoder.layer.0.output.dense.weight"), 0.8f64.powi(12));
+    close(
+        g("bert.encoder.layer.0.output.dense.weight"),
+        0.8f64.powi(12),
+    );
     close(g("bert.embeddings.LayerNorm.weight"), 0.8f64.powi(13));
     close(g("bert.pooler.dense.weight"), 1.0);
     close(g("classifier.weight"), 1.0);
@@ -289,7 +292,11 @@ fn only_unordered_pairs_are_swapped() {
     // ELECTRA's recipe doubles MRPC and STS-B (its `double_unordered`), nothing else.
     for t in GlueTask::ALL {
         let o = FinetuneOptions::for_task(Recipe::Electra, t);
-        assert_eq!(o.both_orders, matches!(t, GlueTask::Mrpc | GlueTask::Stsb), "{t:?}");
+        assert_eq!(
+            o.both_orders,
+            matches!(t, GlueTask::Mrpc | GlueTask::Stsb),
+            "{t:?}"
+        );
         assert!(!FinetuneOptions::for_task(Recipe::Transformers, t).both_orders);
     }
     // Asked for on a directional task, it is an error naming the task.
@@ -304,7 +311,10 @@ fn only_unordered_pairs_are_swapped() {
         let mut o = FinetuneOptions::electra(t);
         o.both_orders = true;
         let e = o.validate_for(t).unwrap_err().to_string();
-        assert!(e.contains("--both-orders") && e.contains(t.dir_name()), "{e}");
+        assert!(
+            e.contains("--both-orders") && e.contains(t.dir_name()),
+            "{e}"
+        );
     }
     let mut o = FinetuneOptions::electra(GlueTask::Qqp);
     o.both_orders = true;

@@ -15,7 +15,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
-use crate::finetune::classify::{Classifier, ClsHead, PretrainedEncoder, batch_inputs, encode_pair};
+use crate::finetune::classify::{
+    Classifier, ClsHead, PretrainedEncoder, batch_inputs, encode_pair,
+};
 use crate::interop::tensors::Loader;
 use crate::lexicon::wordnet::WordNet;
 use crate::lexicon::words::{in_compound, is_name_or_number, is_stop, match_case, tokens};

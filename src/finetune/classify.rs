@@ -16,10 +16,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::recipe::{FinetuneOptions, HeadKind, Trainable, train_epochs};
 use crate::interop::read_hf_config;
 use crate::interop::tensors::{Exporter, Loader, TensorMap, read_safetensors, write_safetensors};
 use crate::kernels::dropout::dropout;
-use super::recipe::{FinetuneOptions, HeadKind, Trainable, train_epochs};
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::{EncoderConfig, Inputs};
@@ -146,11 +146,10 @@ impl Classifier {
     pub fn new(c: &EncoderConfig, outputs: usize, kind: ClsHead, device: &Device) -> Self {
         let d = c.hidden_size;
         Self {
-            embeddings: Embeddings::new(c, device),
+            embeddings: Embeddings::new(c, device).with_frozen_pad(c.pad_token_id),
             encoder: Encoder::new(c, device),
             dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
-            inner: (kind != ClsHead::Linear)
-                .then(|| crate::model::encoder::linear(d, d, device)),
+            inner: (kind != ClsHead::Linear).then(|| crate::model::encoder::linear(d, d, device)),
             head: crate::model::encoder::linear(d, outputs, device),
             kind,
         }
@@ -213,7 +212,10 @@ impl Classifier {
         model.walk_encoder(&pre.prefix, &mut loader);
         let pooler = format!("{}.pooler.dense", pre.prefix);
         if let (ClsHead::BertPooler, Some(pool)) = (kind, &mut model.inner)
-            && pre.weights.tensors.contains_key(&format!("{pooler}.weight"))
+            && pre
+                .weights
+                .tensors
+                .contains_key(&format!("{pooler}.weight"))
         {
             walk_linear(&mut loader, &pooler, pool);
         }

@@ -344,7 +344,11 @@ pub fn layer_decay_factor(
 /// ELECTRA's schedule: `base · min(1, t/W) · (1 − t/T)`, with t/0 taken as 1.
 pub fn product_lr(base: f64, step: u64, warmup: f64, total: u64) -> f64 {
     let t = step as f64;
-    let warm = if warmup > 0.0 { (t / warmup).min(1.0) } else { 1.0 };
+    let warm = if warmup > 0.0 {
+        (t / warmup).min(1.0)
+    } else {
+        1.0
+    };
     base * warm * (1.0 - t / total.max(1) as f64).max(0.0)
 }
 

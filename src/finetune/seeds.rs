@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::finetune::classify::{
-    DevSets, PretrainedEncoder, Scores, finetune_one, load_finetuned, predict, read_task, save_finetuned,
-    score,
+    DevSets, PretrainedEncoder, Scores, finetune_one, load_finetuned, predict, read_task,
+    save_finetuned, score,
 };
 use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::span::{QaOptions, finetune_squad, load_qa, predict_squad, save_qa};
@@ -267,7 +267,12 @@ impl SeedRun for GlueRun<'_> {
             0 => usize::MAX,
             n => n,
         };
-        let used: Vec<_> = self.train.iter().filter(|e| e.label.is_some()).take(take).collect();
+        let used: Vec<_> = self
+            .train
+            .iter()
+            .filter(|e| e.label.is_some())
+            .take(take)
+            .collect();
         let swapped = used.iter().filter(|e| e.text_b.is_some()).count();
         ExampleCounts {
             train: used.len(),

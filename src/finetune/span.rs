@@ -162,7 +162,7 @@ pub struct SpanExtractor {
 impl SpanExtractor {
     pub fn new(c: &EncoderConfig, device: &Device) -> Self {
         Self {
-            embeddings: Embeddings::new(c, device),
+            embeddings: Embeddings::new(c, device).with_frozen_pad(c.pad_token_id),
             encoder: Encoder::new(c, device),
             head: crate::model::encoder::linear(c.hidden_size, 2, device),
         }
@@ -255,14 +255,10 @@ pub fn finetune_squad(
         |model, chunk| {
             let fs: Vec<&QaFeature> = chunk.iter().map(|&i| &features[i]).collect();
             let (start, end) = model.forward(&batch(&fs, pad, &device));
-            let n = fs.len();
-            let gold = |f: &dyn Fn(&QaFeature) -> usize| {
-                let v: Vec<i64> = fs.iter().map(|x| f(x) as i64).collect();
-                Tensor::<1, Int>::from_data(TensorData::new(v, [n]), &device).reshape([n, 1])
+            let gold = |f: &dyn Fn(&QaFeature) -> usize| -> Vec<usize> {
+                fs.iter().map(|x| f(x)).collect()
             };
-            let ls = log_softmax(start, 1).gather(1, gold(&|f| f.start)).mean();
-            let le = log_softmax(end, 1).gather(1, gold(&|f| f.end)).mean();
-            (ls + le).neg().div_scalar(2.0)
+            span_loss(start, end, &gold(&|f| f.start), &gold(&|f| f.end))
         },
     )?;
     Ok((
@@ -274,6 +270,25 @@ pub fn finetune_squad(
         },
         throughput,
     ))
+}
+
+/// The mean of the start and end cross-entropies over the batch, every position a candidate
+/// (transformers' `ElectraForQuestionAnswering` loss).
+pub fn span_loss(
+    start: Tensor<2>,
+    end: Tensor<2>,
+    gold_start: &[usize],
+    gold_end: &[usize],
+) -> Tensor<1> {
+    let device = start.device();
+    let n = gold_start.len();
+    let gold = |v: &[usize]| {
+        let v: Vec<i64> = v.iter().map(|&x| x as i64).collect();
+        Tensor::<1, Int>::from_data(TensorData::new(v, [n]), &device).reshape([n, 1])
+    };
+    let ls = log_softmax(start, 1).gather(1, gold(gold_start)).mean();
+    let le = log_softmax(end, 1).gather(1, gold(gold_end)).mean();
+    (ls + le).neg().div_scalar(2.0)
 }
 
 /// The best answer of one window: (score, byte start, byte end) in the context.

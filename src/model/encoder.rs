@@ -45,6 +45,11 @@ pub struct Embeddings {
     /// The LayerNorm's ε (burn keeps its own private).
     #[module(skip)]
     pub eps: f64,
+    /// A token id whose embedding row gets no gradient from the lookup (torch's
+    /// `padding_idx`, which transformers sets to the pad id). Only fine-tuning needs it: there a
+    /// loss may read padded positions (SQuAD's start/end logits); pre-training losses never do.
+    #[module(skip)]
+    pub frozen_pad: Option<i64>,
 }
 
 impl Embeddings {
@@ -61,7 +66,14 @@ impl Embeddings {
             norm: layer_norm(c.embedding_size, c.layer_norm_eps, device),
             dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
             eps: c.layer_norm_eps,
+            frozen_pad: None,
         }
+    }
+
+    /// The same embeddings with the pad id's row frozen under the lookup (see `frozen_pad`).
+    pub fn with_frozen_pad(mut self, pad: usize) -> Self {
+        self.frozen_pad = Some(pad as i64);
+        self
     }
 
     /// `ids`, `token_types`: [batch, len] → [batch, len, embedding_size].
@@ -71,9 +83,16 @@ impl Embeddings {
         let positions = Tensor::<1, Int>::arange(0..len as i64, &device)
             .unsqueeze::<2>()
             .expand([batch, len]);
-        let x = self.word.forward(ids)
-            + self.position.forward(positions)
-            + self.token_type.forward(token_types);
+        let word = match self.frozen_pad {
+            Some(pad) => {
+                let is_pad = ids.clone().equal_elem(pad).unsqueeze_dim::<3>(2);
+                let w = self.word.forward(ids);
+                let is_pad = is_pad.expand(w.dims());
+                w.clone().mask_where(is_pad, w.detach())
+            }
+            None => self.word.forward(ids),
+        };
+        let x = word + self.position.forward(positions) + self.token_type.forward(token_types);
         dropout(&self.dropout, kernels::layer_norm(&self.norm, self.eps, x))
     }
 
