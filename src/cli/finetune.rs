@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use trueneg::finetune::recipe::{FinetuneOptions, HeadKind, LayerDecayRule, Recipe, Schedule};
-use trueneg::finetune::{classify as finetune, seeds as runner, span as qa};
+use trueneg::finetune::{seeds as runner, span as qa};
 use trueneg::tasks::task::Task;
 
 use super::Ui;
@@ -200,7 +200,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     if a.seeds.is_empty() {
         anyhow::bail!("--seeds: give at least one seed");
     }
-    let pre = finetune::load_pretrained(&a.model)?;
+    let pre = trueneg::finetune::pretrained::load_pretrained(&a.model)?;
     let (out, _lock) = runner::claim_out(a.out.as_deref(), &runner::default_out(&a.model, name))?;
     let mut report = |line: String| println!("{line}");
     let result = if let Some(glue) = task.classification() {

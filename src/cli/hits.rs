@@ -49,7 +49,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.sentences.display()
         );
     }
-    let pre = trueneg::finetune::classify::load_pretrained(&a.model)?;
+    let pre = trueneg::finetune::pretrained::load_pretrained(&a.model)?;
     let report = hits(&pre, &triplets, a.batch_size, a.max_seq_len)?;
     let md = hits_table(&report);
     print!("{md}");

@@ -15,9 +15,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
-use crate::finetune::classify::{
-    Classifier, ClsHead, PretrainedEncoder, batch_inputs, encode_pair,
-};
+use crate::finetune::classify::{Classifier, ClsHead, batch_inputs, encode_pair};
+use crate::finetune::pretrained::PretrainedEncoder;
 use crate::interop::tensors::Loader;
 use crate::lexicon::wordnet::WordNet;
 use crate::lexicon::words::{in_compound, is_name_or_number, is_stop, match_case, tokens};
@@ -120,7 +119,7 @@ fn pooled(
 }
 
 /// Hits of `pre` (a trueneg run or transformers folder, see
-/// [`crate::finetune::classify::load_pretrained`]) on `triplets`, `batch` triplets at a time.
+/// [`crate::finetune::pretrained::load_pretrained`]) on `triplets`, `batch` triplets at a time.
 pub fn hits(
     pre: &PretrainedEncoder,
     triplets: &[Triplet],

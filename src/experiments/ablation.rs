@@ -26,7 +26,7 @@ pub use crate::experiments::ablation_spec::{
     ATTACKS, AblationOptions, AblationSpec, AttackScores, RunResults, SquadRobustness,
 };
 use crate::experiments::stages::Stages;
-use crate::finetune::classify::{PretrainedEncoder, load_pretrained};
+use crate::finetune::pretrained::{PretrainedEncoder, load_pretrained};
 use crate::finetune::seeds::{TaskResult, finetune_glue, finetune_qa, squad_scores, squad_splits};
 use crate::finetune::span::{QaOptions, load_qa, predict_squad, squad_finetune_options};
 use crate::objective::ObjectiveKind;

@@ -22,7 +22,7 @@ use crate::eval::evaluate::evaluate_contrast;
 use crate::eval::hits::{HitsReport, Triplet, hits};
 use crate::experiments::bootstrap::{Interval, describe_difference};
 use crate::experiments::stages::Stages;
-use crate::finetune::classify::load_pretrained;
+use crate::finetune::pretrained::load_pretrained;
 use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::seeds::{Summary, TaskResult, finetune_glue, summary, write_results};
 use crate::objective::ObjectiveKind;

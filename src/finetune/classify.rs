@@ -12,13 +12,12 @@ use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
-use indicatif::{ProgressBar, ProgressStyle};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::recipe::{FinetuneOptions, HeadKind, Trainable, train_epochs};
-use crate::interop::read_hf_config;
-use crate::interop::tensors::{Exporter, Loader, TensorMap, read_safetensors, write_safetensors};
+use super::folder::{load_weights, read_model_folder, write_model_folder};
+use super::pretrained::PretrainedEncoder;
+use super::recipe::{FinetuneOptions, HeadKind, Trainable, progress_bar, train_epochs};
+use crate::interop::tensors::Loader;
 use crate::kernels::dropout::dropout;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
@@ -26,83 +25,7 @@ use crate::model::{EncoderConfig, Inputs};
 use crate::tasks::glue::{GlueExample, GlueTask, Label, read_glue};
 use crate::tasks::metrics::{accuracy, f1_binary, matthews, pearson, spearman};
 use crate::text::WordPieceTokenizer;
-use crate::train::checkpoint;
-use crate::train::config::{ModelKind, PretrainConfig};
 use crate::{Error, Result};
-
-/// A pre-trained encoder ready for fine-tuning: config, weights (transformers names), the
-/// name prefix (`electra` or `bert`) and the tokenizer.
-pub struct PretrainedEncoder {
-    pub config: EncoderConfig,
-    pub weights: TensorMap,
-    pub prefix: String,
-    pub tokenizer: WordPieceTokenizer,
-}
-
-fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
-    for d in dirs {
-        for name in ["tokenizer.json", "vocab.txt"] {
-            if d.join(name).exists() {
-                return WordPieceTokenizer::load(&d.join(name));
-            }
-        }
-    }
-    Err(Error::Input(format!(
-        "{}: no tokenizer.json or vocab.txt next to the model",
-        dirs[0].display()
-    )))
-}
-
-/// Loads a trueneg run directory (its latest checkpoint; ELECTRA's discriminator) or a
-/// transformers directory (`config.json` + `model.safetensors`; an ELECTRA export's
-/// `discriminator/` is used when present).
-pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
-    if model.join("config.toml").exists() {
-        let cfg = PretrainConfig::load(&model.join("config.toml").to_string_lossy(), &[])?;
-        let (_, dir) = checkpoint::list(model)
-            .pop()
-            .ok_or_else(|| Error::Checkpoint(format!("{}: no checkpoint", model.display())))?;
-        let weights = read_safetensors(&dir.join("model.safetensors"))?;
-        let prefix = match cfg.model.kind {
-            ModelKind::Electra => "electra",
-            ModelKind::Bert => "bert",
-        };
-        let vocab = weights
-            .tensors
-            .get(&format!("{prefix}.embeddings.word_embeddings.weight"))
-            .map(|t| t.shape[0])
-            .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", dir.display())))?;
-        let tokenizer = find_tokenizer(&[model])?;
-        return Ok(PretrainedEncoder {
-            config: cfg.model.encoder(vocab),
-            weights,
-            prefix: prefix.into(),
-            tokenizer,
-        });
-    }
-    let dir = if model.join("discriminator/config.json").exists() {
-        model.join("discriminator")
-    } else {
-        model.to_path_buf()
-    };
-    let hf = read_hf_config(&dir.join("config.json"))?;
-    let weights = read_safetensors(&dir.join("model.safetensors"))?;
-    let tokenizer = find_tokenizer(&[&dir, model])?;
-    if tokenizer.vocab_size() != hf.encoder.vocab_size {
-        return Err(Error::Input(format!(
-            "{}: field `vocab_size` is {}, the tokenizer has {} tokens",
-            dir.join("config.json").display(),
-            hf.encoder.vocab_size,
-            tokenizer.vocab_size()
-        )));
-    }
-    Ok(PretrainedEncoder {
-        config: hf.encoder,
-        weights,
-        prefix: hf.model_type,
-        tokenizer,
-    })
-}
 
 /// The layers between the [CLS] hidden state and the logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -343,17 +266,6 @@ pub struct FineTuned {
     pub regression_scale: f64,
 }
 
-/// A progress bar over `len` items with `template`, hidden when `show` is false.
-pub(crate) fn progress_bar(len: u64, template: &str, show: bool) -> ProgressBar {
-    let bar = if show {
-        ProgressBar::new(len)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(ProgressStyle::with_template(template).expect("template"));
-    bar
-}
-
 /// Predicted class (or score) per example, with examples/s.
 pub fn predict(
     m: &FineTuned,
@@ -587,54 +499,6 @@ pub fn load_finetuned(
         tokenizer,
         info.max_seq_len,
     ))
-}
-
-/// Writes a fine-tuned model folder: `model.safetensors` (the parameters `walk` visits),
-/// `finetuned.json` (`info`) and `tokenizer.json`.
-pub(crate) fn write_model_folder<I: Serialize>(
-    dir: &Path,
-    walk: impl FnOnce(&mut dyn ParamWalker),
-    info: &I,
-    tokenizer: &WordPieceTokenizer,
-) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let mut ex = Exporter::default();
-    walk(&mut ex);
-    write_safetensors(&dir.join("model.safetensors"), &ex.tensors, None)?;
-    crate::error::write_atomic(
-        &dir.join("finetuned.json"),
-        serde_json::to_string_pretty(info).expect("json").as_bytes(),
-    )?;
-    tokenizer.save(&dir.join("tokenizer.json"))
-}
-
-/// Loads a fine-tuned model folder's `weights` into the parameters `walk` visits (every one must
-/// be there).
-pub(crate) fn load_weights(
-    weights: &TensorMap,
-    device: &Device,
-    walk: impl FnOnce(&mut Loader),
-) -> Result<()> {
-    let mut loader = Loader::new(weights, device);
-    walk(&mut loader);
-    loader.finish().map(drop)
-}
-
-/// The `finetuned.json` of a fine-tuned model folder, parsed as `I`.
-pub(crate) fn read_model_info<I: DeserializeOwned>(dir: &Path) -> Result<I> {
-    let path = dir.join("finetuned.json");
-    serde_json::from_slice(&crate::error::read(&path)?)
-        .map_err(|e| Error::Input(format!("{}: {e}", path.display())))
-}
-
-/// Reads what [`write_model_folder`] wrote: the info, the weights and the tokenizer.
-pub(crate) fn read_model_folder<I: DeserializeOwned>(
-    dir: &Path,
-) -> Result<(I, TensorMap, WordPieceTokenizer)> {
-    let info = read_model_info(dir)?;
-    let weights = read_safetensors(&dir.join("model.safetensors"))?;
-    let tokenizer = WordPieceTokenizer::load(&dir.join("tokenizer.json"))?;
-    Ok((info, weights, tokenizer))
 }
 
 /// Token ids and segment ids of one example.

@@ -21,6 +21,7 @@
 use std::time::Instant;
 
 use burn::prelude::*;
+use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -410,6 +411,17 @@ impl FinetuneOptimizer {
     }
 }
 
+/// A progress bar over `len` items with `template`, hidden when `show` is false.
+pub(crate) fn progress_bar(len: u64, template: &str, show: bool) -> ProgressBar {
+    let bar = if show {
+        ProgressBar::new(len)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(ProgressStyle::with_template(template).expect("template"));
+    bar
+}
+
 /// A fine-tuning model: its parameters under transformers names.
 pub trait Trainable {
     fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker);
@@ -432,7 +444,7 @@ pub fn train_epochs<M: Trainable>(
     let per_epoch = rows.div_ceil(opts.batch_size);
     let total = (per_epoch * opts.epochs) as u64;
     let mut opt = FinetuneOptimizer::new(opts, prefix, layers, total);
-    let bar = super::classify::progress_bar(
+    let bar = progress_bar(
         total,
         "finetune {bar:30} {pos}/{len} steps  {msg}  eta {eta}",
         progress,

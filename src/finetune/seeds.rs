@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::finetune::classify::{
-    DevSets, PretrainedEncoder, Scores, finetune_one, load_finetuned, predict, read_task,
-    save_finetuned, score,
+    DevSets, Scores, finetune_one, load_finetuned, predict, read_task, save_finetuned, score,
 };
+use crate::finetune::pretrained::PretrainedEncoder;
 use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::span::{QaOptions, finetune_squad, load_qa, predict_squad, save_qa};
 use crate::tasks::glue::GlueTask;

@@ -21,11 +21,11 @@ use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
 use serde::{Deserialize, Serialize};
 
-use crate::finetune::classify::{
-    PretrainedEncoder, load_weights, progress_bar, read_model_folder, read_model_info,
-    write_model_folder,
+use crate::finetune::folder::{
+    load_weights, read_model_folder, read_model_info, write_model_folder,
 };
-use crate::finetune::recipe::{FinetuneOptions, Recipe, Trainable, train_epochs};
+use crate::finetune::pretrained::PretrainedEncoder;
+use crate::finetune::recipe::{FinetuneOptions, Recipe, Trainable, progress_bar, train_epochs};
 use crate::interop::tensors::Loader;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};

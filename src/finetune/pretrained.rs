@@ -1,0 +1,86 @@
+//! The encoder fine-tuning starts from: a trueneg run (its latest checkpoint) or a
+//! transformers folder, with its tokenizer.
+
+use std::path::Path;
+
+use crate::interop::read_hf_config;
+use crate::interop::tensors::{TensorMap, read_safetensors};
+use crate::model::EncoderConfig;
+use crate::text::WordPieceTokenizer;
+use crate::train::checkpoint;
+use crate::train::config::{ModelKind, PretrainConfig};
+use crate::{Error, Result};
+
+/// A pre-trained encoder ready for fine-tuning: config, weights (transformers names), the
+/// name prefix (`electra` or `bert`) and the tokenizer.
+pub struct PretrainedEncoder {
+    pub config: EncoderConfig,
+    pub weights: TensorMap,
+    pub prefix: String,
+    pub tokenizer: WordPieceTokenizer,
+}
+
+fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
+    for d in dirs {
+        for name in ["tokenizer.json", "vocab.txt"] {
+            if d.join(name).exists() {
+                return WordPieceTokenizer::load(&d.join(name));
+            }
+        }
+    }
+    Err(Error::Input(format!(
+        "{}: no tokenizer.json or vocab.txt next to the model",
+        dirs[0].display()
+    )))
+}
+
+/// Loads a trueneg run directory (its latest checkpoint; ELECTRA's discriminator) or a
+/// transformers directory (`config.json` + `model.safetensors`; an ELECTRA export's
+/// `discriminator/` is used when present).
+pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
+    if model.join("config.toml").exists() {
+        let cfg = PretrainConfig::load(&model.join("config.toml").to_string_lossy(), &[])?;
+        let (_, dir) = checkpoint::list(model)
+            .pop()
+            .ok_or_else(|| Error::Checkpoint(format!("{}: no checkpoint", model.display())))?;
+        let weights = read_safetensors(&dir.join("model.safetensors"))?;
+        let prefix = match cfg.model.kind {
+            ModelKind::Electra => "electra",
+            ModelKind::Bert => "bert",
+        };
+        let vocab = weights
+            .tensors
+            .get(&format!("{prefix}.embeddings.word_embeddings.weight"))
+            .map(|t| t.shape[0])
+            .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", dir.display())))?;
+        let tokenizer = find_tokenizer(&[model])?;
+        return Ok(PretrainedEncoder {
+            config: cfg.model.encoder(vocab),
+            weights,
+            prefix: prefix.into(),
+            tokenizer,
+        });
+    }
+    let dir = if model.join("discriminator/config.json").exists() {
+        model.join("discriminator")
+    } else {
+        model.to_path_buf()
+    };
+    let hf = read_hf_config(&dir.join("config.json"))?;
+    let weights = read_safetensors(&dir.join("model.safetensors"))?;
+    let tokenizer = find_tokenizer(&[&dir, model])?;
+    if tokenizer.vocab_size() != hf.encoder.vocab_size {
+        return Err(Error::Input(format!(
+            "{}: field `vocab_size` is {}, the tokenizer has {} tokens",
+            dir.join("config.json").display(),
+            hf.encoder.vocab_size,
+            tokenizer.vocab_size()
+        )));
+    }
+    Ok(PretrainedEncoder {
+        config: hf.encoder,
+        weights,
+        prefix: hf.model_type,
+        tokenizer,
+    })
+}
