@@ -6,10 +6,17 @@
 //! the context is cut into windows of at most `max_len − |question| − 3` tokens whose starts are
 //! `doc_stride` tokens apart (the last window ends at the context's end); `[CLS] question [SEP]
 //! window [SEP]`, segment ids 0 / 1. A training window that does not hold the whole answer
-//! points at `[CLS]` (start = end = 0). Prediction: per window the `n_best` highest start and
-//! end logits over context tokens, pairs with start ≤ end and at most `max_answer_len` tokens,
-//! scored by start + end logit; the best pair over all windows of a question gives the answer,
-//! cut from the original context with the tokenizer's character offsets.
+//! points at `[CLS]` (start = end = 0).
+//!
+//! Prediction follows transformers' `postprocess_qa_predictions` with BERT's max-context rule:
+//! per window the `n_best` highest start and end logits over all its positions; a pair counts
+//! when both are context tokens, the start token is in its max-context window (of the windows
+//! holding a token, the one where min(tokens left, tokens right) + 0.01 · window length is
+//! largest), start ≤ end and the span has at most `max_answer_len` tokens; its score is start +
+//! end logit. The best pair over all windows of a question is the answer, cut from the context
+//! between the start token's first and the end token's last character: sub-word precision, as
+//! BERT's `get_final_text` gives ("1990" from the "1990s" of "199 ##0 ##s" when the span ends
+//! on "##0").
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -71,6 +78,8 @@ pub struct QaFeature {
     pub types: Vec<u32>,
     /// Byte range in the context of each context token; `None` for the question and specials.
     pub spans: Vec<Option<(usize, usize)>>,
+    /// Per position: a context token whose max-context window this is.
+    pub max_context: Vec<bool>,
     /// Training target (token positions); (0, 0) when the answer is not inside the window.
     pub start: usize,
     pub end: usize,
@@ -113,9 +122,8 @@ pub fn make_features(
             let t = ctx_spans.iter().rposition(|&(st, _)| st < b);
             (s, t)
         });
-        let mut w0 = 0;
-        loop {
-            let len = room.min(ctx_ids.len() - w0);
+        let windows = windows(ctx_ids.len(), room, o.doc_stride);
+        for (wi, &(w0, len)) in windows.iter().enumerate() {
             let s = tok.special;
             let mut ids = vec![s.cls];
             ids.extend(&q);
@@ -123,10 +131,13 @@ pub fn make_features(
             let offset = ids.len();
             let mut types = vec![0; offset];
             let mut spans = vec![None; offset];
+            let mut max_context = vec![false; offset];
             ids.extend(&ctx_ids[w0..w0 + len]);
             spans.extend(ctx_spans[w0..w0 + len].iter().map(|&p| Some(p)));
+            max_context.extend((w0..w0 + len).map(|t| max_context_window(&windows, t) == wi));
             ids.push(s.sep);
             spans.push(None);
+            max_context.push(false);
             types.resize(ids.len(), 1);
             let (start, end) = match answer {
                 Some((Some(a), Some(b))) if a >= w0 && b < w0 + len && a <= b => {
@@ -139,16 +150,45 @@ pub fn make_features(
                 ids,
                 types,
                 spans,
+                max_context,
                 start,
                 end,
             });
-            if w0 + len >= ctx_ids.len() {
-                break;
-            }
-            w0 += len.min(o.doc_stride);
         }
     }
     Ok(out)
+}
+
+/// The context windows (first token, length) of a context of `n` tokens: at most `room`
+/// tokens each, starts `stride` apart, the last ending at the context's end.
+fn windows(n: usize, room: usize, stride: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut w0 = 0;
+    loop {
+        let len = room.min(n - w0);
+        out.push((w0, len));
+        if w0 + len >= n {
+            return out;
+        }
+        w0 += len.min(stride);
+    }
+}
+
+/// BERT's max-context window of context token `t`: of the windows holding it, the one where
+/// min(tokens left of it, tokens right of it) + 0.01 · window length is largest (the first on
+/// ties).
+fn max_context_window(windows: &[(usize, usize)], t: usize) -> usize {
+    let mut best: Option<(f64, usize)> = None;
+    for (i, &(w0, len)) in windows.iter().enumerate() {
+        if t < w0 || t >= w0 + len {
+            continue;
+        }
+        let score = (t - w0).min(w0 + len - 1 - t) as f64 + 0.01 * len as f64;
+        if best.is_none_or(|(b, _)| score > b) {
+            best = Some((score, i));
+        }
+    }
+    best.map_or(usize::MAX, |(_, i)| i)
 }
 
 /// Encoder + `qa_outputs` (hidden → 2: start, end).
@@ -291,7 +331,8 @@ pub fn span_loss(
     (ls + le).neg().div_scalar(2.0)
 }
 
-/// The best answer of one window: (score, byte start, byte end) in the context.
+/// The best answer of one window: (score, byte start, byte end) in the context (see the
+/// module documentation for the rules).
 pub fn best_span(
     f: &QaFeature,
     start: &[f32],
@@ -300,44 +341,30 @@ pub fn best_span(
     max_answer_len: usize,
 ) -> Option<(f32, usize, usize)> {
     let top = |logits: &[f32]| {
-        let mut idx: Vec<usize> = (0..f.spans.len())
-            .filter(|&i| f.spans[i].is_some())
-            .collect();
+        let mut idx: Vec<usize> = (0..f.ids.len()).collect();
         idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
         idx.truncate(n_best);
         idx
     };
     let mut best: Option<(f32, usize, usize)> = None;
     for &s in &top(start) {
+        if !f.max_context.get(s).copied().unwrap_or(false) {
+            continue;
+        }
         for &e in &top(end) {
+            let (Some(a), Some(z)) = (f.spans[s], f.spans[e]) else {
+                continue;
+            };
             if e < s || e - s + 1 > max_answer_len {
                 continue;
             }
             let score = start[s] + end[e];
             if best.is_none_or(|b| score > b.0) {
-                best = Some((score, f.spans[s]?.0, f.spans[e]?.1));
+                best = Some((score, a.0, z.1));
             }
         }
     }
     best
-}
-
-/// Widens a byte range to whole words: a span starting or ending inside a word (a `##` piece)
-/// takes the whole word, as the original SQuAD code's answers are made of whole words.
-pub fn whole_words(text: &str, mut a: usize, mut z: usize) -> (usize, usize) {
-    while let Some(c) = text[..a].chars().next_back() {
-        if !c.is_alphanumeric() {
-            break;
-        }
-        a -= c.len_utf8();
-    }
-    while let Some(c) = text[z..].chars().next() {
-        if !c.is_alphanumeric() {
-            break;
-        }
-        z += c.len_utf8();
-    }
-    (a, z)
 }
 
 /// Answers (id → text) for `examples`, with questions/s.
@@ -389,10 +416,7 @@ pub fn predict_squad(
         .iter()
         .zip(best)
         .map(|(e, b)| {
-            let text = b.map(|(_, a, z)| {
-                let (a, z) = whole_words(&e.context, a, z);
-                e.context[a..z].to_string()
-            });
+            let text = b.map(|(_, a, z)| e.context[a..z].to_string());
             (e.id.clone(), text.unwrap_or_default())
         })
         .collect();

@@ -116,15 +116,13 @@ pub fn exact_match(pred: &str, gold: &str) -> f64 {
     f64::from(u8::from(normalize_answer(pred) == normalize_answer(gold)))
 }
 
-/// Token-level F1 between normalised answers (bag of tokens).
+/// Token-level F1 between normalised answers (bag of tokens); 0 when they share no token,
+/// both empty included (SQuAD v1.1's official script).
 pub fn token_f1(pred: &str, gold: &str) -> f64 {
     let p = normalize_answer(pred);
     let g = normalize_answer(gold);
     let pt: Vec<&str> = p.split_whitespace().collect();
     let gt: Vec<&str> = g.split_whitespace().collect();
-    if pt.is_empty() || gt.is_empty() {
-        return f64::from(u8::from(pt == gt));
-    }
     let mut counts: HashMap<&str, i64> = HashMap::new();
     for t in &gt {
         *counts.entry(t).or_default() += 1;
