@@ -65,3 +65,28 @@ fn paired_differences_keep_the_pairing_and_both_seed_levels_add_width() {
     let r = bootstrap_grid(&rows, 2000, 0.95, 5);
     assert_eq!((r.low, r.high), (0.0, 10.0));
 }
+
+#[test]
+fn one_seed_on_a_side_gives_no_verdict_and_repeated_seeds_are_refused() {
+    use trueneg::experiments::bootstrap::{Interval, check_seeds, verdict};
+    let interval = |low, high| Interval {
+        mean: (low + high) / 2.0,
+        low,
+        high,
+        level: 0.95,
+    };
+    let (above, around) = (interval(0.5, 2.0), interval(-0.5, 2.0));
+    assert_eq!(verdict(&above, 2, 2, "higher", "lower"), "higher");
+    assert!(verdict(&around, 3, 2, "higher", "lower").starts_with("contains 0"));
+    for (p, f) in [(1, 5), (5, 1), (1, 1)] {
+        let v = verdict(&above, p, f, "higher", "lower");
+        assert!(v.starts_with("not enough seeds for an interval"), "{v}");
+    }
+    check_seeds("--seeds", &[1, 2, 3]).unwrap();
+    let e = check_seeds("--seeds", &[1, 2, 1]).unwrap_err().to_string();
+    assert!(
+        e.contains("--seeds") && e.contains("seed 1 is given twice"),
+        "{e}"
+    );
+    assert!(check_seeds("--seeds", &[]).is_err());
+}

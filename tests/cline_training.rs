@@ -292,6 +292,18 @@ fn fine_tuned_on_counterfactual_sentiment_and_scored_for_contrast_consistency() 
         con <= ori.min(rev) + 1e-9 && con >= ori + rev - 100.0 - 1e-9,
         "{s}"
     );
+    // Every example's prediction, the originals' agreeing with Ori.
+    let tsv = std::fs::read_to_string(out.join("contrast-cad-sentiment-predictions.tsv")).unwrap();
+    let rows: Vec<Vec<&str>> = tsv
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect())
+        .collect();
+    assert_eq!(rows.len(), 490);
+    let originals: Vec<_> = rows.iter().filter(|r| r[1] == "original").collect();
+    assert_eq!(originals.len(), 245);
+    let right = originals.iter().filter(|r| r[3] == r[4]).count();
+    assert!((100.0 * right as f64 / 245.0 - ori).abs() < 1e-9);
 
     // allenai's IMDb contrast set through the same model.
     ok(evaluate_contrast(
@@ -308,7 +320,13 @@ fn fine_tuned_on_counterfactual_sentiment_and_scored_for_contrast_consistency() 
         let rows = if folder == "original" { 1 } else { 2 };
         let mut t = String::from("sentence1\tsentence2\tgold_label\n");
         for k in 0..rows {
-            t += &format!("A man sleeps {k}.\tA person rests.\tentailment\n");
+            // A revised premise keeps the hypothesis, a revised hypothesis the premise.
+            let (p, h) = if folder == "revised_hypothesis" {
+                (0, k)
+            } else {
+                (k, 0)
+            };
+            t += &format!("A man sleeps {p}.\tA person rests {h}.\tentailment\n");
         }
         std::fs::write(nli.join(folder).join("dev.tsv"), t).unwrap();
     }

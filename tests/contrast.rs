@@ -130,24 +130,60 @@ fn nli_revisions_pair_two_per_original_and_bad_files_name_their_line() {
             ("A man plays a guitar.", "A man is silent.", "contradiction"),
         ],
     );
-    let g = read_cad_nli(root, "dev").unwrap();
+    let (g, notes) = read_cad_nli(root, "dev").unwrap();
     assert_eq!(g.len(), 1);
     assert_eq!(g[0].perturbed.len(), 4);
     assert_eq!(
         g[0].perturbed[3].text_b.as_deref(),
         Some("A man is silent.")
     );
-    // A revision whose unchanged sentence is not the original's: the pairing is wrong.
+    assert!(notes.is_empty());
+    // Real files copy the unchanged sentence with another spacing now and then: a double
+    // space or a trailing space is the same sentence.
     write(
         "revised_hypothesis",
         &[
-            ("A woman plays a guitar.", "A man is on stage.", "neutral"),
+            ("A man  plays a guitar.", "A man is on stage.", "neutral"),
+            (
+                "A man plays a guitar. ",
+                "A man is silent.",
+                "contradiction",
+            ),
+        ],
+    );
+    let (g, _) = read_cad_nli(root, "dev").unwrap();
+    assert_eq!(g[0].perturbed[2].text_a, "A man  plays a guitar.");
+    // A revision that changes nothing but the label is kept and reported, not refused.
+    write(
+        "revised_hypothesis",
+        &[
+            ("A man plays a guitar.", "A man makes  music.", "neutral"),
             ("A man plays a guitar.", "A man is silent.", "contradiction"),
+        ],
+    );
+    let (g, notes) = read_cad_nli(root, "dev").unwrap();
+    assert_eq!(g[0].perturbed.len(), 4);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("revised_hypothesis/dev.tsv:2") && notes[0].contains("neutral"),
+        "{notes:?}"
+    );
+    // A revision whose unchanged sentence is not the original's: the pairing is wrong. Both
+    // rows of each pair are checked (the second here).
+    write(
+        "revised_hypothesis",
+        &[
+            ("A man plays a guitar.", "A man is on stage.", "neutral"),
+            (
+                "A woman plays a guitar.",
+                "A man is silent.",
+                "contradiction",
+            ),
         ],
     );
     let e = read_cad_nli(root, "dev").unwrap_err().to_string();
     assert!(
-        e.contains("revised_hypothesis/dev.tsv:2") && e.contains("original/dev.tsv:2"),
+        e.contains("revised_hypothesis/dev.tsv:3") && e.contains("original/dev.tsv:2"),
         "{e}"
     );
     // An unknown label.

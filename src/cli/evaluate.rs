@@ -24,7 +24,8 @@ pub struct Args {
     /// The split of a contrast folder (NLI, IMDb): dev or test.
     #[arg(long, default_value = "dev")]
     split: String,
-    /// Folder for the predictions (GLUE submission format) and the attack table.
+    /// Folder for the predictions (GLUE submission format; with --contrast, every example's
+    /// prediction as contrast-<set>-predictions.tsv) and the attack table.
     #[arg(long)]
     out: PathBuf,
     /// Also evaluate under this attack (swap-syn-wordnet, add-sent-diverse) and report
@@ -53,25 +54,44 @@ fn show_scores(s: &trueneg::finetune::classify::Scores) -> String {
         .join(", ")
 }
 
-/// `--contrast`: the Table 4 row of this model, printed and written as contrast.md / .json.
+/// `--contrast`: the Table 4 row of this model, printed and written as contrast-<set>.md /
+/// .json, with every example's prediction in contrast-<set>-predictions.tsv.
 fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
     use trueneg::tasks::contrast::consistency_table;
-    let (kind, c) =
+    let run =
         trueneg::eval::evaluate::evaluate_contrast(&a.model, set, &a.split, &a.device, ui.bars())?;
-    let kind_name = serde_json::to_value(kind)?
+    let kind_name = serde_json::to_value(run.kind)?
         .as_str()
         .unwrap_or("contrast")
         .to_string();
+    let c = &run.scores;
     let md = consistency_table(&[(a.model.display().to_string(), kind_name.clone(), c.clone())]);
     std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("{}: {e}", a.out.display()))?;
     let stem = format!("contrast-{kind_name}");
     let json = serde_json::json!({
-        "model": a.model, "set": set, "kind": kind, "split": a.split, "scores": c,
+        "model": a.model, "set": set, "kind": run.kind, "split": a.split, "scores": c,
+        "notes": run.notes,
     });
+    let mut tsv = String::from("group\trole\tsource\tlabel\tpredicted\n");
+    for p in &run.predictions {
+        tsv += &format!(
+            "{}\t{}\t{}\t{}\t{}\n",
+            p.group, p.role, p.source, p.label, p.predicted
+        );
+    }
     trueneg::error::write_atomic(&a.out.join(format!("{stem}.md")), md.as_bytes())?;
     trueneg::error::write_json(&a.out.join(format!("{stem}.json")), &json)?;
+    let predictions = a.out.join(format!("{stem}-predictions.tsv"));
+    trueneg::error::write_atomic(&predictions, tsv.as_bytes())?;
+    for n in &run.notes {
+        eprintln!("note: {n}");
+    }
     print!("{md}");
-    println!("wrote {}", a.out.join(format!("{stem}.md")).display());
+    println!(
+        "wrote {} and {}",
+        a.out.join(format!("{stem}.md")).display(),
+        predictions.display()
+    );
     Ok(())
 }
 

@@ -197,9 +197,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     let name = task.display_name();
     let opts = a.options(task)?;
     trueneg::device::device_for(&opts.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
-    if a.seeds.is_empty() {
-        anyhow::bail!("--seeds: give at least one seed");
-    }
+    trueneg::experiments::bootstrap::check_seeds("--seeds", &a.seeds)?;
     let pre = trueneg::finetune::pretrained::load_pretrained(&a.model)?;
     let (out, _lock) = runner::claim_out(a.out.as_deref(), &runner::default_out(&a.model, name))?;
     let mut report = |line: String| println!("{line}");

@@ -153,21 +153,38 @@ fn label_map(task: GlueTask, kind: crate::tasks::contrast::SetKind) -> Result<Ve
     )))
 }
 
-/// Contrast consistency (Ori / Rev / Con) of a fine-tuned model folder on a contrast set
-/// ([`crate::tasks::contrast::read_contrast_set`]). Returns the set's kind and the scores.
+/// One model on one contrast set: its scores, each example's prediction and what the reader
+/// noticed in the files.
+pub struct ContrastRun {
+    pub kind: crate::tasks::contrast::SetKind,
+    pub scores: crate::tasks::contrast::Consistency,
+    /// One row per example: group number, `original` / `perturbed`, where it was read, gold
+    /// and predicted label.
+    pub predictions: Vec<ContrastPrediction>,
+    pub notes: Vec<String>,
+}
+
+/// One example's prediction on a contrast set.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ContrastPrediction {
+    pub group: usize,
+    pub role: &'static str,
+    pub source: String,
+    pub label: String,
+    pub predicted: String,
+}
+
+/// The contrast consistency (Ori / Rev / Con) of a fine-tuned model on a contrast set.
 pub fn evaluate_contrast(
     model: &Path,
     set: &Path,
     split: &str,
     device: &str,
     progress: bool,
-) -> Result<(
-    crate::tasks::contrast::SetKind,
-    crate::tasks::contrast::Consistency,
-)> {
+) -> Result<ContrastRun> {
     use crate::tasks::contrast::{consistency, read_contrast_set};
     let device = crate::device::device_for(device)?;
-    let (kind, groups) = read_contrast_set(set, split)?;
+    let (kind, groups, notes) = read_contrast_set(set, split)?;
     if groups.is_empty() {
         return Err(Error::Input(format!("{}: no groups", set.display())));
     }
@@ -184,10 +201,32 @@ pub fn evaluate_contrast(
         })
         .collect();
     let (pred, _) = predict(&ft, &tok, &examples, max_len, 64, &device, progress);
-    let mut it = pred.into_iter();
-    let c = consistency(&groups, |_| {
-        let p = it.next().expect("one prediction per example") as usize;
-        names[p].clone()
+    let predicted: Vec<String> = pred.iter().map(|&p| names[p as usize].clone()).collect();
+    let mut predictions = Vec::with_capacity(predicted.len());
+    for (g, group) in groups.iter().enumerate() {
+        let roles = std::iter::once(("original", &group.original))
+            .chain(group.perturbed.iter().map(|p| ("perturbed", p)));
+        for (role, e) in roles {
+            predictions.push(ContrastPrediction {
+                group: g,
+                role,
+                source: e.source.clone(),
+                label: e.label.clone(),
+                predicted: predicted[predictions.len()].clone(),
+            });
+        }
+    }
+    let mut it = predictions.iter();
+    let scores = consistency(&groups, |_| {
+        it.next()
+            .expect("one prediction per example")
+            .predicted
+            .clone()
     });
-    Ok((kind, c))
+    Ok(ContrastRun {
+        kind,
+        scores,
+        predictions,
+        notes,
+    })
 }

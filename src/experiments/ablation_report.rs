@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::experiments::ablation_spec::{ATTACKS, AblationSpec, RunResults};
-use crate::experiments::bootstrap::{Interval, RESAMPLES, describe, describe_difference};
+use crate::experiments::bootstrap::{Interval, RESAMPLES, describe, describe_difference, verdict};
 use crate::finetune::seeds::{Summary, summary};
 use crate::objective::ObjectiveKind;
 use crate::plot::{IntervalSeries, Series, interval_plot, line_plot};
@@ -304,16 +304,6 @@ fn table(r: &AblationReport, measures: &[String]) -> String {
     md
 }
 
-fn verdict(c: &Cell) -> &'static str {
-    if c.interval.contains_zero() {
-        "contains 0: no evidence of a difference"
-    } else if c.interval.low > 0.0 {
-        "higher than baseline"
-    } else {
-        "lower than baseline"
-    }
-}
-
 /// The report's measures in order of first appearance, those `keep` accepts.
 fn measures(r: &AblationReport, keep: impl Fn(&str) -> bool) -> Vec<String> {
     let mut m: Vec<String> = Vec::new();
@@ -401,7 +391,13 @@ pub fn markdown(r: &AblationReport) -> String {
                 d.cell.summary.std,
                 d.cell.interval.low,
                 d.cell.interval.high,
-                verdict(&d.cell)
+                verdict(
+                    &d.cell.interval,
+                    r.spec.pretrain_seeds.len(),
+                    r.spec.finetune_seeds.len(),
+                    "higher than baseline",
+                    "lower than baseline"
+                )
             );
         }
         md += "\nFor an EM drop, a negative difference means more robust than the baseline.\n\n";

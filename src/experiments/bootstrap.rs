@@ -35,6 +35,49 @@ impl Interval {
 }
 
 /// The q-quantile (0 ≤ q ≤ 1) of sorted values, interpolated linearly.
+/// What a paired difference's interval says, in words: `higher` / `lower` when the interval
+/// lies on one side of 0, no evidence when it holds 0, and no verdict at all with fewer than
+/// two seeds on either level (one pre-training or one fine-tuning seed gives an interval of
+/// that seed's noise, not evidence).
+pub fn verdict(
+    interval: &Interval,
+    pretrain_seeds: usize,
+    finetune_seeds: usize,
+    higher: &str,
+    lower: &str,
+) -> String {
+    if pretrain_seeds < 2 || finetune_seeds < 2 {
+        format!(
+            "not enough seeds for an interval ({pretrain_seeds} pre-training × {finetune_seeds} fine-tuning; 2 × 2 at least)"
+        )
+    } else if interval.contains_zero() {
+        "contains 0: no evidence of a difference".into()
+    } else if interval.low > 0.0 {
+        higher.into()
+    } else {
+        lower.into()
+    }
+}
+
+/// Seed lists name each seed once: a repeated seed would count one run twice as evidence.
+pub fn check_seeds(option: &str, seeds: &[u64]) -> crate::Result<()> {
+    if seeds.is_empty() {
+        return Err(crate::Error::Config(format!(
+            "{option}: give at least one seed"
+        )));
+    }
+    match seeds
+        .iter()
+        .enumerate()
+        .find(|(i, s)| seeds[..*i].contains(s))
+    {
+        Some((_, s)) => Err(crate::Error::Config(format!(
+            "{option}: seed {s} is given twice"
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     assert!(!sorted.is_empty(), "quantile of nothing");
     let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;

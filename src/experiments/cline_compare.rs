@@ -161,11 +161,8 @@ fn finished<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
 
 /// Runs (or continues) the comparison and writes `report.md` / `report.json` into `out`.
 pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
-    if o.pretrain_seeds.is_empty() || o.finetune_seeds.is_empty() {
-        return Err(Error::Config(
-            "--pretrain-seeds and --finetune-seeds need at least one seed each".into(),
-        ));
-    }
+    crate::experiments::bootstrap::check_seeds("--pretrain-seeds", &o.pretrain_seeds)?;
+    crate::experiments::bootstrap::check_seeds("--finetune-seeds", &o.finetune_seeds)?;
     if o.triplets.is_empty() {
         return Err(Error::Input(
             "no Hits triplet: no sentence has a word with a WordNet synonym and antonym".into(),
@@ -222,13 +219,14 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
                 let c: Consistency = match finished(&path) {
                     Some(c) => c,
                     None => {
-                        let (_, c) = evaluate_contrast(
+                        let c = evaluate_contrast(
                             &seed_dir,
                             &o.contrast,
                             &o.split,
                             &o.finetune.device,
                             false,
-                        )?;
+                        )?
+                        .scores;
                         crate::error::write_json(&path, &c)?;
                         c
                     }
@@ -346,13 +344,13 @@ pub fn report_table(r: &CompareReport, o: &CompareOptions) -> String {
     }
     md += "\n| CLINE − baseline (paired) | mean ± sd | 95 % interval (two-level bootstrap) | |\n|---|---:|---:|---|\n";
     for (name, s, ci) in &r.difference {
-        let verdict = if ci.contains_zero() {
-            "contains 0: no evidence of a difference"
-        } else if ci.low > 0.0 {
-            "CLINE higher"
-        } else {
-            "CLINE lower"
-        };
+        let verdict = crate::experiments::bootstrap::verdict(
+            ci,
+            o.pretrain_seeds.len(),
+            o.finetune_seeds.len(),
+            "CLINE higher",
+            "CLINE lower",
+        );
         md += &format!(
             "| {name} | {:+.1} ± {:.1} | [{:+.1}, {:+.1}] | {verdict} |\n",
             s.mean, s.std, ci.low, ci.high

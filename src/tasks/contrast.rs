@@ -12,7 +12,9 @@
 //!   Positive / Negative;
 //! - [`read_cad_nli`]: SNLI revised by people, folders `original/`, `revised_premise/`,
 //!   `revised_hypothesis/` with `sentence1\tsentence2\tgold_label`; row i of `original/X.tsv`
-//!   is revised by rows 2i and 2i+1 of each revised file;
+//!   is revised by rows 2i and 2i+1 of each revised file, whose unchanged sentence must equal
+//!   the original's up to white space; a revision that changes nothing but the label is kept
+//!   and reported;
 //! - [`read_imdb_contrast`]: `<split>_original.tsv` and `<split>_contrast.tsv` (quoted TSV,
 //!   `Sentiment\tText`), paired by row;
 //! - [`read_boolq_contrast`]: the BoolQ JSON; the template item ("Title" / "Paragraph") and
@@ -106,12 +108,19 @@ impl SetKind {
 /// counterfactual sentiment pairs), a folder with `original/` (the counterfactual NLI root; rows
 /// of `split`), a folder with `<split>_original.tsv` (allenai's IMDb), a `.json` (BoolQ), a
 /// `.csv` (PERSPECTRUM).
-pub fn read_contrast_set(path: &Path, split: &str) -> Result<(SetKind, Vec<Group>)> {
+/// Besides the groups, what the reader noticed and kept (see [`read_cad_nli`]), one line each.
+pub fn read_contrast_set(path: &Path, split: &str) -> Result<(SetKind, Vec<Group>, Vec<String>)> {
+    if path.is_dir() && path.join("original").is_dir() {
+        let (groups, notes) = read_cad_nli(path, split)?;
+        return Ok((SetKind::CadNli, groups, notes));
+    }
+    let (kind, groups) = read_set(path, split)?;
+    Ok((kind, groups, Vec::new()))
+}
+
+fn read_set(path: &Path, split: &str) -> Result<(SetKind, Vec<Group>)> {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     if path.is_dir() {
-        if path.join("original").is_dir() {
-            return Ok((SetKind::CadNli, read_cad_nli(path, split)?));
-        }
         if path.join(format!("{split}_original.tsv")).exists() {
             return Ok((SetKind::Imdb, read_imdb_contrast(path, split)?));
         }
@@ -293,7 +302,7 @@ pub const NLI: [&str; 3] = ["contradiction", "entailment", "neutral"];
 /// The NLI part of the counterfactually-augmented data for one split (`train`, `dev`,
 /// `test`): each original pair with its four revisions (two of the premise, two of the
 /// hypothesis).
-pub fn read_cad_nli(root: &Path, split: &str) -> Result<Vec<Group>> {
+pub fn read_cad_nli(root: &Path, split: &str) -> Result<(Vec<Group>, Vec<String>)> {
     let read = |folder: &str| -> Result<Vec<Example>> {
         let path = root.join(folder).join(format!("{split}.tsv"));
         rows(
@@ -329,40 +338,53 @@ pub fn read_cad_nli(root: &Path, split: &str) -> Result<Vec<Group>> {
             )));
         }
     }
-    original
+    let mut notes = Vec::new();
+    let groups = original
         .into_iter()
         .enumerate()
         .map(|(i, o)| {
-            // A revised premise keeps the hypothesis, a revised hypothesis the premise.
-            for (r, keeps_premise) in [(&premise[2 * i], false), (&hypothesis[2 * i], true)] {
-                let kept = if keeps_premise {
-                    &r.text_a
+            let revisions = [
+                &premise[2 * i],
+                &premise[2 * i + 1],
+                &hypothesis[2 * i],
+                &hypothesis[2 * i + 1],
+            ];
+            for (k, r) in revisions.iter().enumerate() {
+                // A revised premise keeps the hypothesis, a revised hypothesis the premise.
+                let (kept, orig) = if k < 2 {
+                    (r.text_b.as_deref(), o.text_b.as_deref())
                 } else {
-                    r.text_b.as_ref().unwrap()
+                    (Some(r.text_a.as_str()), Some(o.text_a.as_str()))
                 };
-                let orig = if keeps_premise {
-                    &o.text_a
-                } else {
-                    o.text_b.as_ref().unwrap()
-                };
-                if kept != orig {
+                if kept.map(collapsed) != orig.map(collapsed) {
                     return Err(Error::Input(format!(
                         "{}: does not revise {} (its unchanged sentence differs)",
                         r.source, o.source
                     )));
                 }
+                if collapsed(&r.text_a) == collapsed(&o.text_a)
+                    && r.text_b.as_deref().map(collapsed) == o.text_b.as_deref().map(collapsed)
+                    && r.label != o.label
+                {
+                    notes.push(format!(
+                        "{}: the same sentences as {} but labelled {} (the original: {}); kept, so this group cannot be all correct",
+                        r.source, o.source, r.label, o.label
+                    ));
+                }
             }
             Ok(Group {
-                perturbed: vec![
-                    premise[2 * i].clone(),
-                    premise[2 * i + 1].clone(),
-                    hypothesis[2 * i].clone(),
-                    hypothesis[2 * i + 1].clone(),
-                ],
+                perturbed: revisions.into_iter().cloned().collect(),
                 original: o,
             })
         })
-        .collect::<Result<Vec<_>>>()
+        .collect::<Result<Vec<_>>>()?;
+    Ok((groups, notes))
+}
+
+/// A sentence with every run of white space made one space, ends trimmed: real revision files
+/// copy the unchanged sentence with a changed spacing (a double space) now and then.
+fn collapsed(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[derive(Deserialize)]
