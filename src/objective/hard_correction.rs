@@ -216,6 +216,8 @@ impl Part for HardCorrection {
 pub enum Prediction {
     #[default]
     Argmax,
+    /// The generator's sample (also spelt `sample`).
+    #[serde(alias = "sample")]
     Sampled,
 }
 

@@ -1,0 +1,91 @@
+//! Every config key and value the README shows parses: the `--set key=value` of its commands,
+//! the objective kinds of its table, the values listed for `hc_prediction` / `hc_discriminator`
+//! and the CLINE keys' values of its table.
+
+use trueneg::train::config::PretrainConfig;
+
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+}
+
+/// The backticked words of `s`, in order.
+fn backticked(s: &str) -> Vec<&str> {
+    s.split('`').skip(1).step_by(2).collect()
+}
+
+fn parses(set: &str) {
+    // Paths and devices are checked when a run starts, not when the config is read.
+    if let Err(e) = PretrainConfig::load("tiny", &[set.to_string()]) {
+        panic!("README's `{set}` does not parse: {e}");
+    }
+}
+
+#[test]
+fn every_set_in_the_readme_parses() {
+    let text = readme();
+    let mut n = 0;
+    for part in text.split("--set ").skip(1) {
+        let arg = part.split_whitespace().next().unwrap_or("");
+        let arg = arg.trim_matches(|c| c == '\'' || c == '`' || c == '\\');
+        if arg.is_empty() || arg == "key=value" {
+            continue;
+        }
+        parses(arg);
+        n += 1;
+    }
+    assert!(n >= 8, "{n} --set examples");
+}
+
+#[test]
+fn every_documented_objective_value_parses() {
+    let text = readme();
+    // The objective table: | `kind` | … |.
+    let kinds: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| backticked(l).first().copied())
+        .filter(|k| {
+            ["baseline", "hc", "sr", "sr-sent", "hc+sr", "cline"].contains(k)
+                || k.starts_with("hc")
+                || k.starts_with("sr")
+        })
+        .collect();
+    assert!(kinds.len() >= 6, "{kinds:?}");
+    for k in kinds {
+        parses(&format!("objective.kind={k}"));
+    }
+    // "Other keys: `hc_prediction` (`argmax`, …, or `sampled`: …), `hc_discriminator` (…)".
+    let other = &text[text.find("Other keys:").expect("the Other keys paragraph")..];
+    let other = &other[..other.find("\n\n").unwrap()];
+    for key in ["hc_prediction", "hc_discriminator"] {
+        let at = other.find(&format!("`{key}` (")).expect(key) + key.len() + 4;
+        let list = &other[at..at + other[at..].find(')').unwrap()];
+        let values = backticked(list);
+        assert!(values.len() >= 2, "{key}: {values:?}");
+        for v in values {
+            parses(&format!("objective.{key}={v}"));
+        }
+    }
+    // The CLINE table: | `key` | `value`: … | `value`: … |.
+    let mut n = 0;
+    for line in text.lines().filter(|l| l.starts_with("| `cline_")) {
+        let words = backticked(line);
+        let key = words[0];
+        for v in &words[1..] {
+            if let Some((k, value)) = v.split_once(" = ") {
+                parses(&format!("objective.{k}={value}"));
+            } else {
+                parses(&format!("objective.{key}={v}"));
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 8, "{n} CLINE values");
+}
+
+#[test]
+fn hc_prediction_takes_the_sample_spelling_too() {
+    parses("objective.hc_prediction=sample");
+    parses("objective.hc_prediction=sampled");
+    assert!(PretrainConfig::load("tiny", &["objective.hc_prediction=samples".into()]).is_err());
+}
