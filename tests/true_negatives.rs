@@ -147,6 +147,11 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
         .sum();
     assert!(corrected > 0, "no correction in {mismatched} mismatches");
     assert!(corrected * 10 < mismatched, "corrections are a small share");
+    // The run's totals, as the end-of-run note reads them.
+    assert_eq!(
+        trueneg::train::stats::run_correction_totals(&r).unwrap(),
+        Some((mismatched as u64, corrected as u64))
+    );
     let with = m
         .iter()
         .find(|x| x.value("corrected").unwrap() as usize > 0)
@@ -187,4 +192,19 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
         "{out}"
     );
     assert!(is_png(&r.join("correction-stats.png")));
+}
+
+#[test]
+fn a_run_whose_hard_correction_corrects_almost_nothing_gets_a_note() {
+    use trueneg::objective::hard_correction::few_corrections_note;
+    // Under 0.01 % of the mismatches: a note that says why, with the figures.
+    let note = few_corrections_note(200_000, 3).unwrap();
+    assert!(
+        note.contains("3 of 200000") && note.contains("function words"),
+        "{note}"
+    );
+    assert!(few_corrections_note(200_000, 0).is_some());
+    // From 0.01 % on, or with nothing mismatched, none.
+    assert!(few_corrections_note(200_000, 20).is_none());
+    assert!(few_corrections_note(0, 0).is_none());
 }

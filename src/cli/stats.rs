@@ -35,7 +35,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let stats =
         trueneg::train::stats::correction_stats(run, &a.corpus, &table, a.batches, a.batch_size)?;
-    let md = trueneg::train::stats::stats_table(&stats);
+    let mut md = trueneg::train::stats::stats_table(&stats);
+    let (mismatched, corrected) = stats.iter().fold((0, 0), |(m, c), s| {
+        (
+            m + s.counts.mismatched as u64,
+            c + s.counts.corrected as u64,
+        )
+    });
+    if let Some(note) =
+        trueneg::objective::hard_correction::few_corrections_note(mismatched, corrected)
+    {
+        eprintln!("note: {note}");
+        md += &format!("\n**Note.** {note}.\n");
+    }
     print!("{md}");
     let png = run.join("correction-stats.png");
     let series = vec![

@@ -210,6 +210,23 @@ impl Part for HardCorrection {
     }
 }
 
+/// Below this share of the mismatched predictions corrected, Hard Correction has in effect done
+/// nothing (0.01 %; the paper's Table 8 reports 1–2 % at 1M steps).
+pub const FEW_CORRECTIONS: f64 = 1e-4;
+
+/// A note when Hard Correction corrected (almost) nothing of `mismatched` predictions, with
+/// the usual reason, so that a small run is not read as a broken objective.
+pub fn few_corrections_note(mismatched: u64, corrected: u64) -> Option<String> {
+    let share = corrected as f64 / mismatched.max(1) as f64;
+    (mismatched > 0 && share < FEW_CORRECTIONS).then(|| {
+        format!(
+            "Hard Correction corrected {corrected} of {mismatched} mismatched predictions ({:.3} %, under {} %): a generator this early or this small predicts mostly function words and punctuation, which have no WordNet synonyms; corrections come once it predicts content words (the paper: 1–2 % of mismatches after 1M steps). `trueneg stats` on later checkpoints shows the rate; `lexicon build` prints the table's coverage",
+            100.0 * share,
+            100.0 * FEW_CORRECTIONS
+        )
+    })
+}
+
 /// Which prediction Hard Correction compares with the gold token.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

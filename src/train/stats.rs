@@ -34,6 +34,24 @@ pub struct CheckpointStats {
     pub iteration_level: f64,
 }
 
+/// The mismatched and corrected predictions of a run over all its logged steps (the sums of
+/// `metrics.jsonl`'s window counts); `None` when the run logs no Hard Correction counts.
+pub fn run_correction_totals(run: &Path) -> Result<Option<(u64, u64)>> {
+    let path = run.join("metrics.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let mut totals: Option<(u64, u64)> = None;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+        if let (Some(m), Some(c)) = (v["mismatched"].as_u64(), v["corrected"].as_u64()) {
+            let t = totals.get_or_insert((0, 0));
+            t.0 += m;
+            t.1 += c;
+        }
+    }
+    Ok(totals)
+}
+
 /// Packs a text corpus into examples with the run's tokenizer (seed 0).
 pub fn corpus_examples(
     corpus: &Path,
