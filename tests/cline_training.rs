@@ -338,12 +338,12 @@ fn fine_tuned_on_counterfactual_sentiment_and_scored_for_contrast_consistency() 
 fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cmp");
-    let cmd = || {
+    let with = |out: &Path, cline: &Path, task: &Path, contrast: &Path| {
         let mut c = bin();
         c.args(["cline-compare", "--base-run"])
             .arg(base_run())
             .arg("--cline-data")
-            .arg(cline_data())
+            .arg(cline)
             .args([
                 "--steps",
                 "3",
@@ -354,11 +354,9 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
             ])
             .args(["--set", "data.batch_size=8"])
             .arg("--task-data")
-            .arg(data("counterfactual/sentiment/orig"))
+            .arg(task)
             .arg("--contrast")
-            .arg(data(
-                "counterfactual/sentiment/combined/paired/dev_paired.tsv",
-            ))
+            .arg(contrast)
             .arg("--hits-sentences")
             .arg(data("glue/SST-2/dev.tsv"))
             .args([
@@ -370,9 +368,53 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
                 "32",
             ])
             .args(["--max-seq-len", "64", "--out"])
-            .arg(&out);
+            .arg(out);
         c
     };
+    let (task, paired) = (
+        data("counterfactual/sentiment/orig"),
+        data("counterfactual/sentiment/combined/paired/dev_paired.tsv"),
+    );
+    let cmd = || with(&out, &cline_data(), &task, &paired);
+
+    // Checked before anything is trained or written: a task it does not support, a contrast
+    // set of other labels, CLINE triples of another tokenizer.
+    let refused = dir.path().join("refused");
+    let boolq = data("contrast-sets/BoolQ/boolq_perturbed.json");
+    let other_tok = dir.path().join("cline-other");
+    std::fs::create_dir_all(&other_tok).unwrap();
+    for f in std::fs::read_dir(cline_data()).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, other_tok.join(f.file_name().unwrap())).unwrap();
+    }
+    let manifest = std::fs::read_to_string(other_tok.join("manifest.json")).unwrap();
+    let m: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    let fp = m["tokenizer_fingerprint"].as_str().unwrap();
+    std::fs::write(
+        other_tok.join("manifest.json"),
+        manifest.replace(fp, &"0".repeat(fp.len())),
+    )
+    .unwrap();
+    for (c, says) in [
+        (
+            with(&refused, &cline_data(), &data("glue/SST-2"), &paired),
+            "--task-data",
+        ),
+        (with(&refused, &cline_data(), &task, &boolq), "TRUE"),
+        (
+            with(&refused, &other_tok, &task, &paired),
+            "another tokenizer",
+        ),
+    ] {
+        let mut c = c;
+        let e = fails(c.output().unwrap());
+        assert!(e.contains(says), "{e}");
+        assert!(
+            !refused.exists(),
+            "{says}: nothing is written before the checks"
+        );
+    }
+
     let first = ok(cmd().output().unwrap());
     assert!(
         first.contains("| baseline |") && first.contains("| cline |"),

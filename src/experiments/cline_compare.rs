@@ -159,6 +159,40 @@ fn finished<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     crate::error::read_json(path).ok()
 }
 
+/// What the comparison reads, checked before anything is trained or written: the task data is
+/// counterfactual sentiment (CAD-sentiment's `train.tsv` and `dev.tsv`, its labels), the CLINE
+/// triples were tokenised with the base run's tokenizer, and the contrast set's labels are the
+/// task's.
+fn check_inputs(o: &CompareOptions) -> Result<()> {
+    let task = GlueTask::CadSentiment;
+    crate::finetune::classify::read_task(task, &o.task_data).map_err(|e| {
+        Error::Input(format!(
+            "--task-data {}: not a counterfactual sentiment folder (train.tsv and dev.tsv with Sentiment and Text): {e}",
+            o.task_data.display()
+        ))
+    })?;
+    let run_tok = o.base_run.join("tokenizer.json");
+    let fingerprint = crate::text::WordPieceTokenizer::load(&run_tok)?.fingerprint();
+    let triples = ShardSet::open(&o.cline_data)?;
+    if triples.manifest.tokenizer_fingerprint != fingerprint {
+        return Err(Error::Input(format!(
+            "{}: the CLINE triples were made with another tokenizer than the base run's ({}); run `prepare --cline --tokenizer {}`",
+            o.cline_data.display(),
+            run_tok.display(),
+            run_tok.display()
+        )));
+    }
+    let (kind, _, _) = crate::tasks::contrast::read_contrast_set(&o.contrast, &o.split)?;
+    if let Some(l) = kind.labels().iter().find(|l| !task.labels().contains(l)) {
+        return Err(Error::Input(format!(
+            "{}: its label {l:?} is not one of CAD-sentiment's ({})",
+            o.contrast.display(),
+            task.labels().join(", ")
+        )));
+    }
+    Ok(())
+}
+
 /// Runs (or continues) the comparison and writes `report.md` / `report.json` into `out`.
 pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     crate::experiments::bootstrap::check_seeds("--pretrain-seeds", &o.pretrain_seeds)?;
@@ -169,6 +203,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
         ));
     }
     o.finetune.validate()?;
+    check_inputs(o)?;
     std::fs::create_dir_all(&o.out).map_err(|e| Error::io(&o.out, e))?;
     let _lock = crate::lock::FolderLock::acquire(&o.out, "trueneg cline-compare")?;
     let mut stages = Stages::new(
