@@ -89,3 +89,23 @@ fn hc_prediction_takes_the_sample_spelling_too() {
     parses("objective.hc_prediction=sampled");
     assert!(PretrainConfig::load("tiny", &["objective.hc_prediction=samples".into()]).is_err());
 }
+
+#[test]
+fn every_preset_loads_and_the_base_continuation_is_the_papers_setting() {
+    use trueneg::train::config::PRESETS;
+    for (name, _) in PRESETS {
+        PretrainConfig::load(name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    // Zhang et al.'s Base setting: continue a released checkpoint for 200k steps, lr 5e-5,
+    // batch 128 × 512.
+    for name in ["electra-base-continue", "bert-base-continue"] {
+        let c = PretrainConfig::load(name, &[]).unwrap();
+        assert!(c.model.init_from.is_some(), "{name}");
+        assert_eq!(
+            (c.train.steps, c.optimizer.lr, c.data.batch_size, c.data.max_seq_len),
+            (200_000, 5e-5, 128, 512),
+            "{name}"
+        );
+        assert!(!c.optimizer.bias_correction, "{name}: ELECTRA's / BERT's optimizer");
+    }
+}

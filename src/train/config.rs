@@ -12,7 +12,7 @@ use crate::objective::ObjectiveConfig;
 use crate::text::masking::MaskingConfig;
 use crate::{Error, Result};
 
-pub const PRESETS: [(&str, &str); 4] = [
+pub const PRESETS: [(&str, &str); 6] = [
     ("tiny", include_str!("../../configs/tiny.toml")),
     (
         "electra-small",
@@ -23,6 +23,14 @@ pub const PRESETS: [(&str, &str); 4] = [
         include_str!("../../configs/electra-base.toml"),
     ),
     ("bert-base", include_str!("../../configs/bert-base.toml")),
+    (
+        "electra-base-continue",
+        include_str!("../../configs/electra-base-continue.toml"),
+    ),
+    (
+        "bert-base-continue",
+        include_str!("../../configs/bert-base-continue.toml"),
+    ),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
