@@ -216,6 +216,7 @@ fn the_code_variants_run_on_bert_and_bad_combinations_are_refused() {
             "objective.cline_rtd=three-way",
             "objective.cline_contrast=bce",
             "objective.cline_ori=unmasked",
+            "objective.cline_weights=fixed",
         ],
     )
     .output()
@@ -233,6 +234,21 @@ fn the_code_variants_run_on_bert_and_bad_combinations_are_refused() {
         "three logits per piece"
     );
     assert!(ck.tensors.contains_key("cline.pooler.dense.weight"));
+
+    // The paper's detection over every token, with the paper's learned weights (the default).
+    let all = dir.path().join("bert-all");
+    ok(
+        bert_cline_cmd(&all, &["train.steps=2", "objective.cline_rtd=binary-all"])
+            .output()
+            .unwrap(),
+    );
+    let m = metrics(&all);
+    assert!(m.iter().all(|l| l.value("rtd_loss").unwrap().is_finite()));
+    let ck = read_safetensors(&all.join("checkpoints/step-00000002/model.safetensors")).unwrap();
+    assert!(
+        ck.tensors.contains_key("cline.loss_weights"),
+        "learned by default"
+    );
 
     // CLINE on packed examples, and packed-example objectives on triples: one-line errors.
     let e = fails(
@@ -554,4 +570,29 @@ fn cline_on_two_replicas_trains_like_one_device() {
             );
         }
     }
+}
+
+#[test]
+fn the_papers_detection_labels_every_real_token() {
+    use trueneg::text::batches::ClineBatch;
+    use trueneg::text::shards::ClineRecord;
+    use trueneg::train::cline_step::every_token_labels;
+    // [CLS] a b [SEP] / [CLS] a c d [SEP]: one candidate replaced in each side.
+    let r = ClineRecord {
+        ori: vec![2, 10, 11, 3],
+        syn: vec![2, 10, 12, 3],
+        ant: vec![2, 13, 11, 14, 3],
+        syn_labels: vec![-100, 0, 1, -100],
+        ant_labels: vec![-100, 2, -100, -100, -100],
+    };
+    let cb = ClineBatch::new(&[r], 0);
+    assert_eq!(
+        cb.labels,
+        vec![-100, 0, 1, -100, -100, -100, 2, -100, -100, -100]
+    );
+    // Every token of x_syn and x_ant is labelled, padding stays out.
+    assert_eq!(
+        every_token_labels(&cb),
+        vec![0, 0, 1, 0, -100, 0, 2, 0, 0, 0]
+    );
 }

@@ -102,10 +102,18 @@ fn every_preset_loads_and_the_base_continuation_is_the_papers_setting() {
         let c = PretrainConfig::load(name, &[]).unwrap();
         assert!(c.model.init_from.is_some(), "{name}");
         assert_eq!(
-            (c.train.steps, c.optimizer.lr, c.data.batch_size, c.data.max_seq_len),
+            (
+                c.train.steps,
+                c.optimizer.lr,
+                c.data.batch_size,
+                c.data.max_seq_len
+            ),
             (200_000, 5e-5, 128, 512),
             "{name}"
         );
-        assert!(!c.optimizer.bias_correction, "{name}: ELECTRA's / BERT's optimizer");
+        assert!(
+            !c.optimizer.bias_correction,
+            "{name}: ELECTRA's / BERT's optimizer"
+        );
     }
 }

@@ -9,12 +9,15 @@
 //! `L_cts = mean_b [BCE(x(o,s), 1) + BCE(x(o,a), 0)] = mean_b [softplus(−x(o,s)) + softplus(x(o,a))]`.
 //!
 //! **Detection.** Labels per piece: 0 kept candidate, 1 replaced in x_syn, 2 replaced in
-//! x_ant, −100 ignored. `binary` (the paper): one logit z per piece,
-//! `L_RTD = Σ_t m_t BCE(z_t, [y_t > 0]) / Σ_t m_t`, m_t = [y_t ≠ −100]; `three-way` (the code):
-//! three logits per piece, `L_RTD = Σ_t m_t CE(z_t, y_t) / Σ_t m_t`.
+//! x_ant, −100 ignored. `binary` (the authors' code: the candidate pieces only): one logit z
+//! per piece, `L_RTD = Σ_t m_t BCE(z_t, [y_t > 0]) / Σ_t m_t`, m_t = [y_t ≠ −100];
+//! `binary-all` (the paper's Eq. 4, as ELECTRA's RTD): the same over every real token of x_syn
+//! and x_ant, a token that is not a replaced piece labelled 0; `three-way` (the code): three
+//! logits per piece, `L_RTD = Σ_t m_t CE(z_t, y_t) / Σ_t m_t`.
 //!
-//! **Weights.** `fixed`: L = λ1 L_MLM + λ2 L_RTD + λ3 L_cts. `learned` (the code): one
-//! parameter s_i per term, `L = Σ_i exp(−s_i) L_i + max(s_i, 0)`, trained with the model.
+//! **Weights.** `learned` (the paper's Eq. 7, as the code does it; the default): one parameter
+//! s_i per term, `L = Σ_i exp(−s_i) L_i + max(s_i, 0)`, trained with the model. `fixed`:
+//! L = λ1 L_MLM + λ2 L_RTD + λ3 L_cts.
 
 use burn::prelude::*;
 use burn::tensor::activation::{log_softmax, relu};
@@ -24,9 +27,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClineRtd {
-    /// One logit per piece: replaced or not (the paper).
+    /// One logit per candidate piece: replaced or not (the authors' code).
     #[default]
     Binary,
+    /// One logit per real token of x_syn and x_ant: replaced or not (the paper's Eq. 4).
+    BinaryAll,
     /// Kept / synonym-side / antonym-side (the authors' code).
     ThreeWay,
 }
@@ -58,9 +63,9 @@ pub enum ClineOri {
 #[serde(rename_all = "lowercase")]
 pub enum ClineWeights {
     /// λ from `objective.cline_lambdas`.
-    #[default]
     Fixed,
-    /// [`learned_weighting`] (the authors' code).
+    /// [`learned_weighting`] (the paper's Eq. 7, as the authors' code does it).
+    #[default]
     Learned,
 }
 
@@ -68,13 +73,14 @@ pub enum ClineWeights {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClineLossConfig {
-    /// CLINE detection: `binary` (the paper) or `three-way` (the authors' code).
+    /// CLINE detection: `binary` (candidate pieces, the authors' code), `binary-all` (every
+    /// token, the paper's Eq. 4) or `three-way` (the code's three classes).
     pub cline_rtd: ClineRtd,
     /// CLINE contrast: `infonce` on [CLS] (the paper) or `bce` on the tanh pooler (the code).
     pub cline_contrast: ClineContrast,
     /// Which x_ori gives h_o: `masked` (the code: the MLM input) or `unmasked`.
     pub cline_ori: ClineOri,
-    /// `fixed` (λ from `cline_lambdas`) or `learned` (the code's s_i).
+    /// `learned` (the paper's Eq. 7: trained s_i) or `fixed` (λ from `cline_lambdas`).
     pub cline_weights: ClineWeights,
     /// λ1, λ2, λ3 of L = λ1 L_MLM + λ2 L_RTD + λ3 L_cts with fixed weights.
     pub cline_lambdas: [f64; 3],
@@ -86,7 +92,7 @@ impl Default for ClineLossConfig {
             cline_rtd: ClineRtd::Binary,
             cline_contrast: ClineContrast::Infonce,
             cline_ori: ClineOri::Masked,
-            cline_weights: ClineWeights::Fixed,
+            cline_weights: ClineWeights::Learned,
             cline_lambdas: [1.0, 1.0, 1.0],
         }
     }

@@ -92,6 +92,17 @@ fn mlm_and_hidden(
     }
 }
 
+/// The paper's detection labels: every real token of x_syn and x_ant (attention mask 1,
+/// specials included, as ELECTRA's RTD) is labelled, those not replaced 0.
+pub fn every_token_labels(cb: &ClineBatch) -> Vec<i64> {
+    let mask = cb.syn.attention_mask.iter().chain(&cb.ant.attention_mask);
+    cb.labels
+        .iter()
+        .zip(mask)
+        .map(|(&l, &m)| if m == 1 { l.max(0) } else { l })
+        .collect()
+}
+
 /// Detection on the x_syn and x_ant rows `h_sa`: the loss over the labelled pieces and the
 /// number of right predictions.
 fn detection(
@@ -103,12 +114,15 @@ fn detection(
 ) -> (Term, Tensor<1>) {
     let heads = model.cline.as_ref().expect("CLINE heads");
     let (b, len) = (cb.ori.batch, cb.ori.len);
-    let det_labels =
-        Tensor::<2, Int>::from_data(TensorData::new(cb.labels.clone(), [2 * b, len]), device);
-    let counted = cb.labels.iter().filter(|&&l| l != -100).count();
+    let labels = match o.cline_rtd {
+        ClineRtd::BinaryAll => every_token_labels(cb),
+        _ => cb.labels.clone(),
+    };
+    let counted = labels.iter().filter(|&&l| l != -100).count();
+    let det_labels = Tensor::<2, Int>::from_data(TensorData::new(labels, [2 * b, len]), device);
     let keep = det_labels.clone().not_equal_elem(-100).float();
     match o.cline_rtd {
-        ClineRtd::Binary => {
+        ClineRtd::Binary | ClineRtd::BinaryAll => {
             let logits = match (&heads.detection, &model.net) {
                 (Some(d), _) => d.forward(h_sa),
                 (None, Net::Electra(e)) => e.discriminator_head.forward(h_sa),

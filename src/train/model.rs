@@ -42,9 +42,9 @@ impl PretrainModel {
         let cline = (o.kind == ObjectiveKind::Cline).then(|| {
             let outputs = match (o.cline.cline_rtd, cfg.model.kind) {
                 (ClineRtd::ThreeWay, _) => Some(3),
-                (ClineRtd::Binary, ModelKind::Bert) => Some(1),
+                (ClineRtd::Binary | ClineRtd::BinaryAll, ModelKind::Bert) => Some(1),
                 // The discriminator's own head detects replaced tokens.
-                (ClineRtd::Binary, ModelKind::Electra) => None,
+                (ClineRtd::Binary | ClineRtd::BinaryAll, ModelKind::Electra) => None,
             };
             ClineHeads::new(
                 &encoder,
