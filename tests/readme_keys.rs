@@ -57,7 +57,12 @@ fn every_documented_objective_value_parses() {
     // "Other keys: `hc_prediction` (`argmax`, …, or `sampled`: …), `hc_discriminator` (…)".
     let other = &text[text.find("Other keys:").expect("the Other keys paragraph")..];
     let other = &other[..other.find("\n\n").unwrap()];
-    for key in ["hc_prediction", "hc_discriminator"] {
+    for key in [
+        "hc_prediction",
+        "hc_discriminator",
+        "sr_sent_target",
+        "sr_sent_encoder",
+    ] {
         let at = other.find(&format!("`{key}` (")).expect(key) + key.len() + 4;
         let list = &other[at..at + other[at..].find(')').unwrap()];
         let values = backticked(list);

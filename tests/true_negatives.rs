@@ -83,6 +83,32 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
         }
         runs.push(r);
     }
+    // Sentence-level SR's readings: the target's gradient stopped (the default) or not gives
+    // the same first loss and then other parameters; on the discriminator's encoder another
+    // loss from the start.
+    let sent = |name: &str, extra: &str| {
+        let r = run(
+            dir.path(),
+            &shards,
+            name,
+            &["objective.kind=sr-sent", "train.steps=3", extra],
+        );
+        metrics(&r)
+            .iter()
+            .map(|x| x.value("sr_sent_loss").unwrap())
+            .collect::<Vec<f64>>()
+    };
+    let fixed = sent("sent-fixed", "objective.sr_sent_target=fixed");
+    let free = sent("sent-free", "objective.sr_sent_target=free");
+    let disc = sent("sent-disc", "objective.sr_sent_encoder=discriminator");
+    assert_eq!(fixed[0], free[0]);
+    assert_ne!(
+        fixed[2], free[2],
+        "the gradient into the target changes training"
+    );
+    assert_ne!(fixed[0], disc[0], "another encoder, another loss");
+    assert!(disc.iter().all(|v| v.is_finite() && *v >= 0.0));
+
     // Same seed, same data: the first step's MLM loss is the same for every objective.
     let first: Vec<f64> = runs.iter().map(|r| metrics(r)[0].mlm_loss()).collect();
     assert!(

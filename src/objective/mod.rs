@@ -234,6 +234,8 @@ pub struct MlmStep<'a> {
     pub words: Tensor<2>,
     /// The MLM model's encoder: inputs → hidden states [batch, len, hidden].
     pub encode: &'a dyn Fn(&Inputs) -> Tensor<3>,
+    /// ELECTRA: the discriminator's encoder (set by the training step; `None` for BERT).
+    pub discriminator_encode: Option<&'a dyn Fn(&Inputs) -> Tensor<3>>,
     /// The sequence of each masked position.
     pub rows: Vec<usize>,
     pub device: &'a Device,
@@ -267,6 +269,7 @@ impl<'a> MlmStep<'a> {
             sampled,
             words,
             encode,
+            discriminator_encode: None,
             rows,
             device,
             argmax_host: OnceCell::new(),

@@ -7,8 +7,16 @@
 //!
 //! `L_sent = (1 / #real tokens) · Σ_t Σ_j P_t[j] · (log P_t[j] − log Q_t[j])`  (KL(P ‖ Q)),
 //!
-//! averaged over real (non-padding) tokens. Gradients flow through both encoder passes. For
-//! ELECTRA the encoder is the generator's (the model whose predictions are regularised).
+//! averaged over real (non-padding) tokens.
+//!
+//! Two readings the paper leaves open, as keys:
+//! - `sr_sent_target`: `fixed` (the default) stops the gradient into `H_s`: the paper calls
+//!   `Q` the *expected* distribution, a target the prediction-filled sentence is pulled
+//!   toward, as in knowledge distillation; `free` lets the gradient flow through both passes
+//!   (the KL then also moves the original sentence's states toward the filled one's).
+//! - `sr_sent_encoder` (ELECTRA): `generator` (the default: the model whose predictions fill
+//!   `s_p`, as for word-level SR) or `discriminator` (the encoder that is kept after
+//!   pre-training and fine-tuned). BERT has one encoder.
 //!
 //! In the loss: `+ sr_sent_weight · L_sent`, logged as `sr_sent_loss` (before the weight).
 
@@ -29,14 +37,38 @@ pub const NAME: &str = "sr-sent";
 pub struct SrSentConfig {
     /// Weight of sentence-level SR.
     pub sr_sent_weight: f64,
+    /// `fixed`: no gradient into the original sentence's states (the target); `free`: both.
+    pub sr_sent_target: SentTarget,
+    /// ELECTRA: the encoder regularised, `generator` or `discriminator`.
+    pub sr_sent_encoder: SentEncoder,
 }
 
 impl Default for SrSentConfig {
     fn default() -> Self {
         Self {
             sr_sent_weight: 1.0,
+            sr_sent_target: SentTarget::Fixed,
+            sr_sent_encoder: SentEncoder::Generator,
         }
     }
+}
+
+/// Whether the original sentence's hidden states take gradient (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SentTarget {
+    #[default]
+    Fixed,
+    Free,
+}
+
+/// Which of ELECTRA's encoders sentence-level SR reads (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SentEncoder {
+    #[default]
+    Generator,
+    Discriminator,
 }
 
 impl SrSentConfig {
@@ -47,6 +79,8 @@ impl SrSentConfig {
 
 struct SentenceRegularization {
     weight: f64,
+    target: SentTarget,
+    encoder: SentEncoder,
 }
 
 /// The part when the kind includes sentence-level SR.
@@ -54,6 +88,8 @@ pub fn build(cfg: &ObjectiveConfig, _: &mut Setup) -> Result<Option<Box<dyn Part
     Ok(cfg.kind.has(NAME).then(|| {
         Box::new(SentenceRegularization {
             weight: cfg.sr_sent.sr_sent_weight,
+            target: cfg.sr_sent.sr_sent_target,
+            encoder: cfg.sr_sent.sr_sent_encoder,
         }) as Box<dyn Part>
     }))
 }
@@ -70,7 +106,15 @@ impl Part for SentenceRegularization {
             ..s.inputs.clone()
         };
         let real = s.ids(&s.batch.attention_mask).float();
-        let value = sentence_regularization((s.encode)(&xp), (s.encode)(&xs), real);
+        let encode = match (self.encoder, s.discriminator_encode) {
+            (SentEncoder::Discriminator, Some(d)) => d,
+            _ => s.encode,
+        };
+        let h_orig = match self.target {
+            SentTarget::Fixed => encode(&xs).detach(),
+            SentTarget::Free => encode(&xs),
+        };
+        let value = sentence_regularization(encode(&xp), h_orig, real);
         let term = Term::new(value, s.batch.real_tokens());
         loss.add("sr_sent_loss", term, self.weight);
     }

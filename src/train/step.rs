@@ -73,7 +73,11 @@ pub fn step_loss(
         Net::Bert(b) => b.encode(x),
         Net::Electra(e) => e.generator_encode(x),
     };
-    let s = MlmStep::new(
+    let discriminator = |x: &Inputs| match &model.net {
+        Net::Electra(e) => e.encode(x),
+        Net::Bert(b) => b.encode(x),
+    };
+    let mut s = MlmStep::new(
         batch,
         m,
         &x,
@@ -84,6 +88,9 @@ pub fn step_loss(
         &encode,
         device,
     );
+    if matches!(model.net, Net::Electra(_)) {
+        s.discriminator_encode = Some(&discriminator);
+    }
 
     // A position is kept when every part that weights the positions keeps it.
     let mut weights: Option<Vec<f32>> = None;
