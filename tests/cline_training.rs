@@ -391,7 +391,7 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
         data("counterfactual/sentiment/orig"),
         data("counterfactual/sentiment/combined/paired/dev_paired.tsv"),
     );
-    let cmd = || with(&out, &cline_data(), &task, &paired);
+    let cmd = || with(&out, cline_data(), &task, &paired);
 
     // Checked before anything is trained or written: a task it does not support, a contrast
     // set of other labels, CLINE triples of another tokenizer.
@@ -413,10 +413,10 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
     .unwrap();
     for (c, says) in [
         (
-            with(&refused, &cline_data(), &data("glue/SST-2"), &paired),
+            with(&refused, cline_data(), &data("glue/SST-2"), &paired),
             "--task-data",
         ),
-        (with(&refused, &cline_data(), &task, &boolq), "TRUE"),
+        (with(&refused, cline_data(), &task, &boolq), "TRUE"),
         (
             with(&refused, &other_tok, &task, &paired),
             "another tokenizer",
