@@ -177,7 +177,8 @@ fn names_numbers_and_stop_words_stay_and_the_cap_holds() {
 
 /// `trueneg hits` on a tiny run: triplets differ in one word (a synonym, an antonym), one
 /// row per layer, shares in [0, 100]; at the embeddings the [CLS] vectors of the three
-/// sentences are the same vector, so no triplet counts there.
+/// sentences are the same vector, so no triplet counts there and every triplet is a tie; the
+/// maxima are over the encoder's layers 1…L.
 #[test]
 fn hits_reports_every_layer_on_synonym_antonym_triplets() {
     use common::{bin, ok, pretrain_cmd};
@@ -195,16 +196,36 @@ fn hits_reports_every_layer_on_synonym_antonym_triplets() {
         .arg(&out)
         .output()
         .unwrap());
-    assert!(printed.contains("| max |"), "{printed}");
+    assert!(printed.contains("| max over layers 1–2 |"), "{printed}");
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("hits.json")).unwrap()).unwrap();
     let layers = v["report"]["layers"].as_array().unwrap();
     assert_eq!(layers.len(), 3, "embeddings + 2 layers of the tiny preset");
     assert_eq!(layers[0]["cls"].as_f64(), Some(0.0));
+    assert_eq!(layers[0]["cls_ties"].as_u64(), Some(40));
     for l in layers {
-        for k in ["cls", "mean"] {
+        for k in ["cls", "mean", "bertscore"] {
             assert!((0.0..=100.0).contains(&l[k].as_f64().unwrap()));
         }
+        for k in ["cls_ties", "mean_ties", "bertscore_ties"] {
+            assert!(l[k].as_u64().unwrap() <= 40);
+        }
+    }
+    let r = &v["report"];
+    for (max, k) in [
+        ("max_cls", "cls"),
+        ("max_mean", "mean"),
+        ("max_bertscore", "bertscore"),
+    ] {
+        let want = layers[1..]
+            .iter()
+            .map(|l| l[k].as_f64().unwrap())
+            .fold(0.0, f64::max);
+        assert_eq!(
+            r[max].as_f64(),
+            Some(want),
+            "{max}: the embeddings are not a layer"
+        );
     }
     let triplets = v["triplets"].as_array().unwrap();
     assert_eq!(triplets.len(), 40);
@@ -230,4 +251,20 @@ fn hits_reports_every_layer_on_synonym_antonym_triplets() {
             "{t}"
         );
     }
+}
+
+#[test]
+fn bertscore_on_known_vectors() {
+    use trueneg::eval::hits::bertscore;
+    let v = |x: &[f32]| x.to_vec();
+    // [CLS] and [SEP] (first and last) are left out.
+    let cls = v(&[9.0, 9.0]);
+    let a = vec![cls.clone(), v(&[1.0, 0.0]), v(&[0.0, 1.0]), cls.clone()];
+    assert!((bertscore(&a, &a) - 1.0).abs() < 1e-12);
+    // One token each, orthogonal: 0.
+    let x = vec![cls.clone(), v(&[1.0, 0.0]), cls.clone()];
+    let y = vec![cls.clone(), v(&[0.0, 2.0]), cls.clone()];
+    assert!(bertscore(&x, &y).abs() < 1e-12);
+    // x = {e1}, y = {e1, e2}: recall 1 (e1 found), precision (1 + 0) / 2 → F1 2/3.
+    assert!((bertscore(&x, &a) - 2.0 / 3.0).abs() < 1e-12);
 }
