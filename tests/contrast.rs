@@ -353,3 +353,40 @@ fn boolq_and_perspectrum_training_sets_read_in_their_official_formats() {
         .to_string();
     assert!(e.contains("perspective 11"), "{e}");
 }
+
+#[test]
+fn the_fine_tuning_and_contrast_readers_unquote_fields_alike() {
+    use trueneg::tasks::glue::{GlueTask, read_glue};
+    // Kaushik et al.'s files are written with CSV quoting: a quoted field may hold a tab and
+    // doubled quotes. Fine-tuning (`--task cad-nli`) and `evaluate --contrast` read it alike.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let premise = "\"He said \"\"no\"\",\tthen left.\"";
+    for (folder, rows) in [
+        ("original", 1),
+        ("revised_premise", 2),
+        ("revised_hypothesis", 2),
+    ] {
+        std::fs::create_dir_all(root.join(folder)).unwrap();
+        let mut t = String::from("sentence1\tsentence2\tgold_label\n");
+        for k in 0..rows {
+            let p = if folder == "revised_premise" {
+                format!("He stayed {k}.")
+            } else {
+                premise.to_string()
+            };
+            let h = if folder == "revised_hypothesis" {
+                format!("He is here {k}.")
+            } else {
+                "He left.".to_string()
+            };
+            t += &format!("{p}\t{h}\tentailment\n");
+        }
+        std::fs::write(root.join(folder).join("dev.tsv"), t).unwrap();
+    }
+    let finetune = read_glue(GlueTask::CadNli, &root.join("original/dev.tsv")).unwrap();
+    let (groups, _) = read_cad_nli(root, "dev").unwrap();
+    assert_eq!(finetune[0].text_a, "He said \"no\",\tthen left.");
+    assert_eq!(groups[0].original.text_a, finetune[0].text_a);
+    assert_eq!(groups[0].perturbed[2].text_a, finetune[0].text_a);
+}
