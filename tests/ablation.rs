@@ -29,6 +29,7 @@ fn spec() -> AblationSpec {
     let mut overrides: Vec<String> = SETS.iter().map(|s| s.to_string()).collect();
     overrides.push(format!("data.shards={}", shards().display()));
     AblationSpec {
+        recipe: Default::default(),
         config: "tiny".into(),
         overrides,
         objectives: vec![

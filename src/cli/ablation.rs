@@ -105,6 +105,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         glue: a.glue,
         tasks,
         finetune_seeds: a.finetune_seeds,
+        recipe: a.recipe.recipe,
         epochs: a.recipe.epochs,
         lr: a.recipe.lr,
         max_seq_len: a.recipe.max_seq_len,

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use trueneg::eval::hits::{read_sentences, triplet};
 use trueneg::experiments::cline_compare::{CompareOptions, compare};
-use trueneg::finetune::recipe::FinetuneOptions;
 use trueneg::tasks::glue::GlueTask;
 
 use super::Ui;
@@ -56,8 +55,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
-    let mut ft = FinetuneOptions::electra(GlueTask::CadSentiment);
-    a.recipe.apply(&mut ft);
+    let ft = a.recipe.options(GlueTask::CadSentiment);
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
     let mut triplets: Vec<_> = read_sentences(&a.hits_sentences)?
         .iter()

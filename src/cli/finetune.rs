@@ -155,10 +155,14 @@ impl Args {
     }
 }
 
-/// Changes to ELECTRA's fine-tuning recipe taken by the experiment commands (`ablation`,
-/// `cline-compare`).
+/// The fine-tuning recipe of the experiment commands (`ablation`, `cline-compare`) and their
+/// changes to it.
 #[derive(clap::Args)]
 pub struct RecipeArgs {
+    /// Fine-tuning recipe: `electra` (google-research/electra's) or `transformers` (the
+    /// Trainer's); see `finetune --help`.
+    #[arg(long, default_value = "electra", value_parser = parse_recipe)]
+    pub recipe: Recipe,
     /// Fine-tuning epochs [default: ELECTRA's, 3; RTE and STS-B 10].
     #[arg(long)]
     pub epochs: Option<usize>,
@@ -174,6 +178,13 @@ pub struct RecipeArgs {
 }
 
 impl RecipeArgs {
+    /// The recipe's options for `task` with these changes.
+    pub fn options(&self, task: trueneg::tasks::glue::GlueTask) -> FinetuneOptions {
+        let mut o = FinetuneOptions::for_task(self.recipe, task);
+        self.apply(&mut o);
+        o
+    }
+
     pub fn apply(&self, o: &mut FinetuneOptions) {
         o.epochs = self.epochs.unwrap_or(o.epochs);
         o.lr = self.lr.unwrap_or(o.lr);

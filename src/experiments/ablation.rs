@@ -28,7 +28,7 @@ pub use crate::experiments::ablation_spec::{
 use crate::experiments::stages::Stages;
 use crate::finetune::pretrained::{PretrainedEncoder, load_pretrained};
 use crate::finetune::seeds::{TaskResult, finetune_glue, finetune_qa, squad_scores, squad_splits};
-use crate::finetune::span::{QaOptions, load_qa, predict_squad, squad_finetune_options};
+use crate::finetune::span::{QaOptions, load_qa, predict_squad};
 use crate::objective::ObjectiveKind;
 use crate::tasks::squad::SquadExample;
 use crate::text::SynonymTable;
@@ -191,7 +191,7 @@ fn squad_stage(
     dir: &Path,
 ) -> Result<SquadRobustness> {
     let spec = &o.spec;
-    let mut opts = squad_finetune_options();
+    let mut opts = crate::finetune::recipe::FinetuneOptions::squad(spec.recipe);
     let len = spec
         .squad_max_seq_len
         .unwrap_or(384.min(pre.config.max_position_embeddings));

@@ -34,6 +34,9 @@ pub struct AblationSpec {
     pub glue: Option<PathBuf>,
     pub tasks: Vec<GlueTask>,
     pub finetune_seeds: Vec<u64>,
+    /// The fine-tuning recipe (specs written before it existed: ELECTRA's).
+    #[serde(default)]
+    pub recipe: crate::finetune::recipe::Recipe,
     /// Fine-tuning epochs (`None`: ELECTRA's recipe per task), peak learning rate, tokens per
     /// example, training examples per task (0 = all).
     pub epochs: Option<usize>,
@@ -158,14 +161,14 @@ impl AblationSpec {
             }
         }
         for t in &self.tasks {
-            self.glue_options(*t).validate()?;
+            self.glue_options(*t).validate_for(*t)?;
         }
         Ok(())
     }
 
     /// ELECTRA's fine-tuning recipe for `task` with this experiment's changes.
     pub fn glue_options(&self, task: GlueTask) -> FinetuneOptions {
-        let mut o = FinetuneOptions::electra(task);
+        let mut o = FinetuneOptions::for_task(self.recipe, task);
         o.epochs = self.epochs.unwrap_or(o.epochs);
         o.lr = self.lr.unwrap_or(o.lr);
         o.max_seq_len = self.max_seq_len.unwrap_or(o.max_seq_len);

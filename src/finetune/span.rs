@@ -32,7 +32,7 @@ use crate::finetune::folder::{
     load_weights, read_model_folder, read_model_info, write_model_folder,
 };
 use crate::finetune::pretrained::PretrainedEncoder;
-use crate::finetune::recipe::{FinetuneOptions, Recipe, Trainable, progress_bar, train_epochs};
+use crate::finetune::recipe::{FinetuneOptions, Trainable, progress_bar, train_epochs};
 use crate::interop::tensors::Loader;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
@@ -62,11 +62,6 @@ impl Default for QaOptions {
             max_answer_len: 30,
         }
     }
-}
-
-/// ELECTRA's SQuAD recipe (see [`FinetuneOptions::squad`]).
-pub fn squad_finetune_options() -> FinetuneOptions {
-    FinetuneOptions::squad(Recipe::Electra)
 }
 
 /// One window of one question.
