@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long)]
     device: Option<String>,
     /// Checkpoints per pre-training run; HC runs keep them all for the statistics.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     checkpoints: u64,
     /// The folder holding GLUE's task folders (CoLA/, SST-2/, MRPC/, STS-B/, RTE/, …).
     #[arg(long)]
@@ -66,7 +66,7 @@ pub struct Args {
     #[arg(long)]
     stats_corpus: Option<PathBuf>,
     /// Batches of 32 sequences per checkpoint for the HC statistics.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = super::at_least(1))]
     stats_batches: usize,
     /// Keep the fine-tuned models' weights (by default only scores and predictions stay).
     #[arg(long)]

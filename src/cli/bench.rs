@@ -5,7 +5,7 @@ use super::from_name;
 #[derive(clap::Args)]
 pub struct Args {
     /// Timed steps.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = super::at_least(1))]
     steps: usize,
     /// Untimed steps first.
     #[arg(long, default_value_t = 3)]
@@ -19,10 +19,10 @@ pub struct Args {
     #[arg(long, default_value = "cpu")]
     device: String,
     /// Encoder layers (the ELECTRA-Small-sized GPU variant: 12).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = super::at_least(1))]
     layers: usize,
     /// Sequences of 128 tokens per step (the ELECTRA-Small-sized GPU variant: 128).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = super::at_least(1))]
     batch: usize,
     /// f32, or bf16 mixed precision (torch_bench.py's `--amp bf16`).
     #[arg(long, default_value = "f32", value_parser = parse_precision)]

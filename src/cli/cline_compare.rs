@@ -18,7 +18,7 @@ pub struct Args {
     #[arg(long)]
     cline_data: PathBuf,
     /// Steps of continued pre-training in each arm.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     steps: u64,
     /// Override a config value of both arms, e.g. --set optimizer.lr=1e-4 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -42,7 +42,7 @@ pub struct Args {
     #[arg(long)]
     hits_sentences: PathBuf,
     /// Use at most this many Hits triplets.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = super::at_least(1))]
     hits_max: usize,
     #[command(flatten)]
     recipe: super::finetune::RecipeArgs,

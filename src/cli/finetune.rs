@@ -86,7 +86,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     max_eval_examples: usize,
     /// SQuAD: tokens between the starts of two context windows.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = super::at_least(1))]
     doc_stride: usize,
     /// Also train on the swapped sentence order; only for unordered pairs (MRPC, STS-B, QQP)
     /// [electra: MRPC and STS-B; transformers: none].
@@ -206,10 +206,15 @@ pub fn task(name: &str) -> anyhow::Result<Task> {
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     let task = task(&a.task)?;
     let name = task.display_name();
-    let opts = a.options(task)?;
+    let mut opts = a.options(task)?;
     trueneg::device::device_for(&opts.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
     trueneg::experiments::bootstrap::check_seeds("--seeds", &a.seeds)?;
     let pre = trueneg::finetune::pretrained::load_pretrained(&a.model)?;
+    // The recipe's length, when not asked for, fits the model's positions.
+    if a.max_seq_len.is_none() {
+        opts.max_seq_len = opts.max_seq_len.min(pre.config.max_position_embeddings);
+    }
+    opts.check_model(&pre.config)?;
     let (out, _lock) = runner::claim_out(a.out.as_deref(), &runner::default_out(&a.model, name))?;
     let mut report = |line: String| println!("{line}");
     let result = if let Some(glue) = task.classification() {

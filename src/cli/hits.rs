@@ -19,10 +19,10 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Triplets per forward pass.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = super::at_least(1))]
     batch_size: usize,
-    /// Tokens per sentence.
-    #[arg(long, default_value_t = 128)]
+    /// Tokens per sentence (at least 8).
+    #[arg(long, default_value_t = 128, value_parser = super::at_least(8))]
     max_seq_len: usize,
     /// Also write hits.md and hits.json (with the triplets) into this folder.
     #[arg(long)]

@@ -23,7 +23,7 @@ pub enum Command {
         #[arg(long, conflicts_with = "wordnet")]
         checkpoint: Option<PathBuf>,
         /// Neighbours per word with --embeddings / --checkpoint.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = super::at_least(1))]
         top_k: usize,
     },
 }

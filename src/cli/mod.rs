@@ -91,6 +91,20 @@ pub fn from_name<T: serde::de::DeserializeOwned>(s: &str, expected: &str) -> Res
         .map_err(|_| format!("{s}: expected {expected}"))
 }
 
+/// A count option of at least `min`: clap refuses anything less in one line naming the option
+/// and the value, before any work.
+pub fn at_least(min: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(min..)
+}
+
+/// A share option in [0, 1].
+pub fn share(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s}: expected a number in [0, 1]")),
+    }
+}
+
 /// The WordNet folder given, else Debian's wordnet-base.
 fn wordnet_dir(path: &Option<PathBuf>) -> PathBuf {
     path.clone()

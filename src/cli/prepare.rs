@@ -21,10 +21,11 @@ pub struct Args {
     )]
     tokenizer: Option<PathBuf>,
     /// Train an uncased WordPiece vocabulary of this size on the corpus instead.
-    #[arg(long)]
+    /// At least 100 (the specials and the corpus's characters come first).
+    #[arg(long, value_parser = super::at_least(100))]
     train_vocab: Option<usize>,
-    /// Tokens per example, [CLS] and [SEP]s included.
-    #[arg(long, default_value_t = 128)]
+    /// Tokens per example, [CLS] and [SEP]s included (at least 8).
+    #[arg(long, default_value_t = 128, value_parser = super::at_least(8))]
     max_seq_len: usize,
     /// A new (or empty) folder for the shards, tokenizer.json and manifest.json.
     #[arg(long)]
@@ -33,20 +34,20 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Examples per shard file.
-    #[arg(long, default_value_t = 65536)]
+    #[arg(long, default_value_t = 65536, value_parser = super::at_least(1))]
     examples_per_shard: usize,
     /// CLINE: one (original, synonym, antonym) sentence triple per sentence instead of packed
     /// examples, for `objective.kind = "cline"`.
     #[arg(long)]
     cline: bool,
     /// CLINE: share of a sentence's words replaced in the synonym sentence.
-    #[arg(long, default_value_t = ClineConfig::default().syn_ratio, requires = "cline")]
+    #[arg(long, default_value_t = ClineConfig::default().syn_ratio, requires = "cline", value_parser = super::share)]
     syn_ratio: f64,
     /// CLINE: share of a sentence's words replaced in the antonym sentence.
-    #[arg(long, default_value_t = ClineConfig::default().ant_ratio, requires = "cline")]
+    #[arg(long, default_value_t = ClineConfig::default().ant_ratio, requires = "cline", value_parser = super::share)]
     ant_ratio: f64,
     /// CLINE: at most this share of the candidate words is replaced (the authors' code: 0.5).
-    #[arg(long, default_value_t = ClineConfig::default().cap, requires = "cline")]
+    #[arg(long, default_value_t = ClineConfig::default().cap, requires = "cline", value_parser = super::share)]
     cap: f64,
     /// CLINE: also take antonyms of a word's synonyms (the authors' code).
     #[arg(long, requires = "cline")]

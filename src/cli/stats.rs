@@ -16,10 +16,10 @@ pub struct Args {
     #[arg(long)]
     lexicon: Option<PathBuf>,
     /// Batches per checkpoint.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = super::at_least(1))]
     batches: usize,
     /// Sequences per batch.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = super::at_least(1))]
     batch_size: usize,
 }
 

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::finetune::classify::{Scores, load_finetuned, predict, score};
+use crate::finetune::classify::{Scores, load_finetuned, predict, score_file};
 use crate::finetune::seeds::{squad_scores, write_predictions};
 use crate::finetune::span::{load_qa, predict_squad};
 use crate::tasks::glue::GlueTask;
@@ -124,10 +124,17 @@ pub fn evaluate_model(
             if mm { "-mm" } else { "" }
         ));
         crate::error::write_atomic(&written, submission(ft.task, &ex, &pred).as_bytes())?;
-        let gold: Vec<_> = ex.iter().filter_map(|e| e.label).collect();
+        let labelled = !ex.is_empty() && ex.iter().all(|e| e.label.is_some());
+        let scores = if labelled {
+            Some(score_file(ft.task, &f, &ex, &pred)?)
+        } else if ex.is_empty() {
+            return Err(Error::Input(format!("{}: no examples", f.display())));
+        } else {
+            None
+        };
         results.push(Evaluation {
             file: f,
-            scores: (gold.len() == ex.len()).then(|| score(ft.task, &pred, &gold)),
+            scores,
             examples_per_s: rate,
             written,
         });

@@ -256,6 +256,41 @@ pub fn score(task: GlueTask, pred: &[f64], gold: &[Label]) -> Scores {
     Scores { metrics: m, score }
 }
 
+/// The scores of `pred` on the labelled examples of `file`, refusing what would give a
+/// meaningless figure: a file with no example, an unlabelled example, a non-finite prediction.
+pub fn score_file(
+    task: GlueTask,
+    file: &Path,
+    examples: &[GlueExample],
+    pred: &[f64],
+) -> Result<Scores> {
+    if examples.is_empty() {
+        return Err(Error::Input(format!(
+            "{}: no examples to score",
+            file.display()
+        )));
+    }
+    let mut gold = Vec::with_capacity(examples.len());
+    for (e, p) in examples.iter().zip(pred) {
+        let Some(label) = e.label else {
+            return Err(Error::Input(format!(
+                "{}: example {} has no label; a scored file labels every example",
+                file.display(),
+                e.id
+            )));
+        };
+        if !p.is_finite() {
+            return Err(Error::Diverged(format!(
+                "{}: the model predicts {p} for example {} (its weights hold NaN or inf?)",
+                file.display(),
+                e.id
+            )));
+        }
+        gold.push(label);
+    }
+    Ok(score(task, pred, &gold))
+}
+
 /// A fine-tuned model with what `evaluate` needs to use it again.
 pub struct FineTuned {
     pub model: Classifier,
@@ -390,6 +425,7 @@ pub fn finetune_one(
     progress: bool,
 ) -> Result<(FineTuned, f64)> {
     opts.validate_for(task)?;
+    opts.check_model(&pre.config)?;
     let base = crate::device::device_for(&opts.device)?;
     crate::model::seed(&base, seed);
     let device = base.clone().autodiff();
@@ -509,10 +545,25 @@ pub type DevSets = Vec<(PathBuf, Vec<GlueExample>)>;
 
 /// Reads train and dev of a GLUE task folder.
 pub fn read_task(task: GlueTask, data: &Path) -> Result<(Vec<GlueExample>, DevSets)> {
-    let train = read_glue(task, &task.train_file(data))?;
+    let train_file = task.train_file(data);
+    let train = read_glue(task, &train_file)?;
+    if !train.iter().any(|e| e.label.is_some()) {
+        return Err(Error::Input(format!(
+            "{}: no labelled training examples",
+            train_file.display()
+        )));
+    }
     let mut dev = Vec::new();
     for f in task.dev_files(data) {
         let ex = read_glue(task, &f)?;
+        if ex.is_empty() || ex.iter().any(|e| e.label.is_none()) {
+            return Err(Error::Input(format!(
+                "{}: a dev file needs labelled examples ({} read, {} labelled)",
+                f.display(),
+                ex.len(),
+                ex.iter().filter(|e| e.label.is_some()).count()
+            )));
+        }
         dev.push((f, ex));
     }
     Ok((train, dev))

@@ -318,6 +318,19 @@ impl FinetuneOptions {
     }
 }
 
+impl FinetuneOptions {
+    /// The options against the model they fine-tune: examples fit its position embeddings.
+    pub fn check_model(&self, model: &crate::model::EncoderConfig) -> Result<()> {
+        if self.max_seq_len > model.max_position_embeddings {
+            return Err(Error::Config(format!(
+                "--max-seq-len {}: the model has {} positions (max_position_embeddings); pass --max-seq-len {} or less",
+                self.max_seq_len, model.max_position_embeddings, model.max_position_embeddings
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Learning-rate factor of a parameter (transformers name) under layer-wise decay `decay`:
 /// see [`LayerDecayRule`]. Embeddings (and their projection) are depth 0, encoder layer i is
 /// depth i + 1, everything else (pooler, heads) is the head.

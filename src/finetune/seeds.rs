@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::finetune::classify::{
-    DevSets, Scores, finetune_one, load_finetuned, predict, read_task, save_finetuned, score,
+    DevSets, Scores, finetune_one, load_finetuned, predict, read_task, save_finetuned, score_file,
 };
 use crate::finetune::pretrained::PretrainedEncoder;
 use crate::finetune::recipe::FinetuneOptions;
@@ -245,8 +245,7 @@ impl SeedRun for GlueRun<'_> {
         for (file, ex) in &self.dev {
             let (pred, rate) = predict(&ft, &tok, ex, max_len, 64, &self.device, self.progress);
             eval_rate += rate / self.dev.len() as f64;
-            let gold: Vec<_> = ex.iter().filter_map(|e| e.label).collect();
-            let s = score(self.task, &pred, &gold);
+            let s = score_file(self.task, file, ex, &pred)?;
             report(format!(
                 "{} seed {seed} {}: {}",
                 self.task.dir_name(),

@@ -163,14 +163,18 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
         };
         let label = match il.and_then(|i| f.get(i)) {
             None => None,
-            Some(v) if task.is_regression() => {
-                Some(Label::Score(v.trim().parse::<f64>().map_err(|_| {
-                    Error::Input(format!(
-                        "{}:{n}: label {v:?} is not a number",
-                        path.display()
-                    ))
-                })?))
-            }
+            Some(v) if task.is_regression() => Some(Label::Score(
+                v.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite())
+                    .ok_or_else(|| {
+                        Error::Input(format!(
+                            "{}:{n}: label {v:?} is not a finite number",
+                            path.display()
+                        ))
+                    })?,
+            )),
             Some(v) => Some(Label::Class(
                 task.labels()
                     .iter()

@@ -53,9 +53,25 @@ pub fn read_squad(path: &Path) -> Result<Vec<SquadExample>> {
     let f: File = serde_json::from_slice(&bytes)
         .map_err(|e| Error::Input(format!("{}: not SQuAD JSON ({e})", path.display())))?;
     let mut out = Vec::new();
+    let mut ids = std::collections::HashMap::new();
     for (a, art) in f.data.into_iter().enumerate() {
         for (p, par) in art.paragraphs.into_iter().enumerate() {
             for qa in par.qas {
+                let at = format!("data[{a}].paragraphs[{p}]");
+                if let Some(first) = ids.insert(qa.id.clone(), at.clone()) {
+                    return Err(Error::Input(format!(
+                        "{}: {at}: question id {} is also at {first}; ids must be unique (predictions are keyed by id)",
+                        path.display(),
+                        qa.id
+                    )));
+                }
+                if qa.answers.is_empty() {
+                    return Err(Error::Input(format!(
+                        "{}: {at} question {}: no answers (SQuAD v1.1 gives every question one or more; v2.0's unanswerable questions are not supported)",
+                        path.display(),
+                        qa.id
+                    )));
+                }
                 let mut answers = Vec::new();
                 for ans in qa.answers {
                     // `answer_start` counts characters, as in the official files.

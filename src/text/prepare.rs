@@ -101,6 +101,12 @@ fn remove_outputs(dir: &Path) {
 /// a killed `prepare` counts as empty: its partial shards are removed). One process at a time
 /// per folder; on an error nothing written stays behind.
 pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
+    if opts.examples_per_shard == 0 || opts.max_seq_len < 8 {
+        return Err(Error::Config(format!(
+            "--examples-per-shard {} / --max-seq-len {}: need at least 1 example per shard and 8 tokens per example",
+            opts.examples_per_shard, opts.max_seq_len
+        )));
+    }
     if opts.out.join(MANIFEST).exists() {
         return Err(Error::Input(format!(
             "{}: already holds a prepared corpus; choose another --out (nothing was changed)",

@@ -176,6 +176,8 @@ pub struct ShardSet {
 }
 
 impl ShardSet {
+    /// Opens a prepared folder: the manifest, its shards (sizes checked) and its tokenizer
+    /// (checked against the manifest's fingerprint: the ids mean nothing with another).
     pub fn open(dir: &Path) -> Result<Self> {
         let manifest = Manifest::read(dir)?;
         let rec = manifest.record_size();
@@ -206,6 +208,7 @@ impl ShardSet {
                 manifest.examples
             )));
         }
+        check_tokenizer(dir, &manifest)?;
         Ok(Self {
             manifest,
             dir: dir.to_path_buf(),
@@ -265,4 +268,25 @@ impl ShardSet {
             ant_labels: labels(1, len(2)),
         }
     }
+}
+
+/// The folder's `tokenizer.json` is the one the shards were made with.
+fn check_tokenizer(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let path = dir.join("tokenizer.json");
+    if !path.exists() {
+        return Err(Error::Input(format!(
+            "{}: missing; a prepared folder keeps the tokenizer its shards were made with",
+            path.display()
+        )));
+    }
+    let found = crate::text::WordPieceTokenizer::load(&path)?.fingerprint();
+    if found != manifest.tokenizer_fingerprint {
+        return Err(Error::Input(format!(
+            "{}: not the tokenizer the shards were made with (fingerprint {}, the manifest says {}); put the original back or prepare again",
+            path.display(),
+            &found[..12.min(found.len())],
+            &manifest.tokenizer_fingerprint[..12.min(manifest.tokenizer_fingerprint.len())]
+        )));
+    }
+    Ok(())
 }

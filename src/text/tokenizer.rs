@@ -61,6 +61,7 @@ impl WordPieceTokenizer {
         let inner = if path.extension().is_some_and(|e| e == "json") {
             Tokenizer::from_file(path).map_err(|e| tok_err(path, e))?
         } else {
+            check_vocab_lines(path)?;
             let wp = WordPiece::from_file(&path.to_string_lossy())
                 .build()
                 .map_err(|e| tok_err(path, e))?;
@@ -70,6 +71,16 @@ impl WordPieceTokenizer {
     }
 
     fn from_tokenizer(mut inner: Tokenizer, source: &Path) -> Result<Self> {
+        // Ids must be 0..n: an id past the vocabulary's size would index past the embeddings.
+        let vocab = inner.get_vocab(true);
+        if let Some((tok, id)) = vocab.iter().find(|(_, id)| **id as usize >= vocab.len()) {
+            return Err(Error::Input(format!(
+                "{}: token `{tok}` has id {id} but the vocabulary has {} tokens (ids must be 0..{}, each once)",
+                source.display(),
+                vocab.len(),
+                vocab.len()
+            )));
+        }
         let id = |tok: &str| {
             inner.token_to_id(tok).ok_or_else(|| {
                 Error::Input(format!(
@@ -218,4 +229,22 @@ impl WordPieceTokenizer {
     pub fn save(&self, path: &Path) -> Result<()> {
         crate::error::write_atomic(path, self.to_json().as_bytes())
     }
+}
+
+/// A BERT `vocab.txt` names each token once: a repeated line would give two ids to one token
+/// and leave an id past the vocabulary's size.
+fn check_vocab_lines(path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let mut seen = std::collections::HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let token = line.trim_end_matches('\r');
+        if let Some(first) = seen.insert(token, i + 1) {
+            return Err(Error::Input(format!(
+                "{}:{}: `{token}` repeats line {first}; each token must appear once",
+                path.display(),
+                i + 1
+            )));
+        }
+    }
+    Ok(())
 }

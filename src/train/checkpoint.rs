@@ -2,7 +2,9 @@
 //! parameter names), `optimizer.safetensors` (AdamW moments) and `state.json` (step, data
 //! position, the open metrics window). Each is written into a temporary folder that is renamed
 //! into place, and an old one is renamed away before it is deleted, so a killed run leaves whole
-//! checkpoints and hidden leftovers (`.*.tmp`, `.*.del`), which the next save removes.
+//! checkpoints and hidden leftovers (`.*.tmp`, `.*.del`), which the next save removes. Only
+//! those hidden names are ever cleaned up: a `step-N` folder is the user's data, and one
+//! without `optimizer.safetensors` (stripped to save space) still holds the weights.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,17 +41,19 @@ pub struct Checkpoint {
     pub dir: PathBuf,
     pub state: TrainState,
     pub model: BTreeMap<String, HostTensor>,
-    pub optimizer: BTreeMap<String, HostTensor>,
+    /// The AdamW moments; `None` when `optimizer.safetensors` was removed.
+    pub optimizer: Option<BTreeMap<String, HostTensor>>,
 }
 
 pub fn checkpoints_dir(run: &Path) -> PathBuf {
     run.join("checkpoints")
 }
 
-/// The files of a complete checkpoint.
-const FILES: [&str; 3] = ["model.safetensors", "optimizer.safetensors", "state.json"];
+/// The files a checkpoint needs (`optimizer.safetensors` may have been removed by the user).
+const FILES: [&str; 2] = ["model.safetensors", "state.json"];
 
-/// Complete checkpoints of a run (all files present), oldest first.
+/// The checkpoints of a run that hold weights and state (`optimizer.safetensors` may be
+/// missing), oldest first.
 pub fn list(run: &Path) -> Vec<(u64, PathBuf)> {
     let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(checkpoints_dir(run))
         .into_iter()
@@ -69,18 +73,16 @@ pub fn list(run: &Path) -> Vec<(u64, PathBuf)> {
 }
 
 /// Removes what a killed or failed run left in `<run>/checkpoints`: temporary folders
-/// (`.step-N.tmp`), folders being deleted (`.step-N.del`) and incomplete `step-N` folders.
+/// (`.step-N.tmp`) and folders being deleted (`.step-N.del`), the names this program marks;
+/// nothing else (saving goes through `.tmp` + rename and never leaves a partial `step-N`).
 pub fn clean_leftovers(run: &Path) -> Result<()> {
-    let complete: Vec<PathBuf> = list(run).into_iter().map(|(_, p)| p).collect();
     for e in std::fs::read_dir(checkpoints_dir(run))
         .into_iter()
         .flatten()
         .filter_map(|e| e.ok())
     {
         let name = e.file_name().to_string_lossy().to_string();
-        let leftover = (name.starts_with('.')
-            && (name.ends_with(".tmp") || name.ends_with(".del")))
-            || (name.starts_with("step-") && !complete.contains(&e.path()));
+        let leftover = name.starts_with('.') && (name.ends_with(".tmp") || name.ends_with(".del"));
         if leftover {
             let p = e.path();
             let r = if p.is_dir() {
@@ -149,6 +151,9 @@ pub fn load(dir: &Path) -> Result<Checkpoint> {
         dir: dir.to_path_buf(),
         state,
         model: read_safetensors(&dir.join("model.safetensors"))?.tensors,
-        optimizer: read_safetensors(&dir.join("optimizer.safetensors"))?.tensors,
+        optimizer: match dir.join("optimizer.safetensors") {
+            p if p.exists() => Some(read_safetensors(&p)?.tensors),
+            _ => None,
+        },
     })
 }

@@ -7,7 +7,7 @@ use crate::interop::tensors::{Loader, TensorMap};
 use crate::interop::{read_hf_config, read_safetensors};
 use crate::model::heads::{CLINE_PREFIX, ClineHeads};
 use crate::model::params::ParamWalker;
-use crate::model::{BertMlm, Electra, EncoderConfig};
+use crate::model::{BertMlm, Electra, EncoderConfig, Inputs};
 use crate::objective::ObjectiveKind;
 use crate::objective::contrastive::{ClineContrast, ClineRtd, ClineWeights};
 use crate::{Error, Result};
@@ -17,6 +17,24 @@ use crate::{Error, Result};
 pub enum Net {
     Bert(BertMlm),
     Electra(Electra),
+}
+
+impl Net {
+    /// The masked-LM model's encoder (BERT's, ELECTRA's generator): inputs → hidden states.
+    pub fn mlm_encode(&self, x: &Inputs) -> Tensor<3> {
+        match self {
+            Net::Bert(b) => b.encode(x),
+            Net::Electra(e) => e.generator_encode(x),
+        }
+    }
+
+    /// The encoder kept after pre-training (BERT's, ELECTRA's discriminator).
+    pub fn encode(&self, x: &Inputs) -> Tensor<3> {
+        match self {
+            Net::Bert(b) => b.encode(x),
+            Net::Electra(e) => e.encode(x),
+        }
+    }
 }
 
 /// The network and, for `objective.kind = "cline"`, CLINE's own heads and loss weights.

@@ -164,9 +164,16 @@ fn resume_point(
             tensors: ck.model,
             source: dir.join("model.safetensors"),
         };
+        let moments = ck.optimizer.unwrap_or_else(|| {
+            tracing::warn!(
+                "{}: no optimizer.safetensors; resuming its weights with fresh optimizer state (Adam's moments from zero, the step count and schedule kept)",
+                dir.display()
+            );
+            Default::default()
+        });
         match model
             .load(&map, device)
-            .and_then(|()| opt.load_state(step, &ck.optimizer, device))
+            .and_then(|()| opt.load_state(step, &moments, device))
         {
             Ok(()) => return Ok(Some(ck.state)),
             Err(e) => {

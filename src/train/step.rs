@@ -69,14 +69,8 @@ pub fn step_loss(
         Net::Electra(_) => Some(crate::kernels::sampling::sample(&logits)),
         Net::Bert(_) => None,
     };
-    let encode = |x: &Inputs| match &model.net {
-        Net::Bert(b) => b.encode(x),
-        Net::Electra(e) => e.generator_encode(x),
-    };
-    let discriminator = |x: &Inputs| match &model.net {
-        Net::Electra(e) => e.encode(x),
-        Net::Bert(b) => b.encode(x),
-    };
+    let encode = |x: &Inputs| model.net.mlm_encode(x);
+    let discriminator = |x: &Inputs| model.net.encode(x);
     let mut s = MlmStep::new(
         batch,
         m,
@@ -88,9 +82,8 @@ pub fn step_loss(
         &encode,
         device,
     );
-    if matches!(model.net, Net::Electra(_)) {
-        s.discriminator_encode = Some(&discriminator);
-    }
+    s.discriminator_encode =
+        matches!(model.net, Net::Electra(_)).then_some(&discriminator as &dyn Fn(&Inputs) -> _);
 
     // A position is kept when every part that weights the positions keeps it.
     let mut weights: Option<Vec<f32>> = None;

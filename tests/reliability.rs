@@ -1,0 +1,275 @@
+//! Reliability (issue 29): nothing lost, nothing silently wrong, no hang, no panic. One test per
+//! item; each fails without its fix.
+
+mod common;
+use common::{bin, data, fails, metrics, ok, pretrain_cmd, resume_cmd, shards};
+
+use std::path::{Path, PathBuf};
+
+/// Item 1: a run whose checkpoints lost `optimizer.safetensors` resumes its weights (a warning,
+/// fresh optimizer state); no step folder is deleted and `metrics.jsonl` keeps its lines.
+#[test]
+fn stripped_optimizer_state_resumes_the_weights_and_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    ok(pretrain_cmd(&run, &["train.steps=6"]).output().unwrap());
+    let ck = run.join("checkpoints");
+    let steps: Vec<PathBuf> = ["step-00000003", "step-00000006"]
+        .iter()
+        .map(|s| ck.join(s))
+        .collect();
+    for s in &steps {
+        std::fs::remove_file(s.join("optimizer.safetensors")).unwrap();
+    }
+    // A user's own file in a step folder and a folder missing its state are left alone too.
+    std::fs::create_dir_all(ck.join("step-00000099")).unwrap();
+    std::fs::write(ck.join("step-00000099/notes.txt"), "mine").unwrap();
+    let out = resume_cmd(&run)
+        .args(["--set", "train.steps=9"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("no optimizer.safetensors"), "{stderr}");
+    let m = metrics(&run);
+    assert_eq!(
+        m.iter().map(|x| x.step).collect::<Vec<_>>(),
+        (1..=9).collect::<Vec<_>>()
+    );
+    for s in &steps {
+        assert!(s.join("model.safetensors").exists(), "{}", s.display());
+    }
+    assert!(ck.join("step-00000099/notes.txt").exists());
+}
+
+/// Item 4: a shard folder's tokenizer.json must be the manifest's; a missing one is named.
+#[test]
+fn a_swapped_or_missing_shard_tokenizer_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("wiki");
+    std::fs::create_dir_all(&copy).unwrap();
+    for f in std::fs::read_dir(shards()).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, copy.join(f.file_name().unwrap())).unwrap();
+    }
+    let other =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/squad/tokenizer.json");
+    std::fs::copy(&other, copy.join("tokenizer.json")).unwrap();
+    let run = |name: &str| {
+        let mut c = bin();
+        c.args(["pretrain", "--config", "tiny", "--run"])
+            .arg(dir.path().join(name))
+            .arg("--set")
+            .arg(format!("data.shards={}", copy.display()));
+        fails(c.output().unwrap())
+    };
+    let e = run("a");
+    assert!(
+        e.contains("tokenizer.json") && e.contains("not the tokenizer"),
+        "{e}"
+    );
+    std::fs::remove_file(copy.join("tokenizer.json")).unwrap();
+    let e = run("b");
+    assert!(e.contains("tokenizer.json: missing"), "{e}");
+    assert!(!dir.path().join("a/checkpoints").exists());
+}
+
+fn glue_copy(dir: &Path, task: &str, dev: &str) -> PathBuf {
+    let d = dir.join(task);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(data(&format!("glue/{task}/train.tsv")), d.join("train.tsv")).unwrap();
+    std::fs::write(d.join("dev.tsv"), dev).unwrap();
+    d
+}
+
+/// Item 6: an empty dev set, a non-finite STS-B score, duplicate SQuAD ids and a SQuAD
+/// question without answers are errors naming the file, not figures.
+#[test]
+fn scoring_refuses_what_would_give_a_meaningless_figure() {
+    use trueneg::finetune::classify::read_task;
+    use trueneg::tasks::glue::{GlueTask, read_glue};
+    use trueneg::tasks::squad::read_squad;
+    let dir = tempfile::tempdir().unwrap();
+    // A dev file with a header and no row.
+    let rte = glue_copy(dir.path(), "RTE", "index\tsentence1\tsentence2\tlabel\n");
+    let e = read_task(GlueTask::Rte, &rte).unwrap_err().to_string();
+    assert!(e.contains("dev.tsv") && e.contains("0 read"), "{e}");
+    // STS-B: "nan" parses as a float; it is not a score.
+    let header =
+        "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n";
+    let p = dir.path().join("sts.tsv");
+    std::fs::write(
+        &p,
+        format!("{header}0\tg\tf\ty\t0\ts\ts\tA man.\tA person.\tnan\n"),
+    )
+    .unwrap();
+    let e = read_glue(GlueTask::Stsb, &p).unwrap_err().to_string();
+    assert!(e.contains("sts.tsv:2") && e.contains("finite"), "{e}");
+    // SQuAD: two questions with one id; a question without answers.
+    let squad = |qas: &str| {
+        let p = dir.path().join("squad.json");
+        std::fs::write(
+            &p,
+            format!(r#"{{"data": [{{"title": "t", "paragraphs": [{{"context": "Denver won.", "qas": [{qas}]}}]}}]}}"#),
+        )
+        .unwrap();
+        read_squad(&p).unwrap_err().to_string()
+    };
+    let q = |id: &str| {
+        format!(
+            r#"{{"id": "{id}", "question": "Who won?", "answers": [{{"text": "Denver", "answer_start": 0}}]}}"#
+        )
+    };
+    let e = squad(&format!("{}, {}", q("x1"), q("x1")));
+    assert!(e.contains("question id x1") && e.contains("unique"), "{e}");
+    let e = squad(r#"{"id": "x2", "question": "Who won?", "answers": []}"#);
+    assert!(e.contains("x2") && e.contains("no answers"), "{e}");
+}
+
+/// Item 6: a model whose predictions are not finite gets no score.
+#[test]
+fn a_non_finite_prediction_is_not_scored() {
+    use trueneg::finetune::classify::score_file;
+    use trueneg::tasks::glue::{GlueExample, GlueTask, Label};
+    let ex = |id: &str, s: f64| GlueExample {
+        id: id.into(),
+        text_a: "a".into(),
+        text_b: Some("b".into()),
+        label: Some(Label::Score(s)),
+    };
+    let f = Path::new("dev.tsv");
+    let examples = [ex("1", 1.0), ex("2", 2.0), ex("3", 3.0)];
+    score_file(GlueTask::Stsb, f, &examples, &[1.0, 2.0, 3.0]).unwrap();
+    let e = score_file(GlueTask::Stsb, f, &examples, &[1.0, f64::NAN, 3.0])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("dev.tsv") && e.contains("example 2") && e.contains("NaN"),
+        "{e}"
+    );
+    assert!(score_file(GlueTask::Stsb, f, &[], &[]).is_err());
+}
+
+/// Items 9 and 14: counts of zero (and a 1-token window) are refused before any work.
+#[test]
+fn numeric_options_are_range_checked_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shards");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "prepare".into(),
+                "--input".into(),
+                data("wikitext-2/wiki.test.raw").display().to_string(),
+                "--train-vocab".into(),
+                "1000".into(),
+                "--examples-per-shard".into(),
+                "0".into(),
+                "--out".into(),
+                out.display().to_string(),
+            ],
+            "--examples-per-shard",
+        ),
+        (
+            "stats --checkpoints x --corpus y --batch-size 0"
+                .split(' ')
+                .map(String::from)
+                .collect(),
+            "--batch-size",
+        ),
+        (
+            "stats --checkpoints x --corpus y --batches 0"
+                .split(' ')
+                .map(String::from)
+                .collect(),
+            "--batches",
+        ),
+        (
+            "hits --model x --sentences y --max-seq-len 1"
+                .split(' ')
+                .map(String::from)
+                .collect(),
+            "--max-seq-len",
+        ),
+        (
+            "bench --steps 0".split(' ').map(String::from).collect(),
+            "--steps",
+        ),
+    ];
+    for (args, option) in cases {
+        let out = bin().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains(option) && e.contains("not in"), "{args:?}: {e}");
+    }
+    assert!(!out.exists(), "nothing written");
+    // The library refuses the hang too.
+    let o = trueneg::text::prepare::PrepareOptions {
+        inputs: vec![data("wikitext-2/wiki.test.raw")],
+        tokenizer: None,
+        train_vocab: Some(1000),
+        max_seq_len: 64,
+        out: out.clone(),
+        seed: 1,
+        examples_per_shard: 0,
+        show_progress: false,
+        cline: None,
+    };
+    assert!(trueneg::text::prepare::prepare(&o).is_err());
+}
+
+/// Item 10: a vocab.txt with a repeated line is refused, naming the line.
+#[test]
+fn a_vocab_with_a_repeated_token_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("vocab.txt");
+    std::fs::write(
+        &p,
+        "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nof\nthe\nand\n",
+    )
+    .unwrap();
+    let e = trueneg::text::WordPieceTokenizer::load(&p)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("vocab.txt:8") && e.contains("repeats line 6"),
+        "{e}"
+    );
+}
+
+/// Item 11: GLUE fine-tuning of a model with fewer positions than the recipe's length: the
+/// default length fits the model; an explicit longer one is one line naming both figures.
+#[test]
+fn glue_fine_tuning_fits_the_models_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    ok(pretrain_cmd(
+        &run,
+        &[
+            "train.steps=3",
+            "model.max_position_embeddings=64",
+            "data.max_seq_len=64",
+        ],
+    )
+    .output()
+    .unwrap());
+    let rte = data("glue/RTE");
+    let ft = |extra: &[&str], out: &str| {
+        let mut c = bin();
+        c.args(["finetune", "--task", "rte", "--data"])
+            .arg(&rte)
+            .arg("--model")
+            .arg(&run)
+            .args(["--epochs", "1", "--max-train-examples", "16", "--out"])
+            .arg(dir.path().join(out))
+            .args(extra);
+        c.output().unwrap()
+    };
+    let e = fails(ft(&["--max-seq-len", "128"], "a"));
+    assert!(
+        e.contains("--max-seq-len 128") && e.contains("64 positions"),
+        "{e}"
+    );
+    ok(ft(&[], "b"));
+}
