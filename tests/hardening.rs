@@ -131,11 +131,16 @@ fn resume_skips_damaged_and_partial_checkpoints_and_cleans_leftovers() {
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
         .collect();
     left.sort();
-    let expected: Vec<String> = (3..=12)
-        .step_by(3)
+    // The hidden leftovers go; folders the program did not mark (a model without state, an
+    // empty one: saving never leaves them, so a person made them) stay untouched.
+    let expected: Vec<String> = [1, 2, 3, 6, 9, 12]
+        .iter()
         .map(|s| format!("step-{s:08}"))
         .collect();
-    assert_eq!(left, expected, "only whole checkpoints stay");
+    assert_eq!(
+        left, expected,
+        "only the program's own leftovers are removed"
+    );
 }
 
 #[test]

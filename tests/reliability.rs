@@ -273,3 +273,125 @@ fn glue_fine_tuning_fits_the_models_positions() {
     );
     ok(ft(&[], "b"));
 }
+
+/// Item 8: `--resume` after the shards were prepared again from other text (same tokenizer)
+/// is refused: the run records the corpus's content fingerprint.
+#[test]
+fn resuming_on_a_corpus_prepared_again_from_other_text_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir_all(&corpus).unwrap();
+    let copy_into = |from: &Path, to: &Path| {
+        for f in std::fs::read_dir(to).unwrap() {
+            std::fs::remove_file(f.unwrap().path()).unwrap();
+        }
+        for f in std::fs::read_dir(from).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+        }
+    };
+    copy_into(shards(), &corpus);
+    let run = dir.path().join("run");
+    let mut c = bin();
+    c.args(["pretrain", "--config", "tiny", "--run"])
+        .arg(&run)
+        .arg("--set")
+        .arg(format!("data.shards={}", corpus.display()))
+        .args(["--set", "train.steps=3", "--set", "data.batch_size=8"]);
+    ok(c.output().unwrap());
+    let before = std::fs::read(run.join("metrics.jsonl")).unwrap();
+    // The same tokenizer on another text.
+    let other = dir.path().join("other");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(shards().join("manifest.json")).unwrap()).unwrap();
+    ok(bin()
+        .args(["prepare", "--input"])
+        .arg(data("wikitext-2/wiki.valid.tokens"))
+        .arg("--tokenizer")
+        .arg(shards().join("tokenizer.json"))
+        .args([
+            "--max-seq-len",
+            &manifest["max_seq_len"].to_string(),
+            "--out",
+        ])
+        .arg(&other)
+        .output()
+        .unwrap());
+    copy_into(&other, &corpus);
+    let e = fails(
+        resume_cmd(&run)
+            .args(["--set", "train.steps=6"])
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("changed since this run began"), "{e}");
+    assert_eq!(
+        std::fs::read(run.join("metrics.jsonl")).unwrap(),
+        before,
+        "nothing written"
+    );
+}
+
+/// Item 3: `model.init_from` of a model trained with another vocabulary of the same size is
+/// refused (it was accepted: only the size was compared).
+#[test]
+fn init_from_a_model_of_another_tokenizer_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base");
+    ok(pretrain_cmd(&base, &["train.steps=3"]).output().unwrap());
+    // 2000 tokens as the base's, trained on another text.
+    let other = dir.path().join("other");
+    ok(bin()
+        .args(["prepare", "--input"])
+        .arg(data("wikitext-2/wiki.valid.tokens"))
+        .args(["--train-vocab", "2000", "--max-seq-len", "64", "--out"])
+        .arg(&other)
+        .output()
+        .unwrap());
+    let run = dir.path().join("run");
+    let mut c = bin();
+    c.args(["pretrain", "--config", "tiny", "--run"])
+        .arg(&run)
+        .arg("--set")
+        .arg(format!("data.shards={}", other.display()))
+        .arg("--set")
+        .arg(format!("model.init_from={}", base.display()))
+        .args(["--set", "train.steps=2", "--set", "data.batch_size=8"]);
+    let e = fails(c.output().unwrap());
+    assert!(
+        e.contains("model.init_from") && e.contains("another tokenizer"),
+        "{e}"
+    );
+    assert!(!run.join("checkpoints").exists());
+    // Item 5: `lexicon build --checkpoint` of the base with the other tokenizer, likewise.
+    let ck = base.join("checkpoints/step-00000003/model.safetensors");
+    let lex = |tok: &Path, out: &str| {
+        bin()
+            .args(["lexicon", "build", "--tokenizer"])
+            .arg(tok)
+            .arg("--checkpoint")
+            .arg(&ck)
+            .arg("--out")
+            .arg(dir.path().join(out))
+            .output()
+            .unwrap()
+    };
+    let e = fails(lex(&other.join("tokenizer.json"), "x.lex"));
+    assert!(
+        e.contains("--checkpoint") && e.contains("another tokenizer"),
+        "{e}"
+    );
+    assert!(!dir.path().join("x.lex").exists());
+    ok(lex(&base.join("tokenizer.json"), "y.lex"));
+    // The same tokenizer is accepted.
+    let same = dir.path().join("same");
+    ok(pretrain_cmd(
+        &same,
+        &[
+            "train.steps=2",
+            &format!("model.init_from={}", base.display()),
+        ],
+    )
+    .output()
+    .unwrap());
+}

@@ -53,6 +53,7 @@ pub fn run(c: Command) -> anyhow::Result<()> {
         let v = read_vectors(&e, &|w| keep.contains(w))?;
         embedding_table(&tok, &v, top_k, &format!("embeddings:{}", e.display()))
     } else if let Some(c) = checkpoint {
+        check_checkpoint_tokenizer(&c, &tok, &tokenizer)?;
         let map = trueneg::interop::read_safetensors(&c)?;
         let m = map
             .tensors
@@ -97,5 +98,40 @@ pub fn run(c: Command) -> anyhow::Result<()> {
         c.vocab_size,
         out.display()
     );
+    Ok(())
+}
+
+/// A checkpoint's embeddings mean something only with its own tokenizer: the run's
+/// `tokenizer.json` (two folders up from `checkpoints/step-N/model.safetensors`) or the one
+/// beside an exported `model.safetensors` must be `--tokenizer`'s.
+fn check_checkpoint_tokenizer(
+    checkpoint: &std::path::Path,
+    tok: &trueneg::text::WordPieceTokenizer,
+    tokenizer: &std::path::Path,
+) -> anyhow::Result<()> {
+    let dir = checkpoint.parent().unwrap_or(std::path::Path::new("."));
+    let candidates = [
+        dir.join("tokenizer.json"),
+        dir.join("../../tokenizer.json"),
+        dir.join("vocab.txt"),
+    ];
+    let Some(own) = candidates.iter().find(|p| p.exists()) else {
+        eprintln!(
+            "note: no tokenizer beside {}; its rows are taken to be {}'s ids",
+            checkpoint.display(),
+            tokenizer.display()
+        );
+        return Ok(());
+    };
+    let differ = tok.vocab_differences(&trueneg::text::WordPieceTokenizer::load(own)?);
+    if differ > 0 {
+        anyhow::bail!(
+            "--checkpoint {}: made with {}, another tokenizer than --tokenizer {} ({differ} of {} tokens differ)",
+            checkpoint.display(),
+            own.display(),
+            tokenizer.display(),
+            tok.vocab_size()
+        );
+    }
     Ok(())
 }

@@ -48,6 +48,19 @@ pub struct Manifest {
     pub cline: Option<ClineData>,
 }
 
+impl Manifest {
+    /// sha256 of the manifest (counts, inputs, shards, tokenizer, seed): a corpus prepared
+    /// again from other text gives another one.
+    pub fn content_fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let bytes = serde_json::to_vec(self).expect("a manifest serialises");
+        Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
 /// What `prepare --cline` did: its settings and counts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClineData {

@@ -205,6 +205,16 @@ impl WordPieceTokenizer {
             .unwrap_or_default()
     }
 
+    /// How many of this tokenizer's tokens have another id, or none, in `other` (and the
+    /// difference in size): 0 when the two map every token to the same id.
+    pub fn vocab_differences(&self, other: &Self) -> usize {
+        let (ours, theirs) = (self.inner.get_vocab(true), other.inner.get_vocab(true));
+        ours.iter()
+            .filter(|(t, id)| theirs.get(*t) != Some(id))
+            .count()
+            + theirs.len().saturating_sub(ours.len())
+    }
+
     /// The tokenizer serialised as `tokenizer.json`.
     pub fn to_json(&self) -> String {
         self.inner.to_string(true).expect("tokenizer serialises")

@@ -21,6 +21,10 @@ pub struct TrainState {
     pub step: u64,
     pub data: DataPosition,
     pub tokenizer_fingerprint: String,
+    /// The shards' [`content fingerprint`](crate::text::shards::Manifest::content_fingerprint)
+    /// (checkpoints written before it was recorded have none).
+    #[serde(default)]
+    pub shards_fingerprint: Option<String>,
     /// Totals of the metrics window still open at this step (when `train.log_every` does not
     /// divide `train.checkpoint_every`), so that the first line after a resume is exact.
     #[serde(default)]

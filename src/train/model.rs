@@ -143,6 +143,36 @@ impl PretrainModel {
     }
 }
 
+/// `init_from`'s tokenizer (its `tokenizer.json` or `vocab.txt`, or its `discriminator/`'s)
+/// must map tokens to the ids of `run_tokenizer`: a model trained with another vocabulary of
+/// the same size would train on meaningless ids. A folder without a tokenizer is a warning.
+pub fn check_init_tokenizer(dir: &std::path::Path, run_tokenizer: &std::path::Path) -> Result<()> {
+    let candidates = ["tokenizer.json", "vocab.txt"]
+        .into_iter()
+        .flat_map(|f| [dir.join(f), dir.join("discriminator").join(f)]);
+    let Some(found) = candidates.into_iter().find(|p| p.exists()) else {
+        tracing::warn!(
+            "model.init_from {}: no tokenizer.json or vocab.txt; its ids are taken to be the run's ({})",
+            dir.display(),
+            run_tokenizer.display()
+        );
+        return Ok(());
+    };
+    let theirs = crate::text::WordPieceTokenizer::load(&found)?;
+    let ours = crate::text::WordPieceTokenizer::load(run_tokenizer)?;
+    let differ = ours.vocab_differences(&theirs);
+    if differ > 0 {
+        return Err(Error::Config(format!(
+            "field `model.init_from`: {} is another tokenizer than the run's {} ({differ} of {} tokens differ); prepare the corpus with it (`prepare --tokenizer {}`)",
+            found.display(),
+            run_tokenizer.display(),
+            ours.vocab_size(),
+            found.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Reads the weights for `init_from`: a trueneg run folder (its latest checkpoint, same model
 /// kind), a transformers BERT directory, or an ELECTRA directory with `discriminator/` and
 /// `generator/`. Checks the configs against the run's encoder (tensor shapes are checked when

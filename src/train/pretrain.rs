@@ -20,7 +20,7 @@ use serde::Serialize;
 use super::checkpoint::{self, TrainState, WindowTotals};
 use super::cline_step::cline_step_loss;
 use super::config::PretrainConfig;
-use super::model::{PretrainModel, read_transformers_weights};
+use super::model::{PretrainModel, check_init_tokenizer, read_transformers_weights};
 use super::optimizer::{AdamW, Grads, scheduled_lr};
 use super::replicas::Replicas;
 use super::step::step_loss;
@@ -160,6 +160,18 @@ fn resume_point(
                 shards.dir.display()
             )));
         }
+        if ck
+            .state
+            .shards_fingerprint
+            .as_ref()
+            .is_some_and(|f| *f != shards.manifest.content_fingerprint())
+        {
+            return Err(Error::Checkpoint(format!(
+                "{}: the corpus in {} changed since this run began (prepared again from other text?); its data position means nothing there. Start a new run, or put the original shards back",
+                dir.display(),
+                shards.dir.display()
+            )));
+        }
         let map = TensorMap {
             tensors: ck.model,
             source: dir.join("model.safetensors"),
@@ -263,6 +275,7 @@ fn start_point(
             }
             if let Some(init) = &cfg.model.init_from {
                 let vocab = shards.manifest.vocab_size;
+                check_init_tokenizer(init, &shards.dir.join("tokenizer.json"))?;
                 let weights =
                     read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
                 model.load_init(&weights, device)?;
@@ -271,6 +284,7 @@ fn start_point(
                 step: 0,
                 data: DataPosition::default(),
                 tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
+                shards_fingerprint: Some(shards.manifest.content_fingerprint()),
                 window: WindowTotals::default(),
             }))
         }
@@ -555,6 +569,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
                 step: done,
                 data: stream.position,
                 tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
+                shards_fingerprint: Some(shards.manifest.content_fingerprint()),
                 window: window.clone(),
             };
             let dir = save_checkpoint(run, &state, &mut replicas, cfg.train.keep_checkpoints)?;
