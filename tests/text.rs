@@ -173,6 +173,12 @@ fn prepare_is_deterministic_and_round_trips() {
             serde_json::to_string(&m).unwrap(),
         )
         .unwrap();
+        // A prepared folder keeps its tokenizer (checked against the manifest).
+        std::fs::copy(
+            dir.path().join("a/tokenizer.json"),
+            sub.join("tokenizer.json"),
+        )
+        .unwrap();
         let set = ShardSet::open(&sub).unwrap();
         let back: Vec<Example> = (0..set.len()).map(|i| set.get(i)).collect();
         assert_eq!(back, ex);

@@ -31,6 +31,24 @@ pub struct TrainState {
     pub window: WindowTotals,
 }
 
+impl TrainState {
+    /// The state at `step` of a run on the shards of `manifest`.
+    pub fn new(
+        step: u64,
+        data: DataPosition,
+        manifest: &crate::text::shards::Manifest,
+        window: WindowTotals,
+    ) -> Self {
+        Self {
+            step,
+            data,
+            tokenizer_fingerprint: manifest.tokenizer_fingerprint.clone(),
+            shards_fingerprint: Some(manifest.content_fingerprint()),
+            window,
+        }
+    }
+}
+
 /// What a `metrics.jsonl` line sums over the steps since the previous line.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WindowTotals {

@@ -275,18 +275,17 @@ fn start_point(
             }
             if let Some(init) = &cfg.model.init_from {
                 let vocab = shards.manifest.vocab_size;
-                check_init_tokenizer(init, &shards.dir.join("tokenizer.json"))?;
                 let weights =
                     read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
+                check_init_tokenizer(init, &shards.dir.join("tokenizer.json"))?;
                 model.load_init(&weights, device)?;
             }
-            Ok(Start::At(TrainState {
-                step: 0,
-                data: DataPosition::default(),
-                tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
-                shards_fingerprint: Some(shards.manifest.content_fingerprint()),
-                window: WindowTotals::default(),
-            }))
+            Ok(Start::At(TrainState::new(
+                0,
+                DataPosition::default(),
+                &shards.manifest,
+                WindowTotals::default(),
+            )))
         }
     }
 }
@@ -565,13 +564,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         }
         log.tick(&metrics);
         if done % cfg.train.checkpoint_every == 0 || done == total || stopping {
-            let state = TrainState {
-                step: done,
-                data: stream.position,
-                tokenizer_fingerprint: shards.manifest.tokenizer_fingerprint.clone(),
-                shards_fingerprint: Some(shards.manifest.content_fingerprint()),
-                window: window.clone(),
-            };
+            let state = TrainState::new(done, stream.position, &shards.manifest, window.clone());
             let dir = save_checkpoint(run, &state, &mut replicas, cfg.train.keep_checkpoints)?;
             if stopping && done < total {
                 log.bar.abandon();
