@@ -398,14 +398,9 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
     let refused = dir.path().join("refused");
     let boolq = data("contrast-sets/BoolQ/boolq_perturbed.json");
     let other_tok = dir.path().join("cline-other");
-    std::fs::create_dir_all(&other_tok).unwrap();
-    for f in std::fs::read_dir(cline_data()).unwrap() {
-        let f = f.unwrap().path();
-        std::fs::copy(&f, other_tok.join(f.file_name().unwrap())).unwrap();
-    }
+    common::copy_files(cline_data(), &other_tok);
     // Triples whose manifest and tokenizer.json are another tokenizer's.
-    let other =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/squad/tokenizer.json");
+    let other = common::other_tokenizer();
     std::fs::copy(&other, other_tok.join("tokenizer.json")).unwrap();
     let other_fp = trueneg::text::WordPieceTokenizer::load(&other)
         .unwrap()

@@ -2,7 +2,9 @@
 //! item; each fails without its fix.
 
 mod common;
-use common::{bin, data, fails, metrics, ok, pretrain_cmd, resume_cmd, shards};
+use common::{
+    bin, copy_files, data, fails, metrics, ok, other_tokenizer, pretrain_cmd, resume_cmd, shards,
+};
 
 use std::path::{Path, PathBuf};
 
@@ -47,14 +49,8 @@ fn stripped_optimizer_state_resumes_the_weights_and_deletes_nothing() {
 fn a_swapped_or_missing_shard_tokenizer_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("wiki");
-    std::fs::create_dir_all(&copy).unwrap();
-    for f in std::fs::read_dir(shards()).unwrap() {
-        let f = f.unwrap().path();
-        std::fs::copy(&f, copy.join(f.file_name().unwrap())).unwrap();
-    }
-    let other =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/squad/tokenizer.json");
-    std::fs::copy(&other, copy.join("tokenizer.json")).unwrap();
+    copy_files(shards(), &copy);
+    std::fs::copy(other_tokenizer(), copy.join("tokenizer.json")).unwrap();
     let run = |name: &str| {
         let mut c = bin();
         c.args(["pretrain", "--config", "tiny", "--run"])
@@ -280,17 +276,7 @@ fn glue_fine_tuning_fits_the_models_positions() {
 fn resuming_on_a_corpus_prepared_again_from_other_text_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("corpus");
-    std::fs::create_dir_all(&corpus).unwrap();
-    let copy_into = |from: &Path, to: &Path| {
-        for f in std::fs::read_dir(to).unwrap() {
-            std::fs::remove_file(f.unwrap().path()).unwrap();
-        }
-        for f in std::fs::read_dir(from).unwrap() {
-            let f = f.unwrap().path();
-            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
-        }
-    };
-    copy_into(shards(), &corpus);
+    copy_files(shards(), &corpus);
     let run = dir.path().join("run");
     let mut c = bin();
     c.args(["pretrain", "--config", "tiny", "--run"])
@@ -317,7 +303,9 @@ fn resuming_on_a_corpus_prepared_again_from_other_text_is_refused() {
         .arg(&other)
         .output()
         .unwrap());
-    copy_into(&other, &corpus);
+    // Another corpus in the same folder: its files replace the first one's.
+    std::fs::remove_dir_all(&corpus).unwrap();
+    copy_files(&other, &corpus);
     let e = fails(
         resume_cmd(&run)
             .args(["--set", "train.steps=6"])

@@ -84,6 +84,20 @@ pub fn fails(out: Output) -> String {
     err
 }
 
+/// The files of folder `from` copied into `to` (created; files already there replaced).
+pub fn copy_files(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for f in std::fs::read_dir(from).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+    }
+}
+
+/// A second tokenizer (1500 tokens, trained on SQuAD text), for the tests of mismatches.
+pub fn other_tokenizer() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/squad/tokenizer.json")
+}
+
 /// WikiText-2 test split prepared once for all tests (vocabulary trained on it).
 pub fn shards() -> &'static Path {
     static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
