@@ -76,7 +76,7 @@ fn a_new_objective_is_one_part_and_the_loop_handles_its_terms() {
         parts: vec![Box::new(EmbeddingNorm { weight: 0.25 })],
     };
     let mut stream = BatchStream::new(&shards, 1, 8, DataPosition::default());
-    let batch = stream.next_batch();
+    let batch = stream.next_batch().unwrap();
     let special = shards.manifest.special_ids;
     let m = mask_batch(
         &batch,

@@ -383,3 +383,39 @@ fn init_from_a_model_of_another_tokenizer_is_refused() {
     .output()
     .unwrap());
 }
+
+/// Item 12: a shard with flipped bytes is an error naming the shard file and the record (it
+/// panicked inside the embedding gather).
+#[test]
+fn a_damaged_shard_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    copy_files(shards(), &corpus);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(corpus.join("manifest.json")).unwrap()).unwrap();
+    let (len, tb) = (
+        manifest["max_seq_len"].as_u64().unwrap() as usize,
+        manifest["token_bytes"].as_u64().unwrap() as usize,
+    );
+    let rec = 4 + len * tb;
+    let shard = corpus.join(manifest["shards"][0]["file"].as_str().unwrap());
+    let mut bytes = std::fs::read(&shard).unwrap();
+    // Every record's first token id becomes 0xFFFF…: past any vocabulary here.
+    for r in bytes.chunks_mut(rec) {
+        r[4..4 + tb].fill(0xFF);
+    }
+    std::fs::write(&shard, bytes).unwrap();
+    let mut c = bin();
+    c.args(["pretrain", "--config", "tiny", "--run"])
+        .arg(dir.path().join("run"))
+        .arg("--set")
+        .arg(format!("data.shards={}", corpus.display()))
+        .args(["--set", "train.steps=2", "--set", "data.batch_size=8"]);
+    let e = fails(c.output().unwrap());
+    assert!(
+        e.contains(shard.file_name().unwrap().to_str().unwrap())
+            && e.contains("record")
+            && e.contains("damaged"),
+        "{e}"
+    );
+}

@@ -475,14 +475,14 @@ fn batch_stream_resumes_at_a_saved_position() {
     .unwrap();
     let set = ShardSet::open(&out).unwrap();
     let mut a = BatchStream::new(&set, 5, 64, DataPosition::default());
-    let all: Vec<Batch> = (0..60).map(|_| a.next_batch()).collect();
+    let all: Vec<Batch> = (0..60).map(|_| a.next_batch().unwrap()).collect();
     assert!(a.position.epoch >= 1, "wrapped into a second epoch");
     let mut b = BatchStream::new(&set, 5, 64, DataPosition::default());
     for _ in 0..37 {
-        b.next_batch();
+        b.next_batch().unwrap();
     }
     let mut c = BatchStream::new(&set, 5, 64, b.position);
     for want in &all[37..] {
-        assert_eq!(&c.next_batch(), want);
+        assert_eq!(&c.next_batch().unwrap(), want);
     }
 }

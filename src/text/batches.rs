@@ -122,24 +122,30 @@ impl<'a> BatchStream<'a> {
         out
     }
 
-    /// The next batch of a plain corpus.
-    pub fn next_batch(&mut self) -> Batch {
-        let examples: Vec<Example> = self
+    /// The next batch of a plain corpus (each record checked: [`ShardSet::check`]).
+    pub fn next_batch(&mut self) -> crate::Result<Batch> {
+        let examples = self
             .next_indices()
             .into_iter()
-            .map(|i| self.shards.get(i))
-            .collect();
-        Batch::from_examples(&examples, self.shards.manifest.special_ids.pad)
+            .map(|i| self.shards.check(i).map(|()| self.shards.get(i)))
+            .collect::<crate::Result<Vec<Example>>>()?;
+        Ok(Batch::from_examples(
+            &examples,
+            self.shards.manifest.special_ids.pad,
+        ))
     }
 
-    /// The next batch of a CLINE corpus.
-    pub fn next_cline_batch(&mut self) -> ClineBatch {
-        let records: Vec<ClineRecord> = self
+    /// The next batch of a CLINE corpus (each record checked).
+    pub fn next_cline_batch(&mut self) -> crate::Result<ClineBatch> {
+        let records = self
             .next_indices()
             .into_iter()
-            .map(|i| self.shards.get_cline(i))
-            .collect();
-        ClineBatch::new(&records, self.shards.manifest.special_ids.pad)
+            .map(|i| self.shards.check(i).map(|()| self.shards.get_cline(i)))
+            .collect::<crate::Result<Vec<ClineRecord>>>()?;
+        Ok(ClineBatch::new(
+            &records,
+            self.shards.manifest.special_ids.pad,
+        ))
     }
 }
 

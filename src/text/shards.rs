@@ -250,6 +250,54 @@ impl ShardSet {
         }
     }
 
+    /// Checks record `i` before it is decoded: its lengths fit the record and every token id
+    /// is in the vocabulary. A damaged shard (flipped or zeroed bytes) is then an error naming
+    /// its file and record instead of a panic in the embedding gather. One pass over integers.
+    pub fn check(&self, i: usize) -> Result<()> {
+        let r = self.record(i);
+        let (l, tb, vocab) = (
+            self.manifest.max_seq_len,
+            self.manifest.token_bytes,
+            self.manifest.vocab_size,
+        );
+        let u16_at = |at: usize| u16::from_le_bytes([r[at], r[at + 1]]) as usize;
+        // (length, offset of the ids) of each sequence of the record.
+        let seqs: Vec<(usize, usize)> = if self.is_cline() {
+            (0..3).map(|k| (u16_at(2 * k), 8 + k * l * tb)).collect()
+        } else {
+            vec![(u16_at(0), 4)]
+        };
+        let bad = |what: String| {
+            let shard = self.starts.partition_point(|&s| s <= i) - 1;
+            Err(Error::Input(format!(
+                "{}: record {} ({what}): the shard is damaged; prepare the corpus again",
+                self.dir.join(&self.manifest.shards[shard].file).display(),
+                i - self.starts[shard]
+            )))
+        };
+        if !self.is_cline() && u16_at(2) > u16_at(0) {
+            return bad(format!(
+                "segment A of {} tokens in {}",
+                u16_at(2),
+                u16_at(0)
+            ));
+        }
+        for (len, at) in seqs {
+            if len > l {
+                return bad(format!(
+                    "{len} tokens, the corpus's examples have at most {l}"
+                ));
+            }
+            if let Some(id) = get_ids(&r[at..], len, tb)
+                .into_iter()
+                .find(|&id| id as usize >= vocab)
+            {
+                return bad(format!("token id {id}, the vocabulary has {vocab}"));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether this is a CLINE corpus (records read with [`ShardSet::get_cline`]).
     pub fn is_cline(&self) -> bool {
         self.manifest.cline.is_some()

@@ -322,7 +322,7 @@ fn micro_steps(
     step: u64,
     stream: &mut BatchStream,
     replicas: &mut Replicas,
-) -> (Vec<Grads>, StepValues, usize, usize) {
+) -> Result<(Vec<Grads>, StepValues, usize, usize)> {
     let cfg = inp.cfg;
     let cline = cfg.objective.kind == crate::objective::ObjectiveKind::Cline;
     let (mut grads, mut t) = (Vec::<Grads>::new(), StepValues::default());
@@ -332,7 +332,7 @@ fn micro_steps(
         let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
         // The whole micro-batch is masked as one; each replica takes its rows.
         let losses = if cline {
-            let cb = stream.next_cline_batch();
+            let cb = stream.next_cline_batch()?;
             let m = mask_batch(&cb.ori, &cfg.masking, &inp.special, inp.vocab, &mut rng);
             let len = cb.ori.len;
             masked += m.positions.len();
@@ -342,7 +342,7 @@ fn micro_steps(
                 cline_step_loss(model, cfg, &cb.rows(rows), &m, device)
             })
         } else {
-            let batch = stream.next_batch();
+            let batch = stream.next_batch()?;
             let m = mask_batch(&batch, &cfg.masking, &inp.special, inp.vocab, &mut rng);
             masked += m.positions.len();
             tokens += batch.batch * batch.len;
@@ -362,7 +362,7 @@ fn micro_steps(
         }
         t.add(terms::combine(&losses, &objectives));
     }
-    (grads, t, masked, tokens)
+    Ok((grads, t, masked, tokens))
 }
 
 /// Progress of a run: `metrics.jsonl` lines, the bar or plain log lines, tokens/s over the
@@ -533,7 +533,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     let mut window = start.window;
     let mut last = None;
     for step in start.step..total {
-        let (grads, t, masked, tokens) = micro_steps(&inputs, step, &mut stream, &mut replicas);
+        let (grads, t, masked, tokens) = micro_steps(&inputs, step, &mut stream, &mut replicas)?;
         log.rate_tokens += tokens;
         let done = step + 1;
         let loss = t.mean_loss();
