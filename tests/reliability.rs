@@ -419,3 +419,62 @@ fn a_damaged_shard_is_an_error_not_a_panic() {
         "{e}"
     );
 }
+
+/// Item 7: in a folder, corpus files are told by suffix in any case (`x.JSONL` is JSON lines);
+/// a README or a binary is skipped with a note; what was read is listed. A binary named on its
+/// own is an error naming it.
+#[test]
+fn corpus_folders_take_corpus_files_by_suffix_in_any_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input");
+    std::fs::create_dir_all(input.join("sub")).unwrap();
+    let text = std::fs::read_to_string(data("wikitext-2/wiki.test.raw")).unwrap();
+    let half = text.len() / 2;
+    let cut = text[..half].rfind('\n').unwrap();
+    std::fs::write(input.join("a.TXT"), &text[..cut]).unwrap();
+    let jsonl: String = text[cut..]
+        .split("\n\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| format!("{}\n", serde_json::json!({ "text": d })))
+        .collect();
+    std::fs::write(input.join("sub/b.JSONL"), jsonl).unwrap();
+    std::fs::write(
+        input.join("README.md"),
+        "# My corpus\nDo not train on me.\n",
+    )
+    .unwrap();
+    std::fs::write(input.join("weights.bin"), [0u8, 159, 146, 150, 0, 1, 2]).unwrap();
+    let out = bin()
+        .args(["prepare", "--input"])
+        .arg(&input)
+        .args(["--train-vocab", "1000", "--max-seq-len", "64", "--out"])
+        .arg(dir.path().join("shards"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = ok(out);
+    assert!(
+        stdout.contains("read 2 files") && stdout.contains("b.JSONL"),
+        "{stdout}"
+    );
+    for skipped in ["README.md", "weights.bin"] {
+        assert!(
+            stderr.contains(&format!("{skipped}: not a corpus file")),
+            "{stderr}"
+        );
+    }
+    // Named on its own, a binary file is refused, naming it.
+    let e = fails(
+        bin()
+            .args(["prepare", "--input"])
+            .arg(input.join("weights.bin"))
+            .args(["--train-vocab", "1000", "--out"])
+            .arg(dir.path().join("bin-shards"))
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        e.contains("weights.bin") && e.contains("not a text file"),
+        "{e}"
+    );
+}

@@ -95,6 +95,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    println!("read {} files: {}", m.inputs.len(), m.inputs.join(", "));
     println!(
         "prepared {} examples ({} tokens, {} single-segment) in {} shards, vocab {}, {:.1} MB/s -> {}",
         m.examples,

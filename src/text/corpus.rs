@@ -35,10 +35,35 @@ impl Document {
     }
 }
 
-/// Expands directories (recursively, sorted by path) into the files they hold; missing paths
-/// are an error naming the path.
-pub fn list_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
+/// The suffixes of corpus files (any case), each also gzipped (`.gz`).
+pub const CORPUS_SUFFIXES: [&str; 5] = ["txt", "text", "raw", "tokens", "jsonl"];
+
+/// Whether `path` names a corpus file by its suffix (case-insensitive, `.gz` allowed).
+pub fn is_corpus_file(path: &Path) -> bool {
+    let (stem, _) = suffixes(path);
+    let ext = stem.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    CORPUS_SUFFIXES.contains(&ext)
+}
+
+/// The lower-case file name without a `.gz` suffix, and whether it had one.
+fn suffixes(path: &Path) -> (String, bool) {
+    let name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .to_lowercase();
+    match name.strip_suffix(".gz") {
+        Some(s) => (s.to_string(), true),
+        None => (name, false),
+    }
+}
+
+/// Expands directories (recursively, sorted by path) into the corpus files they hold (by
+/// suffix, [`CORPUS_SUFFIXES`]); a file named on its own is read whatever its name. Returns
+/// the files and one note per file of a directory that was skipped. A missing path is an error
+/// naming it.
+pub fn list_inputs(inputs: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>)> {
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
     for p in inputs {
         if p.is_dir() {
             let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
@@ -50,7 +75,21 @@ pub fn list_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
                 })
                 .collect();
             entries.sort();
-            out.extend(list_inputs(&entries)?);
+            for e in entries {
+                if e.is_dir() {
+                    let (more, more_notes) = list_inputs(std::slice::from_ref(&e))?;
+                    out.extend(more);
+                    notes.extend(more_notes);
+                } else if is_corpus_file(&e) {
+                    out.push(e);
+                } else {
+                    notes.push(format!(
+                        "skipped {}: not a corpus file (.{}, each also .gz)",
+                        e.display(),
+                        CORPUS_SUFFIXES.join(", .")
+                    ));
+                }
+            }
         } else if p.is_file() {
             out.push(p.clone());
         } else {
@@ -60,16 +99,12 @@ pub fn list_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
             )));
         }
     }
-    Ok(out)
+    Ok((out, notes))
 }
 
 fn open(path: &Path) -> Result<(Box<dyn Read + Send>, bool)> {
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let name = path.to_string_lossy();
-    let (stem, gz) = match name.strip_suffix(".gz") {
-        Some(s) => (s.to_string(), true),
-        None => (name.to_string(), false),
-    };
+    let (stem, gz) = suffixes(path);
     let reader: Box<dyn Read + Send> = if gz {
         Box::new(flate2::read::MultiGzDecoder::new(f))
     } else {
@@ -97,8 +132,17 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
         }
         line_no += 1;
         let line = std::str::from_utf8(&buf).map_err(|e| {
-            Error::Input(format!("{}:{line_no}: invalid UTF-8 ({e})", path.display()))
+            Error::Input(format!(
+                "{}:{line_no}: invalid UTF-8 ({e}); not a text file?",
+                path.display()
+            ))
         })?;
+        if line.contains('\0') {
+            return Err(Error::Input(format!(
+                "{}:{line_no}: a NUL byte: not a text file",
+                path.display()
+            )));
+        }
         let line = line.trim_end_matches(['\n', '\r']);
         if jsonl {
             if line.trim().is_empty() {

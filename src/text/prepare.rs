@@ -143,7 +143,10 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
             opts.max_seq_len
         )));
     }
-    let files = list_inputs(&opts.inputs)?;
+    let (files, skipped) = list_inputs(&opts.inputs)?;
+    for note in skipped {
+        tracing::warn!("{note}");
+    }
     if files.is_empty() {
         return Err(Error::Input("no input files".into()));
     }
