@@ -478,3 +478,41 @@ fn corpus_folders_take_corpus_files_by_suffix_in_any_case() {
         "{e}"
     );
 }
+
+/// Item 13: a synonym table with damaged offsets or ids is refused when it is loaded (it
+/// panicked about 100 steps into training).
+#[test]
+fn a_damaged_synonym_table_is_refused_at_load() {
+    use safetensors::tensor::{Dtype, TensorView};
+    use trueneg::text::SynonymTable;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, offsets: &[u32], ids: &[u32]| {
+        let o: Vec<u8> = offsets.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let i: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let views = vec![
+            (
+                "offsets",
+                TensorView::new(Dtype::U32, vec![offsets.len()], &o).unwrap(),
+            ),
+            (
+                "ids",
+                TensorView::new(Dtype::U32, vec![ids.len()], &i).unwrap(),
+            ),
+        ];
+        let p = dir.path().join(name);
+        std::fs::write(&p, safetensors::serialize(views, None).unwrap()).unwrap();
+        p
+    };
+    // Three tokens: 0 ↔ 1, 2 alone.
+    SynonymTable::load(&write("good.lex", &[0, 1, 2, 2], &[1, 0])).unwrap();
+    let e = SynonymTable::load(&write("a.lex", &[0, 2, 1, 2], &[1, 0]))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("a.lex") && e.contains("offsets decrease"), "{e}");
+    let e = SynonymTable::load(&write("b.lex", &[0, 1, 2, 2], &[1, 9]))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("b.lex") && e.contains("synonym id 9"), "{e}");
+}

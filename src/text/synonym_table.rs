@@ -191,6 +191,24 @@ impl SynonymTable {
         if offsets.is_empty() || *offsets.last().unwrap() as usize != ids.len() {
             return Err(bad("offsets do not match ids".into()));
         }
+        // Damaged bytes would index past the lists or the vocabulary ~100 steps into training:
+        // every list must start where the previous one ends, every id be a token.
+        if offsets[0] != 0 {
+            return Err(bad(format!("offsets start at {}, not 0", offsets[0])));
+        }
+        if let Some(t) = offsets.windows(2).position(|w| w[1] < w[0]) {
+            return Err(bad(format!(
+                "offsets decrease at token {t} ({} > {})",
+                offsets[t],
+                offsets[t + 1]
+            )));
+        }
+        let vocab = offsets.len() - 1;
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(bad(format!(
+                "synonym id {id}, the table covers {vocab} tokens"
+            )));
+        }
         Ok(Self {
             fingerprint: md.get("fingerprint").cloned().unwrap_or_default(),
             source: md.get("source").cloned().unwrap_or_default(),
