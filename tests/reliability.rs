@@ -516,3 +516,23 @@ fn a_damaged_synonym_table_is_refused_at_load() {
         .to_string();
     assert!(e.contains("b.lex") && e.contains("synonym id 9"), "{e}");
 }
+
+/// Item 16 (part): a TOML syntax error names the file, line and column, and nothing is written.
+#[test]
+fn a_toml_syntax_error_names_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("mine.toml");
+    std::fs::write(&cfg, "[model]\nkind = \"electra\"\nhidden_size = = 3\n").unwrap();
+    let run = dir.path().join("run");
+    let e = fails(
+        bin()
+            .args(["pretrain", "--config"])
+            .arg(&cfg)
+            .arg("--run")
+            .arg(&run)
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("mine.toml:3:15"), "{e}");
+    assert!(!run.exists());
+}

@@ -427,8 +427,16 @@ impl PretrainConfig {
                 )
             }
         };
-        let mut table: toml::Table = toml::from_str(&text)
-            .map_err(|e| Error::Config(format!("{origin}: {}", e.message())))?;
+        let mut table: toml::Table = toml::from_str(&text).map_err(|e| {
+            // The line and column of the syntax error, as an editor shows them.
+            let at = e.span().map_or(String::new(), |r| {
+                let before = &text[..r.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                format!(":{line}:{col}")
+            });
+            Error::Config(format!("{origin}{at}: {}", e.message().trim()))
+        })?;
         for o in overrides {
             let (key, value) = o
                 .split_once('=')
