@@ -536,3 +536,43 @@ fn a_toml_syntax_error_names_its_line() {
     assert!(e.contains("mine.toml:3:15"), "{e}");
     assert!(!run.exists());
 }
+
+/// Item 17 (part): a transformers folder where a run is expected (`export`, `stats`) is named
+/// as such (it said "no such config file or preset").
+#[test]
+fn a_transformers_folder_where_a_run_is_expected_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let hf = common::shared("golden/electra_discriminator");
+    let e = fails(
+        bin()
+            .args(["export", "--run"])
+            .arg(&hf)
+            .arg("--out")
+            .arg(dir.path().join("out"))
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        e.contains("a transformers folder") && e.contains("config.toml"),
+        "{e}"
+    );
+    let e = fails(
+        bin()
+            .args(["stats", "--checkpoints"])
+            .arg(&hf)
+            .args(["--corpus", "x"])
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("a transformers folder"), "{e}");
+    let e = fails(
+        bin()
+            .args(["stats", "--checkpoints"])
+            .arg(shards())
+            .args(["--corpus", "x"])
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("a prepared corpus"), "{e}");
+    assert!(!dir.path().join("out").exists());
+}

@@ -25,6 +25,8 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let run = &a.checkpoints;
+    // A folder of another kind is named as such before anything else is read.
+    trueneg::train::config::PretrainConfig::of_run(run)?;
     let tok = trueneg::text::WordPieceTokenizer::load(&run.join("tokenizer.json"))?;
     let table = match a
         .lexicon

@@ -406,6 +406,30 @@ fn train_rules(t: &TrainSection, d: &DataSection, replicas: usize) -> Vec<Rule> 
 }
 
 impl PretrainConfig {
+    /// The config of a trueneg run folder (its `config.toml`); a folder of another kind is
+    /// named as what it is (a transformers folder, a missing folder).
+    pub fn of_run(run: &Path) -> Result<Self> {
+        let path = run.join("config.toml");
+        if !path.exists() {
+            let what = if !run.exists() {
+                "no such folder".to_string()
+            } else if run.join("config.json").exists()
+                || run.join("discriminator/config.json").exists()
+            {
+                "a transformers folder (config.json), not a trueneg run".to_string()
+            } else if run.join("manifest.json").exists() {
+                "a prepared corpus (manifest.json), not a trueneg run".to_string()
+            } else {
+                "not a trueneg run folder".to_string()
+            };
+            return Err(Error::Input(format!(
+                "{}: {what}; expected a run folder (config.toml, checkpoints/) as `pretrain --run` makes it",
+                run.display()
+            )));
+        }
+        Self::load(&path.to_string_lossy(), &[])
+    }
+
     /// Loads a preset name (`tiny`, `electra-small`, …) or a TOML file, then applies
     /// `key=value` overrides (`train.steps=100`).
     pub fn load(source: &str, overrides: &[String]) -> Result<Self> {

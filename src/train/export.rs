@@ -16,7 +16,7 @@ use crate::{Error, Result};
 /// Exports checkpoint `step` (the latest when `None`) of `run` to `out`; returns the folders
 /// written. Refuses to write into a folder that already has a `config.json`.
 pub fn export_run(run: &Path, step: Option<u64>, out: &Path) -> Result<Vec<PathBuf>> {
-    let cfg = PretrainConfig::load(&run.join("config.toml").to_string_lossy(), &[])?;
+    let cfg = PretrainConfig::of_run(run)?;
     let all = checkpoint::list(run);
     let dir = match step {
         None => all.last().map(|(_, d)| d.clone()),

@@ -82,7 +82,7 @@ pub fn correction_stats(
     max_batches: usize,
     batch_size: usize,
 ) -> Result<Vec<CheckpointStats>> {
-    let cfg = PretrainConfig::load(&run.join("config.toml").to_string_lossy(), &[])?;
+    let cfg = PretrainConfig::of_run(run)?;
     let tokenizer = WordPieceTokenizer::load(&run.join("tokenizer.json"))?;
     if table.fingerprint != tokenizer.fingerprint() {
         return Err(Error::Input(format!(
