@@ -110,12 +110,8 @@ fn check_checkpoint_tokenizer(
     tokenizer: &std::path::Path,
 ) -> anyhow::Result<()> {
     let dir = checkpoint.parent().unwrap_or(std::path::Path::new("."));
-    let candidates = [
-        dir.join("tokenizer.json"),
-        dir.join("../../tokenizer.json"),
-        dir.join("vocab.txt"),
-    ];
-    let Some(own) = candidates.iter().find(|p| p.exists()) else {
+    let run = dir.join("../..");
+    let Some(own) = trueneg::text::tokenizer::tokenizer_in(&[dir, &run]) else {
         eprintln!(
             "note: no tokenizer beside {}; its rows are taken to be {}'s ids",
             checkpoint.display(),
@@ -123,7 +119,7 @@ fn check_checkpoint_tokenizer(
         );
         return Ok(());
     };
-    let differ = tok.vocab_differences(&trueneg::text::WordPieceTokenizer::load(own)?);
+    let differ = tok.vocab_differences(&trueneg::text::WordPieceTokenizer::load(&own)?);
     if differ > 0 {
         anyhow::bail!(
             "--checkpoint {}: made with {}, another tokenizer than --tokenizer {} ({differ} of {} tokens differ)",

@@ -116,6 +116,9 @@ pub fn evaluate_model(
             }
             None => crate::tasks::glue::read_glue(ft.task, &f)?,
         };
+        if ex.is_empty() {
+            return Err(Error::Input(format!("{}: no examples", f.display())));
+        }
         let (pred, rate) = predict(&ft, &tok, &ex, max_len, 64, &device, progress);
         let mm = f.file_stem().is_some_and(|s| s == "dev_mismatched");
         let written = out.join(format!(
@@ -124,11 +127,9 @@ pub fn evaluate_model(
             if mm { "-mm" } else { "" }
         ));
         crate::error::write_atomic(&written, submission(ft.task, &ex, &pred).as_bytes())?;
-        let labelled = !ex.is_empty() && ex.iter().all(|e| e.label.is_some());
-        let scores = if labelled {
+        // A test file (no labels) gets predictions only.
+        let scores = if ex.iter().all(|e| e.label.is_some()) {
             Some(score_file(ft.task, &f, &ex, &pred)?)
-        } else if ex.is_empty() {
-            return Err(Error::Input(format!("{}: no examples", f.display())));
         } else {
             None
         };

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::attack::AttackKind;
+use crate::experiments::bootstrap::check_seeds;
 use crate::finetune::classify::Scores;
 use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::seeds::TaskResult;
@@ -112,17 +113,14 @@ impl AblationSpec {
         }
         for (name, repeated) in [
             ("--objectives", has_repeat(&self.objectives)),
-            ("--pretrain-seeds", has_repeat(&self.pretrain_seeds)),
-            ("--finetune-seeds", has_repeat(&self.finetune_seeds)),
             ("--tasks", has_repeat(&self.tasks)),
         ] {
             if repeated {
                 return bad(format!("{name}: a value is given twice"));
             }
         }
-        if self.pretrain_seeds.is_empty() || self.finetune_seeds.is_empty() {
-            return bad("--pretrain-seeds and --finetune-seeds need at least one seed each".into());
-        }
+        check_seeds("--pretrain-seeds", &self.pretrain_seeds)?;
+        check_seeds("--finetune-seeds", &self.finetune_seeds)?;
         if self.tasks.is_empty() && self.squad.is_none() {
             return bad("nothing to fine-tune: give --tasks with --glue, or --squad".into());
         }

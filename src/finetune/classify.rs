@@ -361,12 +361,8 @@ pub fn training_rows(
     train: &[GlueExample],
     opts: &FinetuneOptions,
 ) -> Vec<(Encoded, Label)> {
-    let take = match opts.max_train_examples {
-        0 => usize::MAX,
-        n => n,
-    };
     let mut rows = Vec::new();
-    for e in train.iter().filter(|e| e.label.is_some()).take(take) {
+    for e in training_examples(train, opts) {
         let label = e.label.expect("labelled");
         let (a, b) = (&e.text_a, e.text_b.as_deref());
         rows.push((encode_pair(tokenizer, a, b, opts.max_seq_len), label));
@@ -377,6 +373,19 @@ pub fn training_rows(
         }
     }
     rows
+}
+
+/// The examples fine-tuning trains on: the first `max_train_examples` labelled ones (all with
+/// 0).
+pub fn training_examples<'a>(
+    train: &'a [GlueExample],
+    opts: &FinetuneOptions,
+) -> impl Iterator<Item = &'a GlueExample> {
+    let take = match opts.max_train_examples {
+        0 => usize::MAX,
+        n => n,
+    };
+    train.iter().filter(|e| e.label.is_some()).take(take)
 }
 
 /// The mean loss of a batch of logits against `gold`: cross-entropy for classes, squared
@@ -483,16 +492,12 @@ pub struct FineTunedInfo {
     /// Folders written before heads were chosen hold ELECTRA's one-layer head.
     #[serde(default = "linear_head")]
     pub head: ClsHead,
-    #[serde(default = "one")]
+    #[serde(default = "super::recipe::one")]
     pub regression_scale: f64,
 }
 
 fn linear_head() -> ClsHead {
     ClsHead::Linear
-}
-
-fn one() -> f64 {
-    1.0
 }
 
 pub fn save_finetuned(

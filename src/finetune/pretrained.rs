@@ -21,17 +21,13 @@ pub struct PretrainedEncoder {
 }
 
 fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
-    for d in dirs {
-        for name in ["tokenizer.json", "vocab.txt"] {
-            if d.join(name).exists() {
-                return WordPieceTokenizer::load(&d.join(name));
-            }
-        }
+    match crate::text::tokenizer::tokenizer_in(dirs) {
+        Some(p) => WordPieceTokenizer::load(&p),
+        None => Err(Error::Input(format!(
+            "{}: no tokenizer.json or vocab.txt next to the model",
+            dirs[0].display()
+        ))),
     }
-    Err(Error::Input(format!(
-        "{}: no tokenizer.json or vocab.txt next to the model",
-        dirs[0].display()
-    )))
 }
 
 /// Loads a trueneg run directory (its latest checkpoint; ELECTRA's discriminator) or a

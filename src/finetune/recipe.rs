@@ -164,7 +164,7 @@ fn cpu() -> String {
 fn yes() -> bool {
     true
 }
-fn one() -> f64 {
+pub(crate) fn one() -> f64 {
     1.0
 }
 fn default_eps() -> f64 {
@@ -321,14 +321,19 @@ impl FinetuneOptions {
 impl FinetuneOptions {
     /// The options against the model they fine-tune: examples fit its position embeddings.
     pub fn check_model(&self, model: &crate::model::EncoderConfig) -> Result<()> {
-        if self.max_seq_len > model.max_position_embeddings {
-            return Err(Error::Config(format!(
-                "--max-seq-len {}: the model has {} positions (max_position_embeddings); pass --max-seq-len {} or less",
-                self.max_seq_len, model.max_position_embeddings, model.max_position_embeddings
-            )));
-        }
-        Ok(())
+        check_length(self.max_seq_len, model)
     }
+}
+
+/// Examples of `max_seq_len` tokens fit `model`'s position embeddings.
+pub fn check_length(max_seq_len: usize, model: &crate::model::EncoderConfig) -> Result<()> {
+    let positions = model.max_position_embeddings;
+    if max_seq_len > positions {
+        return Err(Error::Config(format!(
+            "--max-seq-len {max_seq_len}: the model has {positions} positions (max_position_embeddings); pass --max-seq-len {positions} or less"
+        )));
+    }
+    Ok(())
 }
 
 /// Learning-rate factor of a parameter (transformers name) under layer-wise decay `decay`:

@@ -262,16 +262,8 @@ impl SeedRun for GlueRun<'_> {
     }
 
     fn examples(&self) -> ExampleCounts {
-        let take = match self.opts.max_train_examples {
-            0 => usize::MAX,
-            n => n,
-        };
-        let used: Vec<_> = self
-            .train
-            .iter()
-            .filter(|e| e.label.is_some())
-            .take(take)
-            .collect();
+        let used: Vec<_> =
+            crate::finetune::classify::training_examples(&self.train, self.opts).collect();
         let swapped = used.iter().filter(|e| e.text_b.is_some()).count();
         ExampleCounts {
             train: used.len(),

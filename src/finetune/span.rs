@@ -256,12 +256,7 @@ pub fn finetune_squad(
     seed: u64,
     progress: bool,
 ) -> Result<(QaModel, f64)> {
-    if qa.max_seq_len > pre.config.max_position_embeddings {
-        return Err(Error::Config(format!(
-            "max_seq_len {} exceeds the model's max_position_embeddings {}",
-            qa.max_seq_len, pre.config.max_position_embeddings
-        )));
-    }
+    crate::finetune::recipe::check_length(qa.max_seq_len, &pre.config)?;
     let base = crate::device::device_for(&opts.device)?;
     crate::model::seed(&base, seed);
     let device = base.clone().autodiff();

@@ -241,6 +241,14 @@ impl WordPieceTokenizer {
     }
 }
 
+/// The first `tokenizer.json` or `vocab.txt` in `dirs` (each folder's `tokenizer.json` before
+/// its `vocab.txt`), as a model folder keeps its tokenizer.
+pub fn tokenizer_in(dirs: &[&Path]) -> Option<std::path::PathBuf> {
+    dirs.iter()
+        .flat_map(|d| ["tokenizer.json", "vocab.txt"].map(|n| d.join(n)))
+        .find(|p| p.exists())
+}
+
 /// A BERT `vocab.txt` names each token once: a repeated line would give two ids to one token
 /// and leave an id past the vocabulary's size.
 fn check_vocab_lines(path: &Path) -> Result<()> {

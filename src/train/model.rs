@@ -147,10 +147,8 @@ impl PretrainModel {
 /// must map tokens to the ids of `run_tokenizer`: a model trained with another vocabulary of
 /// the same size would train on meaningless ids. A folder without a tokenizer is a warning.
 pub fn check_init_tokenizer(dir: &std::path::Path, run_tokenizer: &std::path::Path) -> Result<()> {
-    let candidates = ["tokenizer.json", "vocab.txt"]
-        .into_iter()
-        .flat_map(|f| [dir.join(f), dir.join("discriminator").join(f)]);
-    let Some(found) = candidates.into_iter().find(|p| p.exists()) else {
+    let discriminator = dir.join("discriminator");
+    let Some(found) = crate::text::tokenizer::tokenizer_in(&[dir, &discriminator]) else {
         tracing::warn!(
             "model.init_from {}: no tokenizer.json or vocab.txt; its ids are taken to be the run's ({})",
             dir.display(),
