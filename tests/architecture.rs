@@ -422,7 +422,6 @@ const MAX_FN_LINES: usize = 105;
 /// for a function.
 const DEBTS: &[(&str, &str)] = &[
     ("lexicon/wordnet.rs", ""),
-    ("text/prepare.rs", "prepare_into"),
     ("attack/distractor.rs", "distractor"),
     ("experiments/cline_compare.rs", "compare"),
     ("experiments/ablation.rs", "ablation"),

@@ -241,12 +241,12 @@ fn trained_vocabulary_matches_the_tokenizers_trainer() {
 }
 
 #[test]
-fn ids_from_the_training_pass_equal_encode() {
-    // `prepare --train-vocab` takes its ids from the vocabulary's counting pass: the same
-    // vocabulary and, sentence by sentence, the same ids as `encode`. Real text (WikiText-2's
-    // test split, with its accents and non-Latin words), plus lines with special-token literals,
-    // odd white space and characters the normaliser removes.
-    use trueneg::text::sentences::split_sentences;
+fn a_vocabulary_counted_in_batches_is_the_one_counted_at_once() {
+    // `prepare --train-vocab` counts words a batch at a time, then tokenizes in a second pass:
+    // the vocabulary must not depend on the batches, and the shards must be those of `prepare
+    // --tokenizer` with the vocabulary it trained. Real text (WikiText-2's test split, with its
+    // accents and non-Latin words), plus lines with special-token literals, odd white space and
+    // characters the normaliser removes.
     let mut texts: Vec<String> = read_documents(&data("wikitext-2/wiki.test.raw"))
         .unwrap()
         .into_iter()
@@ -257,24 +257,65 @@ fn ids_from_the_training_pass_equal_encode() {
             "A [MASK] is here. Then [SEP] and [cls] follow.",
             "Caf\u{e9} na\u{ef}ve \u{5317}\u{4eac} r\u{e9}sum\u{e9}.\u{a0}Next one\u{200b}here.",
             "Tabs\tand\u{c}form feeds.\u{c}Then\u{85}more   spaces .",
-            "",
         ]
         .map(String::from),
     );
-    let (tok, ids) = WordPieceTokenizer::train_with_ids(&texts, 3000).unwrap();
-    let plain = WordPieceTokenizer::train(&texts, 3000).unwrap();
-    assert_eq!(tok.to_json(), plain.to_json(), "the same vocabulary");
-    assert_eq!(ids.len(), texts.len());
-    let mut sentences = 0;
-    for (text, line) in texts.iter().zip(&ids) {
-        let want: Vec<Vec<u32>> = split_sentences(text)
-            .iter()
-            .map(|s| tok.encode(s))
-            .collect();
-        assert_eq!(line, &want, "{text}");
-        sentences += want.len();
+    let whole = WordPieceTokenizer::train(&texts, 3000).unwrap();
+    let mut counts = WordPieceTokenizer::word_counts();
+    for batch in texts.chunks(997) {
+        counts.add(batch).unwrap();
     }
-    assert!(sentences > 4000, "{sentences} sentences");
+    let batched = WordPieceTokenizer::train_on(counts, 3000).unwrap();
+    assert_eq!(whole.to_json(), batched.to_json(), "the same vocabulary");
+    assert_eq!(whole.vocab_size(), 3000);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let corpus = dir.join("corpus.txt");
+    std::fs::write(&corpus, texts.join("\n") + "\n").unwrap();
+    let trained = prepare(&prepare_opts(
+        vec![corpus.clone()],
+        dir.join("trained"),
+        3000,
+    ))
+    .unwrap();
+    let mut given = prepare_opts(vec![corpus], dir.join("given"), 0);
+    (given.train_vocab, given.tokenizer) = (None, Some(dir.join("trained/tokenizer.json")));
+    let given = prepare(&given).unwrap();
+    assert_eq!(trained.manifest.examples, given.manifest.examples);
+    assert!(trained.manifest.examples > 1000);
+    for s in &trained.manifest.shards {
+        let a = std::fs::read(dir.join("trained").join(&s.file)).unwrap();
+        let b = std::fs::read(dir.join("given").join(&s.file)).unwrap();
+        assert!(a == b, "{}: the shards differ", s.file);
+    }
+}
+
+#[test]
+fn a_file_without_blank_lines_is_read_in_bounded_batches() {
+    // One document the size of the file: `prepare` must still read it a batch at a time.
+    use trueneg::text::corpus::CorpusReader;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let path = dir.join("one.txt");
+    let line = "The quick brown fox jumps over the lazy dog. It was not amused.";
+    std::fs::write(&path, format!("{line}\n").repeat(5000)).unwrap();
+    let mut r = CorpusReader::open(&path).unwrap();
+    let mut batches = 0;
+    loop {
+        let b = r.next_batch(16 * 1024).unwrap();
+        if b.is_empty() {
+            break;
+        }
+        batches += 1;
+        assert!(b.len() <= 16 * 1024 / line.len() + 1, "{} lines", b.len());
+        assert!(b.iter().all(|p| p.doc == 0 && p.text == line));
+    }
+    assert_eq!(batches, (5000 * line.len()).div_ceil(16 * 1024));
+    assert_eq!(r.documents(), 1);
+    assert_eq!(r.bytes_read(), std::fs::metadata(&path).unwrap().len());
+    let docs = read_documents(&path).unwrap();
+    assert_eq!((docs.len(), docs[0].lines.len()), (1, 5000));
 }
 
 #[test]

@@ -1,9 +1,13 @@
 //! Reading a corpus: plain text (one paragraph per line, a blank line ends a document) or
-//! `.jsonl` with a `text` field (one document per line), either of them gzipped.
+//! `.jsonl` with a `text` field (one document per line), either of them gzipped. A file is
+//! read a batch of paragraphs at a time ([`CorpusReader`], [`for_each_batch`]), so that a
+//! corpus of any size is read in bounded memory.
 
 use rayon::prelude::*;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::sentences::split_sentences;
 use super::tokenizer::WordPieceTokenizer;
@@ -102,80 +106,231 @@ pub fn list_inputs(inputs: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>)> {
     Ok((out, notes))
 }
 
-fn open(path: &Path) -> Result<(Box<dyn Read + Send>, bool)> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let (stem, gz) = suffixes(path);
-    let reader: Box<dyn Read + Send> = if gz {
-        Box::new(flate2::read::MultiGzDecoder::new(f))
-    } else {
-        Box::new(f)
-    };
-    Ok((reader, stem.ends_with(".jsonl")))
+/// Counts the bytes read through it (the file's bytes, before any decompression).
+struct Counted<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
 }
 
-/// Reads all documents of one file. Errors name the file and line (invalid UTF-8, bad JSON, a
-/// JSON line without a string `text` field).
-pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
-    let (reader, jsonl) = open(path)?;
-    let mut reader = BufReader::with_capacity(1 << 20, reader);
-    let mut docs = Vec::new();
-    let mut current = Document::default();
-    let mut buf = Vec::new();
-    let mut line_no = 0usize;
-    loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Error::io(path, e))?;
-        if n == 0 {
-            break;
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// One paragraph (a non-empty line, trimmed) and the number of its document in the file (from
+/// 0, counting the documents that hold text).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Paragraph {
+    pub doc: u64,
+    pub text: String,
+}
+
+/// A corpus file read a batch of paragraphs at a time, so that a file of any size is read in
+/// bounded memory (a `.jsonl` document is one line: it is held whole). Errors name the file and
+/// line (invalid UTF-8, a NUL byte, bad JSON, a JSON line without a string `text` field).
+pub struct CorpusReader {
+    path: PathBuf,
+    reader: BufReader<Box<dyn Read + Send>>,
+    jsonl: bool,
+    line_no: usize,
+    /// Documents begun so far.
+    docs: u64,
+    in_doc: bool,
+    read: Arc<AtomicU64>,
+    buf: Vec<u8>,
+}
+
+impl CorpusReader {
+    pub fn open(path: &Path) -> Result<Self> {
+        let read = Arc::new(AtomicU64::new(0));
+        let f = Counted {
+            inner: std::fs::File::open(path).map_err(|e| Error::io(path, e))?,
+            read: read.clone(),
+        };
+        let (stem, gz) = suffixes(path);
+        let inner: Box<dyn Read + Send> = if gz {
+            Box::new(flate2::read::MultiGzDecoder::new(f))
+        } else {
+            Box::new(f)
+        };
+        Ok(Self {
+            path: path.to_path_buf(),
+            reader: BufReader::with_capacity(1 << 20, inner),
+            jsonl: stem.ends_with(".jsonl"),
+            line_no: 0,
+            docs: 0,
+            in_doc: false,
+            read,
+            buf: Vec::new(),
+        })
+    }
+
+    /// The documents begun so far (all of the file's once a batch came back empty).
+    pub fn documents(&self) -> u64 {
+        self.docs
+    }
+
+    /// Bytes of the file read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    /// The next paragraphs, about `budget` bytes of text (at least one paragraph); empty at the
+    /// end of the file.
+    pub fn next_batch(&mut self, budget: usize) -> Result<Vec<Paragraph>> {
+        let (mut out, mut bytes) = (Vec::new(), 0usize);
+        while bytes < budget.max(1) {
+            let Some(line) = self.next_line()? else {
+                break;
+            };
+            if self.jsonl {
+                let before = out.len();
+                out.extend(
+                    json_text(&line, &self.path, self.line_no)?.map(|text| Paragraph {
+                        doc: self.docs,
+                        text,
+                    }),
+                );
+                self.docs += u64::from(out.len() > before);
+                bytes += line.len();
+            } else if line.trim().is_empty() {
+                self.in_doc = false;
+            } else {
+                if !self.in_doc {
+                    self.in_doc = true;
+                    self.docs += 1;
+                }
+                bytes += line.len();
+                out.push(Paragraph {
+                    doc: self.docs - 1,
+                    text: line.trim().to_string(),
+                });
+            }
         }
-        line_no += 1;
-        let line = std::str::from_utf8(&buf).map_err(|e| {
+        Ok(out)
+    }
+
+    /// The next line without its end of line, checked as text.
+    fn next_line(&mut self) -> Result<Option<String>> {
+        self.buf.clear();
+        let n = self
+            .reader
+            .read_until(b'\n', &mut self.buf)
+            .map_err(|e| Error::io(&self.path, e))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.line_no += 1;
+        let (path, line_no) = (self.path.display(), self.line_no);
+        let line = std::str::from_utf8(&self.buf).map_err(|e| {
             Error::Input(format!(
-                "{}:{line_no}: invalid UTF-8 ({e}); not a text file?",
-                path.display()
+                "{path}:{line_no}: invalid UTF-8 ({e}); not a text file?"
             ))
         })?;
         if line.contains('\0') {
             return Err(Error::Input(format!(
-                "{}:{line_no}: a NUL byte: not a text file",
-                path.display()
+                "{path}:{line_no}: a NUL byte: not a text file"
             )));
         }
-        let line = line.trim_end_matches(['\n', '\r']);
-        if jsonl {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
-                Error::Input(format!("{}:{line_no}: invalid JSON ({e})", path.display()))
-            })?;
-            let text = v.get("text").and_then(|t| t.as_str()).ok_or_else(|| {
+        Ok(Some(line.trim_end_matches(['\n', '\r']).to_string()))
+    }
+}
+
+/// The non-empty lines (trimmed) of a `.jsonl` line's `text` field; none for a blank line.
+fn json_text(line: &str, path: &Path, line_no: usize) -> Result<impl Iterator<Item = String>> {
+    let text = if line.trim().is_empty() {
+        String::new()
+    } else {
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+            Error::Input(format!("{}:{line_no}: invalid JSON ({e})", path.display()))
+        })?;
+        v.get("text")
+            .and_then(|t| t.as_str())
+            .ok_or_else(|| {
                 Error::Input(format!(
                     "{}:{line_no}: no string field `text`",
                     path.display()
                 ))
-            })?;
-            let lines: Vec<String> = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from)
-                .collect();
-            if !lines.is_empty() {
-                docs.push(Document { lines });
+            })?
+            .to_string()
+    };
+    let lines: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    Ok(lines.into_iter())
+}
+
+/// Reads all documents of one file (see [`CorpusReader`] for the errors).
+pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
+    let mut reader = CorpusReader::open(path)?;
+    let mut docs: Vec<Document> = Vec::new();
+    loop {
+        let batch = reader.next_batch(1 << 22)?;
+        if batch.is_empty() {
+            return Ok(docs);
+        }
+        for p in batch {
+            if docs.len() as u64 == p.doc {
+                docs.push(Document::default());
             }
-        } else if line.trim().is_empty() {
-            if !current.lines.is_empty() {
-                docs.push(std::mem::take(&mut current));
-            }
-        } else {
-            current.lines.push(line.trim().to_string());
+            docs.last_mut().expect("a document").lines.push(p.text);
         }
     }
-    if !current.lines.is_empty() {
-        docs.push(current);
-    }
-    Ok(docs)
+}
+
+/// Bytes of text in a batch of [`for_each_batch`]: the bound on what a reader of the whole corpus
+/// holds of it (two batches: one read ahead while the other is processed).
+pub const BATCH_BYTES: usize = 8 << 20;
+
+/// A batch of the corpus: paragraphs with their document's index in the whole corpus.
+pub struct Batch {
+    pub paragraphs: Vec<Paragraph>,
+    /// Bytes of the input files read since the previous batch.
+    pub file_bytes: u64,
+}
+
+/// Calls `each` on the corpus a batch of about [`BATCH_BYTES`] at a time, in reading order; the
+/// next batch is read on another thread meanwhile.
+pub fn for_each_batch(files: &[PathBuf], mut each: impl FnMut(Batch) -> Result<()>) -> Result<()> {
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch>>(1);
+        scope.spawn(move || {
+            let mut first_doc = 0u64;
+            for f in files {
+                let mut reader = match CorpusReader::open(f) {
+                    Ok(r) => r,
+                    Err(e) => return drop(tx.send(Err(e))),
+                };
+                let mut seen = 0u64;
+                loop {
+                    let batch = reader.next_batch(BATCH_BYTES).map(|mut paragraphs| {
+                        paragraphs.iter_mut().for_each(|p| p.doc += first_doc);
+                        let read = reader.bytes_read();
+                        let file_bytes = read - seen;
+                        seen = read;
+                        Batch {
+                            file_bytes,
+                            paragraphs,
+                        }
+                    });
+                    let end = batch.as_ref().is_ok_and(|b| b.paragraphs.is_empty());
+                    if end {
+                        break;
+                    }
+                    let failed = batch.is_err();
+                    if tx.send(batch).is_err() || failed {
+                        return;
+                    }
+                }
+                first_doc += reader.documents();
+            }
+        });
+        rx.into_iter().try_for_each(|b| each(b?))
+    })
 }

@@ -42,24 +42,64 @@ impl PackingConfig {
 
 /// Packs one document (its lines, tokenized) into examples.
 pub fn pack_document(lines: &[Vec<u32>], cfg: &PackingConfig, rng: &mut impl Rng) -> Vec<Example> {
-    let mut out = Vec::new();
-    let mut target = cfg.max_len;
-    let mut current: Vec<&[u32]> = Vec::new();
-    let mut current_len = 0;
-    for line in lines.iter().filter(|l| !l.is_empty()) {
-        current.push(line);
-        current_len += line.len();
-        if current_len >= target {
-            out.push(make_example(&current, cfg, rng));
-            current.clear();
-            current_len = 0;
-            target = next_target(cfg, rng);
+    let mut packer = Packer::new(*cfg, rng);
+    let mut out: Vec<Example> = lines
+        .iter()
+        .filter_map(|l| packer.push(l.clone()))
+        .collect();
+    out.extend(packer.finish());
+    out
+}
+
+/// [`pack_document`] one sentence at a time: a document of any length is packed holding only
+/// the sentences of the example being built. The examples are those `pack_document` makes.
+pub struct Packer<R: Rng> {
+    cfg: PackingConfig,
+    rng: R,
+    target: usize,
+    current: Vec<Vec<u32>>,
+    current_len: usize,
+}
+
+impl<R: Rng> Packer<R> {
+    pub fn new(cfg: PackingConfig, rng: R) -> Self {
+        Self {
+            cfg,
+            rng,
+            target: cfg.max_len,
+            current: Vec::new(),
+            current_len: 0,
         }
     }
-    if !current.is_empty() {
-        out.push(make_example(&current, cfg, rng));
+
+    /// Adds the document's next sentence; returns the example it completes, if any. An empty
+    /// sentence is skipped.
+    pub fn push(&mut self, sentence: Vec<u32>) -> Option<Example> {
+        if sentence.is_empty() {
+            return None;
+        }
+        self.current_len += sentence.len();
+        self.current.push(sentence);
+        if self.current_len < self.target {
+            return None;
+        }
+        let ex = self.take();
+        self.target = next_target(&self.cfg, &mut self.rng);
+        Some(ex)
     }
-    out
+
+    /// The document's last example, from the sentences not yet packed.
+    pub fn finish(mut self) -> Option<Example> {
+        (!self.current.is_empty()).then(|| self.take())
+    }
+
+    fn take(&mut self) -> Example {
+        let parts: Vec<&[u32]> = self.current.iter().map(Vec::as_slice).collect();
+        let ex = make_example(&parts, &self.cfg, &mut self.rng);
+        self.current.clear();
+        self.current_len = 0;
+        ex
+    }
 }
 
 fn next_target(cfg: &PackingConfig, rng: &mut impl Rng) -> usize {

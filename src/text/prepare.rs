@@ -1,9 +1,11 @@
 //! `prepare`: corpus files → tokenized, packed examples → shards + manifest.
 //!
 //! Each line (paragraph) is split into sentences ([`split_sentences`]) so that segments A and B
-//! hold whole sentences. Documents are tokenized and packed in parallel; each document draws its packing randomness
-//! from its own RNG seeded by (seed, document index), so the output is the same for a given seed
-//! whatever the number of threads.
+//! hold whole sentences. Paragraphs are tokenized in parallel; each document draws its packing
+//! randomness from its own RNG seeded by (seed, document index), so the output is the same for a
+//! given seed whatever the number of threads. The corpus is streamed: read, tokenized and packed a batch
+//! at a time, each shard written when full, so memory does not grow with the corpus (a
+//! trained vocabulary takes a first pass to count words).
 
 use std::path::{Path, PathBuf};
 
@@ -13,12 +15,12 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::cline::{AntKind, ClineConfig, ClineGenerator, IGNORE, SynKind};
-use super::corpus::{list_inputs, read_documents};
-use super::examples::{Example, PackingConfig, pack_document};
+use super::corpus::{for_each_batch, list_inputs};
+use super::examples::{Example, Packer, PackingConfig};
 use super::sentences::split_sentences;
 use super::shards::{
-    ClineData, ClineRecord, FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, encode_cline_records,
-    encode_records,
+    ClineData, ClineRecord, FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, ShardWriter,
+    encode_cline_records, encode_records,
 };
 use super::tokenizer::WordPieceTokenizer;
 use crate::{Error, Result};
@@ -135,6 +137,52 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
     r
 }
 
+/// The tokenizer given, or one trained on the corpus (its words counted a batch at a time).
+fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<WordPieceTokenizer> {
+    match (&opts.tokenizer, opts.train_vocab) {
+        (Some(p), None) => WordPieceTokenizer::load(p),
+        (None, Some(n)) => {
+            let bar = bytes_bar(opts, files, "vocabulary: counting words");
+            let mut counts = WordPieceTokenizer::word_counts();
+            let mut lines = 0usize;
+            for_each_batch(files, |b| {
+                let texts: Vec<String> = b.paragraphs.into_iter().map(|p| p.text).collect();
+                lines += texts.len();
+                bar.inc(b.file_bytes);
+                counts.add(&texts)
+            })?;
+            bar.finish_and_clear();
+            if lines == 0 {
+                return Err(Error::Input(format!(
+                    "{}: the corpus has no text",
+                    input_list(files)
+                )));
+            }
+            WordPieceTokenizer::train_on(counts, n)
+        }
+        _ => Err(Error::Config(
+            "give exactly one of --tokenizer and --train-vocab".into(),
+        )),
+    }
+}
+
+/// A progress bar over the input files' bytes.
+fn bytes_bar(opts: &PrepareOptions, files: &[PathBuf], what: &str) -> ProgressBar {
+    if !opts.show_progress {
+        return ProgressBar::hidden();
+    }
+    let total: u64 = files
+        .iter()
+        .map(|f| f.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum();
+    ProgressBar::new(total).with_style(
+        ProgressStyle::with_template(&format!(
+            "{what} {{bar:40}} {{decimal_bytes}}/{{decimal_total_bytes}} {{decimal_bytes_per_sec}} eta {{eta}}"
+        ))
+        .expect("template"),
+    )
+}
+
 fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     let start = std::time::Instant::now();
     if !(8..=u16::MAX as usize).contains(&opts.max_seq_len) {
@@ -154,135 +202,59 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
         .iter()
         .map(|f| f.metadata().map(|m| m.len()).unwrap_or(0))
         .sum();
-
-    // With a trained vocabulary, the sentences' ids come from the training pass (one list per
-    // line of the corpus, in reading order).
-    let (tokenizer, trained_ids) = match (&opts.tokenizer, opts.train_vocab) {
-        (Some(p), None) => (WordPieceTokenizer::load(p)?, None),
-        (None, Some(n)) => {
-            let spinner = if opts.show_progress {
-                ProgressBar::new_spinner()
-            } else {
-                ProgressBar::hidden()
-            };
-            spinner.enable_steady_tick(std::time::Duration::from_millis(200));
-            spinner.set_message("vocabulary: reading the corpus");
-            let mut texts = Vec::new();
-            for f in &files {
-                for d in read_documents(f)? {
-                    texts.extend(d.lines);
-                }
-            }
-            if texts.is_empty() {
-                return Err(Error::Input(format!(
-                    "{}: the corpus has no text",
-                    files[0].display()
-                )));
-            }
-            spinner.set_message(format!(
-                "vocabulary: counting the words of {} lines, then {n} pieces by merges",
-                texts.len()
-            ));
-            // `--cline` encodes its own generated sentences: only the vocabulary is needed.
-            let trained = if opts.cline.is_some() {
-                (WordPieceTokenizer::train(&texts, n)?, None)
-            } else {
-                let (t, ids) = WordPieceTokenizer::train_with_ids(&texts, n)?;
-                (t, Some(ids))
-            };
-            spinner.finish_and_clear();
-            trained
-        }
-        _ => {
-            return Err(Error::Config(
-                "give exactly one of --tokenizer and --train-vocab".into(),
-            ));
-        }
-    };
-    let token_bytes = token_bytes(&tokenizer);
-    let s = tokenizer.special;
-    let packing = PackingConfig::new(opts.max_seq_len, s.cls, s.sep);
-
+    let tokenizer = tokenizer(opts, &files)?;
     std::fs::create_dir_all(&opts.out).map_err(|e| Error::io(&opts.out, e))?;
-    let bar = if opts.show_progress {
-        ProgressBar::new(total_bytes)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("prepare {bar:40} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}")
-            .expect("template"),
-    );
-
+    let bar = bytes_bar(opts, &files, "prepare");
     if let Some(c) = &opts.cline {
         return prepare_cline(opts, c, &tokenizer, &files, bar, start, total_bytes);
     }
-    let mut pending: Vec<Example> = Vec::new();
-    let mut shards = Vec::new();
+    let token_bytes = token_bytes(&tokenizer);
+    let mut shards = ShardWriter::new(&opts.out, opts.examples_per_shard, |c| {
+        encode_records(c, opts.max_seq_len, token_bytes)
+    });
+    let s = tokenizer.special;
+    let packing = PackingConfig::new(opts.max_seq_len, s.cls, s.sep);
     let (mut examples, mut tokens, mut single) = (0usize, 0u64, 0usize);
-    let mut doc_index = 0u64;
-    let flush = |pending: &mut Vec<Example>, all: bool, shards: &mut Vec<ShardInfo>| {
-        write_shards(opts, pending, all, shards, |c| {
-            encode_records(c, opts.max_seq_len, token_bytes)
-        })
+    let mut count = |made: &[Example]| {
+        for ex in made {
+            examples += 1;
+            tokens += ex.tokens.len() as u64;
+            single += usize::from(ex.segment_a_len == ex.tokens.len());
+        }
     };
-    let mut line_index = 0usize;
-    for f in &files {
-        let docs = read_documents(f)?;
-        let first = doc_index;
-        doc_index += docs.len() as u64;
-        // Each document's first line in the corpus, for the trained ids.
-        let first_lines: Vec<usize> = docs
-            .iter()
-            .map(|d| {
-                line_index += d.lines.len();
-                line_index - d.lines.len()
+    // The document being packed: its index and packer.
+    let mut current: Option<(u64, Packer<ChaCha8Rng>)> = None;
+    for_each_batch(&files, |b| {
+        // Tokenized on all cores; rayon's collect keeps the order.
+        let ids: Vec<Vec<Vec<u32>>> = b
+            .paragraphs
+            .par_iter()
+            .map(|p| {
+                let sentences = split_sentences(&p.text);
+                sentences.into_iter().map(|s| tokenizer.encode(s)).collect()
             })
             .collect();
-        let file_bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let doc_bytes: usize = docs
-            .iter()
-            .flat_map(|d| d.lines.iter().map(|l| l.len() + 1))
-            .sum::<usize>()
-            .max(1);
-        // Documents in chunks, so that the bar moves within a large file.
-        const CHUNK: usize = 2048;
-        let mut shown = 0u64;
-        for (c, chunk) in docs.chunks(CHUNK).enumerate() {
-            let packed: Vec<Vec<Example>> = chunk
-                .par_iter()
-                .enumerate()
-                .map(|(i, d)| {
-                    let doc = first + (c * CHUNK + i) as u64;
-                    let ids = match &trained_ids {
-                        Some(lines) => {
-                            let start = first_lines[c * CHUNK + i];
-                            lines[start..start + d.lines.len()].concat()
-                        }
-                        None => d.sentence_ids(&tokenizer),
-                    };
-                    pack_document(&ids, &packing, &mut doc_rng(opts.seed, doc))
-                })
-                .collect();
-            for ex in packed.into_iter().flatten() {
-                examples += 1;
-                tokens += ex.tokens.len() as u64;
-                single += usize::from(ex.segment_a_len == ex.tokens.len());
-                pending.push(ex);
+        let mut made = Vec::new();
+        for (p, sentences) in b.paragraphs.iter().zip(ids) {
+            if current.as_ref().is_none_or(|(doc, _)| *doc != p.doc) {
+                let packer = Packer::new(packing, doc_rng(opts.seed, p.doc));
+                made.extend(
+                    current
+                        .replace((p.doc, packer))
+                        .and_then(|(_, k)| k.finish()),
+                );
             }
-            flush(&mut pending, false, &mut shards)?;
-            let chunk_bytes: usize = chunk
-                .iter()
-                .flat_map(|d| d.lines.iter().map(|l| l.len() + 1))
-                .sum();
-            let step = (chunk_bytes as f64 / doc_bytes as f64 * file_bytes as f64) as u64;
-            let step = step.min(file_bytes - shown);
-            bar.inc(step);
-            shown += step;
+            let (_, packer) = current.as_mut().expect("a document");
+            made.extend(sentences.into_iter().filter_map(|s| packer.push(s)));
         }
-        bar.inc(file_bytes - shown);
-    }
-    flush(&mut pending, true, &mut shards)?;
+        count(&made);
+        bar.inc(b.file_bytes);
+        shards.push(&made)
+    })?;
+    let last: Vec<Example> = current.and_then(|(_, k)| k.finish()).into_iter().collect();
+    count(&last);
+    shards.push(&last)?;
+    let shards = shards.finish()?;
     bar.finish_and_clear();
     if examples == 0 {
         return Err(Error::Input(format!(
@@ -406,76 +378,51 @@ fn prepare_cline(
         ant_random: 0,
         truncated: 0,
     };
-    let mut pending: Vec<ClineRecord> = Vec::new();
     let mut samples: Vec<String> = Vec::new();
-    let mut shards = Vec::new();
+    let mut shards = ShardWriter::new(&opts.out, opts.examples_per_shard, |c| {
+        encode_cline_records(c, opts.max_seq_len, token_bytes)
+    });
     let (mut examples, mut tokens) = (0usize, 0u64);
-    let flush = |pending: &mut Vec<ClineRecord>, all: bool, shards: &mut Vec<ShardInfo>| {
-        write_shards(opts, pending, all, shards, |c| {
-            encode_cline_records(c, opts.max_seq_len, token_bytes)
-        })
-    };
-    for f in files {
-        let sentences: Vec<String> = read_documents(f)?
+    for_each_batch(files, |b| {
+        let sentences: Vec<&str> = b
+            .paragraphs
             .iter()
-            .flat_map(|d| d.lines.iter())
-            .flat_map(|l| split_sentences(l).into_iter().map(str::to_string))
+            .flat_map(|p| split_sentences(&p.text))
             .collect();
-        let file_bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
-        const CHUNK: usize = 4096;
-        let mut shown = 0u64;
-        let n_chunks = sentences.len().div_ceil(CHUNK).max(1) as u64;
-        for chunk in sentences.chunks(CHUNK) {
-            let first = data.sentences as u64;
-            let made: Vec<_> = chunk
-                .par_iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    cline_record(
-                        &generator,
-                        tokenizer,
-                        s,
-                        opts.seed,
-                        first + i as u64,
-                        opts.max_seq_len,
-                    )
-                })
-                .collect();
-            data.sentences += chunk.len();
-            for m in made {
-                let Some((record, ex, truncated)) = m else {
-                    data.skipped += 1;
-                    continue;
-                };
-                if examples.is_multiple_of(100) && samples.len() < 40 {
-                    samples.push(sample_md(examples, &ex));
-                }
-                for r in &ex.syn_replaced {
-                    match r.kind {
-                        SynKind::Synonym => data.syn_synonyms += 1,
-                        SynKind::Hypernym => data.syn_hypernyms += 1,
-                        SynKind::Inflection => data.syn_inflections += 1,
-                    }
-                }
-                for r in &ex.ant_replaced {
-                    match r.kind {
-                        AntKind::Antonym => data.ant_antonyms += 1,
-                        AntKind::Random => data.ant_random += 1,
-                    }
-                }
-                data.truncated += usize::from(truncated);
-                examples += 1;
-                tokens += record.ori.len() as u64;
-                pending.push(record);
+        let first = data.sentences as u64;
+        let made: Vec<_> = sentences
+            .par_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                cline_record(
+                    &generator,
+                    tokenizer,
+                    s,
+                    opts.seed,
+                    first + i as u64,
+                    opts.max_seq_len,
+                )
+            })
+            .collect();
+        data.sentences += sentences.len();
+        let mut records = Vec::new();
+        for m in made {
+            let Some((record, ex, truncated)) = m else {
+                data.skipped += 1;
+                continue;
+            };
+            if examples.is_multiple_of(100) && samples.len() < 40 {
+                samples.push(sample_md(examples, &ex));
             }
-            flush(&mut pending, false, &mut shards)?;
-            let step = (file_bytes / n_chunks).min(file_bytes - shown);
-            bar.inc(step);
-            shown += step;
+            count_replacements(&mut data, &ex, truncated);
+            examples += 1;
+            tokens += record.ori.len() as u64;
+            records.push(record);
         }
-        bar.inc(file_bytes - shown);
-    }
-    flush(&mut pending, true, &mut shards)?;
+        bar.inc(b.file_bytes);
+        shards.push(&records)
+    })?;
+    let shards = shards.finish()?;
     bar.finish_and_clear();
     if examples == 0 {
         return Err(Error::Input(format!(
@@ -502,25 +449,22 @@ fn prepare_cline(
     )
 }
 
-/// Writes whole shards of `pending` (and the rest when `all`), each encoded by `encode`.
-fn write_shards<R>(
-    opts: &PrepareOptions,
-    pending: &mut Vec<R>,
-    all: bool,
-    shards: &mut Vec<ShardInfo>,
-    encode: impl Fn(&[R]) -> Vec<u8>,
-) -> Result<()> {
-    while pending.len() >= opts.examples_per_shard || (all && !pending.is_empty()) {
-        let take = pending.len().min(opts.examples_per_shard);
-        let chunk: Vec<R> = pending.drain(..take).collect();
-        let file = format!("shard-{:05}.bin", shards.len());
-        crate::error::write_atomic(&opts.out.join(&file), &encode(&chunk))?;
-        shards.push(ShardInfo {
-            file,
-            examples: chunk.len(),
-        });
+/// Adds one triple's replacements, by kind, to the counts.
+fn count_replacements(data: &mut ClineData, ex: &super::cline::ClineExample, truncated: bool) {
+    for r in &ex.syn_replaced {
+        match r.kind {
+            SynKind::Synonym => data.syn_synonyms += 1,
+            SynKind::Hypernym => data.syn_hypernyms += 1,
+            SynKind::Inflection => data.syn_inflections += 1,
+        }
     }
-    Ok(())
+    for r in &ex.ant_replaced {
+        match r.kind {
+            AntKind::Antonym => data.ant_antonyms += 1,
+            AntKind::Random => data.ant_random += 1,
+        }
+    }
+    data.truncated += usize::from(truncated);
 }
 
 fn input_list(files: &[PathBuf]) -> String {

@@ -140,6 +140,63 @@ fn get_ids(r: &[u8], len: usize, token_bytes: usize) -> Vec<u32> {
         .collect()
 }
 
+/// Encodes records into a shard's bytes.
+type Encode<'a, R> = Box<dyn Fn(&[R]) -> Vec<u8> + 'a>;
+
+/// Shards `shard-NNNNN.bin` of `per_shard` records written as records come: a shard's encoded
+/// bytes are held until it is full.
+pub struct ShardWriter<'a, R> {
+    dir: &'a Path,
+    per_shard: usize,
+    encode: Encode<'a, R>,
+    bytes: Vec<u8>,
+    count: usize,
+    shards: Vec<ShardInfo>,
+}
+
+impl<'a, R> ShardWriter<'a, R> {
+    pub fn new(dir: &'a Path, per_shard: usize, encode: impl Fn(&[R]) -> Vec<u8> + 'a) -> Self {
+        Self {
+            dir,
+            per_shard,
+            encode: Box::new(encode),
+            bytes: Vec::new(),
+            count: 0,
+            shards: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, records: &[R]) -> Result<()> {
+        for r in records {
+            self.bytes.extend((self.encode)(std::slice::from_ref(r)));
+            self.count += 1;
+            if self.count == self.per_shard {
+                self.write()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self) -> Result<()> {
+        let file = format!("shard-{:05}.bin", self.shards.len());
+        crate::error::write_atomic(&self.dir.join(&file), &self.bytes)?;
+        self.shards.push(ShardInfo {
+            file,
+            examples: std::mem::take(&mut self.count),
+        });
+        self.bytes.clear();
+        Ok(())
+    }
+
+    /// Writes the last, partial shard; returns all shards.
+    pub fn finish(mut self) -> Result<Vec<ShardInfo>> {
+        if self.count > 0 {
+            self.write()?;
+        }
+        Ok(self.shards)
+    }
+}
+
 /// Encodes examples into one shard's bytes.
 pub fn encode_records(examples: &[Example], max_seq_len: usize, token_bytes: usize) -> Vec<u8> {
     let rec = 4 + max_seq_len * token_bytes;

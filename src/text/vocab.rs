@@ -11,6 +11,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
+use ahash::AHashMap;
 use rayon::prelude::*;
 use tokenizers::normalizers::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
@@ -23,35 +24,45 @@ pub const CONTINUATION: &str = "##";
 
 type Pair = (u32, u32);
 
-/// Counts the words of `texts` after BERT's uncased normalisation and pre-tokenisation, text by
-/// text (the normalised corpus is never held whole).
-pub fn count_words(texts: &[String], normalizer: &BertNormalizer) -> Result<Vec<(String, u64)>> {
-    let counts = texts
-        .par_iter()
-        .try_fold(HashMap::<String, u64>::new, |mut counts, text| {
-            each_word(text, normalizer, |w| {
-                if !w.is_empty() {
-                    *counts.entry(w.to_string()).or_default() += 1;
-                }
-            })?;
-            Ok::<_, Error>(counts)
-        })
-        .try_reduce(HashMap::new, |a, b| Ok(merge_counts(a, b)))?;
-    Ok(sorted_counts(counts))
+/// Word counts after BERT's normalisation and pre-tokenisation, gathered a batch of texts at a
+/// time (the normalised corpus is never held whole).
+pub struct WordCounts {
+    counts: AHashMap<String, u64>,
+    normalizer: BertNormalizer,
 }
 
-/// The words of `text` after BERT's uncased normalisation and pre-tokenisation, joined by single
-/// spaces (a word never holds white space: the pre-tokeniser splits there).
-pub fn normalized_words(text: &str, normalizer: &BertNormalizer) -> Result<String> {
-    let (mut joined, mut first) = (String::with_capacity(text.len()), true);
-    each_word(text, normalizer, |w| {
-        if !first {
-            joined.push(' ');
+impl WordCounts {
+    pub fn new(normalizer: BertNormalizer) -> Self {
+        Self {
+            counts: AHashMap::new(),
+            normalizer,
         }
-        first = false;
-        joined.push_str(w);
-    })?;
-    Ok(joined)
+    }
+
+    /// Counts the words of `texts`, text by text on all cores.
+    pub fn add(&mut self, texts: &[String]) -> Result<()> {
+        let normalizer = &self.normalizer;
+        let batch = texts
+            .par_iter()
+            .try_fold(AHashMap::<String, u64>::new, |mut counts, text| {
+                each_word(text, normalizer, |w| match counts.get_mut(w) {
+                    Some(c) => *c += 1,
+                    None if !w.is_empty() => drop(counts.insert(w.to_string(), 1)),
+                    None => {}
+                })?;
+                Ok::<_, Error>(counts)
+            })
+            .try_reduce(AHashMap::new, |a, b| Ok(merge_counts(a, b)))?;
+        self.counts = merge_counts(std::mem::take(&mut self.counts), batch);
+        Ok(())
+    }
+
+    /// (word, count) sorted by word.
+    pub fn sorted(self) -> Vec<(String, u64)> {
+        let mut words: Vec<(String, u64)> = self.counts.into_iter().collect();
+        words.sort_unstable();
+        words
+    }
 }
 
 /// Calls `f` on each word of `text` after BERT's uncased normalisation and pre-tokenisation.
@@ -66,37 +77,11 @@ fn each_word(text: &str, normalizer: &BertNormalizer, mut f: impl FnMut(&str)) -
     Ok(())
 }
 
-/// As [`count_words`], over [`normalized_words`] strings already made (and kept by the caller).
-pub fn count_joined<'a>(joined: impl ParallelIterator<Item = &'a str>) -> Vec<(String, u64)> {
-    let counts = joined
-        .fold(HashMap::<&str, u64>::new, |mut counts, text| {
-            for w in text.split(' ').filter(|w| !w.is_empty()) {
-                *counts.entry(w).or_default() += 1;
-            }
-            counts
-        })
-        .reduce(HashMap::new, merge_counts);
-    sorted_counts(counts)
-}
-
-fn merge_counts<K: std::hash::Hash + Eq>(
-    mut a: HashMap<K, u64>,
-    b: HashMap<K, u64>,
-) -> HashMap<K, u64> {
+fn merge_counts(mut a: AHashMap<String, u64>, b: AHashMap<String, u64>) -> AHashMap<String, u64> {
     for (w, c) in b {
         *a.entry(w).or_default() += c;
     }
     a
-}
-
-/// (word, count) sorted by word.
-fn sorted_counts<K: AsRef<str>>(counts: HashMap<K, u64>) -> Vec<(String, u64)> {
-    let mut words: Vec<(String, u64)> = counts
-        .into_iter()
-        .map(|(w, c)| (w.as_ref().to_string(), c))
-        .collect();
-    words.sort_unstable();
-    words
 }
 
 /// Pair counts of one word's symbols.
