@@ -17,6 +17,7 @@ pub mod lexicon;
 pub mod lock;
 pub mod model;
 pub mod objective;
+pub mod output;
 pub mod plot;
 pub mod tasks;
 pub mod text;

@@ -107,7 +107,7 @@ fn export_loads_back_and_matches_the_checkpoint() {
             .output()
             .unwrap(),
     );
-    assert!(e.contains("already holds"), "{e}");
+    assert!(e.contains("already holds an exported model"), "{e}");
 }
 
 #[test]

@@ -576,3 +576,34 @@ fn a_transformers_folder_where_a_run_is_expected_is_named_as_such() {
     assert!(e.contains("a prepared corpus"), "{e}");
     assert!(!dir.path().join("out").exists());
 }
+
+/// Item 17 (rest): a new run that fails before its first step (here: no WordNet for Hard
+/// Correction) leaves no run files, so the plain retry starts; the folder a user named is
+/// kept with what was in it.
+#[test]
+fn a_run_that_failed_before_its_first_step_can_be_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("notes.txt"), "mine").unwrap();
+    let e = fails(
+        pretrain_cmd(&run, &["objective.kind=hc", "train.steps=2"])
+            .env("WNHOME", dir.path().join("no-wordnet"))
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("no-wordnet"), "{e}");
+    for f in [
+        "config.toml",
+        "metrics.jsonl",
+        "tokenizer.json",
+        "checkpoints",
+    ] {
+        assert!(!run.join(f).exists(), "{f} left behind");
+    }
+    assert!(run.join("notes.txt").exists());
+    ok(pretrain_cmd(&run, &["objective.kind=hc", "train.steps=2"])
+        .output()
+        .unwrap());
+    assert!(run.join("config.toml").exists());
+}

@@ -16,9 +16,14 @@ pub struct Args {
     /// Log10 scale on the y axis.
     #[arg(long)]
     log_y: bool,
+    /// Replace --out even when it is not a plot `compare` wrote.
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let outputs = trueneg::output::Outputs::new("compare", a.force);
+    outputs.check(std::slice::from_ref(&a.out))?;
     let mut series = Vec::new();
     for r in &a.runs {
         series.push(trueneg::plot::metric_series(r, &a.metric)?.ok_or_else(|| {
@@ -37,6 +42,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &series,
         a.log_y,
     )?;
+    outputs.record(&a.out)?;
     println!("wrote {}", a.out.display());
     Ok(())
 }

@@ -44,6 +44,9 @@ pub struct Args {
     /// Device to predict on: cpu, or cuda / libtorch-cuda in a build with that feature.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Replace files in --out that `evaluate` did not write (another command's predictions).
+    #[arg(long)]
+    force: bool,
 }
 
 fn show_scores(s: &trueneg::finetune::classify::Scores) -> String {
@@ -58,6 +61,7 @@ fn show_scores(s: &trueneg::finetune::classify::Scores) -> String {
 /// .json, with every example's prediction in contrast-<set>-predictions.tsv.
 fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
     use trueneg::tasks::contrast::consistency_table;
+    let outputs = trueneg::output::Outputs::new("evaluate", a.force);
     let run =
         trueneg::eval::evaluate::evaluate_contrast(&a.model, set, &a.split, &a.device, ui.bars())?;
     let kind_name = serde_json::to_value(run.kind)?
@@ -66,8 +70,10 @@ fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
         .to_string();
     let c = &run.scores;
     let md = consistency_table(&[(a.model.display().to_string(), kind_name.clone(), c.clone())]);
-    std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("{}: {e}", a.out.display()))?;
     let stem = format!("contrast-{kind_name}");
+    let [md_file, json_file, predictions] =
+        [".md", ".json", "-predictions.tsv"].map(|e| a.out.join(format!("{stem}{e}")));
+    outputs.check(&[md_file.clone(), json_file.clone(), predictions.clone()])?;
     let json = serde_json::json!({
         "model": a.model, "set": set, "kind": run.kind, "split": a.split, "scores": c,
         "notes": run.notes,
@@ -79,30 +85,38 @@ fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
             p.group, p.role, p.source, p.label, p.predicted
         );
     }
-    trueneg::error::write_atomic(&a.out.join(format!("{stem}.md")), md.as_bytes())?;
-    trueneg::error::write_json(&a.out.join(format!("{stem}.json")), &json)?;
-    let predictions = a.out.join(format!("{stem}-predictions.tsv"));
-    trueneg::error::write_atomic(&predictions, tsv.as_bytes())?;
+    outputs.write(&md_file, md.as_bytes())?;
+    outputs.write_json(&json_file, &json)?;
+    outputs.write(&predictions, tsv.as_bytes())?;
     for n in &run.notes {
         eprintln!("note: {n}");
     }
     print!("{md}");
-    println!(
-        "wrote {} and {}",
-        a.out.join(format!("{stem}.md")).display(),
-        predictions.display()
-    );
+    println!("wrote {} and {}", md_file.display(), predictions.display());
     Ok(())
 }
 
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     use trueneg::attack::files::attack_table;
-    use trueneg::eval::evaluate::evaluate_model;
+    use trueneg::eval::evaluate::{evaluate_model, evaluation_files};
     trueneg::device::device_for(&a.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
     if let Some(set) = &a.contrast {
         return contrast(&a, set, ui);
     }
     let data = a.data.clone().expect("clap requires --data");
+    // Every file this call writes is checked before the first is written.
+    let outputs = trueneg::output::Outputs::new("evaluate", a.force);
+    let kind = a
+        .attack
+        .as_deref()
+        .map(super::attack::attack_kind)
+        .transpose()?;
+    let mut files = evaluation_files(&a.model, &data, &a.out, None)?;
+    if let Some(k) = kind {
+        files.extend(evaluation_files(&a.model, &data, &a.out, Some(k))?);
+        files.push(a.out.join(format!("attack-{}.md", k.name())));
+    }
+    outputs.check(&files)?;
     let original = evaluate_model(
         &a.model,
         &data,
@@ -111,6 +125,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         a.max_eval_examples,
         &a.device,
         ui.bars(),
+        &outputs,
     )?;
     for e in &original {
         if let Some(s) = &e.scores {
@@ -123,10 +138,9 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         }
         println!("wrote {}", e.written.display());
     }
-    let Some(kind) = &a.attack else {
+    let Some(kind) = kind else {
         return Ok(());
     };
-    let kind = super::attack::attack_kind(kind)?;
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
     let attacked = evaluate_model(
         &a.model,
@@ -136,6 +150,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         a.max_eval_examples,
         &a.device,
         ui.bars(),
+        &outputs,
     )?;
     let mut md = String::new();
     for (o, t) in original.iter().zip(&attacked) {
@@ -147,7 +162,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         anyhow::bail!("{}: no gold labels to compare under attack", data.display());
     }
     let path = a.out.join(format!("attack-{}.md", kind.name()));
-    trueneg::error::write_atomic(&path, md.as_bytes())?;
+    outputs.write(&path, md.as_bytes())?;
     print!("{md}");
     println!("wrote {}", path.display());
     Ok(())

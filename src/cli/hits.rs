@@ -30,9 +30,20 @@ pub struct Args {
     /// WordNet database folder [default: Debian's wordnet-base, /usr/share/wordnet].
     #[arg(long)]
     wordnet: Option<PathBuf>,
+    /// Replace hits.md / hits.json in --out even when `hits` did not write them.
+    #[arg(long, requires = "out")]
+    force: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let outputs = trueneg::output::Outputs::new("hits", a.force);
+    let files = a
+        .out
+        .as_ref()
+        .map(|o| [o.join("hits.md"), o.join("hits.json")]);
+    if let Some(files) = &files {
+        outputs.check(files)?;
+    }
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
     let sentences = read_sentences(&a.sentences)?;
     let mut triplets: Vec<_> = sentences
@@ -53,11 +64,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let report = hits(&pre, &triplets, a.batch_size, a.max_seq_len)?;
     let md = hits_table(&report);
     print!("{md}");
-    if let Some(out) = &a.out {
+    if let Some([md_file, json_file]) = &files {
         let json = serde_json::json!({"report": report, "triplets": triplets});
-        trueneg::error::write_atomic(&out.join("hits.md"), md.as_bytes())?;
-        trueneg::error::write_json(&out.join("hits.json"), &json)?;
-        println!("wrote {}", out.join("hits.md").display());
+        outputs.write(md_file, md.as_bytes())?;
+        outputs.write_json(json_file, &json)?;
+        println!("wrote {}", md_file.display());
     }
     Ok(())
 }

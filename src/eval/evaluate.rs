@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::finetune::classify::{Scores, load_finetuned, predict, score_file};
 use crate::finetune::seeds::{squad_scores, write_predictions};
 use crate::finetune::span::{load_qa, predict_squad};
+use crate::output::Outputs;
 use crate::tasks::glue::GlueTask;
 use crate::{Error, Result};
 
@@ -33,6 +34,51 @@ fn squad_file(data: &Path) -> PathBuf {
     } else {
         data.to_path_buf()
     }
+}
+
+/// The suffix of the files written under `attack`.
+fn attack_tag(attack: Option<crate::attack::AttackKind>) -> String {
+    attack.map(|k| format!("-{}", k.name())).unwrap_or_default()
+}
+
+/// The GLUE submission file for dev file `f`.
+fn submission_file(out: &Path, task: GlueTask, f: &Path, tag: &str) -> PathBuf {
+    let mm = f.file_stem().is_some_and(|s| s == "dev_mismatched");
+    out.join(format!(
+        "{}{}{tag}.tsv",
+        task.dir_name(),
+        if mm { "-mm" } else { "" }
+    ))
+}
+
+/// The attacked copy of dev file `f`, written and read back.
+fn attacked_file(out: &Path, f: &Path, tag: &str) -> PathBuf {
+    out.join(format!(
+        "{}{tag}.input.tsv",
+        f.file_stem().and_then(|s| s.to_str()).unwrap_or("dev")
+    ))
+}
+
+/// The files [`evaluate_model`] writes into `out` for `model` on `data` under `attack`: to be
+/// checked ([`Outputs::check`]) before anything is written.
+pub fn evaluation_files(
+    model: &Path,
+    data: &Path,
+    out: &Path,
+    attack: Option<crate::attack::AttackKind>,
+) -> Result<Vec<PathBuf>> {
+    let tag = attack_tag(attack);
+    let Some(task) = crate::finetune::span::finetuned_task(model)?.classification() else {
+        return Ok(vec![out.join(format!("predictions{tag}.json"))]);
+    };
+    let mut files = Vec::new();
+    for f in glue_files(task, data) {
+        if attack.is_some() {
+            files.push(attacked_file(out, &f, &tag));
+        }
+        files.push(submission_file(out, task, &f, &tag));
+    }
+    Ok(files)
 }
 
 /// GLUE examples with predictions in GLUE's submission format (`index\tprediction`).
@@ -67,14 +113,19 @@ pub fn evaluate_model(
     max_eval: usize,
     device: &str,
     progress: bool,
+    outputs: &Outputs,
 ) -> Result<Vec<Evaluation>> {
     use crate::attack::{attack_glue_file, attack_squad};
     let device = crate::device::device_for(device)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let task = crate::finetune::span::finetuned_task(model)?;
-    let tag = attack
-        .map(|(k, _, _)| format!("-{}", k.name()))
-        .unwrap_or_default();
+    let tag = attack_tag(attack.map(|(k, _, _)| k));
+    outputs.check(&evaluation_files(
+        model,
+        data,
+        out,
+        attack.map(|(k, _, _)| k),
+    )?)?;
     if task == crate::tasks::task::Task::Squad {
         let (m, tok) = load_qa(model, &device)?;
         let file = squad_file(data);
@@ -88,6 +139,7 @@ pub fn evaluate_model(
         let (answers, rate) = predict_squad(&m, &tok, &dev, &device, progress)?;
         let written = out.join(format!("predictions{tag}.json"));
         write_predictions(&written, &answers)?;
+        outputs.record(&written)?;
         let has_gold = dev.iter().all(|e| !e.answers.is_empty());
         return Ok(vec![Evaluation {
             file,
@@ -107,11 +159,8 @@ pub fn evaluate_model(
         let ex = match attack {
             Some((_, wn, seed)) => {
                 let text = attack_glue_file(ft.task, &f, wn, seed)?;
-                let tmp = out.join(format!(
-                    "{}{tag}.input.tsv",
-                    f.file_stem().and_then(|s| s.to_str()).unwrap_or("dev")
-                ));
-                crate::error::write_atomic(&tmp, text.as_bytes())?;
+                let tmp = attacked_file(out, &f, &tag);
+                outputs.write(&tmp, text.as_bytes())?;
                 crate::tasks::glue::read_glue(ft.task, &tmp)?
             }
             None => crate::tasks::glue::read_glue(ft.task, &f)?,
@@ -120,13 +169,8 @@ pub fn evaluate_model(
             return Err(Error::Input(format!("{}: no examples", f.display())));
         }
         let (pred, rate) = predict(&ft, &tok, &ex, max_len, 64, &device, progress);
-        let mm = f.file_stem().is_some_and(|s| s == "dev_mismatched");
-        let written = out.join(format!(
-            "{}{}{tag}.tsv",
-            ft.task.dir_name(),
-            if mm { "-mm" } else { "" }
-        ));
-        crate::error::write_atomic(&written, submission(ft.task, &ex, &pred).as_bytes())?;
+        let written = submission_file(out, ft.task, &f, &tag);
+        outputs.write(&written, submission(ft.task, &ex, &pred).as_bytes())?;
         // A test file (no labels) gets predictions only.
         let scores = if ex.iter().all(|e| e.label.is_some()) {
             Some(score_file(ft.task, &f, &ex, &pred)?)

@@ -116,7 +116,7 @@ fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<
             sets.push(format!("data.shards={}", o.cline_data.display()));
         }
         sets.extend(o.overrides.iter().cloned());
-        let mut cfg = PretrainConfig::load(&base_cfg.to_string_lossy(), &sets)?;
+        let mut cfg = PretrainConfig::load_file(&base_cfg, &sets)?;
         if cfg.train.log_every > o.steps {
             cfg.train.log_every = o.steps;
         }

@@ -35,7 +35,7 @@ fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
 /// `discriminator/` is used when present).
 pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
     if model.join("config.toml").exists() {
-        let cfg = PretrainConfig::load(&model.join("config.toml").to_string_lossy(), &[])?;
+        let cfg = PretrainConfig::load_file(&model.join("config.toml"), &[])?;
         let (_, dir) = checkpoint::list(model)
             .pop()
             .ok_or_else(|| Error::Checkpoint(format!("{}: no checkpoint", model.display())))?;

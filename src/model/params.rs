@@ -69,6 +69,23 @@ impl ParamWalker for ShapeLister {
     }
 }
 
+/// Every parameter's name and shape as transformers' files hold it (`Linear` weights [out, in]).
+#[derive(Default)]
+pub struct FileShapes(pub Vec<(String, Vec<usize>)>);
+
+impl ParamWalker for FileShapes {
+    fn matrix(&mut self, name: &str, kind: Matrix, param: &mut Param<Tensor<2>>) {
+        let mut dims = param.val().dims().to_vec();
+        if matches!(kind, Matrix::Linear) {
+            dims.reverse();
+        }
+        self.0.push((name.to_string(), dims));
+    }
+    fn vector(&mut self, name: &str, param: &mut Param<Tensor<1>>) {
+        self.0.push((name.to_string(), param.val().dims().to_vec()));
+    }
+}
+
 /// Gives every parameter a copy on `device`, a new autodiff leaf with the same id and
 /// require-grad state: a data-parallel replica, with an autodiff graph of its own.
 pub struct MoveTo<'a>(pub &'a Device);

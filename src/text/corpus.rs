@@ -67,9 +67,27 @@ fn suffixes(path: &Path) -> (String, bool) {
 /// the files and one note per file of a directory that was skipped. A missing path is an error
 /// naming it.
 pub fn list_inputs(inputs: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>)> {
+    let mut seen = std::collections::HashSet::new();
+    list_into(inputs, &mut seen)
+}
+
+/// [`list_inputs`], skipping a folder already listed (a symbolic link back up the tree).
+fn list_into(
+    inputs: &[PathBuf],
+    seen: &mut std::collections::HashSet<PathBuf>,
+) -> Result<(Vec<PathBuf>, Vec<String>)> {
     let (mut out, mut notes) = (Vec::new(), Vec::new());
     for p in inputs {
         if p.is_dir() {
+            let real = std::fs::canonicalize(p).map_err(|e| Error::io(p, e))?;
+            if !seen.insert(real.clone()) {
+                notes.push(format!(
+                    "skipped {}: the folder {} was read already (a link back up the tree?)",
+                    p.display(),
+                    real.display()
+                ));
+                continue;
+            }
             let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
                 .map_err(|e| Error::io(p, e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
@@ -81,7 +99,7 @@ pub fn list_inputs(inputs: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>)> {
             entries.sort();
             for e in entries {
                 if e.is_dir() {
-                    let (more, more_notes) = list_inputs(std::slice::from_ref(&e))?;
+                    let (more, more_notes) = list_into(std::slice::from_ref(&e), seen)?;
                     out.extend(more);
                     notes.extend(more_notes);
                 } else if is_corpus_file(&e) {

@@ -158,7 +158,18 @@ fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<WordPieceTokeni
                     input_list(files)
                 )));
             }
-            WordPieceTokenizer::train_on(counts, n)
+            let t = WordPieceTokenizer::train_on(counts, n)?;
+            let got = t.vocab_size();
+            if got > n {
+                tracing::warn!(
+                    "--train-vocab {n}: the corpus has more characters than that: the vocabulary holds the 5 special tokens and every character (and its ## form), {got} tokens"
+                );
+            } else if got < n {
+                tracing::warn!(
+                    "--train-vocab {n}: the corpus gave {got} tokens only (no pair of pieces left that occurs twice); a larger corpus gives more"
+                );
+            }
+            Ok(t)
         }
         _ => Err(Error::Config(
             "give exactly one of --tokenizer and --train-vocab".into(),

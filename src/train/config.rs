@@ -427,31 +427,36 @@ impl PretrainConfig {
                 run.display()
             )));
         }
-        Self::load(&path.to_string_lossy(), &[])
+        Self::load_file(&path, &[])
     }
 
     /// Loads a preset name (`tiny`, `electra-small`, …) or a TOML file, then applies
     /// `key=value` overrides (`train.steps=100`).
     pub fn load(source: &str, overrides: &[String]) -> Result<Self> {
-        let (text, origin) = match PRESETS.iter().find(|(n, _)| *n == source) {
-            Some((n, t)) => (t.to_string(), format!("preset `{n}`")),
+        match PRESETS.iter().find(|(n, _)| *n == source) {
+            Some((n, t)) => Self::from_text(t, &format!("preset `{n}`"), overrides),
+            None if Path::new(source).exists() => Self::load_file(Path::new(source), overrides),
             None => {
-                let path = Path::new(source);
-                if !path.exists() {
-                    let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-                    return Err(Error::Config(format!(
-                        "{source}: no such config file or preset (presets: {})",
-                        names.join(", ")
-                    )));
-                }
-                let bytes = crate::error::read(path)?;
-                (
-                    String::from_utf8_lossy(&bytes).into_owned(),
-                    path.display().to_string(),
-                )
+                let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+                Err(Error::Config(format!(
+                    "{source}: no such config file or preset (presets: {})",
+                    names.join(", ")
+                )))
             }
-        };
-        let mut table: toml::Table = toml::from_str(&text).map_err(|e| {
+        }
+    }
+
+    /// Loads a TOML file (any path, UTF-8 or not), then applies `key=value` overrides.
+    pub fn load_file(path: &Path, overrides: &[String]) -> Result<Self> {
+        let bytes = crate::error::read(path)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| Error::Config(format!("{}: not UTF-8 text ({e})", path.display())))?;
+        Self::from_text(&text, &path.display().to_string(), overrides)
+    }
+
+    /// Parses TOML `text` read from `origin` (a file or preset, for errors) with `overrides`.
+    fn from_text(text: &str, origin: &str, overrides: &[String]) -> Result<Self> {
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| {
             // The line and column of the syntax error, as an editor shows them.
             let at = e.span().map_or(String::new(), |r| {
                 let before = &text[..r.start.min(text.len())];
@@ -492,7 +497,7 @@ impl PretrainConfig {
                 let msg = e.into_inner().message().to_string();
                 Error::Config(format!("{origin}: field `{field}`: {msg}"))
             })?;
-        cfg.validate(&origin)?;
+        cfg.validate(origin)?;
         Ok(cfg)
     }
 

@@ -11,25 +11,40 @@ use super::config::{ModelKind, PretrainConfig};
 use crate::interop::hf_config::{HfConfig, write_hf_config};
 use crate::interop::tensors::{HostTensor, write_safetensors};
 use crate::model::electra::GENERATOR_PREFIX;
+use crate::output::Outputs;
 use crate::{Error, Result};
 
 /// Exports checkpoint `step` (the latest when `None`) of `run` to `out`; returns the folders
-/// written. Refuses to write into a folder that already has a `config.json`.
-pub fn export_run(run: &Path, step: Option<u64>, out: &Path) -> Result<Vec<PathBuf>> {
+/// written. A whole earlier export there is refused (unless forced); files of a half-finished
+/// one are replaced when `outputs` allows it (this command wrote them, or `--force`), all
+/// checked before anything is written. `config.json` is written last, so a folder with one
+/// holds a whole model, and a half-finished export is completed by running it again.
+pub fn export_run(
+    run: &Path,
+    step: Option<u64>,
+    out: &Path,
+    outputs: &Outputs,
+) -> Result<Vec<PathBuf>> {
     let cfg = PretrainConfig::of_run(run)?;
-    let all = checkpoint::list(run);
-    let dir = match step {
-        None => all.last().map(|(_, d)| d.clone()),
-        Some(s) => all.iter().find(|(k, _)| *k == s).map(|(_, d)| d.clone()),
+    let subs = match cfg.model.kind {
+        ModelKind::Bert => vec![out.to_path_buf()],
+        ModelKind::Electra => vec![out.join("discriminator"), out.join("generator")],
+    };
+    let tokenizer = run.join("tokenizer.json");
+    let files: Vec<PathBuf> = subs
+        .iter()
+        .flat_map(|d| ["model.safetensors", "config.json", "tokenizer.json"].map(|f| d.join(f)))
+        .filter(|f| !f.ends_with("tokenizer.json") || tokenizer.exists())
+        .collect();
+    if !outputs.forced() && subs.iter().all(|d| d.join("config.json").exists()) {
+        return Err(Error::Config(format!(
+            "{}: already holds an exported model; choose another --out, or pass --force to \
+             replace it (nothing was changed)",
+            out.display()
+        )));
     }
-    .ok_or_else(|| {
-        Error::Checkpoint(format!(
-            "{}: no checkpoint{}",
-            run.display(),
-            step.map(|s| format!(" at step {s}")).unwrap_or_default()
-        ))
-    })?;
-    let mut ck = checkpoint::load(&dir)?;
+    outputs.check(&files)?;
+    let mut ck = load_checkpoint(run, step)?;
     // CLINE's detection head, pooler and loss weights have no place in transformers' classes.
     ck.model
         .retain(|k, _| !k.starts_with(crate::model::heads::CLINE_PREFIX));
@@ -38,24 +53,23 @@ pub fn export_run(run: &Path, step: Option<u64>, out: &Path) -> Result<Vec<PathB
         .get("electra.embeddings.word_embeddings.weight")
         .or_else(|| ck.model.get("bert.embeddings.word_embeddings.weight"))
         .map(|t| t.shape[0])
-        .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", dir.display())))?;
-    let tokenizer = run.join("tokenizer.json");
+        .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", run.display())))?;
     let write =
         |sub: &Path, tensors: &BTreeMap<String, HostTensor>, hf: HfConfig| -> Result<PathBuf> {
-            if sub.join("config.json").exists() {
-                return Err(Error::Config(format!(
-                    "{}: already holds a model; choose another --out",
-                    sub.display()
-                )));
-            }
             std::fs::create_dir_all(sub).map_err(|e| Error::io(sub, e))?;
             let meta = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
-            write_safetensors(&sub.join("model.safetensors"), tensors, Some(meta))?;
-            write_hf_config(&sub.join("config.json"), &hf)?;
+            let weights = sub.join("model.safetensors");
+            write_safetensors(&weights, tensors, Some(meta))?;
+            outputs.record(&weights)?;
             if tokenizer.exists() {
-                let bytes = crate::error::read(&tokenizer)?;
-                crate::error::write_atomic(&sub.join("tokenizer.json"), &bytes)?;
+                outputs.write(
+                    &sub.join("tokenizer.json"),
+                    &crate::error::read(&tokenizer)?,
+                )?;
             }
+            // config.json last: a folder with it holds a whole model.
+            write_hf_config(&sub.join("config.json"), &hf)?;
+            outputs.record(&sub.join("config.json"))?;
             Ok(sub.to_path_buf())
         };
     match cfg.model.kind {
@@ -65,7 +79,7 @@ pub fn export_run(run: &Path, step: Option<u64>, out: &Path) -> Result<Vec<PathB
                 architectures: vec!["BertForMaskedLM".into()],
                 encoder: cfg.model.encoder(vocab),
             };
-            Ok(vec![write(out, &ck.model, hf)?])
+            Ok(vec![write(&subs[0], &ck.model, hf)?])
         }
         ModelKind::Electra => {
             let (mut disc, mut generator) = (BTreeMap::new(), BTreeMap::new());
@@ -90,9 +104,38 @@ pub fn export_run(run: &Path, step: Option<u64>, out: &Path) -> Result<Vec<PathB
                 encoder: cfg.model.generator(vocab),
             };
             Ok(vec![
-                write(&out.join("discriminator"), &disc, d)?,
-                write(&out.join("generator"), &generator, g)?,
+                write(&subs[0], &disc, d)?,
+                write(&subs[1], &generator, g)?,
             ])
         }
     }
+}
+
+/// The checkpoint at `step` (the latest when `None`), read whole into memory. A checkpoint
+/// removed by the run's rotation while it was read (a run still training) is looked up again:
+/// the latest one then, or an error naming the step that is gone.
+fn load_checkpoint(run: &Path, step: Option<u64>) -> Result<checkpoint::Checkpoint> {
+    for _attempt in 0..5 {
+        let all = checkpoint::list(run);
+        let dir = match step {
+            None => all.last().map(|(_, d)| d.clone()),
+            Some(s) => all.iter().find(|(k, _)| *k == s).map(|(_, d)| d.clone()),
+        }
+        .ok_or_else(|| {
+            Error::Checkpoint(format!(
+                "{}: no checkpoint{}",
+                run.display(),
+                step.map(|s| format!(" at step {s}")).unwrap_or_default()
+            ))
+        })?;
+        match checkpoint::load(&dir) {
+            Err(_) if !dir.exists() => continue,
+            loaded => return loaded,
+        }
+    }
+    Err(Error::Checkpoint(format!(
+        "{}: the checkpoints were removed while being read (a run rotating them faster than \
+         they can be exported?); try again, or export after the run",
+        run.display()
+    )))
 }

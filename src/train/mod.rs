@@ -5,11 +5,13 @@ pub mod cline_step;
 pub mod config;
 pub mod default_data;
 pub mod export;
+pub mod memory;
 pub mod model;
 pub mod optimizer;
 pub mod pretrain;
 pub mod replicas;
 pub mod run;
+pub mod start;
 pub mod stats;
 pub mod step;
 

@@ -181,7 +181,7 @@ pub fn read_transformers_weights(
     expect: &EncoderConfig,
 ) -> Result<TensorMap> {
     if dir.join("config.toml").exists() {
-        let run_cfg = PretrainConfig::load(&dir.join("config.toml").to_string_lossy(), &[])?;
+        let run_cfg = PretrainConfig::load_file(&dir.join("config.toml"), &[])?;
         if run_cfg.model.kind != kind {
             return Err(Error::Config(format!(
                 "field `model.init_from`: {} is a {:?} run, this run's model.kind is {kind:?}",

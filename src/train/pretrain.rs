@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use burn::prelude::*;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -20,14 +19,14 @@ use serde::Serialize;
 use super::checkpoint::{self, TrainState, WindowTotals};
 use super::cline_step::cline_step_loss;
 use super::config::PretrainConfig;
-use super::model::{PretrainModel, check_init_tokenizer, read_transformers_weights};
+use super::model::PretrainModel;
 use super::optimizer::{AdamW, Grads, scheduled_lr};
 use super::replicas::Replicas;
+use super::start::{METRICS, Start, forget_unstarted, start_point, write_run_files};
 use super::step::step_loss;
-use crate::interop::tensors::TensorMap;
 use crate::objective::terms::{self, StepValues, add_counters};
 use crate::objective::{Objective, Setup};
-use crate::text::batches::{BatchStream, DataPosition};
+use crate::text::batches::BatchStream;
 use crate::text::masking::mask_batch;
 use crate::text::shards::ShardSet;
 use crate::{Error, Result};
@@ -133,70 +132,6 @@ fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
     crate::error::write_atomic(path, kept.as_bytes())
 }
 
-/// Loads the newest checkpoint that reads back whole into `model` and `opt`. A damaged one
-/// (truncated tensors, bad JSON) is reported and skipped for the one before it; a checkpoint of
-/// another tokenizer is an error.
-fn resume_point(
-    run: &Path,
-    shards: &ShardSet,
-    model: &mut PretrainModel,
-    opt: &mut AdamW,
-    device: &Device,
-) -> Result<Option<TrainState>> {
-    let mut damaged = None;
-    for (step, dir) in checkpoint::list(run).into_iter().rev() {
-        let ck = match checkpoint::load(&dir) {
-            Ok(ck) => ck,
-            Err(e) => {
-                tracing::warn!("skipping a damaged checkpoint: {e}");
-                damaged = Some(e);
-                continue;
-            }
-        };
-        if ck.state.tokenizer_fingerprint != shards.manifest.tokenizer_fingerprint {
-            return Err(Error::Checkpoint(format!(
-                "{}: written with another tokenizer than {}",
-                dir.display(),
-                shards.dir.display()
-            )));
-        }
-        if ck
-            .state
-            .shards_fingerprint
-            .as_ref()
-            .is_some_and(|f| *f != shards.manifest.content_fingerprint())
-        {
-            return Err(Error::Checkpoint(format!(
-                "{}: the corpus in {} changed since this run began (prepared again from other text?); its data position means nothing there. Start a new run, or put the original shards back",
-                dir.display(),
-                shards.dir.display()
-            )));
-        }
-        let map = TensorMap {
-            tensors: ck.model,
-            source: dir.join("model.safetensors"),
-        };
-        let moments = ck.optimizer.unwrap_or_else(|| {
-            tracing::warn!(
-                "{}: no optimizer.safetensors; resuming its weights with fresh optimizer state (Adam's moments from zero, the step count and schedule kept)",
-                dir.display()
-            );
-            Default::default()
-        });
-        match model
-            .load(&map, device)
-            .and_then(|()| opt.load_state(step, &moments, device))
-        {
-            Ok(()) => return Ok(Some(ck.state)),
-            Err(e) => {
-                tracing::warn!("skipping a damaged checkpoint: {e}");
-                damaged = Some(e);
-            }
-        }
-    }
-    damaged.map_or(Ok(None), Err)
-}
-
 /// Refuses shards the config cannot train on (vocabulary, length, packed examples or CLINE
 /// triples), naming the field and the folder.
 fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
@@ -235,77 +170,6 @@ fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
     }
     Ok(())
 }
-
-/// Where a run starts.
-enum Start {
-    /// From this state: the last whole checkpoint on `--resume` (model and optimizer loaded),
-    /// else step 0 (from `model.init_from` when set).
-    At(TrainState),
-    /// `--resume` found the run finished at this step.
-    Finished(u64),
-}
-
-fn start_point(
-    cfg: &PretrainConfig,
-    shards: &ShardSet,
-    opts: &RunOptions,
-    model: &mut PretrainModel,
-    opt: &mut AdamW,
-    device: &Device,
-) -> Result<Start> {
-    let run = &opts.run_dir;
-    let resumed = if opts.resume {
-        checkpoint::clean_leftovers(run)?;
-        resume_point(run, shards, model, opt, device)?
-    } else {
-        if checkpoint::list(run).last().is_some() || run.join(METRICS).exists() {
-            return Err(Error::Config(format!(
-                "{}: holds an earlier run; pass --resume to continue it or choose another run directory",
-                run.display()
-            )));
-        }
-        None
-    };
-    match resumed {
-        Some(ck) if ck.step >= cfg.train.steps => Ok(Start::Finished(ck.step)),
-        Some(ck) => Ok(Start::At(ck)),
-        None => {
-            if opts.resume {
-                tracing::warn!("{}: no checkpoint yet; starting from step 0", run.display());
-            }
-            if let Some(init) = &cfg.model.init_from {
-                let vocab = shards.manifest.vocab_size;
-                let weights =
-                    read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
-                check_init_tokenizer(init, &shards.dir.join("tokenizer.json"))?;
-                model.load_init(&weights, device)?;
-            }
-            Ok(Start::At(TrainState::new(
-                0,
-                DataPosition::default(),
-                &shards.manifest,
-                WindowTotals::default(),
-            )))
-        }
-    }
-}
-
-/// The run folder's `config.toml` (resolved) and `tokenizer.json` (the shards').
-fn write_run_files(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> Result<()> {
-    std::fs::create_dir_all(run).map_err(|e| Error::io(run, e))?;
-    crate::error::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
-    let tokenizer = shards.dir.join("tokenizer.json");
-    if tokenizer.exists() {
-        crate::error::write_atomic(
-            &run.join("tokenizer.json"),
-            &crate::error::read(&tokenizer)?,
-        )?;
-    }
-    Ok(())
-}
-
-/// The run's file name for its metrics lines.
-const METRICS: &str = "metrics.jsonl";
 
 /// What one training step reads and draws from, besides the model.
 struct StepInputs<'a> {
@@ -486,6 +350,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     check_shards(cfg, shards)?;
     let run = &opts.run_dir;
     let vocab = shards.manifest.vocab_size;
+    super::memory::check(cfg, vocab)?;
     let names = cfg.replica_devices();
     let base_devices = crate::device::devices_for(&names)?;
     let device = base_devices[0].clone().autodiff();
@@ -494,7 +359,7 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     crate::model::seed(&base_devices[0], cfg.train.seed);
     let mut model = PretrainModel::new(cfg, vocab, &device);
     let mut opt = AdamW::new(cfg.optimizer.clone());
-    let start = match start_point(cfg, shards, opts, &mut model, &mut opt, &device)? {
+    let start = match start_point(cfg, shards, run, opts.resume, &mut model, &mut opt, &device)? {
         Start::At(state) => state,
         Start::Finished(steps) => {
             return Ok(RunSummary {
@@ -508,7 +373,28 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     if opts.resume {
         truncate_metrics(&run.join(METRICS), start.step)?;
     }
-    write_run_files(cfg, shards, run)?;
+    // An explicit `train.devices` list of CUDA devices goes through burn's distributed data
+    // parallel (NCCL) even with one device: that is how a one-GPU machine checks the path.
+    let collective = !cfg.train.devices.is_empty() && crate::device::has_collectives(&names[0]);
+    let replicas = Replicas::new(model, opt, base_devices, collective)?;
+    let r = write_run_files(cfg, shards, run)
+        .and_then(|()| run_steps(cfg, shards, opts, start, replicas));
+    if r.is_err() && !opts.resume {
+        forget_unstarted(run);
+    }
+    r
+}
+
+/// The steps from `start` to `train.steps`: the loop, its metrics, checkpoints and plot.
+fn run_steps(
+    cfg: &PretrainConfig,
+    shards: &ShardSet,
+    opts: &RunOptions,
+    start: TrainState,
+    mut replicas: Replicas,
+) -> Result<RunSummary> {
+    let run = &opts.run_dir;
+    let vocab = shards.manifest.vocab_size;
     let objective = Objective::build(
         &cfg.objective,
         &mut Setup {
@@ -518,10 +404,6 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
         },
     )?;
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, start.data);
-    // An explicit `train.devices` list of CUDA devices goes through burn's distributed data
-    // parallel (NCCL) even with one device: that is how a one-GPU machine checks the path.
-    let collective = !cfg.train.devices.is_empty() && crate::device::has_collectives(&names[0]);
-    let mut replicas = Replicas::new(model, opt, base_devices, collective)?;
     let total = cfg.train.steps;
     let mut log = Log::open(opts, total, start.step)?;
     let inputs = StepInputs {

@@ -55,7 +55,7 @@ pub fn resume_run(dir: &Path, overrides: &[String]) -> Result<RunFolder> {
         )));
     }
     let lock = FolderLock::acquire(dir, "trueneg pretrain --resume")?;
-    let config = PretrainConfig::load(&cfg_path.to_string_lossy(), overrides)?;
+    let config = PretrainConfig::load_file(&cfg_path, overrides)?;
     Ok(RunFolder {
         dir: dir.to_path_buf(),
         config,

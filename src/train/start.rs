@@ -1,0 +1,187 @@
+//! Where a run starts: a new run's files (and their removal when it fails before its first
+//! step), or the checkpoint `--resume` continues from.
+
+use std::path::Path;
+
+use super::checkpoint::{self, TrainState, WindowTotals};
+use super::config::PretrainConfig;
+use super::model::{PretrainModel, check_init_tokenizer, read_transformers_weights};
+use super::optimizer::AdamW;
+use crate::interop::tensors::TensorMap;
+use crate::text::batches::DataPosition;
+use crate::text::shards::ShardSet;
+use crate::{Error, Result};
+use burn::prelude::*;
+
+/// Loads the newest checkpoint that reads back whole into `model` and `opt`. A damaged one
+/// (truncated tensors, bad JSON) is reported and skipped for the one before it; a checkpoint of
+/// another tokenizer is an error.
+fn resume_point(
+    run: &Path,
+    shards: &ShardSet,
+    model: &mut PretrainModel,
+    opt: &mut AdamW,
+    device: &Device,
+) -> Result<Option<TrainState>> {
+    let mut damaged = None;
+    for (step, dir) in checkpoint::list(run).into_iter().rev() {
+        let ck = match checkpoint::load(&dir) {
+            Ok(ck) => ck,
+            Err(e) => {
+                tracing::warn!("skipping a damaged checkpoint: {e}");
+                damaged = Some(e);
+                continue;
+            }
+        };
+        if ck.state.tokenizer_fingerprint != shards.manifest.tokenizer_fingerprint {
+            return Err(Error::Checkpoint(format!(
+                "{}: written with another tokenizer than {}",
+                dir.display(),
+                shards.dir.display()
+            )));
+        }
+        if ck
+            .state
+            .shards_fingerprint
+            .as_ref()
+            .is_some_and(|f| *f != shards.manifest.content_fingerprint())
+        {
+            return Err(Error::Checkpoint(format!(
+                "{}: the corpus in {} changed since this run began (prepared again from other text?); its data position means nothing there. Start a new run, or put the original shards back",
+                dir.display(),
+                shards.dir.display()
+            )));
+        }
+        check_model_shapes(&dir, &ck.model, model)?;
+        let map = TensorMap {
+            tensors: ck.model,
+            source: dir.join("model.safetensors"),
+        };
+        let moments = ck.optimizer.unwrap_or_else(|| {
+            tracing::warn!(
+                "{}: no optimizer.safetensors; resuming its weights with fresh optimizer state (Adam's moments from zero, the step count and schedule kept)",
+                dir.display()
+            );
+            Default::default()
+        });
+        match model
+            .load(&map, device)
+            .and_then(|()| opt.load_state(step, &moments, device))
+        {
+            Ok(()) => return Ok(Some(ck.state)),
+            Err(e) => {
+                tracing::warn!("skipping a damaged checkpoint: {e}");
+                damaged = Some(e);
+            }
+        }
+    }
+    damaged.map_or(Ok(None), Err)
+}
+
+/// A checkpoint whose tensors have other shapes than the config's model was not damaged: the
+/// model section changed since the run began. Refused, naming a tensor and both shapes.
+fn check_model_shapes(
+    dir: &Path,
+    tensors: &std::collections::BTreeMap<String, crate::interop::tensors::HostTensor>,
+    model: &mut PretrainModel,
+) -> Result<()> {
+    let mut lister = crate::model::params::FileShapes::default();
+    model.walk(&mut lister);
+    for (name, want) in lister.0 {
+        if let Some(t) = tensors.get(&name).filter(|t| t.shape != want) {
+            return Err(Error::Checkpoint(format!(
+                "{}: tensor `{name}` has shape {:?}, the model of this config {want:?}: the \
+                 model section differs from the run's (a --set model.… on --resume?); resume \
+                 with the run's model, or start a new run",
+                dir.display(),
+                t.shape
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Where a run starts.
+pub enum Start {
+    /// From this state: the last whole checkpoint on `--resume` (model and optimizer loaded),
+    /// else step 0 (from `model.init_from` when set).
+    At(TrainState),
+    /// `--resume` found the run finished at this step.
+    Finished(u64),
+}
+
+pub fn start_point(
+    cfg: &PretrainConfig,
+    shards: &ShardSet,
+    run: &Path,
+    resume: bool,
+    model: &mut PretrainModel,
+    opt: &mut AdamW,
+    device: &Device,
+) -> Result<Start> {
+    let resumed = if resume {
+        checkpoint::clean_leftovers(run)?;
+        resume_point(run, shards, model, opt, device)?
+    } else {
+        if checkpoint::list(run).last().is_some() || run.join(METRICS).exists() {
+            return Err(Error::Config(format!(
+                "{}: holds an earlier run; pass --resume to continue it or choose another run directory",
+                run.display()
+            )));
+        }
+        None
+    };
+    match resumed {
+        Some(ck) if ck.step >= cfg.train.steps => Ok(Start::Finished(ck.step)),
+        Some(ck) => Ok(Start::At(ck)),
+        None => {
+            if resume {
+                tracing::warn!("{}: no checkpoint yet; starting from step 0", run.display());
+            }
+            if let Some(init) = &cfg.model.init_from {
+                let vocab = shards.manifest.vocab_size;
+                let weights =
+                    read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
+                check_init_tokenizer(init, &shards.dir.join("tokenizer.json"))?;
+                model.load_init(&weights, device)?;
+            }
+            Ok(Start::At(TrainState::new(
+                0,
+                DataPosition::default(),
+                &shards.manifest,
+                WindowTotals::default(),
+            )))
+        }
+    }
+}
+
+/// The run folder's `config.toml` (resolved) and `tokenizer.json` (the shards').
+pub fn write_run_files(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> Result<()> {
+    std::fs::create_dir_all(run).map_err(|e| Error::io(run, e))?;
+    crate::error::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
+    let tokenizer = shards.dir.join("tokenizer.json");
+    if tokenizer.exists() {
+        crate::error::write_atomic(
+            &run.join("tokenizer.json"),
+            &crate::error::read(&tokenizer)?,
+        )?;
+    }
+    Ok(())
+}
+
+/// The run's file name for its metrics lines.
+pub const METRICS: &str = "metrics.jsonl";
+
+/// A new run that failed before its first logged step or checkpoint leaves no run files, so
+/// that the same command can be tried again (a metrics line or a checkpoint makes it a run to
+/// `--resume`).
+pub fn forget_unstarted(run: &Path) {
+    let metrics = run.join(METRICS);
+    let logged = std::fs::metadata(&metrics).is_ok_and(|m| m.len() > 0);
+    if logged || checkpoint::list(run).last().is_some() {
+        return;
+    }
+    for f in ["config.toml", "tokenizer.json", METRICS] {
+        let _ = std::fs::remove_file(run.join(f));
+    }
+}
