@@ -118,3 +118,54 @@ fn a_train_vocab_below_the_alphabet_says_what_it_gave() {
         "{stderr}"
     );
 }
+
+/// Item 16: `export` while the run still trains and rotates its checkpoints (one kept, one
+/// written every step) reads a whole checkpoint every time: one removed while it was read is
+/// looked up again.
+#[test]
+fn export_during_checkpoint_rotation_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let mut child = pretrain_cmd(
+        &run,
+        &[
+            "train.steps=400",
+            "train.checkpoint_every=1",
+            "train.keep_checkpoints=1",
+            "train.log_every=50",
+        ],
+    )
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    while trueneg::train::checkpoint::list(&run).is_empty() {
+        assert!(t0.elapsed().as_secs() < 120, "no checkpoint");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // In-process reads (hundreds while the run rotates), then whole exports.
+    let mut reads = 0;
+    while reads < 300 && child.try_wait().unwrap().is_none() {
+        trueneg::train::export::load_checkpoint(&run, None).unwrap();
+        reads += 1;
+    }
+    let mut exported = 0;
+    while exported < 5 && child.try_wait().unwrap().is_none() {
+        let out = dir.path().join(format!("hf{exported}"));
+        ok(bin()
+            .args(["export", "--run"])
+            .arg(&run)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap());
+        assert!(out.join("generator/config.json").exists());
+        exported += 1;
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+    assert!(
+        exported >= 3,
+        "only {exported} exports while the run trained"
+    );
+}

@@ -5,7 +5,7 @@
 //! randomness from its own RNG seeded by (seed, document index), so the output is the same for a
 //! given seed whatever the number of threads. The corpus is streamed: read, tokenized and packed a batch
 //! at a time, each shard written when full, so memory does not grow with the corpus (a
-//! trained vocabulary takes a first pass to count words).
+//! trained vocabulary takes a first pass to count words; see [`SMALL_CORPUS`]).
 
 use std::path::{Path, PathBuf};
 
@@ -137,19 +137,33 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
     r
 }
 
+/// Up to this many bytes of input, `--train-vocab` keeps the corpus in memory between the
+/// counting pass and packing, and takes each sentence's ids from the counting pass's
+/// normalisation (one pass of the normaliser instead of two); larger corpora are read twice.
+const SMALL_CORPUS: u64 = 16 << 20;
+
+/// Each paragraph's sentences as token ids, in corpus order, when the vocabulary training made
+/// them.
+type Ids = Option<Vec<Vec<Vec<u32>>>>;
+
 /// The tokenizer given, or one trained on the corpus (its words counted a batch at a time).
-fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<WordPieceTokenizer> {
+fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<(WordPieceTokenizer, Ids)> {
     match (&opts.tokenizer, opts.train_vocab) {
-        (Some(p), None) => WordPieceTokenizer::load(p),
+        (Some(p), None) => Ok((WordPieceTokenizer::load(p)?, None)),
         (None, Some(n)) => {
             let bar = bytes_bar(opts, files, "vocabulary: counting words");
+            let small = input_bytes(files) <= SMALL_CORPUS && opts.cline.is_none();
             let mut counts = WordPieceTokenizer::word_counts();
-            let mut lines = 0usize;
+            let (mut texts, mut lines) = (Vec::new(), 0usize);
             for_each_batch(files, |b| {
-                let texts: Vec<String> = b.paragraphs.into_iter().map(|p| p.text).collect();
-                lines += texts.len();
+                let batch: Vec<String> = b.paragraphs.into_iter().map(|p| p.text).collect();
                 bar.inc(b.file_bytes);
-                counts.add(&texts)
+                lines += batch.len();
+                if small {
+                    texts.extend(batch);
+                    return Ok(());
+                }
+                counts.add(&batch)
             })?;
             bar.finish_and_clear();
             if lines == 0 {
@@ -158,7 +172,12 @@ fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<WordPieceTokeni
                     input_list(files)
                 )));
             }
-            let t = WordPieceTokenizer::train_on(counts, n)?;
+            let (t, ids) = if small {
+                let (t, ids) = WordPieceTokenizer::train_with_ids(&texts, n)?;
+                (t, Some(ids))
+            } else {
+                (WordPieceTokenizer::train_on(counts, n)?, None)
+            };
             let got = t.vocab_size();
             if got > n {
                 tracing::warn!(
@@ -169,7 +188,7 @@ fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<WordPieceTokeni
                     "--train-vocab {n}: the corpus gave {got} tokens only (no pair of pieces left that occurs twice); a larger corpus gives more"
                 );
             }
-            Ok(t)
+            Ok((t, ids))
         }
         _ => Err(Error::Config(
             "give exactly one of --tokenizer and --train-vocab".into(),
@@ -182,11 +201,7 @@ fn bytes_bar(opts: &PrepareOptions, files: &[PathBuf], what: &str) -> ProgressBa
     if !opts.show_progress {
         return ProgressBar::hidden();
     }
-    let total: u64 = files
-        .iter()
-        .map(|f| f.metadata().map(|m| m.len()).unwrap_or(0))
-        .sum();
-    ProgressBar::new(total).with_style(
+    ProgressBar::new(input_bytes(files)).with_style(
         ProgressStyle::with_template(&format!(
             "{what} {{bar:40}} {{decimal_bytes}}/{{decimal_total_bytes}} {{decimal_bytes_per_sec}} eta {{eta}}"
         ))
@@ -209,11 +224,8 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     if files.is_empty() {
         return Err(Error::Input("no input files".into()));
     }
-    let total_bytes: u64 = files
-        .iter()
-        .map(|f| f.metadata().map(|m| m.len()).unwrap_or(0))
-        .sum();
-    let tokenizer = tokenizer(opts, &files)?;
+    let total_bytes = input_bytes(&files);
+    let (tokenizer, trained_ids) = tokenizer(opts, &files)?;
     std::fs::create_dir_all(&opts.out).map_err(|e| Error::io(&opts.out, e))?;
     let bar = bytes_bar(opts, &files, "prepare");
     if let Some(c) = &opts.cline {
@@ -235,16 +247,20 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     };
     // The document being packed: its index and packer.
     let mut current: Option<(u64, Packer<ChaCha8Rng>)> = None;
+    let mut trained_ids = trained_ids.map(Vec::into_iter);
     for_each_batch(&files, |b| {
-        // Tokenized on all cores; rayon's collect keeps the order.
-        let ids: Vec<Vec<Vec<u32>>> = b
-            .paragraphs
-            .par_iter()
-            .map(|p| {
-                let sentences = split_sentences(&p.text);
-                sentences.into_iter().map(|s| tokenizer.encode(s)).collect()
-            })
-            .collect();
+        // Tokenized on all cores (rayon's collect keeps the order), or taken from the training.
+        let ids: Vec<Vec<Vec<u32>>> = match &mut trained_ids {
+            Some(trained) => trained.by_ref().take(b.paragraphs.len()).collect(),
+            None => b
+                .paragraphs
+                .par_iter()
+                .map(|p| {
+                    let sentences = split_sentences(&p.text);
+                    sentences.into_iter().map(|s| tokenizer.encode(s)).collect()
+                })
+                .collect(),
+        };
         let mut made = Vec::new();
         for (p, sentences) in b.paragraphs.iter().zip(ids) {
             if current.as_ref().is_none_or(|(doc, _)| *doc != p.doc) {
@@ -476,6 +492,14 @@ fn count_replacements(data: &mut ClineData, ex: &super::cline::ClineExample, tru
         }
     }
     data.truncated += usize::from(truncated);
+}
+
+/// The input files' size on disk.
+fn input_bytes(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .map(|f| f.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum()
 }
 
 fn input_list(files: &[PathBuf]) -> String {

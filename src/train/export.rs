@@ -114,7 +114,7 @@ pub fn export_run(
 /// The checkpoint at `step` (the latest when `None`), read whole into memory. A checkpoint
 /// removed by the run's rotation while it was read (a run still training) is looked up again:
 /// the latest one then, or an error naming the step that is gone.
-fn load_checkpoint(run: &Path, step: Option<u64>) -> Result<checkpoint::Checkpoint> {
+pub fn load_checkpoint(run: &Path, step: Option<u64>) -> Result<checkpoint::Checkpoint> {
     for _attempt in 0..5 {
         let all = checkpoint::list(run);
         let dir = match step {
