@@ -3,6 +3,7 @@
 
 pub mod embeddings;
 pub mod wordnet;
+pub mod wordnet_files;
 pub mod words;
 
 pub use wordnet::WordNet;

@@ -5,9 +5,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use crate::{Error, Result};
+use crate::Result;
 
-pub const POS: [&str; 4] = ["noun", "verb", "adj", "adv"];
+pub use super::wordnet_files::POS;
 
 /// Morphy's detachment rules per part of speech: (suffix to strip, ending to add).
 const RULES: [(usize, &[(&str, &str)]); 3] = [
@@ -172,139 +172,16 @@ pub struct WordNet {
     pub dir: PathBuf,
 }
 
-fn missing(path: &Path) -> Error {
-    Error::Input(format!(
-        "{}: WordNet file not found; install Debian's `wordnet-base` (apt-get install -y wordnet-base) or pass the folder holding data.noun etc.",
-        path.display()
-    ))
-}
-
 impl WordNet {
     pub fn open(dir: &Path) -> Result<Self> {
-        let mut lemma_synsets: HashMap<String, Vec<u32>> = HashMap::new();
-        let mut synsets = Vec::new();
-        let mut exceptions: [HashMap<String, Vec<String>>; 4] = Default::default();
-        // (part of speech, byte offset) → every word of the synset, for the antonym pointers.
-        let mut by_offset: HashMap<(usize, u64), Vec<String>> = HashMap::new();
-        // (source word, target part of speech, target offset, target word number).
-        let mut antonym_ptrs: Vec<(String, usize, u64, usize)> = Vec::new();
-        let mut capitalized = std::collections::HashSet::new();
-        let mut id_by_offset: HashMap<(usize, u64), u32> = HashMap::new();
-        // (synset id, target part of speech, target offset) of every `@` pointer.
-        let mut hypernym_ptrs: Vec<(u32, usize, u64)> = Vec::new();
-        for (p, pos) in POS.iter().enumerate() {
-            let path = dir.join(format!("data.{pos}"));
-            if !path.exists() {
-                return Err(missing(&path));
-            }
-            let text = String::from_utf8_lossy(&crate::error::read(&path)?).into_owned();
-            for (n, line) in text.lines().enumerate() {
-                if line.starts_with("  ") || line.is_empty() {
-                    continue;
-                }
-                let f: Vec<&str> = line.split(' ').collect();
-                let bad = || {
-                    Error::Input(format!(
-                        "{}:{}: malformed synset line",
-                        path.display(),
-                        n + 1
-                    ))
-                };
-                let count =
-                    usize::from_str_radix(f.get(3).ok_or_else(bad)?, 16).map_err(|_| bad())?;
-                let mut words = Vec::new();
-                let mut all_words = Vec::new();
-                let id = synsets.len() as u32;
-                for i in 0..count {
-                    let w = f.get(4 + 2 * i).ok_or_else(bad)?;
-                    // Adjective markers like "(a)", "(p)", "(ip)" are not part of the lemma.
-                    let original = w.split('(').next().unwrap_or(w);
-                    let w = original.to_lowercase();
-                    all_words.push(w.clone());
-                    if !w.contains('_') && !w.is_empty() && !words.contains(&w) {
-                        if original.chars().any(char::is_uppercase) {
-                            capitalized.insert((id, w.clone()));
-                        }
-                        words.push(w);
-                    }
-                }
-                // Pointers: `symbol offset pos source/target` (source/target: two hex bytes,
-                // word numbers counted from 1; 0000 = the whole synset).
-                let offset: u64 = f[0].parse().map_err(|_| bad())?;
-                by_offset.insert((p, offset), all_words.clone());
-                id_by_offset.insert((p, offset), id);
-                let p_at = 4 + 2 * count;
-                let ptrs: usize = f.get(p_at).and_then(|v| v.parse().ok()).unwrap_or(0);
-                for k in 0..ptrs {
-                    let q = &f[(p_at + 1 + 4 * k).min(f.len())..];
-                    if q.len() >= 4
-                        && q[0] == "@"
-                        && let Ok(target) = q[1].parse::<u64>()
-                    {
-                        hypernym_ptrs.push((id, if q[2] == "v" { 1 } else { 0 }, target));
-                    }
-                    if q.len() < 4 || q[0] != "!" {
-                        continue;
-                    }
-                    let (Ok(target), Ok(st)) = (q[1].parse::<u64>(), u16::from_str_radix(q[3], 16))
-                    else {
-                        continue;
-                    };
-                    let tpos = match q[2] {
-                        "n" => 0,
-                        "v" => 1,
-                        "a" | "s" => 2,
-                        _ => 3,
-                    };
-                    let src = (st >> 8) as usize;
-                    if let Some(w) = src.checked_sub(1).and_then(|i| all_words.get(i)) {
-                        antonym_ptrs.push((w.clone(), tpos, target, (st & 0xff) as usize));
-                    }
-                }
-                for w in &words {
-                    lemma_synsets.entry(w.clone()).or_default().push(id);
-                }
-                synsets.push((p as u8, words));
-            }
-            let exc = dir.join(format!("{pos}.exc"));
-            if exc.exists() {
-                let text = String::from_utf8_lossy(&crate::error::read(&exc)?).into_owned();
-                for line in text.lines() {
-                    let mut it = line.split_whitespace();
-                    if let Some(inflected) = it.next() {
-                        exceptions[p].insert(
-                            inflected.to_lowercase(),
-                            it.map(str::to_lowercase).collect(),
-                        );
-                    }
-                }
-            }
-        }
-        let mut antonyms: HashMap<String, BTreeSet<String>> = HashMap::new();
-        for (src, tpos, target, tw) in antonym_ptrs {
-            let Some(t) = tw
-                .checked_sub(1)
-                .and_then(|i| by_offset.get(&(tpos, target))?.get(i))
-            else {
-                continue;
-            };
-            if !src.contains('_') && !t.contains('_') && *t != src {
-                antonyms.entry(src).or_default().insert(t.clone());
-            }
-        }
-        let mut hypernyms: HashMap<u32, Vec<u32>> = HashMap::new();
-        for (src, tpos, target) in hypernym_ptrs {
-            if let Some(&t) = id_by_offset.get(&(tpos, target)) {
-                hypernyms.entry(src).or_default().push(t);
-            }
-        }
+        let d = super::wordnet_files::read(dir)?;
         Ok(Self {
-            hypernyms,
-            lemma_synsets,
-            synsets,
-            exceptions,
-            antonyms,
-            capitalized,
+            hypernyms: d.hypernyms,
+            lemma_synsets: d.lemma_synsets,
+            synsets: d.synsets,
+            exceptions: d.exceptions,
+            antonyms: d.antonyms,
+            capitalized: d.capitalized,
             dir: dir.to_path_buf(),
         })
     }

@@ -104,21 +104,16 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
             (Col::Name(_), None) => None,
         })
     };
-    let ia = find(ca)?.ok_or_else(|| {
+    let no_column = |c: Col| {
         Error::Input(format!(
             "{}:1: no column `{}` in the header",
             path.display(),
-            col_name(ca)
+            col_name(c)
         ))
-    })?;
+    };
+    let ia = find(ca)?.ok_or_else(|| no_column(ca))?;
     let ib = match cb {
-        Some(c) => Some(find(c)?.ok_or_else(|| {
-            Error::Input(format!(
-                "{}:1: no column `{}` in the header",
-                path.display(),
-                col_name(c)
-            ))
-        })?),
+        Some(c) => Some(find(c)?.ok_or_else(|| no_column(c))?),
         None => None,
     };
     let il = find(cl)?;
@@ -163,30 +158,7 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
         };
         let label = match il.and_then(|i| f.get(i)) {
             None => None,
-            Some(v) if task.is_regression() => Some(Label::Score(
-                v.trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| s.is_finite())
-                    .ok_or_else(|| {
-                        Error::Input(format!(
-                            "{}:{n}: label {v:?} is not a finite number",
-                            path.display()
-                        ))
-                    })?,
-            )),
-            Some(v) => Some(Label::Class(
-                task.labels()
-                    .iter()
-                    .position(|l| *l == v.trim())
-                    .ok_or_else(|| {
-                        Error::Input(format!(
-                            "{}:{n}: unknown label {v:?} (expected one of {:?})",
-                            path.display(),
-                            task.labels()
-                        ))
-                    })?,
-            )),
+            Some(v) => Some(parse_label(task, v, path, n)?),
         };
         let id = iid
             .and_then(|i| f.get(i))
@@ -200,6 +172,27 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
         });
     }
     Ok(out)
+}
+
+/// Row `n`'s label `v`: a finite score (STS-B) or one of the task's labels.
+fn parse_label(task: GlueTask, v: &str, path: &Path, n: usize) -> Result<Label> {
+    if task.is_regression() {
+        let score = v.trim().parse::<f64>().ok().filter(|s| s.is_finite());
+        return score.map(Label::Score).ok_or_else(|| {
+            Error::Input(format!(
+                "{}:{n}: label {v:?} is not a finite number",
+                path.display()
+            ))
+        });
+    }
+    let class = task.labels().iter().position(|l| *l == v.trim());
+    class.map(Label::Class).ok_or_else(|| {
+        Error::Input(format!(
+            "{}:{n}: unknown label {v:?} (expected one of {:?})",
+            path.display(),
+            task.labels()
+        ))
+    })
 }
 
 fn col_name(c: Col) -> String {

@@ -366,27 +366,7 @@ fn prepare_cline(
     start: std::time::Instant,
     total_bytes: u64,
 ) -> Result<PrepareReport> {
-    let cc = &c.config;
-    for (flag, v, ok) in [
-        (
-            "--syn-ratio",
-            cc.syn_ratio,
-            (0.0..=1.0).contains(&cc.syn_ratio),
-        ),
-        (
-            "--ant-ratio",
-            cc.ant_ratio,
-            (0.0..=1.0).contains(&cc.ant_ratio),
-        ),
-        ("--cap", cc.cap, cc.cap > 0.0 && cc.cap <= 1.0),
-    ] {
-        if !ok {
-            return Err(Error::Config(format!(
-                "{flag} {v} must be in {}",
-                if flag == "--cap" { "(0, 1]" } else { "[0, 1]" }
-            )));
-        }
-    }
+    check_cline_config(&c.config)?;
     let wn = crate::lexicon::wordnet::WordNet::open(&c.wordnet)?;
     let generator = ClineGenerator::new(
         &wn,
@@ -474,6 +454,31 @@ fn prepare_cline(
         Some(data),
         (start, total_bytes),
     )
+}
+
+/// The CLINE ratios and cap are shares.
+fn check_cline_config(cc: &ClineConfig) -> Result<()> {
+    for (flag, v, ok) in [
+        (
+            "--syn-ratio",
+            cc.syn_ratio,
+            (0.0..=1.0).contains(&cc.syn_ratio),
+        ),
+        (
+            "--ant-ratio",
+            cc.ant_ratio,
+            (0.0..=1.0).contains(&cc.ant_ratio),
+        ),
+        ("--cap", cc.cap, cc.cap > 0.0 && cc.cap <= 1.0),
+    ] {
+        if !ok {
+            return Err(Error::Config(format!(
+                "{flag} {v} must be in {}",
+                if flag == "--cap" { "(0, 1]" } else { "[0, 1]" }
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Adds one triple's replacements, by kind, to the counts.

@@ -204,17 +204,7 @@ pub fn train_wordpiece(
         let mut changed: HashSet<Pair> = HashSet::new();
         for w in touched {
             let old = &symbols[w];
-            let mut next = Vec::with_capacity(old.len());
-            let mut i = 0;
-            while i < old.len() {
-                if i + 1 < old.len() && (old[i], old[i + 1]) == pair {
-                    next.push(new);
-                    i += 2;
-                } else {
-                    next.push(old[i]);
-                    i += 1;
-                }
-            }
+            let next = merge_pair(old, pair, new);
             if next.len() == old.len() {
                 continue;
             }
@@ -230,17 +220,44 @@ pub fn train_wordpiece(
             symbols[w] = next;
         }
         pair_counts.remove(&pair);
-        let mut changed: Vec<Pair> = changed.into_iter().collect();
-        changed.sort_unstable();
-        for p in changed {
-            match pair_counts.get(&p).copied() {
-                Some(c) if c > 0 => queue.push((c, Reverse(p))),
-                _ => {
-                    pair_counts.remove(&p);
-                    where_.remove(&p);
-                }
+        requeue(changed, &mut pair_counts, &mut where_, &mut queue);
+    }
+    tokens
+}
+
+/// `symbols` with each occurrence of `pair` replaced by `new`, left to right.
+fn merge_pair(symbols: &[u32], pair: Pair, new: u32) -> Vec<u32> {
+    let mut next = Vec::with_capacity(symbols.len());
+    let mut i = 0;
+    while i < symbols.len() {
+        if i + 1 < symbols.len() && (symbols[i], symbols[i + 1]) == pair {
+            next.push(new);
+            i += 2;
+        } else {
+            next.push(symbols[i]);
+            i += 1;
+        }
+    }
+    next
+}
+
+/// Puts the pairs whose count changed back in the queue (in pair order, for determinism) and
+/// forgets those that no longer occur.
+fn requeue(
+    changed: HashSet<Pair>,
+    pair_counts: &mut HashMap<Pair, i64>,
+    where_: &mut HashMap<Pair, HashSet<usize>>,
+    queue: &mut BinaryHeap<(i64, Reverse<Pair>)>,
+) {
+    let mut changed: Vec<Pair> = changed.into_iter().collect();
+    changed.sort_unstable();
+    for p in changed {
+        match pair_counts.get(&p).copied() {
+            Some(c) if c > 0 => queue.push((c, Reverse(p))),
+            _ => {
+                pair_counts.remove(&p);
+                where_.remove(&p);
             }
         }
     }
-    tokens
 }
