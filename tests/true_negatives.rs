@@ -234,3 +234,40 @@ fn a_run_whose_hard_correction_corrects_almost_nothing_gets_a_note() {
     assert!(few_corrections_note(200_000, 20).is_none());
     assert!(few_corrections_note(0, 0).is_none());
 }
+
+/// The plain progress lines (stderr not a terminal) carry Hard Correction's window counts next
+/// to the loss terms, as `metrics.jsonl` does.
+#[test]
+fn progress_lines_carry_the_correction_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    // Without `--quiet` (which `common::bin` passes): the lines are what is tested.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trueneg"))
+        .args(["pretrain", "--config", "tiny", "--run"])
+        .arg(dir.path().join("run"))
+        .arg("--set")
+        .arg(format!("data.shards={}", common::shards().display()))
+        .args(["--set", "objective.kind=hc", "--set", "train.steps=2"])
+        .args(["--set", "train.log_every=1", "--set", "data.batch_size=8"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("step ")).collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    for l in lines {
+        let counts = l
+            .split("hc corrected ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{l}"));
+        let (c, m) = counts
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .split_once('/')
+            .unwrap();
+        assert!(
+            c.parse::<u64>().unwrap() <= m.parse::<u64>().unwrap(),
+            "{l}"
+        );
+    }
+}

@@ -156,20 +156,10 @@ fn phrase_end(lw: &[String], q: &[Piece], from: usize) -> Option<usize> {
 /// antonym (see the module doc). "When did the Normans conquer England?" → "The Normans
 /// conquered Kestrel in 1071."
 pub fn distractor(question: &str, answer: &str, wn: &WordNet, rng: &mut ChaCha8Rng) -> String {
-    let mut q: Vec<Piece> = tokens(question)
-        .into_iter()
-        .map(|(a, b, w)| (question[a..b].to_string(), w))
-        .collect();
-    while q.last().is_some_and(|p| !p.1) {
-        q.pop();
-    }
-    let lw: Vec<String> = q.iter().map(|p| p.0.to_lowercase()).collect();
+    let (q, lw) = question_pieces(question);
     let at = |i: usize| lw.get(i).map(String::as_str).unwrap_or("");
     let fake = fake_answer(answer, wn, rng);
-    // The question's wh-word: one after a comma wins over a leading subordinate clause
-    // ("When forces are …, what law gives symmetry?").
-    let after_comma = (1..lw.len()).find(|&j| q[j - 1].0 == "," && WH.contains(&lw[j].as_str()));
-    let Some(k) = after_comma.or_else(|| lw.iter().position(|w| WH.contains(&w.as_str()))) else {
+    let Some(k) = wh_position(&q, &lw) else {
         return fallback(q, &fake, wn, rng);
     };
     let wh = lw[k].clone();
@@ -198,14 +188,7 @@ pub fn distractor(question: &str, answer: &str, wn: &WordNet, rng: &mut ChaCha8R
         return fallback(q, &fake, wn, rng);
     }
     let fake = if how_many {
-        let n = if fake.chars().all(|c| c.is_ascii_digit()) {
-            fake
-        } else {
-            other_number("", rng)
-        };
-        format!("{n} {}", noun.clone().unwrap_or_default())
-            .trim()
-            .to_string()
+        count_answer(fake, noun.as_deref(), rng)
     } else {
         fake
     };
@@ -215,12 +198,9 @@ pub fn distractor(question: &str, answer: &str, wn: &WordNet, rng: &mut ChaCha8R
     // Where the fake answer goes when it is neither the subject nor the object.
     let adjunct = |default: &str| -> Vec<Piece> {
         let p = match (&prep, wh.as_str()) {
-            (Some(p), _) => p.clone(),
-            _ if time => "in".into(),
-            (None, "when" | "where") => "in".into(),
-            (None, "why") => "because of".into(),
-            (None, "how") => "by".into(),
-            _ => default.into(),
+            (Some(p), _) => p.as_str(),
+            _ if time => "in",
+            (None, w) => adjunct_preposition(w).unwrap_or(default),
         };
         words(&format!("{p} {fake}"))
     };
@@ -228,20 +208,7 @@ pub fn distractor(question: &str, answer: &str, wn: &WordNet, rng: &mut ChaCha8R
     let has_aux = is_aux(&aux);
     let mut rest: Vec<Piece> = q[(i + usize::from(has_aux)).min(q.len())..].to_vec();
     let verb_at = main_verb(&rest, &aux, wn);
-    // The meaning changes around the verb, never the verb itself.
-    let split = verb_at.unwrap_or(rest.len());
-    let (subject_part, tail) = rest.split_at_mut(split);
-    let object_part = if tail.is_empty() {
-        tail
-    } else {
-        &mut tail[1..]
-    };
-    let c1 = change_meaning(subject_part, wn, rng, false);
-    let c2 = change_meaning(object_part, wn, rng, false);
-    if !(c1 || c2) {
-        change_a_noun(object_part, wn, rng);
-        change_a_noun(subject_part, wn, rng);
-    }
+    change_around(&mut rest, verb_at, wn, rng);
     let object_like = (prep.is_none()
         && !time
         && matches!(wh.as_str(), "what" | "which" | "who" | "whom" | "whose"))
@@ -258,55 +225,126 @@ pub fn distractor(question: &str, answer: &str, wn: &WordNet, rng: &mut ChaCha8R
             wn,
         );
     } else if BE.contains(&aux.as_str()) {
-        let aux_piece = (aux.clone(), true);
-        if rest.last().is_some_and(|p| is_participle(&p.0, wn)) && rest.len() > 1 {
-            // "When was the city founded?" → "The city was founded in 1850."
-            let part = rest.pop().expect("non-empty");
-            out.extend(rest);
-            out.push(aux_piece);
-            out.push(part);
-            out.extend(adjunct(if wh == "who" { "by" } else { "as" }));
-        } else {
-            // "What is the capital of France?" → "The capital of Kestrel is Alvarez."
-            out.extend(rest);
-            out.push(aux_piece);
-            out.extend(if object_like {
-                words(&fake)
-            } else {
-                adjunct("")
-            });
-        }
+        out = be_sentence(
+            rest,
+            &aux,
+            wn,
+            &|participle| match (participle, object_like) {
+                (true, _) => adjunct(if wh == "who" { "by" } else { "as" }),
+                (false, true) => words(&fake),
+                (false, false) => adjunct(""),
+            },
+        );
     } else if has_aux {
         let Some(j) = verb_at else {
             return fallback(q, &fake, wn, rng);
         };
-        let verb = rest[j].0.to_lowercase();
         let object = rest.split_off(j + 1);
-        rest.pop();
+        let verb = rest.pop().expect("the verb").0.to_lowercase();
         out.extend(rest);
-        match aux.as_str() {
-            "did" => out.push((past(&verb, wn), true)),
-            "does" => out.push((third_person(&verb), true)),
-            "do" => out.push((verb, true)),
-            _ => {
-                out.push((aux.clone(), true));
-                out.push((verb, true));
-            }
-        }
-        if object_like {
-            // "What did Tesla invent?" → "Tesla invented Alvarez."
-            out.extend(words(&fake));
-            out.extend(object);
+        out.extend(verb_with_aux(&verb, &aux, wn));
+        // "What did Tesla invent?" → "Tesla invented Alvarez."
+        let (first, then) = if object_like {
+            (words(&fake), object)
         } else {
-            out.extend(object);
-            out.extend(adjunct(""));
-        }
+            (object, adjunct(""))
+        };
+        out.extend(first.into_iter().chain(then));
     } else {
         // No auxiliary and not the subject ("When Tesla left?"): the fake answer at the end.
         out.extend(rest);
         out.extend(adjunct(""));
     }
     sentence(&out)
+}
+
+/// The question's pieces without its final punctuation, and their lower case.
+fn question_pieces(question: &str) -> (Vec<Piece>, Vec<String>) {
+    let mut q: Vec<Piece> = tokens(question)
+        .into_iter()
+        .map(|(a, b, w)| (question[a..b].to_string(), w))
+        .collect();
+    while q.last().is_some_and(|p| !p.1) {
+        q.pop();
+    }
+    let lw = q.iter().map(|p| p.0.to_lowercase()).collect();
+    (q, lw)
+}
+
+/// Where the question's wh-word is: one after a comma wins over a leading subordinate clause
+/// ("When forces are …, what law gives symmetry?").
+fn wh_position(q: &[Piece], lw: &[String]) -> Option<usize> {
+    let after_comma = (1..lw.len()).find(|&j| q[j - 1].0 == "," && WH.contains(&lw[j].as_str()));
+    after_comma.or_else(|| lw.iter().position(|w| WH.contains(&w.as_str())))
+}
+
+/// A question with a form of "be" as a statement: "When was the city founded?" → "The city was
+/// founded in 1850." (`answer(true)`: the words after the participle), "What is the capital of
+/// France?" → "The capital of Kestrel is Alvarez." (`answer(false)`).
+fn be_sentence(
+    mut rest: Vec<Piece>,
+    aux: &str,
+    wn: &WordNet,
+    answer: &dyn Fn(bool) -> Vec<Piece>,
+) -> Vec<Piece> {
+    let participle = rest.last().is_some_and(|p| is_participle(&p.0, wn)) && rest.len() > 1;
+    let part = participle.then(|| rest.pop().expect("non-empty"));
+    rest.push((aux.to_string(), true));
+    rest.extend(part);
+    rest.extend(answer(participle));
+    rest
+}
+
+/// "How many X": the fake answer as a number (the fake itself when it is one) and the noun.
+fn count_answer(fake: String, noun: Option<&str>, rng: &mut ChaCha8Rng) -> String {
+    let n = if fake.chars().all(|c| c.is_ascii_digit()) {
+        fake
+    } else {
+        other_number("", rng)
+    };
+    format!("{n} {}", noun.unwrap_or_default())
+        .trim()
+        .to_string()
+}
+
+/// The preposition that puts the fake answer of a `wh` question as an adjunct, if the wh-word
+/// implies one.
+fn adjunct_preposition(wh: &str) -> Option<&'static str> {
+    match wh {
+        "when" | "where" => Some("in"),
+        "why" => Some("because of"),
+        "how" => Some("by"),
+        _ => None,
+    }
+}
+
+/// Changes the meaning of the words before and after the main verb (at `verb_at`), never the
+/// verb itself; a noun when no word could be changed.
+fn change_around(rest: &mut [Piece], verb_at: Option<usize>, wn: &WordNet, rng: &mut ChaCha8Rng) {
+    let split = verb_at.unwrap_or(rest.len());
+    let (subject_part, tail) = rest.split_at_mut(split);
+    let object_part = if tail.is_empty() {
+        tail
+    } else {
+        &mut tail[1..]
+    };
+    let c1 = change_meaning(subject_part, wn, rng, false);
+    let c2 = change_meaning(object_part, wn, rng, false);
+    if !(c1 || c2) {
+        change_a_noun(object_part, wn, rng);
+        change_a_noun(subject_part, wn, rng);
+    }
+}
+
+/// The verb of a question with auxiliary `aux` in a statement: "did invent" → "invented",
+/// "does run" → "runs", "can run" → "can run".
+fn verb_with_aux(verb: &str, aux: &str, wn: &WordNet) -> Vec<Piece> {
+    match aux {
+        "did" => vec![(past(verb, wn), true)],
+        "does" => vec![(third_person(verb), true)],
+        "do" => vec![(verb.to_string(), true)],
+        _ => vec![(aux.to_string(), true), (verb.to_string(), true)],
+    }
 }
 
 /// Whether `w` is a determiner (a noun phrase goes on after it).

@@ -30,6 +30,7 @@ use crate::finetune::pretrained::{PretrainedEncoder, load_pretrained};
 use crate::finetune::seeds::{TaskResult, finetune_glue, finetune_qa, squad_scores, squad_splits};
 use crate::finetune::span::{QaOptions, load_qa, predict_squad};
 use crate::objective::ObjectiveKind;
+use crate::tasks::glue::GlueTask;
 use crate::tasks::squad::SquadExample;
 use crate::text::SynonymTable;
 use crate::text::shards::ShardSet;
@@ -242,6 +243,84 @@ fn squad_stage(
 
 /// Runs (or continues) the experiment, writes the report into `out` and returns it with its
 /// Markdown.
+/// HC's correction statistics of `run` on `corpus`, kept in `path`; whether they were computed
+/// now.
+fn stats_stage(
+    run: &Path,
+    corpus: &Path,
+    batches: usize,
+    path: &Path,
+) -> Result<(Vec<CheckpointStats>, bool)> {
+    if let Some(s) = finished(path) {
+        return Ok((s, false));
+    }
+    let s = run_stats(run, corpus, batches)?;
+    crate::error::write_json(path, &s)?;
+    Ok((s, true))
+}
+
+/// The encoder of `run`, loaded once for all its fine-tunings.
+fn encoder<'a>(
+    pre: &'a mut Option<PretrainedEncoder>,
+    run: &Path,
+) -> Result<&'a PretrainedEncoder> {
+    if pre.is_none() {
+        *pre = Some(load_pretrained(run)?);
+    }
+    Ok(pre.as_ref().expect("loaded"))
+}
+
+/// Fine-tuning `run` on GLUE `task` in `dir` (kept in its results.json); whether it ran now.
+fn glue_stage(
+    o: &AblationOptions,
+    task: GlueTask,
+    run: &Path,
+    dir: &Path,
+    pre: &mut Option<PretrainedEncoder>,
+) -> Result<(TaskResult, bool)> {
+    if let Some(r) = finished::<TaskResult>(&dir.join("results.json")) {
+        return Ok((r, false));
+    }
+    fresh(dir)?;
+    let spec = &o.spec;
+    let r = finetune_glue(
+        task,
+        encoder(pre, run)?,
+        &spec.glue.as_ref().expect("validated").join(task.dir_name()),
+        &spec.glue_options(task),
+        &spec.finetune_seeds,
+        dir,
+        o.progress == Progress::Bar,
+        &mut crate::experiments::stages::seed_lines(o.progress),
+    )?;
+    if !o.keep_models {
+        remove_models(dir)?;
+    }
+    crate::finetune::seeds::write_results(dir, &r)?;
+    Ok((r, true))
+}
+
+/// SQuAD and its attacks on `run` in `dir` (kept in robustness.json); whether it ran now.
+fn squad_run(
+    o: &AblationOptions,
+    data: &SquadData,
+    run: &Path,
+    dir: &Path,
+    pre: &mut Option<PretrainedEncoder>,
+) -> Result<(SquadRobustness, bool)> {
+    let path = dir.join("robustness.json");
+    if let Some(r) = finished::<SquadRobustness>(&path) {
+        return Ok((r, false));
+    }
+    fresh(dir)?;
+    let r = squad_stage(o, encoder(pre, run)?, data, dir)?;
+    if !o.keep_models {
+        remove_models(dir)?;
+    }
+    crate::error::write_json(&path, &r)?;
+    Ok((r, true))
+}
+
 pub fn ablation(
     o: &AblationOptions,
 ) -> Result<(crate::experiments::ablation_report::AblationReport, String)> {
@@ -298,15 +377,8 @@ pub fn ablation(
             let stats = if kind.hard_correction() {
                 stages.begin(&format!("HC statistics of {tag}"));
                 let path = o.out.join("stats").join(format!("{tag}.json"));
-                let (s, ran) = match finished(&path) {
-                    Some(s) => (s, false),
-                    None => {
-                        let corpus = stats_corpus.as_ref().expect("checked above");
-                        let s = run_stats(&run, corpus, spec.stats_batches)?;
-                        crate::error::write_json(&path, &s)?;
-                        (s, true)
-                    }
-                };
+                let corpus = stats_corpus.as_ref().expect("checked above");
+                let (s, ran) = stats_stage(&run, corpus, spec.stats_batches, &path)?;
                 stages.finish(ran);
                 Some(s)
             } else {
@@ -318,31 +390,7 @@ pub fn ablation(
             for &task in &spec.tasks {
                 stages.begin(&format!("fine-tune {tag} on {}", task.dir_name()));
                 let dir = o.out.join("finetune").join(&tag).join(task.dir_name());
-                let path = dir.join("results.json");
-                let (r, ran) = match finished::<TaskResult>(&path) {
-                    Some(r) => (r, false),
-                    None => {
-                        fresh(&dir)?;
-                        if pre.is_none() {
-                            pre = Some(load_pretrained(&run)?);
-                        }
-                        let r = finetune_glue(
-                            task,
-                            pre.as_ref().expect("loaded"),
-                            &spec.glue.as_ref().expect("validated").join(task.dir_name()),
-                            &spec.glue_options(task),
-                            &spec.finetune_seeds,
-                            &dir,
-                            o.progress == Progress::Bar,
-                            &mut crate::experiments::stages::seed_lines(o.progress),
-                        )?;
-                        if !o.keep_models {
-                            remove_models(&dir)?;
-                        }
-                        crate::finetune::seeds::write_results(&dir, &r)?;
-                        (r, true)
-                    }
-                };
+                let (r, ran) = glue_stage(o, task, &run, &dir, &mut pre)?;
                 stages.finish(ran);
                 glue.push(r);
             }
@@ -352,22 +400,7 @@ pub fn ablation(
                 Some(data) => {
                     stages.begin(&format!("SQuAD and its attacks on {tag}"));
                     let dir = o.out.join("squad").join(&tag);
-                    let path = dir.join("robustness.json");
-                    let (r, ran) = match finished::<SquadRobustness>(&path) {
-                        Some(r) => (r, false),
-                        None => {
-                            fresh(&dir)?;
-                            if pre.is_none() {
-                                pre = Some(load_pretrained(&run)?);
-                            }
-                            let r = squad_stage(o, pre.as_ref().expect("loaded"), data, &dir)?;
-                            if !o.keep_models {
-                                remove_models(&dir)?;
-                            }
-                            crate::error::write_json(&path, &r)?;
-                            (r, true)
-                        }
-                    };
+                    let (r, ran) = squad_run(o, data, &run, &dir, &mut pre)?;
                     stages.finish(ran);
                     Some(r)
                 }

@@ -226,46 +226,11 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
 
             stages.begin(&format!("fine-tune {tag} on CAD-sentiment"));
             let ft = o.out.join("finetune").join(&tag);
-            let result: TaskResult = match finished(&ft.join("results.json")) {
-                Some(r) => r,
-                None => {
-                    if ft.exists() {
-                        // A fine-tuning killed part-way: its own folder, started again.
-                        std::fs::remove_dir_all(&ft).map_err(|e| Error::io(&ft, e))?;
-                    }
-                    let pre = load_pretrained(&run)?;
-                    let r = finetune_glue(
-                        GlueTask::CadSentiment,
-                        &pre,
-                        &o.task_data,
-                        &o.finetune,
-                        &o.finetune_seeds,
-                        &ft,
-                        o.progress == Progress::Bar,
-                        &mut crate::experiments::stages::seed_lines(o.progress),
-                    )?;
-                    write_results(&ft, &r)?;
-                    r
-                }
-            };
+            let result = finetuned(o, &run, &ft)?;
             for (&fs, s) in o.finetune_seeds.iter().zip(&result.per_seed) {
                 let seed_dir = ft.join(format!("seed-{fs}"));
                 let path = seed_dir.join("contrast.json");
-                let c: Consistency = match finished(&path) {
-                    Some(c) => c,
-                    None => {
-                        let c = evaluate_contrast(
-                            &seed_dir,
-                            &o.contrast,
-                            &o.split,
-                            &o.finetune.device,
-                            false,
-                        )?
-                        .scores;
-                        crate::error::write_json(&path, &c)?;
-                        c
-                    }
-                };
+                let c = contrast_of(o, &seed_dir, &path)?;
                 scores.push(SeedScores {
                     pretrain_seed: ps,
                     finetune_seed: fs,
@@ -277,14 +242,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
 
             stages.begin(&format!("Hits of {tag}"));
             let hits_path = o.out.join("hits").join(format!("{tag}.json"));
-            let h: HitsReport = match finished(&hits_path) {
-                Some(h) => h,
-                None => {
-                    let h = hits(&load_pretrained(&run)?, &o.triplets, 32, 128)?;
-                    crate::error::write_json(&hits_path, &h)?;
-                    h
-                }
-            };
+            let h = hits_of(o, &run, &hits_path)?;
             hits_all.push(h);
             stages.finish(true);
         }
@@ -303,11 +261,27 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
             hits: hits_all,
         });
     }
-    let (b, c) = (&arms[0], &arms[1]);
+    let difference = differences(&arms[0], &arms[1], o.finetune_seeds.len());
+    let report = CompareReport {
+        base_run: o.base_run.clone(),
+        steps: o.steps,
+        contrast: o.contrast.clone(),
+        arms,
+        difference,
+    };
+    let md = report_table(&report, o);
+    crate::error::write_atomic(&o.out.join("report.md"), md.as_bytes())?;
+    crate::error::write_json(&o.out.join("report.json"), &report)?;
+    Ok((report, md))
+}
+
+/// The CLINE arm's differences from the baseline's, per measure (bootstrap over the seed
+/// grid: rows are pre-training seeds of `per_row` fine-tuning seeds each; Hits one a row).
+fn differences(b: &ArmReport, c: &ArmReport, per_row: usize) -> Vec<(String, Summary, Interval)> {
     // Rows: pre-training seeds; entries: fine-tuning seeds (Hits: one per row).
     let grid = |a: &ArmReport, f: &dyn Fn(&SeedScores) -> f64| -> Vec<Vec<f64>> {
         a.scores
-            .chunks(o.finetune_seeds.len())
+            .chunks(per_row)
             .map(|row| row.iter().map(f).collect())
             .collect()
     };
@@ -323,7 +297,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     let hits_measures: [Measure<HitsReport>; 2] =
         [("Hits [CLS]", |h| h.max_cls), ("Hits mean", |h| h.max_mean)];
     let diff = |name: &str, (s, ci)| (name.to_string(), s, ci);
-    let difference = score_measures
+    score_measures
         .iter()
         .map(|(name, f)| diff(name, describe_difference(&grid(c, f), &grid(b, f))))
         .chain(hits_measures.iter().map(|(name, f)| {
@@ -332,18 +306,51 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
                 describe_difference(&hits_grid(c, f), &hits_grid(b, f)),
             )
         }))
-        .collect();
-    let report = CompareReport {
-        base_run: o.base_run.clone(),
-        steps: o.steps,
-        contrast: o.contrast.clone(),
-        arms,
-        difference,
-    };
-    let md = report_table(&report, o);
-    crate::error::write_atomic(&o.out.join("report.md"), md.as_bytes())?;
-    crate::error::write_json(&o.out.join("report.json"), &report)?;
-    Ok((report, md))
+        .collect()
+}
+
+/// The fine-tuning of `run` on CAD-sentiment in `ft`: read back when finished, else (again)
+/// run. A fine-tuning killed part-way is its own folder, started again.
+fn finetuned(o: &CompareOptions, run: &Path, ft: &Path) -> Result<TaskResult> {
+    if let Some(r) = finished(&ft.join("results.json")) {
+        return Ok(r);
+    }
+    if ft.exists() {
+        std::fs::remove_dir_all(ft).map_err(|e| Error::io(ft, e))?;
+    }
+    let pre = load_pretrained(run)?;
+    let r = finetune_glue(
+        GlueTask::CadSentiment,
+        &pre,
+        &o.task_data,
+        &o.finetune,
+        &o.finetune_seeds,
+        ft,
+        o.progress == Progress::Bar,
+        &mut crate::experiments::stages::seed_lines(o.progress),
+    )?;
+    write_results(ft, &r)?;
+    Ok(r)
+}
+
+/// The contrast consistency of the fine-tuned `seed_dir`, kept in `path`.
+fn contrast_of(o: &CompareOptions, seed_dir: &Path, path: &Path) -> Result<Consistency> {
+    if let Some(c) = finished(path) {
+        return Ok(c);
+    }
+    let c = evaluate_contrast(seed_dir, &o.contrast, &o.split, &o.finetune.device, false)?.scores;
+    crate::error::write_json(path, &c)?;
+    Ok(c)
+}
+
+/// The Hits of `run`, kept in `path`.
+fn hits_of(o: &CompareOptions, run: &Path, path: &Path) -> Result<HitsReport> {
+    if let Some(h) = finished(path) {
+        return Ok(h);
+    }
+    let h = hits(&load_pretrained(run)?, &o.triplets, 32, 128)?;
+    crate::error::write_json(path, &h)?;
+    Ok(h)
 }
 
 fn cell(s: &Summary) -> String {

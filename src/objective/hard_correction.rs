@@ -191,6 +191,11 @@ impl Part for HardCorrection {
         }
     }
 
+    fn progress(&self, c: &Counters) -> Option<String> {
+        let (mismatched, corrected) = (*c.get("mismatched")?, c.get("corrected").copied()?);
+        Some(format!("hc corrected {corrected}/{mismatched}"))
+    }
+
     fn window_metrics(&self, c: &Counters, out: &mut BTreeMap<String, serde_json::Value>) {
         let Some(&mismatched) = c.get("mismatched") else {
             return;

@@ -323,6 +323,11 @@ pub trait Part: Send + Sync {
     /// The values this part logs from the counts of a logging window.
     fn window_metrics(&self, _counters: &Counters, _out: &mut BTreeMap<String, serde_json::Value>) {
     }
+
+    /// What a progress line shows of a logging window's counts besides the loss terms.
+    fn progress(&self, _counters: &Counters) -> Option<String> {
+        None
+    }
 }
 
 /// A run's objective: the parts of its masked-LM step, built from its config.
@@ -340,6 +345,16 @@ impl Objective {
             }
         }
         Ok(Self { parts })
+    }
+
+    /// Every part's note for a progress line on a logging window's `counters`, each after two
+    /// spaces.
+    pub fn progress(&self, counters: &Counters) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| p.progress(counters))
+            .map(|s| format!("  {s}"))
+            .collect()
     }
 
     /// Every part's values of a logging window's `counters`.

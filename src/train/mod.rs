@@ -5,6 +5,7 @@ pub mod cline_step;
 pub mod config;
 pub mod default_data;
 pub mod export;
+pub mod grads;
 pub mod memory;
 pub mod model;
 pub mod optimizer;

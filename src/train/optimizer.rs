@@ -24,13 +24,14 @@ use std::collections::{BTreeMap, HashMap};
 
 use burn::module::Param;
 use burn::prelude::*;
-use burn::tensor::Gradients;
 use serde::{Deserialize, Serialize};
 
 use crate::interop::tensors::HostTensor;
 use crate::kernels::{self, AdamWStep};
 use crate::model::params::{Matrix, ParamWalker, replace};
 use crate::{Error, Result};
+
+pub use super::grads::Grads;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -89,139 +90,6 @@ pub fn scheduled_lr(base: f64, step: u64, warmup: u64, total: u64) -> f64 {
     base * (left / (total.saturating_sub(warmup)).max(1) as f64).max(0.0)
 }
 
-/// Flattened gradients by parameter name (no autodiff), ready for clipping and the update.
-/// The true gradient of `name` is `factor · entries[name]`: scaling (clipping, averaging over
-/// micro-batches) only changes `factor`, which the update folds into its own constants.
-#[derive(Clone)]
-pub struct Grads {
-    pub entries: BTreeMap<String, (Tensor<1>, Vec<usize>, Option<Matrix>)>,
-    pub factor: f64,
-}
-
-impl Default for Grads {
-    fn default() -> Self {
-        Self {
-            entries: BTreeMap::new(),
-            factor: 1.0,
-        }
-    }
-}
-
-impl Grads {
-    /// Reads the gradient of every parameter a model walks (`walk` is e.g. `|w| model.walk(w)`).
-    pub fn collect(grads: &Gradients, walk: impl FnOnce(&mut dyn ParamWalker)) -> Self {
-        struct Collector<'a>(&'a Gradients, Grads);
-        impl ParamWalker for Collector<'_> {
-            fn matrix(&mut self, name: &str, kind: Matrix, param: &mut Param<Tensor<2>>) {
-                if let Some(g) = param.val().grad(self.0) {
-                    let dims = g.dims().to_vec();
-                    let n: usize = dims.iter().product();
-                    self.1
-                        .entries
-                        .insert(name.into(), (g.reshape([n]), dims, Some(kind)));
-                }
-            }
-            fn vector(&mut self, name: &str, param: &mut Param<Tensor<1>>) {
-                if let Some(g) = param.val().grad(self.0) {
-                    let dims = g.dims().to_vec();
-                    self.1.entries.insert(name.into(), (g, dims, None));
-                }
-            }
-        }
-        let mut c = Collector(grads, Grads::default());
-        walk(&mut c);
-        c.1
-    }
-
-    /// Multiplies every entry by `factor` (and resets it to 1).
-    fn materialise(&mut self) {
-        if self.factor != 1.0 {
-            for e in self.entries.values_mut() {
-                e.0 = e.0.clone().mul_scalar(self.factor);
-            }
-            self.factor = 1.0;
-        }
-    }
-
-    /// The same gradients on `device` (a replica's).
-    pub fn to_device(&self, device: &Device) -> Self {
-        Self {
-            entries: self
-                .entries
-                .iter()
-                .map(|(k, (g, dims, kind))| {
-                    (
-                        k.clone(),
-                        (g.clone().to_device(device), dims.clone(), *kind),
-                    )
-                })
-                .collect(),
-            factor: self.factor,
-        }
-    }
-
-    /// Adds another set of gradients (gradient accumulation).
-    pub fn accumulate(&mut self, mut other: Grads) {
-        if self.factor != other.factor {
-            self.materialise();
-            other.materialise();
-        }
-        for (k, (g, dims, kind)) in other.entries {
-            match self.entries.get_mut(&k) {
-                Some(e) => e.0 = e.0.clone() + g,
-                None => {
-                    self.entries.insert(k, (g, dims, kind));
-                }
-            }
-        }
-    }
-
-    pub fn scale(&mut self, factor: f64) {
-        self.factor *= factor;
-    }
-
-    /// The global L2 norm over all gradients (one host sync). On CPU devices per tensor; on
-    /// others over one concatenated buffer (three kernels instead of two per parameter).
-    pub fn global_norm(&self) -> f64 {
-        let Some((first, _, _)) = self.entries.values().next() else {
-            return 0.0;
-        };
-        let grads = self.entries.values().map(|(g, _, _)| g.clone());
-        let total = if crate::kernels::on_host(&first.device()) {
-            Tensor::cat(grads.map(|g| g.square().sum()).collect(), 0).sum()
-        } else {
-            Tensor::cat(grads.collect(), 0).square().sum()
-        };
-        (total.into_scalar::<f32>() as f64).sqrt() * self.factor.abs()
-    }
-
-    /// Clips to `max_norm` like torch's `clip_grad_norm_`; returns the norm before clipping.
-    pub fn clip_global_norm(&mut self, max_norm: f64) -> f64 {
-        let norm = self.global_norm();
-        if max_norm > 0.0 && norm.is_finite() {
-            let coef = max_norm / (norm + 1e-6);
-            if coef < 1.0 {
-                self.scale(coef);
-            }
-        }
-        norm
-    }
-
-    /// One gradient in transformers' layout (Linear weights as [out, in]).
-    pub fn host(&self, name: &str) -> Option<HostTensor> {
-        let (g, dims, kind) = self.entries.get(name)?;
-        let t = HostTensor {
-            shape: dims.clone(),
-            values: HostTensor::from_tensor(g.clone().mul_scalar(self.factor)).values,
-        };
-        Some(if *kind == Some(Matrix::Linear) {
-            t.transposed()
-        } else {
-            t
-        })
-    }
-}
-
 /// AdamW state: step count and first / second moments, by parameter name (per-tensor path)
 /// or in flat buffers (multi-tensor path; converted on demand when the path or the set of
 /// parameters changes).
@@ -255,6 +123,35 @@ struct Flat {
 }
 
 impl Flat {
+    /// Builds the per-element factors of the learning-rate `scales` (one per slot) and of the
+    /// weight decay, over `len` elements.
+    fn set_scales(&mut self, scales: Vec<f64>, len: usize, c: &AdamWConfig, device: &Device) {
+        let per_element = |f: &dyn Fn(&Slot, f64) -> f32| {
+            let mut values = Vec::with_capacity(len);
+            for (s, &k) in self.layout.iter().zip(&scales) {
+                values.extend(std::iter::repeat_n(f(s, k), s.len));
+            }
+            Tensor::<1>::from_data(TensorData::new(values, [len]), device)
+        };
+        let wd = |s: &Slot| {
+            if c.decay_all || !no_decay(&s.name) {
+                c.weight_decay
+            } else {
+                0.0
+            }
+        };
+        self.scale = scales
+            .iter()
+            .any(|&k| k != 1.0)
+            .then(|| per_element(&|_, k| k as f32));
+        self.decay = self
+            .layout
+            .iter()
+            .any(|s| wd(s) != 0.0)
+            .then(|| per_element(&|s, k| (k * wd(s)) as f32));
+        self.scales = scales;
+    }
+
     /// Per-name moments, as the per-tensor path and checkpoints keep them.
     fn split(&self) -> impl Iterator<Item = (String, (Tensor<1>, Tensor<1>))> + '_ {
         self.layout.iter().map(|s| {
@@ -393,29 +290,7 @@ impl AdamW {
         let flat = self.flat.as_mut().expect("flat state");
         // A new layout starts with no scales, so the factors are built at its first step.
         if flat.scales != scales {
-            let per_element = |f: &dyn Fn(&Slot, f64) -> f32| {
-                let mut values = Vec::with_capacity(offset);
-                for (s, &k) in layout.iter().zip(&scales) {
-                    values.extend(std::iter::repeat_n(f(s, k), s.len));
-                }
-                Tensor::<1>::from_data(TensorData::new(values, [offset]), &device)
-            };
-            let wd = |s: &Slot| {
-                if c.decay_all || !no_decay(&s.name) {
-                    c.weight_decay
-                } else {
-                    0.0
-                }
-            };
-            flat.scale = scales
-                .iter()
-                .any(|&k| k != 1.0)
-                .then(|| per_element(&|_, k| k as f32));
-            flat.decay = layout
-                .iter()
-                .any(|s| wd(s) != 0.0)
-                .then(|| per_element(&|s, k| (k * wd(s)) as f32));
-            flat.scales = scales;
+            flat.set_scales(scales, offset, &c, &device);
         }
 
         let g = Tensor::cat(

@@ -278,8 +278,9 @@ impl Log {
         self.rate_tokens as f64 / self.rate_start.elapsed().as_secs_f64().max(1e-9)
     }
 
-    /// Writes `m` as a `metrics.jsonl` line (and a plain log line) and starts a new window.
-    fn line(&mut self, m: &StepMetrics) -> Result<()> {
+    /// Writes `m` as a `metrics.jsonl` line and starts a new window; in line mode also a plain
+    /// log line with every loss term and the objective's `note` (its parts' window counts).
+    fn line(&mut self, m: &StepMetrics, note: &str) -> Result<()> {
         let line = serde_json::to_string(m).expect("json");
         writeln!(self.file, "{line}").map_err(|e| Error::io(&self.path, e))?;
         self.file.flush().map_err(|e| Error::io(&self.path, e))?;
@@ -287,7 +288,7 @@ impl Log {
             let (done, total) = (m.step, self.total);
             let per_step = self.run_start.elapsed().as_secs_f64() / (done - self.start_step) as f64;
             tracing::info!(
-                "step {done}/{total}  loss {:.4}  mlm {:.4}{}  lr {:.3e}  {:.0} tok/s  eta {}",
+                "step {done}/{total}  loss {:.4}  mlm {:.4}{}{note}  lr {:.3e}  {:.0} tok/s  eta {}",
                 m.loss,
                 m.mlm_loss(),
                 m.other_losses("  "),
@@ -441,7 +442,7 @@ fn run_steps(
         };
         let stopping = opts.stop.is_some_and(|s| s.load(Ordering::SeqCst));
         if done % cfg.train.log_every == 0 || done == total {
-            log.line(&metrics)?;
+            log.line(&metrics, &objective.progress(&window.counters))?;
             window = WindowTotals::default();
         }
         log.tick(&metrics);
