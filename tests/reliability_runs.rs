@@ -46,13 +46,7 @@ fn a_run_on_a_non_utf8_path_resumes_and_exports() {
         .output()
         .unwrap());
     let out = dir.path().join("hf");
-    ok(bin()
-        .args(["export", "--run"])
-        .arg(&run)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap());
+    ok(common::export_cmd(&run, &out).output().unwrap());
     assert!(out.join("discriminator/config.json").exists());
 }
 
@@ -152,13 +146,7 @@ fn export_during_checkpoint_rotation_succeeds() {
     let mut exported = 0;
     while exported < 5 && child.try_wait().unwrap().is_none() {
         let out = dir.path().join(format!("hf{exported}"));
-        ok(bin()
-            .args(["export", "--run"])
-            .arg(&run)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap());
+        ok(common::export_cmd(&run, &out).output().unwrap());
         assert!(out.join("generator/config.json").exists());
         exported += 1;
     }

@@ -240,14 +240,9 @@ fn trained_vocabulary_matches_the_tokenizers_trainer() {
     );
 }
 
-#[test]
-fn ids_from_the_training_pass_equal_encode() {
-    // `prepare --train-vocab` on a small corpus takes its ids from the vocabulary's counting
-    // pass (larger ones are read twice, through `encode`): the same
-    // vocabulary and, sentence by sentence, the same ids as `encode`. Real text (WikiText-2's
-    // test split, with its accents and non-Latin words), plus lines with special-token literals,
-    // odd white space and characters the normaliser removes.
-    use trueneg::text::sentences::split_sentences;
+/// WikiText-2's test lines (accents, non-Latin words) and lines with special-token literals,
+/// odd white space and characters the normaliser removes (and an empty one when `empty`).
+fn tricky_wikitext_lines(empty: bool) -> Vec<String> {
     let mut texts: Vec<String> = read_documents(&data("wikitext-2/wiki.test.raw"))
         .unwrap()
         .into_iter()
@@ -258,10 +253,24 @@ fn ids_from_the_training_pass_equal_encode() {
             "A [MASK] is here. Then [SEP] and [cls] follow.",
             "Caf\u{e9} na\u{ef}ve \u{5317}\u{4eac} r\u{e9}sum\u{e9}.\u{a0}Next one\u{200b}here.",
             "Tabs\tand\u{c}form feeds.\u{c}Then\u{85}more   spaces .",
-            "",
         ]
         .map(String::from),
     );
+    if empty {
+        texts.push(String::new());
+    }
+    texts
+}
+
+#[test]
+fn ids_from_the_training_pass_equal_encode() {
+    // `prepare --train-vocab` on a small corpus takes its ids from the vocabulary's counting
+    // pass (larger ones are read twice, through `encode`): the same
+    // vocabulary and, sentence by sentence, the same ids as `encode`. Real text (WikiText-2's
+    // test split, with its accents and non-Latin words), plus lines with special-token literals,
+    // odd white space and characters the normaliser removes.
+    use trueneg::text::sentences::split_sentences;
+    let texts = tricky_wikitext_lines(true);
     let (tok, ids) = WordPieceTokenizer::train_with_ids(&texts, 3000).unwrap();
     let plain = WordPieceTokenizer::train(&texts, 3000).unwrap();
     assert_eq!(tok.to_json(), plain.to_json(), "the same vocabulary");
@@ -285,19 +294,7 @@ fn a_vocabulary_counted_in_batches_is_the_one_counted_at_once() {
     // --tokenizer` with the vocabulary it trained. Real text (WikiText-2's test split, with its
     // accents and non-Latin words), plus lines with special-token literals, odd white space and
     // characters the normaliser removes.
-    let mut texts: Vec<String> = read_documents(&data("wikitext-2/wiki.test.raw"))
-        .unwrap()
-        .into_iter()
-        .flat_map(|d| d.lines)
-        .collect();
-    texts.extend(
-        [
-            "A [MASK] is here. Then [SEP] and [cls] follow.",
-            "Caf\u{e9} na\u{ef}ve \u{5317}\u{4eac} r\u{e9}sum\u{e9}.\u{a0}Next one\u{200b}here.",
-            "Tabs\tand\u{c}form feeds.\u{c}Then\u{85}more   spaces .",
-        ]
-        .map(String::from),
-    );
+    let texts = tricky_wikitext_lines(false);
     let whole = WordPieceTokenizer::train(&texts, 3000).unwrap();
     let mut counts = WordPieceTokenizer::word_counts();
     for batch in texts.chunks(997) {

@@ -26,6 +26,13 @@ pub fn bin() -> Command {
     c
 }
 
+/// `trueneg export --run <run> --out <out>`, to which a test adds its own arguments.
+pub fn export_cmd(run: &Path, out: &Path) -> Command {
+    let mut c = bin();
+    c.args(["export", "--run"]).arg(run).arg("--out").arg(out);
+    c
+}
+
 /// `trueneg pretrain --resume <run>`, to which a test adds its own arguments.
 pub fn resume_cmd(run: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut c = bin();
