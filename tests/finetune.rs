@@ -84,6 +84,14 @@ fn tiny_model_fine_tunes_on_five_glue_tasks() {
             .unwrap());
         assert!(stdout.contains(metric), "{task}: {stdout}");
         let r = results(&out);
+        // Provenance: the run and its checkpoint, and the version that wrote the record.
+        assert!(r["model"]["checkpoint_step"].as_u64().unwrap() > 0, "{r}");
+        let model = std::path::PathBuf::from(r["model"]["model"].as_str().unwrap());
+        assert!(
+            model.is_absolute() && model.ends_with(run.file_name().unwrap()),
+            "{r}"
+        );
+        assert_eq!(r["trueneg_version"], env!("CARGO_PKG_VERSION"));
         let per_seed = r["per_seed"].as_array().unwrap();
         assert_eq!(per_seed.len(), 2, "{task}");
         for s in per_seed {

@@ -1,7 +1,7 @@
 //! The encoder fine-tuning starts from: a trueneg run (its latest checkpoint) or a
 //! transformers folder, with its tokenizer.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::interop::read_hf_config;
 use crate::interop::tensors::{TensorMap, read_safetensors};
@@ -18,6 +18,31 @@ pub struct PretrainedEncoder {
     pub weights: TensorMap,
     pub prefix: String,
     pub tokenizer: WordPieceTokenizer,
+    pub source: Provenance,
+}
+
+/// Where a fine-tuned encoder came from, recorded in `results.json`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Provenance {
+    /// The folder given (a trueneg run or a transformers folder).
+    pub model: PathBuf,
+    /// The weights file read.
+    pub weights: PathBuf,
+    /// A trueneg run's checkpoint step.
+    pub checkpoint_step: Option<u64>,
+}
+
+impl Provenance {
+    /// `model` as given on the command line; `dir` holds the `model.safetensors` read (paths
+    /// made absolute, so that the record means the same from any working directory).
+    fn new(model: &Path, dir: &Path, checkpoint_step: Option<u64>) -> Self {
+        let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        Self {
+            model: absolute(model),
+            weights: absolute(&dir.join("model.safetensors")),
+            checkpoint_step,
+        }
+    }
 }
 
 fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
@@ -36,7 +61,7 @@ fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
 pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
     if model.join("config.toml").exists() {
         let cfg = PretrainConfig::load_file(&model.join("config.toml"), &[])?;
-        let (_, dir) = checkpoint::list(model)
+        let (step, dir) = checkpoint::list(model)
             .pop()
             .ok_or_else(|| Error::Checkpoint(format!("{}: no checkpoint", model.display())))?;
         let weights = read_safetensors(&dir.join("model.safetensors"))?;
@@ -55,6 +80,7 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
             weights,
             prefix: prefix.into(),
             tokenizer,
+            source: Provenance::new(model, &dir, Some(step)),
         });
     }
     let dir = if model.join("discriminator/config.json").exists() {
@@ -78,5 +104,6 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
         weights,
         prefix: hf.model_type,
         tokenizer,
+        source: Provenance::new(model, &dir, None),
     })
 }

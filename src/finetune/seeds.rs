@@ -70,6 +70,12 @@ pub struct TaskResult {
     /// How many examples it trained and was scored on.
     #[serde(default)]
     pub examples: Option<ExampleCounts>,
+    /// The pre-trained encoder it started from.
+    #[serde(default)]
+    pub model: Option<crate::finetune::pretrained::Provenance>,
+    /// The trueneg version that wrote it.
+    #[serde(default)]
+    pub trueneg_version: Option<String>,
 }
 
 /// The examples of one fine-tuning run.
@@ -104,6 +110,8 @@ impl TaskResult {
             eval_examples_per_s: rates.1,
             options: None,
             examples: None,
+            model: None,
+            trueneg_version: Some(env!("CARGO_PKG_VERSION").to_string()),
         }
     }
 }
@@ -184,6 +192,8 @@ pub trait SeedRun {
     fn options(&self) -> &FinetuneOptions;
     /// The examples each seed trains and is scored on.
     fn examples(&self) -> ExampleCounts;
+    /// The pre-trained encoder every seed starts from.
+    fn encoder(&self) -> &PretrainedEncoder;
 }
 
 /// The seed loop of every task: trains and scores `run` once per seed (models in
@@ -206,6 +216,7 @@ pub fn run_seeds(
     let mut result = TaskResult::new(run.name(), seeds, per_seed, (train_rate, eval_rate));
     result.options = Some(run.options().clone());
     result.examples = Some(run.examples());
+    result.model = Some(run.encoder().source.clone());
     Ok(result)
 }
 
@@ -259,6 +270,10 @@ impl SeedRun for GlueRun<'_> {
 
     fn options(&self) -> &FinetuneOptions {
         self.opts
+    }
+
+    fn encoder(&self) -> &PretrainedEncoder {
+        self.pre
     }
 
     fn examples(&self) -> ExampleCounts {
@@ -391,6 +406,10 @@ impl SeedRun for SquadRun<'_> {
 
     fn options(&self) -> &FinetuneOptions {
         self.opts
+    }
+
+    fn encoder(&self) -> &PretrainedEncoder {
+        self.pre
     }
 
     fn examples(&self) -> ExampleCounts {
