@@ -218,6 +218,34 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
         "{out}"
     );
     assert!(is_png(&r.join("correction-stats.png")));
+
+    // The lexicon is recorded; statistics of another lexicon are not replaced unasked.
+    let json = r.join("correction-stats.json");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(v["lexicon"].as_str().unwrap().starts_with("wordnet"), "{v}");
+    assert!(out.contains("Lexicon: wordnet"), "{out}");
+    let other = serde_json::json!({"lexicon": "embeddings:other.vec", "checkpoints": []});
+    std::fs::write(&json, other.to_string()).unwrap();
+    let stats = |force: bool| {
+        let mut c = bin();
+        c.args(["stats", "--checkpoints"]).arg(&r);
+        c.args([
+            "--corpus",
+            &common::data("wikitext-2/wiki.valid.tokens").to_string_lossy(),
+        ]);
+        c.args(["--batches", "1"]);
+        if force {
+            c.arg("--force");
+        }
+        c.output().unwrap()
+    };
+    let e = common::fails(stats(false));
+    assert!(
+        e.contains("embeddings:other.vec") && e.contains("--force"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), other.to_string());
+    ok(stats(true));
 }
 
 #[test]

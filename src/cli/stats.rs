@@ -21,6 +21,9 @@ pub struct Args {
     /// Sequences per batch.
     #[arg(long, default_value_t = 32, value_parser = super::at_least(1))]
     batch_size: usize,
+    /// Replace earlier correction-stats.* made with another lexicon.
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -35,9 +38,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Some(p) => trueneg::text::SynonymTable::load_for(&p, &tok.fingerprint())?,
         None => trueneg::text::synonym_table::wordnet_table(&tok, &super::wordnet_dir(&None))?,
     };
+    if !a.force {
+        trueneg::train::stats::check_earlier_lexicon(run, &table.source)?;
+    }
     let stats =
         trueneg::train::stats::correction_stats(run, &a.corpus, &table, a.batches, a.batch_size)?;
-    let mut md = trueneg::train::stats::stats_table(&stats);
+    let mut md = format!(
+        "Lexicon: {}\n\n{}",
+        table.source,
+        trueneg::train::stats::stats_table(&stats)
+    );
     let (mismatched, corrected) = stats.iter().fold((0, 0), |(m, c), s| {
         (
             m + s.counts.mismatched as u64,
@@ -76,7 +86,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &series,
         false,
     )?;
-    let json = serde_json::to_string_pretty(&stats)?;
+    let json = serde_json::to_string_pretty(
+        &serde_json::json!({"lexicon": table.source, "checkpoints": stats}),
+    )?;
     trueneg::error::write_atomic(&run.join("correction-stats.json"), json.as_bytes())?;
     trueneg::error::write_atomic(&run.join("correction-stats.md"), md.as_bytes())?;
     println!("wrote {}", png.display());

@@ -74,6 +74,23 @@ pub fn corpus_examples(
     Ok(out)
 }
 
+/// Refuses to replace a run's `correction-stats.json` made with another lexicon than `source`
+/// (one that records none, from before the lexicon was recorded, may be replaced).
+pub fn check_earlier_lexicon(run: &Path, source: &str) -> Result<()> {
+    let path = run.join("correction-stats.json");
+    let earlier: Option<serde_json::Value> = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    match earlier.as_ref().and_then(|v| v["lexicon"].as_str()) {
+        Some(l) if l != source => Err(Error::Input(format!(
+            "{}: made with lexicon `{l}`, this call uses `{source}`; pass --force to replace \
+             it, or keep both by copying it away first (nothing was changed)",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Statistics of every checkpoint of `run` on up to `max_batches` batches of `corpus`.
 pub fn correction_stats(
     run: &Path,
