@@ -28,15 +28,18 @@ impl Document {
         let per_line: Vec<Vec<Vec<u32>>> = self
             .lines
             .par_iter()
-            .map(|l| {
-                split_sentences(l)
-                    .into_iter()
-                    .map(|s| tokenizer.encode(s))
-                    .collect()
-            })
+            .map(|l| paragraph_ids(l, tokenizer))
             .collect();
         per_line.into_iter().flatten().collect()
     }
+}
+
+/// One paragraph's sentences ([`split_sentences`]) as token ids.
+pub fn paragraph_ids(text: &str, tokenizer: &WordPieceTokenizer) -> Vec<Vec<u32>> {
+    split_sentences(text)
+        .into_iter()
+        .map(|s| tokenizer.encode(s))
+        .collect()
 }
 
 /// The suffixes of corpus files (any case), each also gzipped (`.gz`).
@@ -222,9 +225,14 @@ impl CorpusReader {
                     self.docs += 1;
                 }
                 bytes += line.len();
+                // The line's own string when there is nothing to trim (the usual case).
+                let text = match line.trim() {
+                    t if t.len() == line.len() => line,
+                    t => t.to_string(),
+                };
                 out.push(Paragraph {
                     doc: self.docs - 1,
-                    text: line.trim().to_string(),
+                    text,
                 });
             }
         }

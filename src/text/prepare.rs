@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::cline::{AntKind, ClineConfig, ClineGenerator, IGNORE, SynKind};
-use super::corpus::{for_each_batch, list_inputs};
+use super::corpus::{for_each_batch, list_inputs, paragraph_ids};
 use super::examples::{Example, Packer, PackingConfig};
 use super::sentences::split_sentences;
 use super::shards::{
@@ -103,9 +103,9 @@ fn remove_outputs(dir: &Path) {
 /// a killed `prepare` counts as empty: its partial shards are removed). One process at a time
 /// per folder; on an error nothing written stays behind.
 pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
-    if opts.examples_per_shard == 0 || opts.max_seq_len < 8 {
+    if opts.examples_per_shard == 0 || !(8..=u16::MAX as usize).contains(&opts.max_seq_len) {
         return Err(Error::Config(format!(
-            "--examples-per-shard {} / --max-seq-len {}: need at least 1 example per shard and 8 tokens per example",
+            "--examples-per-shard {} / --max-seq-len {}: need at least 1 example per shard and 8 to 65535 tokens per example",
             opts.examples_per_shard, opts.max_seq_len
         )));
     }
@@ -211,12 +211,6 @@ fn bytes_bar(opts: &PrepareOptions, files: &[PathBuf], what: &str) -> ProgressBa
 
 fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     let start = std::time::Instant::now();
-    if !(8..=u16::MAX as usize).contains(&opts.max_seq_len) {
-        return Err(Error::Config(format!(
-            "--max-seq-len {} must be in [8, 65535]",
-            opts.max_seq_len
-        )));
-    }
     let (files, skipped) = list_inputs(&opts.inputs)?;
     for note in skipped {
         tracing::warn!("{note}");
@@ -255,10 +249,7 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
             None => b
                 .paragraphs
                 .par_iter()
-                .map(|p| {
-                    let sentences = split_sentences(&p.text);
-                    sentences.into_iter().map(|s| tokenizer.encode(s)).collect()
-                })
+                .map(|p| paragraph_ids(&p.text, &tokenizer))
                 .collect(),
         };
         let mut made = Vec::new();

@@ -166,13 +166,17 @@ impl<'a, R> ShardWriter<'a, R> {
         }
     }
 
-    pub fn push(&mut self, records: &[R]) -> Result<()> {
-        for r in records {
-            self.bytes.extend((self.encode)(std::slice::from_ref(r)));
-            self.count += 1;
+    /// Adds `records`, each run that fits the current shard encoded at once; a full shard is
+    /// written.
+    pub fn push(&mut self, mut records: &[R]) -> Result<()> {
+        while !records.is_empty() {
+            let (now, rest) = records.split_at(records.len().min(self.per_shard - self.count));
+            self.bytes.extend((self.encode)(now));
+            self.count += now.len();
             if self.count == self.per_shard {
                 self.write()?;
             }
+            records = rest;
         }
         Ok(())
     }
