@@ -6,11 +6,16 @@
 # every 50 ms: the same measure for both sides, allocator caches included).
 #
 # Usage: scripts/gpu-bench.sh TRUENEG_BIN TORCH_BENCH_PY [ROUNDS] [STEPS]
+#   MODEL      bert (default; TORCH_BENCH_PY = torch_bench.py, run with --masked-head) or electra
+#              (TORCH_BENCH_PY = torch_electra_bench.py: generator + discriminator, both sides
+#              with Hard Correction unless HC=0)
 #   SIZES      "spec small" (default): spec = 4 layers × batch 16 (DESIGN.md's bench spec),
 #              small = 12 layers × batch 128 (ELECTRA-Small-sized)
 #   TRUENEG    variants, default "cuda:f32 cuda:bf16" (DEVICE:PRECISION[:KERNELS], KERNELS
 #              fused (default) or composed: bench --kernels)
-#   TORCH      references, default "eager-f32 eager-bf16-fused compile-bf16-fused"
+#   TORCH      references, default "eager-f32 eager-bf16-fused compile-bf16-fused"; also
+#              compile-f32, compile-ro-f32 and compile-ro-bf16-fused (torch.compile
+#              mode="reduce-overhead": CUDA graphs)
 set -uo pipefail
 bin=$1
 torch_bench=$2
@@ -21,6 +26,15 @@ sizes=${SIZES:-spec small}
 trueneg_variants=${TRUENEG:-cuda:f32 cuda:bf16}
 torch_variants=${TORCH:-eager-f32 eager-bf16-fused compile-bf16-fused}
 python=${PYTHON:-python3}
+model=${MODEL:-bert}
+hc=${HC:-1}
+case $model in
+  bert) model_args=(); torch_model_args=(--masked-head) ;;
+  electra)
+    model_args=(--model electra); torch_model_args=()
+    if [ "$hc" = 1 ]; then model_args+=(--hc); torch_model_args+=(--hc); fi ;;
+  *) echo "unknown MODEL $model" >&2; exit 2 ;;
+esac
 
 size_args() {
   case $1 in
@@ -36,6 +50,9 @@ torch_args() {
     eager-bf16) echo "--amp bf16" ;;
     eager-bf16-fused) echo "--amp bf16 --optim-impl fused" ;;
     compile-bf16-fused) echo "--amp bf16 --optim-impl fused --compile" ;;
+    compile-f32) echo "--compile" ;;
+    compile-ro-f32) echo "--compile --compile-mode reduce-overhead" ;;
+    compile-ro-bf16-fused) echo "--amp bf16 --optim-impl fused --compile --compile-mode reduce-overhead" ;;
     *) echo "unknown torch variant $1" >&2; exit 2 ;;
   esac
 }
@@ -72,12 +89,12 @@ for round in $(seq 1 "$rounds"); do
     for v in $trueneg_variants; do
       IFS=: read -r dev prec kernels <<<"$v"
       kernels=${kernels:-fused}
-      measure "$size" "trueneg-$dev-$prec-$kernels" "$bin" --quiet bench --device "$dev" \
+      measure "$size" "trueneg-$dev-$prec-$kernels" "$bin" --quiet bench "${model_args[@]}" --device "$dev" \
         --precision "$prec" --kernels "$kernels" $(size_args "$size") --steps "$steps" \
         --warmup "$warmup"
     done
     for t in $torch_variants; do
-      measure "$size" "torch-$t" "$python" "$torch_bench" --device cuda --masked-head \
+      measure "$size" "torch-$t" "$python" "$torch_bench" --device cuda "${torch_model_args[@]}" \
         $(torch_args "$t") $(size_args "$size") --steps "$steps" --warmup "$warmup"
     done
   done

@@ -1,10 +1,19 @@
-//! The training step's benchmark, the Rust side of `torch_bench.py`: BERT masked LM (vocab
-//! 30522, hidden 256, 4 layers, 4 heads, FFN 1024, dropout 0.1), one fixed batch of 16 × 128
-//! random ids in [1000, 30522) with 19 masked positions per sequence, loss = MLM CE + word-level
-//! Soft Regularization (or another objective, to measure its overhead), AdamW (lr 5e-4, wd 0.01
-//! on all parameters, ε 1e-6).
-//! One step = the training step `pretrain` runs (`train::step::step_loss`: forward + loss) +
-//! backward + optimizer update + reading the loss.
+//! The training step's benchmark, the Rust side of `torch_bench.py` and
+//! `torch_electra_bench.py`.
+//!
+//! - BERT (`torch_bench.py`): masked LM (vocab 30522, hidden 256, 4 layers, 4 heads, FFN 1024,
+//!   dropout 0.1), one fixed batch of 16 × 128 random ids in [1000, 30522) with 19 positions
+//!   per sequence replaced by `[MASK]`, loss = MLM CE + word-level Soft Regularization (or
+//!   another objective, to measure its overhead).
+//! - ELECTRA (`torch_electra_bench.py`): the `electra-small` model (discriminator hidden 256,
+//!   embedding 128 shared with a generator of a quarter of its width, 12 layers), the same
+//!   batch shape with 19 masked positions per sequence of which 85 % become `[MASK]` and 15 %
+//!   keep their token, loss = `L_G + 50·L_D` with replacements sampled on the device; `hc`
+//!   adds Hard Correction on `L_G`.
+//!
+//! Both: AdamW (lr 5e-4, wd 0.01 on all parameters, ε 1e-6). One step = the training step
+//! `pretrain` runs (`train::step::step_loss`: forward + loss) + backward + optimizer update +
+//! reading the loss.
 
 use std::time::Instant;
 
@@ -31,6 +40,8 @@ pub const MASKED_PER_SEQ: usize = 19;
 /// The sizes `torch_bench.py` takes: `--layers`, `--batch` (and `--amp bf16` ↔ `Bf16`).
 #[derive(Clone, Copy, Debug)]
 pub struct BenchSpec {
+    /// BERT (`torch_bench.py`) or ELECTRA (`torch_electra_bench.py`).
+    pub model: ModelKind,
     pub layers: usize,
     pub batch: usize,
     pub precision: Precision,
@@ -63,23 +74,18 @@ pub struct BenchReport {
     pub phase_ms: [f64; 3],
 }
 
-/// The pre-training config of the bench's model: BERT (vocab 30522, hidden 256, `spec.layers`
-/// layers, 4 heads, FFN 1024, dropout 0.1) computing in `spec.precision`, with `objective`.
+/// The pre-training config of the bench's model, computing in `spec.precision`, with
+/// `objective`: BERT (vocab 30522, hidden 256, `spec.layers` layers, 4 heads, FFN 1024,
+/// dropout 0.1), or the `electra-small` ELECTRA pair with `spec.layers` layers.
 pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> PretrainConfig {
-    let model = ModelSection {
-        kind: ModelKind::Bert,
-        vocab_size: VOCAB,
-        embedding_size: 256,
-        hidden_size: 256,
-        num_hidden_layers: spec.layers,
-        num_attention_heads: 4,
-        intermediate_size: 1024,
-        max_position_embeddings: 512,
-        type_vocab_size: 2,
-        layer_norm_eps: 1e-12,
-        hidden_dropout_prob: 0.1,
-        attention_probs_dropout_prob: 0.1,
-        ..ModelSection::default()
+    let model = match spec.model {
+        ModelKind::Electra => ModelSection {
+            kind: ModelKind::Electra,
+            vocab_size: VOCAB,
+            num_hidden_layers: spec.layers,
+            ..ModelSection::default()
+        },
+        ModelKind::Bert => bert_section(spec.layers),
     };
     let mut cfg = PretrainConfig {
         model,
@@ -90,8 +96,27 @@ pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> Pret
     cfg
 }
 
+fn bert_section(layers: usize) -> ModelSection {
+    ModelSection {
+        kind: ModelKind::Bert,
+        vocab_size: VOCAB,
+        embedding_size: 256,
+        hidden_size: 256,
+        num_hidden_layers: layers,
+        num_attention_heads: 4,
+        intermediate_size: 1024,
+        max_position_embeddings: 512,
+        type_vocab_size: 2,
+        layer_norm_eps: 1e-12,
+        hidden_dropout_prob: 0.1,
+        attention_probs_dropout_prob: 0.1,
+        ..ModelSection::default()
+    }
+}
+
 /// The bench's fixed batch: `spec.batch` × [`SEQ`] random ids in [1000, [`VOCAB`]), no
-/// padding, [`MASKED_PER_SEQ`] positions per sequence replaced by `[MASK]` (103).
+/// padding, [`MASKED_PER_SEQ`] positions per sequence masked: all replaced by `[MASK]` (103)
+/// for BERT; for ELECTRA 85 % of them, the others keep their token (`torch_electra_bench.py`).
 fn fixed_batch(spec: &BenchSpec, rng: &mut ChaCha8Rng) -> (Batch, Masked) {
     let batch = spec.batch;
     // Drawn as i64, as torch_bench.py's ids are (the same draws as before the bench ran the
@@ -107,7 +132,13 @@ fn fixed_batch(spec: &BenchSpec, rng: &mut ChaCha8Rng) -> (Batch, Masked) {
         for p in pos {
             positions.push(b * SEQ + p);
             labels.push(ids[b * SEQ + p]);
-            input_ids[b * SEQ + p] = 103;
+            let replace = match spec.model {
+                ModelKind::Bert => true,
+                ModelKind::Electra => rng.random::<f32>() < 0.85,
+            };
+            if replace {
+                input_ids[b * SEQ + p] = 103;
+            }
         }
     }
     let b = Batch {

@@ -55,7 +55,20 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        // A bad command line is one line (clap's usage hints follow it); `--help` and
+        // `--version` print as clap prints them.
+        Err(e) if e.use_stderr() => {
+            let text = e.to_string();
+            eprintln!(
+                "{}",
+                text.lines().next().unwrap_or("error: bad command line")
+            );
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     match on_worker_thread(|| cli::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

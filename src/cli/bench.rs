@@ -10,11 +10,19 @@ pub struct Args {
     /// Untimed steps first.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
-    /// The loss: `sr` (the spec: MLM + word-level SR), `baseline` (MLM only), `hc`, `hc+sr`
-    /// or `sr-sent` (Hard Correction uses a synthetic WordNet-sized table). A comma-separated
-    /// list interleaves the objectives' steps and prints each one's ratio to the first.
-    #[arg(long, default_value = "sr")]
-    objective: String,
+    /// `bert` (torch_bench.py's step) or `electra` (torch_electra_bench.py's: generator +
+    /// discriminator, loss L_G + 50·L_D).
+    #[arg(long, default_value = "bert", value_parser = parse_model)]
+    model: trueneg::train::config::ModelKind,
+    /// The loss: `sr` (BERT's default: MLM + word-level SR), `baseline` (MLM only; ELECTRA's
+    /// default), `hc`, `hc+sr` or `sr-sent` (Hard Correction uses a synthetic WordNet-sized
+    /// table). A comma-separated list interleaves the objectives' steps and prints each one's
+    /// ratio to the first.
+    #[arg(long, conflicts_with = "hc")]
+    objective: Option<String>,
+    /// Hard Correction (`--objective hc`; torch_electra_bench.py's `--hc`).
+    #[arg(long)]
+    hc: bool,
     /// cpu; cuda (feature `cuda`); libtorch or libtorch-cuda (feature `tch`).
     #[arg(long, default_value = "cpu")]
     device: String,
@@ -39,6 +47,10 @@ pub struct Args {
     kernels: String,
 }
 
+fn parse_model(s: &str) -> Result<trueneg::train::config::ModelKind, String> {
+    from_name(s, "bert or electra")
+}
+
 fn parse_multi_tensor(s: &str) -> Result<trueneg::train::optimizer::MultiTensor, String> {
     from_name(s, "auto, on or off")
 }
@@ -51,7 +63,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let Args {
         steps,
         warmup,
+        model,
         objective,
+        hc,
         device,
         layers,
         batch,
@@ -64,7 +78,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         anyhow::bail!("--layers and --batch must be > 0");
     }
     trueneg::kernels::set_composed(kernels == "composed");
+    let objective = match (objective, hc, model) {
+        (Some(o), _, _) => o,
+        (None, true, _) => "hc".to_string(),
+        (None, false, trueneg::train::config::ModelKind::Bert) => "sr".to_string(),
+        (None, false, trueneg::train::config::ModelKind::Electra) => "baseline".to_string(),
+    };
     let spec = trueneg::bench::BenchSpec {
+        model,
         layers,
         batch,
         precision,
@@ -85,7 +106,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let backend = device;
     let device = trueneg::device::device_for(&backend)?.autodiff();
     println!(
-        "# trueneg bench: device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} kernels={kernels} objective={objective}",
+        "# trueneg bench: model={model:?} device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} kernels={kernels} objective={objective}",
         rayon::current_num_threads(),
         trueneg::bench::SEQ,
         batch * trueneg::bench::MASKED_PER_SEQ,
