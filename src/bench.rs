@@ -22,7 +22,7 @@ use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::model::Precision;
+use crate::model::{EncoderConfig, Precision};
 use crate::objective::{Objective, ObjectiveKind, Setup, terms};
 use crate::text::SynonymTable;
 use crate::text::batches::Batch;
@@ -81,8 +81,11 @@ pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> Pret
     let model = match spec.model {
         ModelKind::Electra => ModelSection {
             kind: ModelKind::Electra,
-            vocab_size: VOCAB,
-            num_hidden_layers: spec.layers,
+            encoder: EncoderConfig {
+                vocab_size: VOCAB,
+                num_hidden_layers: spec.layers,
+                ..EncoderConfig::default()
+            },
             ..ModelSection::default()
         },
         ModelKind::Bert => bert_section(spec.layers),
@@ -99,17 +102,20 @@ pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> Pret
 fn bert_section(layers: usize) -> ModelSection {
     ModelSection {
         kind: ModelKind::Bert,
-        vocab_size: VOCAB,
-        embedding_size: 256,
-        hidden_size: 256,
-        num_hidden_layers: layers,
-        num_attention_heads: 4,
-        intermediate_size: 1024,
-        max_position_embeddings: 512,
-        type_vocab_size: 2,
-        layer_norm_eps: 1e-12,
-        hidden_dropout_prob: 0.1,
-        attention_probs_dropout_prob: 0.1,
+        encoder: EncoderConfig {
+            vocab_size: VOCAB,
+            embedding_size: 256,
+            hidden_size: 256,
+            num_hidden_layers: layers,
+            num_attention_heads: 4,
+            intermediate_size: 1024,
+            max_position_embeddings: 512,
+            type_vocab_size: 2,
+            layer_norm_eps: 1e-12,
+            hidden_dropout_prob: 0.1,
+            attention_probs_dropout_prob: 0.1,
+            ..EncoderConfig::default()
+        },
         ..ModelSection::default()
     }
 }

@@ -93,3 +93,55 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     }
     written
 }
+
+/// One part's check of a flattened config section (see [`check_flat_section`]).
+pub type SectionPart =
+    fn(toml::Value) -> std::result::Result<(), serde_path_to_error::Error<toml::de::Error>>;
+
+/// A section check's failure: the field (`section.key`) and the message.
+pub type FieldError = (String, String);
+
+/// A config section read from several flattened parts (`#[serde(flatten)]` rules out
+/// `deny_unknown_fields`): checks `table`, the TOML section `section`, as serde checks the
+/// others. A key outside `known` is refused (`unknown field `x`, expected one of …`), then
+/// each of `parts` deserialises the table so that a bad value is named by its key.
+/// `Err((field, message))`, the field as `section.key`.
+pub fn check_flat_section(
+    section: &str,
+    table: &toml::Table,
+    known: &[String],
+    parts: &[SectionPart],
+) -> std::result::Result<(), FieldError> {
+    if let Some(k) = table.keys().find(|k| !known.contains(k)) {
+        let expected: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
+        return Err((
+            format!("{section}.{k}"),
+            format!(
+                "unknown field `{k}`, expected one of {}",
+                expected.join(", ")
+            ),
+        ));
+    }
+    for part in parts {
+        part(toml::Value::Table(table.clone())).map_err(|e| {
+            let field = format!("{section}.{}", e.path());
+            (field, e.into_inner().message().to_string())
+        })?;
+    }
+    Ok(())
+}
+
+/// One part of [`check_flat_section`]: deserialises the section as `T`.
+pub fn flat_part<T: serde::de::DeserializeOwned>(
+    v: toml::Value,
+) -> std::result::Result<(), serde_path_to_error::Error<toml::de::Error>> {
+    serde_path_to_error::deserialize::<_, T>(v).map(drop)
+}
+
+/// The keys a section's default value serialises with.
+pub fn section_keys<T: serde::Serialize + Default>() -> Vec<String> {
+    match serde_json::to_value(T::default()) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => unreachable!("a section serialises as a table"),
+    }
+}

@@ -125,6 +125,33 @@ fn bad_configs_and_checkpoints_are_clear_errors() {
             .unwrap(),
     );
     assert!(e.contains("model.vocab_size") && e.contains("2000"), "{e}");
+    // `[model]` is flattened from the encoder's keys and its own: an unknown key and a bad
+    // value are still named by their key.
+    for (set, want) in [
+        (
+            "model.hidden_sise=64",
+            "field `model.hidden_sise`: unknown field",
+        ),
+        (
+            "model.pad_token_id=1",
+            "field `model.pad_token_id`: unknown field",
+        ),
+        (
+            "model.num_hidden_layers=-2",
+            "field `model.num_hidden_layers`: invalid value",
+        ),
+        (
+            "model.generator_size=\"big\"",
+            "field `model.generator_size`: invalid type",
+        ),
+    ] {
+        let e = fails(
+            pretrain_cmd(&dir.path().join("z"), &[set])
+                .output()
+                .unwrap(),
+        );
+        assert!(e.contains(want), "{set}: {e}");
+    }
     let e = fails(
         bin()
             .args(["pretrain", "--config", "nope.toml"])

@@ -4,10 +4,13 @@ use serde::{Deserialize, Serialize};
 
 /// The shape of one BERT / ELECTRA encoder (embeddings + transformer layers).
 ///
-/// Field names are those of transformers' `BertConfig` / `ElectraConfig`, so a `config.json`
-/// deserialises into it directly (unknown fields are ignored there, see [`crate::interop`]).
+/// Field names are those of transformers' `BertConfig` / `ElectraConfig` (`crate::interop`
+/// reads and writes `config.json`); the training config's `[model]` section holds them too.
+/// The default is ELECTRA-Small's discriminator with the vocabulary size still to be set.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct EncoderConfig {
+    /// 0 in a training config: take the vocabulary size of the prepared shards.
     pub vocab_size: usize,
     /// Width of the token/position/type embeddings; projected to `hidden_size` when it differs.
     pub embedding_size: usize,
@@ -20,11 +23,33 @@ pub struct EncoderConfig {
     pub layer_norm_eps: f64,
     pub hidden_dropout_prob: f64,
     pub attention_probs_dropout_prob: f64,
+    /// trueneg's vocabularies put `[PAD]` at 0 (not a training-config key).
+    #[serde(skip)]
     pub pad_token_id: usize,
-    /// Compute precision of the matrix products (not part of transformers' config: read as
-    /// f32, never written).
-    #[serde(default, skip_serializing)]
+    /// Compute precision of the matrix products (the training config's `train.precision`,
+    /// not a `[model]` key).
+    #[serde(skip)]
     pub precision: super::Precision,
+}
+
+impl Default for EncoderConfig {
+    fn default() -> Self {
+        Self {
+            vocab_size: 0,
+            embedding_size: 128,
+            hidden_size: 256,
+            num_hidden_layers: 12,
+            num_attention_heads: 4,
+            intermediate_size: 1024,
+            max_position_embeddings: 512,
+            type_vocab_size: 2,
+            layer_norm_eps: 1e-12,
+            hidden_dropout_prob: 0.1,
+            attention_probs_dropout_prob: 0.1,
+            pad_token_id: 0,
+            precision: Default::default(),
+        }
+    }
 }
 
 impl EncoderConfig {

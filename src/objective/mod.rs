@@ -142,10 +142,7 @@ pub struct ObjectiveConfig {
 impl ObjectiveConfig {
     /// The section's keys.
     pub fn keys() -> Vec<String> {
-        match serde_json::to_value(Self::default()) {
-            Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
-            _ => unreachable!("the section serialises as a table"),
-        }
+        crate::error::section_keys::<Self>()
     }
 
     /// Checks `section` (the TOML `[objective]` table) as the other sections are checked:
@@ -153,43 +150,25 @@ impl ObjectiveConfig {
     /// `objective.x`: unknown field `x`, expected one of …`), and a bad value is named by its
     /// key (flattening alone would name only the section). `Err((field, message))`.
     pub fn check_section(section: &toml::Table) -> std::result::Result<(), (String, String)> {
-        fn part<T: serde::de::DeserializeOwned>(
-            section: &toml::Table,
-        ) -> std::result::Result<(), (String, String)> {
-            serde_path_to_error::deserialize::<_, T>(toml::Value::Table(section.clone()))
-                .map(drop)
-                .map_err(|e| {
-                    let field = format!("objective.{}", e.path());
-                    (field, e.into_inner().message().to_string())
-                })
-        }
         #[derive(Deserialize)]
         struct Kind {
             #[serde(default)]
             #[allow(dead_code)]
             kind: ObjectiveKind,
         }
-        let known = Self::keys();
-        match section.keys().find(|k| !known.contains(k)) {
-            None => {
-                part::<Kind>(section)?;
-                part::<hard_correction::HcConfig>(section)?;
-                part::<soft_regularization::SrConfig>(section)?;
-                part::<sentence_regularization::SrSentConfig>(section)?;
-                part::<ClineLossConfig>(section)
-            }
-            Some(k) => Err((
-                format!("objective.{k}"),
-                format!(
-                    "unknown field `{k}`, expected one of {}",
-                    known
-                        .iter()
-                        .map(|k| format!("`{k}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )),
-        }
+        use crate::error::flat_part;
+        crate::error::check_flat_section(
+            "objective",
+            section,
+            &Self::keys(),
+            &[
+                flat_part::<Kind>,
+                flat_part::<hard_correction::HcConfig>,
+                flat_part::<soft_regularization::SrConfig>,
+                flat_part::<sentence_regularization::SrSentConfig>,
+                flat_part::<ClineLossConfig>,
+            ],
+        )
     }
 
     /// Checks every part's values (Hard Correction's are all enumerations):

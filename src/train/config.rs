@@ -40,22 +40,15 @@ pub enum ModelKind {
     Electra,
 }
 
+/// The `[model]` section: the kind, the encoder's shape (the keys of [`EncoderConfig`],
+/// flattened: [`ModelSection::check_section`] refuses unknown keys), the generator's size and
+/// the weights to start from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct ModelSection {
     pub kind: ModelKind,
-    /// 0 = take the vocabulary size of the prepared shards.
-    pub vocab_size: usize,
-    pub embedding_size: usize,
-    pub hidden_size: usize,
-    pub num_hidden_layers: usize,
-    pub num_attention_heads: usize,
-    pub intermediate_size: usize,
-    pub max_position_embeddings: usize,
-    pub type_vocab_size: usize,
-    pub layer_norm_eps: f64,
-    pub hidden_dropout_prob: f64,
-    pub attention_probs_dropout_prob: f64,
+    #[serde(flatten)]
+    pub encoder: EncoderConfig,
     /// ELECTRA: generator hidden size, heads and FFN as a fraction of the discriminator's.
     pub generator_size: f64,
     /// A transformers directory (BERT), or a directory with `generator/` and
@@ -67,17 +60,7 @@ impl Default for ModelSection {
     fn default() -> Self {
         Self {
             kind: ModelKind::Electra,
-            vocab_size: 0,
-            embedding_size: 128,
-            hidden_size: 256,
-            num_hidden_layers: 12,
-            num_attention_heads: 4,
-            intermediate_size: 1024,
-            max_position_embeddings: 512,
-            type_vocab_size: 2,
-            layer_norm_eps: 1e-12,
-            hidden_dropout_prob: 0.1,
-            attention_probs_dropout_prob: 0.1,
+            encoder: EncoderConfig::default(),
             generator_size: 0.25,
             init_from: None,
         }
@@ -85,21 +68,34 @@ impl Default for ModelSection {
 }
 
 impl ModelSection {
+    /// Checks the TOML `[model]` table as `deny_unknown_fields` would (see
+    /// [`crate::error::check_flat_section`]).
+    pub fn check_section(section: &toml::Table) -> std::result::Result<(), (String, String)> {
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Own {
+            #[serde(default)]
+            kind: Option<ModelKind>,
+            #[serde(default)]
+            generator_size: Option<f64>,
+            #[serde(default)]
+            init_from: Option<PathBuf>,
+        }
+        use crate::error::flat_part;
+        let known = crate::error::section_keys::<Self>();
+        crate::error::check_flat_section(
+            "model",
+            section,
+            &known,
+            &[flat_part::<Own>, flat_part::<EncoderConfig>],
+        )
+    }
+
+    /// The discriminator's (or BERT's) encoder with `vocab_size` tokens.
     pub fn encoder(&self, vocab_size: usize) -> EncoderConfig {
         EncoderConfig {
             vocab_size,
-            embedding_size: self.embedding_size,
-            hidden_size: self.hidden_size,
-            num_hidden_layers: self.num_hidden_layers,
-            num_attention_heads: self.num_attention_heads,
-            intermediate_size: self.intermediate_size,
-            max_position_embeddings: self.max_position_embeddings,
-            type_vocab_size: self.type_vocab_size,
-            layer_norm_eps: self.layer_norm_eps,
-            hidden_dropout_prob: self.hidden_dropout_prob,
-            attention_probs_dropout_prob: self.attention_probs_dropout_prob,
-            pad_token_id: 0,
-            precision: Default::default(),
+            ..self.encoder.clone()
         }
     }
 
@@ -108,9 +104,9 @@ impl ModelSection {
         let r = self.generator_size;
         let scale = |x: usize| ((x as f64 * r).round() as usize).max(1);
         let mut g = self.encoder(vocab_size);
-        g.hidden_size = scale(self.hidden_size);
-        g.num_attention_heads = scale(self.num_attention_heads);
-        g.intermediate_size = scale(self.intermediate_size);
+        g.hidden_size = scale(g.hidden_size);
+        g.num_attention_heads = scale(g.num_attention_heads);
+        g.intermediate_size = scale(g.intermediate_size);
         g
     }
 }
@@ -252,31 +248,38 @@ fn model_rules(md: &ModelSection) -> Vec<Rule> {
     let generator = md.generator(1);
     let (gen_hidden, gen_heads) = (generator.hidden_size, generator.num_attention_heads);
     vec![
-        count("model.embedding_size", md.embedding_size),
-        count("model.hidden_size", md.hidden_size),
-        count("model.num_hidden_layers", md.num_hidden_layers),
+        count("model.embedding_size", md.encoder.embedding_size),
+        count("model.hidden_size", md.encoder.hidden_size),
+        count("model.num_hidden_layers", md.encoder.num_hidden_layers),
         rule(
             "model.num_attention_heads",
-            md.num_attention_heads,
-            md.num_attention_heads > 0 && md.hidden_size.is_multiple_of(md.num_attention_heads),
+            md.encoder.num_attention_heads,
+            md.encoder.num_attention_heads > 0
+                && md
+                    .encoder
+                    .hidden_size
+                    .is_multiple_of(md.encoder.num_attention_heads),
             format!(
                 "must be > 0 and divide model.hidden_size = {}",
-                md.hidden_size
+                md.encoder.hidden_size
             ),
         ),
-        count("model.intermediate_size", md.intermediate_size),
-        count("model.max_position_embeddings", md.max_position_embeddings),
+        count("model.intermediate_size", md.encoder.intermediate_size),
+        count(
+            "model.max_position_embeddings",
+            md.encoder.max_position_embeddings,
+        ),
         rule(
             "model.type_vocab_size",
-            md.type_vocab_size,
-            md.type_vocab_size >= 2,
+            md.encoder.type_vocab_size,
+            md.encoder.type_vocab_size >= 2,
             "must be >= 2 (examples have two segments)",
         ),
-        positive("model.layer_norm_eps", md.layer_norm_eps),
-        below_one("model.hidden_dropout_prob", md.hidden_dropout_prob),
+        positive("model.layer_norm_eps", md.encoder.layer_norm_eps),
+        below_one("model.hidden_dropout_prob", md.encoder.hidden_dropout_prob),
         below_one(
             "model.attention_probs_dropout_prob",
-            md.attention_probs_dropout_prob,
+            md.encoder.attention_probs_dropout_prob,
         ),
         rule(
             "model.generator_size",
@@ -302,10 +305,10 @@ fn data_rules(d: &DataSection, md: &ModelSection) -> Vec<Rule> {
         rule(
             "data.max_seq_len",
             d.max_seq_len,
-            (8..=md.max_position_embeddings).contains(&d.max_seq_len),
+            (8..=md.encoder.max_position_embeddings).contains(&d.max_seq_len),
             format!(
                 "must be in [8, model.max_position_embeddings = {}]",
-                md.max_position_embeddings
+                md.encoder.max_position_embeddings
             ),
         ),
         rule(
@@ -484,12 +487,19 @@ impl PretrainConfig {
                 parse_value(value.trim()),
             );
         }
-        // The `[objective]` section is flattened from its parts' keys: its unknown keys are
-        // refused here, as `deny_unknown_fields` refuses the other sections'.
-        if let Some(section) = table.get("objective").and_then(toml::Value::as_table) {
-            ObjectiveConfig::check_section(section).map_err(|(field, msg)| {
-                Error::Config(format!("{origin}: field `{field}`: {msg}"))
-            })?;
+        // The `[model]` and `[objective]` sections are flattened from their parts' keys: their
+        // unknown keys are refused here, as `deny_unknown_fields` refuses the other sections'.
+        type Check = fn(&toml::Table) -> std::result::Result<(), crate::error::FieldError>;
+        let checks: [(&str, Check); 2] = [
+            ("model", ModelSection::check_section),
+            ("objective", ObjectiveConfig::check_section),
+        ];
+        for (name, check) in checks {
+            if let Some(section) = table.get(name).and_then(toml::Value::as_table) {
+                check(section).map_err(|(field, msg)| {
+                    Error::Config(format!("{origin}: field `{field}`: {msg}"))
+                })?;
+            }
         }
         let cfg: PretrainConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
             .map_err(|e| {

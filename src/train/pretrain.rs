@@ -138,16 +138,16 @@ fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
     let vocab = shards.manifest.vocab_size;
     let len = shards.manifest.max_seq_len;
     let dir = shards.dir.display();
-    if cfg.model.vocab_size != 0 && cfg.model.vocab_size != vocab {
+    if cfg.model.encoder.vocab_size != 0 && cfg.model.encoder.vocab_size != vocab {
         return Err(Error::Config(format!(
             "field `model.vocab_size` is {}, but the tokenizer of {dir} has {vocab} tokens",
-            cfg.model.vocab_size,
+            cfg.model.encoder.vocab_size,
         )));
     }
-    if len > cfg.model.max_position_embeddings {
+    if len > cfg.model.encoder.max_position_embeddings {
         return Err(Error::Config(format!(
             "{dir}: examples of {len} tokens exceed model.max_position_embeddings = {}",
-            cfg.model.max_position_embeddings
+            cfg.model.encoder.max_position_embeddings
         )));
     }
     if len != cfg.data.max_seq_len {
