@@ -79,6 +79,7 @@ pub struct BenchReport {
 /// dropout 0.1), or the `electra-small` ELECTRA pair with `spec.layers` layers.
 pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> PretrainConfig {
     let model = match spec.model {
+        // `EncoderConfig::default()` is ELECTRA-Small's discriminator.
         ModelKind::Electra => ModelSection {
             kind: ModelKind::Electra,
             encoder: EncoderConfig {
@@ -99,21 +100,15 @@ pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> Pret
     cfg
 }
 
+/// BERT of `torch_bench.py`: the default encoder's shape (hidden 256, 4 heads, FFN 1024,
+/// dropout 0.1) with 256-wide embeddings.
 fn bert_section(layers: usize) -> ModelSection {
     ModelSection {
         kind: ModelKind::Bert,
         encoder: EncoderConfig {
             vocab_size: VOCAB,
             embedding_size: 256,
-            hidden_size: 256,
             num_hidden_layers: layers,
-            num_attention_heads: 4,
-            intermediate_size: 1024,
-            max_position_embeddings: 512,
-            type_vocab_size: 2,
-            layer_norm_eps: 1e-12,
-            hidden_dropout_prob: 0.1,
-            attention_probs_dropout_prob: 0.1,
             ..EncoderConfig::default()
         },
         ..ModelSection::default()
