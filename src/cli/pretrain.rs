@@ -93,11 +93,7 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
             m.other_losses(", "),
             run_dir.display()
         );
-        if let Some((mismatched, corrected)) =
-            trueneg::train::stats::run_correction_totals(&run_dir)?
-            && let Some(note) =
-                trueneg::objective::hard_correction::few_corrections_note(mismatched, corrected)
-        {
+        if let Some(note) = trueneg::train::stats::run_correction_note(&run_dir)? {
             eprintln!("note: {note}");
         }
     }

@@ -48,15 +48,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         table.source,
         trueneg::train::stats::stats_table(&stats)
     );
-    let (mismatched, corrected) = stats.iter().fold((0, 0), |(m, c), s| {
-        (
-            m + s.counts.mismatched as u64,
-            c + s.counts.corrected as u64,
-        )
-    });
-    if let Some(note) =
-        trueneg::objective::hard_correction::few_corrections_note(mismatched, corrected)
-    {
+    if let Some(note) = trueneg::train::stats::stats_correction_note(&stats) {
         eprintln!("note: {note}");
         md += &format!("\n**Note.** {note}.\n");
     }

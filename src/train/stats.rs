@@ -17,6 +17,7 @@ use super::model::{Net, PretrainModel};
 use crate::interop::tensors::TensorMap;
 use crate::kernels::device_ids;
 use crate::model::Inputs;
+use crate::objective::hard_correction::few_corrections_note;
 use crate::objective::{CorrectionCounts, correction_weights};
 use crate::text::SynonymTable;
 use crate::text::WordPieceTokenizer;
@@ -50,6 +51,23 @@ pub fn run_correction_totals(run: &Path) -> Result<Option<(u64, u64)>> {
         }
     }
     Ok(totals)
+}
+
+/// The note for a run whose Hard Correction corrected (almost) nothing over its logged steps
+/// (see [`few_corrections_note`]); `None` otherwise or without Hard Correction counts.
+pub fn run_correction_note(run: &Path) -> Result<Option<String>> {
+    Ok(run_correction_totals(run)?.and_then(|(m, c)| few_corrections_note(m, c)))
+}
+
+/// The same note for `stats`' checkpoints, over all of them.
+pub fn stats_correction_note(stats: &[CheckpointStats]) -> Option<String> {
+    let (mismatched, corrected) = stats.iter().fold((0, 0), |(m, c), s| {
+        (
+            m + s.counts.mismatched as u64,
+            c + s.counts.corrected as u64,
+        )
+    });
+    few_corrections_note(mismatched, corrected)
 }
 
 /// Packs a text corpus into examples with the run's tokenizer (seed 0).
