@@ -78,18 +78,20 @@ pub struct BenchReport {
 /// `objective`: BERT (vocab 30522, hidden 256, `spec.layers` layers, 4 heads, FFN 1024,
 /// dropout 0.1), or the `electra-small` ELECTRA pair with `spec.layers` layers.
 pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> PretrainConfig {
-    let model = match spec.model {
-        // `EncoderConfig::default()` is ELECTRA-Small's discriminator.
-        ModelKind::Electra => ModelSection {
-            kind: ModelKind::Electra,
-            encoder: EncoderConfig {
-                vocab_size: VOCAB,
-                num_hidden_layers: spec.layers,
-                ..EncoderConfig::default()
-            },
-            ..ModelSection::default()
-        },
-        ModelKind::Bert => bert_section(spec.layers),
+    // `EncoderConfig::default()` is ELECTRA-Small's discriminator (hidden 256, 4 heads, FFN
+    // 1024, dropout 0.1); torch_bench.py's BERT has the same layers with 256-wide embeddings.
+    let mut encoder = EncoderConfig {
+        vocab_size: VOCAB,
+        num_hidden_layers: spec.layers,
+        ..EncoderConfig::default()
+    };
+    if spec.model == ModelKind::Bert {
+        encoder.embedding_size = 256;
+    }
+    let model = ModelSection {
+        kind: spec.model,
+        encoder,
+        ..ModelSection::default()
     };
     let mut cfg = PretrainConfig {
         model,
@@ -98,21 +100,6 @@ pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> Pret
     cfg.train.precision = spec.precision;
     cfg.objective.kind = objective;
     cfg
-}
-
-/// BERT of `torch_bench.py`: the default encoder's shape (hidden 256, 4 heads, FFN 1024,
-/// dropout 0.1) with 256-wide embeddings.
-fn bert_section(layers: usize) -> ModelSection {
-    ModelSection {
-        kind: ModelKind::Bert,
-        encoder: EncoderConfig {
-            vocab_size: VOCAB,
-            embedding_size: 256,
-            num_hidden_layers: layers,
-            ..EncoderConfig::default()
-        },
-        ..ModelSection::default()
-    }
 }
 
 /// The bench's fixed batch: `spec.batch` × [`SEQ`] random ids in [1000, [`VOCAB`]), no

@@ -148,8 +148,10 @@ impl ObjectiveConfig {
     /// Checks `section` (the TOML `[objective]` table) as the other sections are checked:
     /// a key no part knows is refused as serde's `deny_unknown_fields` would (`field
     /// `objective.x`: unknown field `x`, expected one of …`), and a bad value is named by its
-    /// key (flattening alone would name only the section). `Err((field, message))`.
-    pub fn check_section(section: &toml::Table) -> std::result::Result<(), (String, String)> {
+    /// key (flattening alone would name only the section).
+    pub fn check_section(
+        section: &toml::Table,
+    ) -> std::result::Result<(), crate::error::FieldError> {
         #[derive(Deserialize)]
         struct Kind {
             #[serde(default)]

@@ -70,7 +70,9 @@ impl Default for ModelSection {
 impl ModelSection {
     /// Checks the TOML `[model]` table as `deny_unknown_fields` would (see
     /// [`crate::error::check_flat_section`]).
-    pub fn check_section(section: &toml::Table) -> std::result::Result<(), (String, String)> {
+    pub fn check_section(
+        section: &toml::Table,
+    ) -> std::result::Result<(), crate::error::FieldError> {
         #[derive(Deserialize)]
         #[allow(dead_code)]
         struct Own {
@@ -247,39 +249,33 @@ fn parse_value(value: &str) -> toml::Value {
 fn model_rules(md: &ModelSection) -> Vec<Rule> {
     let generator = md.generator(1);
     let (gen_hidden, gen_heads) = (generator.hidden_size, generator.num_attention_heads);
+    let e = &md.encoder;
     vec![
-        count("model.embedding_size", md.encoder.embedding_size),
-        count("model.hidden_size", md.encoder.hidden_size),
-        count("model.num_hidden_layers", md.encoder.num_hidden_layers),
+        count("model.embedding_size", e.embedding_size),
+        count("model.hidden_size", e.hidden_size),
+        count("model.num_hidden_layers", e.num_hidden_layers),
         rule(
             "model.num_attention_heads",
-            md.encoder.num_attention_heads,
-            md.encoder.num_attention_heads > 0
-                && md
-                    .encoder
-                    .hidden_size
-                    .is_multiple_of(md.encoder.num_attention_heads),
+            e.num_attention_heads,
+            e.num_attention_heads > 0 && e.hidden_size.is_multiple_of(e.num_attention_heads),
             format!(
                 "must be > 0 and divide model.hidden_size = {}",
-                md.encoder.hidden_size
+                e.hidden_size
             ),
         ),
-        count("model.intermediate_size", md.encoder.intermediate_size),
-        count(
-            "model.max_position_embeddings",
-            md.encoder.max_position_embeddings,
-        ),
+        count("model.intermediate_size", e.intermediate_size),
+        count("model.max_position_embeddings", e.max_position_embeddings),
         rule(
             "model.type_vocab_size",
-            md.encoder.type_vocab_size,
-            md.encoder.type_vocab_size >= 2,
+            e.type_vocab_size,
+            e.type_vocab_size >= 2,
             "must be >= 2 (examples have two segments)",
         ),
-        positive("model.layer_norm_eps", md.encoder.layer_norm_eps),
-        below_one("model.hidden_dropout_prob", md.encoder.hidden_dropout_prob),
+        positive("model.layer_norm_eps", e.layer_norm_eps),
+        below_one("model.hidden_dropout_prob", e.hidden_dropout_prob),
         below_one(
             "model.attention_probs_dropout_prob",
-            md.encoder.attention_probs_dropout_prob,
+            e.attention_probs_dropout_prob,
         ),
         rule(
             "model.generator_size",
