@@ -81,7 +81,7 @@ fn run_config(
     shards: &Path,
 ) -> Result<PretrainConfig> {
     let every = (steps / spec.checkpoints).max(1);
-    let keep = if kind.hard_correction() {
+    let keep = if kind.reports_corrections() {
         spec.checkpoints as usize + 1
     } else {
         1
@@ -340,7 +340,7 @@ pub fn ablation(
             o.progress == Progress::Bar,
         )?,
     };
-    let hc_runs = spec.objectives.iter().any(|k| k.hard_correction());
+    let hc_runs = spec.objectives.iter().any(|k| k.reports_corrections());
     let stats_corpus = match (&spec.stats_corpus, &base.data.shards) {
         (Some(c), _) => Some(c.clone()),
         (None, None) => Some(o.out.join("corpus").join("wordnet-glosses.txt")),
@@ -357,7 +357,7 @@ pub fn ablation(
     let n_stats = spec
         .objectives
         .iter()
-        .filter(|k| k.hard_correction())
+        .filter(|k| k.reports_corrections())
         .count();
     let mut stages = Stages::new(
         "ablation",
@@ -374,7 +374,7 @@ pub fn ablation(
             let ran = pretrain_run(o, base.train.steps, kind, seed, &shards)?;
             stages.finish(ran);
 
-            let stats = if kind.hard_correction() {
+            let stats = if kind.reports_corrections() {
                 stages.begin(&format!("HC statistics of {tag}"));
                 let path = o.out.join("stats").join(format!("{tag}.json"));
                 let corpus = stats_corpus.as_ref().expect("checked above");

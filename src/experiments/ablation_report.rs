@@ -495,7 +495,7 @@ fn plots(r: &AblationReport, out: &Path) -> Result<Vec<PathBuf>> {
     }
     if !r.rates.is_empty() {
         let mut series = Vec::new();
-        for k in r.spec.objectives.iter().filter(|k| k.hard_correction()) {
+        for k in r.spec.objectives.iter().filter(|k| k.reports_corrections()) {
             for (name, f) in [
                 (
                     "prediction level",

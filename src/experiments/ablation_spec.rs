@@ -108,8 +108,11 @@ impl AblationSpec {
                 "--objectives: include baseline (the reference of every paired difference)".into(),
             );
         }
-        if self.objectives.contains(&ObjectiveKind::Cline) {
-            return bad("--objectives: cline trains on sentence triples; compare it with `trueneg cline-compare`".into());
+        if let Some(k) = self.objectives.iter().find(|k| k.trains_on_triples()) {
+            return bad(format!(
+                "--objectives: {} trains on sentence triples; compare it with `trueneg cline-compare`",
+                k.name()
+            ));
         }
         for (name, repeated) in [
             ("--objectives", has_repeat(&self.objectives)),

@@ -25,7 +25,6 @@ use crate::experiments::stages::Stages;
 use crate::finetune::pretrained::load_pretrained;
 use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::seeds::{Summary, TaskResult, finetune_glue, summary, write_results};
-use crate::objective::ObjectiveKind;
 use crate::tasks::contrast::Consistency;
 use crate::tasks::glue::GlueTask;
 use crate::text::shards::ShardSet;
@@ -123,7 +122,7 @@ fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<
         if cfg.optimizer.warmup_steps >= o.steps {
             cfg.optimizer.warmup_steps = o.steps / 10;
         }
-        if arm == "baseline" && cfg.objective.kind == ObjectiveKind::Cline {
+        if arm == "baseline" && cfg.objective.kind.trains_on_triples() {
             return Err(Error::Config(format!(
                 "{}: the base run is a CLINE run; start from a run of another objective",
                 o.base_run.display()

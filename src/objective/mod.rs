@@ -116,10 +116,16 @@ impl ObjectiveKind {
         self.entry().2.contains(&part)
     }
 
-    /// Whether the kind corrects false negatives with Hard Correction (its runs get Table 8's
-    /// statistics).
-    pub fn hard_correction(self) -> bool {
+    /// Whether the kind's runs count corrected false negatives (Hard Correction's: they get
+    /// Table 8's statistics, `trueneg stats`).
+    pub fn reports_corrections(self) -> bool {
         self.has(hard_correction::NAME)
+    }
+
+    /// Whether the kind trains on sentence triples (`prepare --cline`) with a step of its own
+    /// (CLINE's, `train::cline_step`) instead of the masked-LM step and its parts.
+    pub fn trains_on_triples(self) -> bool {
+        self == Self::Cline
     }
 }
 
@@ -179,6 +185,19 @@ impl ObjectiveConfig {
         self.sr.validate()?;
         self.sr_sent.validate()?;
         self.cline.validate()
+    }
+
+    /// The heads the objective adds beside the network (CLINE's, for a step on triples), for
+    /// an encoder `encoder` of an ELECTRA model (`electra`) or a BERT one.
+    pub fn heads(
+        &self,
+        encoder: &crate::model::EncoderConfig,
+        electra: bool,
+        device: &Device,
+    ) -> Option<crate::model::heads::ClineHeads> {
+        self.kind
+            .trains_on_triples()
+            .then(|| self.cline.heads(encoder, electra, device))
     }
 
     /// The paths among the values, to be made absolute with the rest of the config.

@@ -53,8 +53,8 @@ pub fn estimate(cfg: &PretrainConfig, vocab: usize) -> f64 {
     let replicas = cfg.replica_devices().len().max(1) as f64;
     let rows = (cfg.data.batch_size as f64 / replicas).ceil();
     let len = cfg.data.max_seq_len as f64;
-    // CLINE encodes three sentences a row.
-    let sentences = if cfg.objective.kind == crate::objective::ObjectiveKind::Cline {
+    // A step on triples encodes three sentences a row.
+    let sentences = if cfg.objective.kind.trains_on_triples() {
         3.0
     } else {
         1.0

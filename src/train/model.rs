@@ -8,8 +8,6 @@ use crate::interop::{read_hf_config, read_safetensors};
 use crate::model::heads::{CLINE_PREFIX, ClineHeads};
 use crate::model::params::ParamWalker;
 use crate::model::{BertMlm, Electra, EncoderConfig, Inputs};
-use crate::objective::ObjectiveKind;
-use crate::objective::contrastive::{ClineContrast, ClineRtd, ClineWeights};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone)]
@@ -37,7 +35,7 @@ impl Net {
     }
 }
 
-/// The network and, for `objective.kind = "cline"`, CLINE's own heads and loss weights.
+/// The network and the heads its objective adds (CLINE's heads and loss weights).
 #[derive(Debug, Clone)]
 pub struct PretrainModel {
     pub net: Net,
@@ -56,22 +54,8 @@ impl PretrainModel {
                 device,
             )),
         };
-        let o = &cfg.objective;
-        let cline = (o.kind == ObjectiveKind::Cline).then(|| {
-            let outputs = match (o.cline.cline_rtd, cfg.model.kind) {
-                (ClineRtd::ThreeWay, _) => Some(3),
-                (ClineRtd::Binary | ClineRtd::BinaryAll, ModelKind::Bert) => Some(1),
-                // The discriminator's own head detects replaced tokens.
-                (ClineRtd::Binary | ClineRtd::BinaryAll, ModelKind::Electra) => None,
-            };
-            ClineHeads::new(
-                &encoder,
-                outputs,
-                o.cline.cline_contrast == ClineContrast::Bce,
-                o.cline.cline_weights == ClineWeights::Learned,
-                device,
-            )
-        });
+        let electra = cfg.model.kind == ModelKind::Electra;
+        let cline = cfg.objective.heads(&encoder, electra, device);
         Self { net, cline }
     }
 

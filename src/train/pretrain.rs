@@ -156,7 +156,7 @@ fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
             cfg.data.max_seq_len,
         )));
     }
-    let cline = cfg.objective.kind == crate::objective::ObjectiveKind::Cline;
+    let cline = cfg.objective.kind.trains_on_triples();
     if cline != shards.is_cline() {
         return Err(Error::Config(if cline {
             format!(
@@ -188,7 +188,7 @@ fn micro_steps(
     replicas: &mut Replicas,
 ) -> Result<(Vec<Grads>, StepValues, usize, usize)> {
     let cfg = inp.cfg;
-    let cline = cfg.objective.kind == crate::objective::ObjectiveKind::Cline;
+    let cline = cfg.objective.kind.trains_on_triples();
     let (mut grads, mut t) = (Vec::<Grads>::new(), StepValues::default());
     let (mut masked, mut tokens) = (0, 0);
     for micro in 0..cfg.train.grad_accum {

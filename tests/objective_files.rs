@@ -1,0 +1,146 @@
+//! An objective is one file: the identifiers an objective's file declares (its `pub` items and
+//! its module path) appear in at most three source files: its own, the registry
+//! (`objective/mod.rs`) and one more (its step or its statistics).
+//!
+//! The masked-LM step's own losses (`mlm.rs`, `rtd.rs`: the baseline, which every step
+//! trains with) and the terms machinery (`terms.rs`) are not objectives. The registry's
+//! protocol names every part declares (`NAME`, `build`) are shared, not an objective's own.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const MAX_FILES: usize = 3;
+const NOT_OBJECTIVES: [&str; 4] = ["mod", "terms", "mlm", "rtd"];
+const PROTOCOL: [&str; 2] = ["NAME", "build"];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The text without `//` comments (a `//` inside a string literal is rare enough in `src/`
+/// for a line-based cut; a string's `//` only hides identifiers after it).
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|l| l.find("//").map_or(l, |i| &l[..i]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Whether `word` occurs in `code` as a whole identifier (or path, for `x::`).
+fn mentions(code: &str, word: &str) -> bool {
+    code.match_indices(word).any(|(i, _)| {
+        let before = code[..i].chars().next_back().is_none_or(|c| !is_ident(c));
+        let after = code[i + word.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !is_ident(c))
+            || word.ends_with("::");
+        before && after
+    })
+}
+
+/// The `pub` items a file declares at its top level.
+fn declared(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for l in code.lines() {
+        let Some(rest) = l.strip_prefix("pub ") else {
+            continue;
+        };
+        let mut words = rest.split(|c: char| !is_ident(c)).filter(|w| !w.is_empty());
+        if let (Some(kind), Some(name)) = (words.next(), words.next())
+            && ["fn", "struct", "enum", "const", "type", "trait", "static"].contains(&kind)
+            && !PROTOCOL.contains(&name)
+        {
+            out.insert(name.to_string());
+        }
+    }
+    out
+}
+
+/// Each objective's file stem and the files (relative to `src/`) that name its identifiers.
+fn spread(src: &Path) -> Vec<(String, BTreeSet<String>, Vec<String>)> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let sources: Vec<(String, String)> = files
+        .iter()
+        .map(|p| {
+            let rel = p.strip_prefix(src).unwrap().display().to_string();
+            (rel, code(&std::fs::read_to_string(p).unwrap()))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (rel, text) in &sources {
+        let Some(stem) = rel
+            .strip_prefix("objective/")
+            .and_then(|r| r.strip_suffix(".rs"))
+        else {
+            continue;
+        };
+        if NOT_OBJECTIVES.contains(&stem) {
+            continue;
+        }
+        let mut ids = declared(text);
+        ids.insert(format!("{stem}::"));
+        let users = sources
+            .iter()
+            .filter(|(_, t)| ids.iter().any(|id| mentions(t, id)))
+            .map(|(r, _)| r.clone())
+            .collect();
+        out.push((stem.to_string(), ids, users));
+    }
+    out
+}
+
+#[test]
+fn every_objective_is_named_in_at_most_three_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let spread = spread(&src);
+    let stems: Vec<&str> = spread.iter().map(|(s, _, _)| s.as_str()).collect();
+    for expected in [
+        "hard_correction",
+        "soft_regularization",
+        "sentence_regularization",
+        "contrastive",
+    ] {
+        assert!(stems.contains(&expected), "{expected} not found: {stems:?}");
+    }
+    let mut bad = Vec::new();
+    for (stem, ids, users) in &spread {
+        println!("{stem}: {} files {users:?}", users.len());
+        assert!(
+            users.contains(&format!("objective/{stem}.rs")),
+            "{stem}: {ids:?}"
+        );
+        if users.len() > MAX_FILES {
+            bad.push(format!(
+                "{stem} is named in {users:?} (identifiers {ids:?})"
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn the_count_sees_identifiers_not_their_substrings_or_comments() {
+    let text = code("use a::HcConfig;\nlet x = MyHcConfig; // HcConfig\nhard_correction::run();\n");
+    assert!(mentions(&text, "HcConfig"));
+    assert!(mentions(&text, "hard_correction::"));
+    assert!(!mentions("let x = MyHcConfig;", "HcConfig"));
+    assert!(!mentions("// HcConfig", "x") && !mentions(&code("// HcConfig"), "HcConfig"));
+    let d = declared(
+        "pub struct A;\npub fn build() {}\npub(crate) fn c() {}\npub const NAME: &str = \"x\";\n",
+    );
+    assert_eq!(d, BTreeSet::from(["A".to_string()]));
+}
