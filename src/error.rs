@@ -145,3 +145,54 @@ pub fn section_keys<T: serde::Serialize + Default>() -> Vec<String> {
         _ => unreachable!("a section serialises as a table"),
     }
 }
+
+/// A range rule of a config field: its key, its value, whether it holds, and the rule in words.
+pub struct Rule {
+    pub field: String,
+    pub value: String,
+    pub ok: bool,
+    pub why: String,
+}
+
+impl Rule {
+    /// The same rule with its key under `prefix` (`model.` for the `[model]` section).
+    pub fn under(mut self, prefix: &str) -> Self {
+        self.field = format!("{prefix}{}", self.field);
+        self
+    }
+}
+
+/// The rule named `field`: `ok` tells whether `value` follows `why`.
+pub fn rule(field: &str, value: impl std::fmt::Display, ok: bool, why: impl Into<String>) -> Rule {
+    Rule {
+        field: field.into(),
+        value: value.to_string(),
+        ok,
+        why: why.into(),
+    }
+}
+
+/// A count that must be > 0.
+pub fn count(field: &str, n: usize) -> Rule {
+    rule(field, n, n > 0, "must be > 0")
+}
+
+/// A finite real > 0.
+pub fn positive(field: &str, x: f64) -> Rule {
+    rule(field, x, x.is_finite() && x > 0.0, "must be > 0")
+}
+
+/// A finite real >= 0.
+pub fn non_negative(field: &str, x: f64) -> Rule {
+    rule(field, x, x.is_finite() && x >= 0.0, "must be >= 0")
+}
+
+/// A probability in [0, 1].
+pub fn unit(field: &str, x: f64) -> Rule {
+    rule(field, x, (0.0..=1.0).contains(&x), "must be in [0, 1]")
+}
+
+/// A rate in [0, 1) (dropout, Adam's betas).
+pub fn below_one(field: &str, x: f64) -> Rule {
+    rule(field, x, (0.0..1.0).contains(&x), "must be in [0, 1)")
+}

@@ -239,3 +239,50 @@ fn main_job_is_deterministic() {
     assert_eq!(strip(&runs[0]), strip(&runs[1]));
     assert_eq!(strip(&runs[0]).len(), 4);
 }
+
+#[test]
+fn a_config_json_is_checked_by_the_rules_of_the_model_section() {
+    let dir = std::env::temp_dir().join(format!("trueneg-hfcfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.json");
+    let write = |heads: u32, dropout: f64| {
+        let json = format!(
+            r#"{{"model_type": "electra", "vocab_size": 100, "embedding_size": 32, "hidden_size": 64,
+"num_hidden_layers": 1, "num_attention_heads": {heads}, "intermediate_size": 128,
+"max_position_embeddings": 64, "type_vocab_size": 2, "hidden_dropout_prob": {dropout}}}"#
+        );
+        std::fs::write(&path, json).unwrap();
+    };
+    write(4, 0.1);
+    assert_eq!(
+        read_hf_config(&path).unwrap().encoder.num_attention_heads,
+        4
+    );
+    write(5, 0.1);
+    let e = read_hf_config(&path).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "config.json: field `num_attention_heads` = 5 must be > 0 and divide hidden_size = 64"
+        ),
+        "{e}"
+    );
+    write(4, 1.0);
+    let e = read_hf_config(&path).unwrap_err().to_string();
+    assert!(
+        e.contains("field `hidden_dropout_prob` = 1 must be in [0, 1)"),
+        "{e}"
+    );
+    // The same rule under the `[model]` key in a training config.
+    let toml = dir.join("bad.toml");
+    std::fs::write(&toml, "[model]\nnum_attention_heads = 5\n").unwrap();
+    let e = trueneg::train::PretrainConfig::load_file(&toml, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "field `model.num_attention_heads` = 5 must be > 0 and divide hidden_size = 256"
+        ),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Rule, below_one, count, positive, rule};
+
 /// The shape of one BERT / ELECTRA encoder (embeddings + transformer layers).
 ///
 /// Field names are those of transformers' `BertConfig` / `ElectraConfig` (`crate::interop`
@@ -53,36 +55,42 @@ impl Default for EncoderConfig {
 }
 
 impl EncoderConfig {
-    /// Checks the invariants the model code relies on; `what` names the config in the error.
-    pub fn validate(&self, what: &str) -> crate::Result<()> {
-        let bad = |field: &str, why: &str| {
-            Err(crate::Error::Config(format!(
-                "{what}: field `{field}` {why}"
-            )))
-        };
-        if self.vocab_size == 0 {
-            return bad("vocab_size", "must be > 0");
-        }
-        if self.num_attention_heads == 0
-            || !self.hidden_size.is_multiple_of(self.num_attention_heads)
-        {
-            return bad(
+    /// The shape rules the model code relies on, by field (transformers' names, which the
+    /// `[model]` section shares).
+    pub fn rules(&self) -> Vec<Rule> {
+        vec![
+            count("embedding_size", self.embedding_size),
+            count("hidden_size", self.hidden_size),
+            count("num_hidden_layers", self.num_hidden_layers),
+            rule(
                 "num_attention_heads",
-                &format!("must divide hidden_size {}", self.hidden_size),
-            );
+                self.num_attention_heads,
+                self.num_attention_heads > 0
+                    && self.hidden_size.is_multiple_of(self.num_attention_heads),
+                format!("must be > 0 and divide hidden_size = {}", self.hidden_size),
+            ),
+            count("intermediate_size", self.intermediate_size),
+            count("max_position_embeddings", self.max_position_embeddings),
+            positive("layer_norm_eps", self.layer_norm_eps),
+            below_one("hidden_dropout_prob", self.hidden_dropout_prob),
+            below_one(
+                "attention_probs_dropout_prob",
+                self.attention_probs_dropout_prob,
+            ),
+        ]
+    }
+
+    /// Checks a complete encoder (`config.json`: its vocabulary too) against [`Self::rules`];
+    /// `what` names the config in the error.
+    pub fn validate(&self, what: &str) -> crate::Result<()> {
+        let vocab = count("vocab_size", self.vocab_size);
+        match std::iter::once(vocab).chain(self.rules()).find(|r| !r.ok) {
+            Some(r) => Err(crate::Error::Config(format!(
+                "{what}: field `{}` = {} {}",
+                r.field, r.value, r.why
+            ))),
+            None => Ok(()),
         }
-        if self.embedding_size == 0 || self.intermediate_size == 0 || self.num_hidden_layers == 0 {
-            return bad(
-                "embedding_size/intermediate_size/num_hidden_layers",
-                "must be > 0",
-            );
-        }
-        if !(0.0..1.0).contains(&self.hidden_dropout_prob)
-            || !(0.0..1.0).contains(&self.attention_probs_dropout_prob)
-        {
-            return bad("hidden_dropout_prob", "must be in [0, 1)");
-        }
-        Ok(())
     }
 
     /// The same encoder computing in `precision`.

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::optimizer::AdamWConfig;
 use crate::device::DEVICE_NAMES;
+use crate::error::{Rule, below_one, count, non_negative, positive, rule, unit};
 use crate::model::EncoderConfig;
 use crate::objective::ObjectiveConfig;
 use crate::text::masking::MaskingConfig;
@@ -189,54 +190,6 @@ pub struct PretrainConfig {
     pub train: TrainSection,
 }
 
-/// One range rule of [`PretrainConfig::validate`]: the field, its value, whether it holds, and
-/// the rule in words.
-struct Rule {
-    field: &'static str,
-    value: String,
-    ok: bool,
-    why: String,
-}
-
-fn rule(
-    field: &'static str,
-    value: impl std::fmt::Display,
-    ok: bool,
-    why: impl Into<String>,
-) -> Rule {
-    Rule {
-        field,
-        value: value.to_string(),
-        ok,
-        why: why.into(),
-    }
-}
-
-/// A count that must be > 0.
-fn count(field: &'static str, n: usize) -> Rule {
-    rule(field, n, n > 0, "must be > 0")
-}
-
-/// A finite real > 0.
-fn positive(field: &'static str, x: f64) -> Rule {
-    rule(field, x, x.is_finite() && x > 0.0, "must be > 0")
-}
-
-/// A finite real >= 0.
-fn non_negative(field: &'static str, x: f64) -> Rule {
-    rule(field, x, x.is_finite() && x >= 0.0, "must be >= 0")
-}
-
-/// A probability in [0, 1].
-fn unit(field: &'static str, x: f64) -> Rule {
-    rule(field, x, (0.0..=1.0).contains(&x), "must be in [0, 1]")
-}
-
-/// A rate in [0, 1) (dropout, Adam's betas).
-fn below_one(field: &'static str, x: f64) -> Rule {
-    rule(field, x, (0.0..1.0).contains(&x), "must be in [0, 1)")
-}
-
 /// Parses `value` as TOML if it can (numbers, booleans, arrays), else as a plain string.
 fn parse_value(value: &str) -> toml::Value {
     toml::from_str::<toml::Table>(&format!("v = {value}"))
@@ -250,32 +203,13 @@ fn model_rules(md: &ModelSection) -> Vec<Rule> {
     let generator = md.generator(1);
     let (gen_hidden, gen_heads) = (generator.hidden_size, generator.num_attention_heads);
     let e = &md.encoder;
-    vec![
-        count("model.embedding_size", e.embedding_size),
-        count("model.hidden_size", e.hidden_size),
-        count("model.num_hidden_layers", e.num_hidden_layers),
-        rule(
-            "model.num_attention_heads",
-            e.num_attention_heads,
-            e.num_attention_heads > 0 && e.hidden_size.is_multiple_of(e.num_attention_heads),
-            format!(
-                "must be > 0 and divide model.hidden_size = {}",
-                e.hidden_size
-            ),
-        ),
-        count("model.intermediate_size", e.intermediate_size),
-        count("model.max_position_embeddings", e.max_position_embeddings),
+    let mut rules: Vec<Rule> = e.rules().into_iter().map(|r| r.under("model.")).collect();
+    rules.extend([
         rule(
             "model.type_vocab_size",
             e.type_vocab_size,
             e.type_vocab_size >= 2,
             "must be >= 2 (examples have two segments)",
-        ),
-        positive("model.layer_norm_eps", e.layer_norm_eps),
-        below_one("model.hidden_dropout_prob", e.hidden_dropout_prob),
-        below_one(
-            "model.attention_probs_dropout_prob",
-            e.attention_probs_dropout_prob,
         ),
         rule(
             "model.generator_size",
@@ -291,7 +225,8 @@ fn model_rules(md: &ModelSection) -> Vec<Rule> {
                 "gives a generator of {gen_hidden} hidden units and {gen_heads} heads, which do not divide"
             ),
         ),
-    ]
+    ]);
+    rules
 }
 
 /// The `[data]` section's rules (its length against the model's positions).
