@@ -27,6 +27,9 @@ pub enum Error {
     /// Stopped by a signal (Ctrl-C, SIGTERM) after saving what resumes the work.
     #[error("{0}")]
     Interrupted(String),
+    /// A collective of a data-parallel job failed (a rank stopped or is unreachable).
+    #[error("{0}")]
+    Distributed(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

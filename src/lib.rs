@@ -7,6 +7,7 @@
 pub mod attack;
 pub mod bench;
 pub mod device;
+pub mod dist;
 pub mod error;
 pub mod eval;
 pub mod experiments;

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use trueneg::text::shards::ShardSet;
+use trueneg::train::run::RunFolder;
 use trueneg::train::run::{new_run, resume_run};
-use trueneg::train::{PretrainConfig, RunOptions, pretrain};
+use trueneg::train::{PretrainConfig, RunOptions, pretrain_in};
 
 use super::Ui;
 
@@ -27,6 +28,10 @@ pub struct Args {
     /// Continue the run in this folder from its last complete checkpoint.
     #[arg(long, value_name = "RUN")]
     resume: Option<PathBuf>,
+    /// Under a launcher (torchrun, srun, mpirun): how long a rank waits for the others at the
+    /// rendezvous and in each collective before it stops with an error.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    collective_timeout: u64,
 }
 
 /// Raised by Ctrl-C / SIGTERM: the run finishes its step, saves a checkpoint and stops.
@@ -37,28 +42,39 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
         let names: Vec<String> = a.devices.iter().map(|d| format!("{d:?}")).collect();
         a.set.push(format!("train.devices=[{}]", names.join(", ")));
     }
-    let folder = match (&a.resume, &a.config) {
-        (Some(dir), _) => resume_run(dir, &a.set)?,
-        (None, Some(c)) => {
-            let mut cfg = PretrainConfig::load(c, &a.set)?;
-            cfg.absolute_paths()?;
-            let name = Path::new(c)
-                .file_stem()
-                .map(|s| s.to_string_lossy().to_string())
-                .unwrap_or_else(|| c.clone());
-            let dir = a.run.unwrap_or_else(|| PathBuf::from("runs").join(name));
-            new_run(cfg, &dir)?
+    // Under a launcher, every rank joins the group before anything else; rank 0 alone claims
+    // the run folder and prepares the default corpus, the others wait for it at a barrier.
+    let world = trueneg::dist::World::from_env()?;
+    let timeout = std::time::Duration::from_secs(a.collective_timeout.max(1));
+    let group = trueneg::dist::Group::join(&world, timeout)?;
+    let (folder, cfg, run_dir, resume) = if world.is_main() {
+        let folder = claim(&a)?;
+        let (cfg, dir, resume) = (folder.config.clone(), folder.dir.clone(), folder.resume);
+        (Some(folder), cfg, dir, resume)
+    } else {
+        if let Some(g) = &group {
+            g.barrier()?;
         }
-        (None, None) => unreachable!("clap requires --config or --resume"),
+        let (cfg, dir) = follow(&a)?;
+        (None, cfg, dir, a.resume.is_some())
     };
-    let cfg = &folder.config;
+    let cfg = &cfg;
     // Device names, counts and kinds are checked before any work (the default corpus).
-    trueneg::device::devices_for(&cfg.replica_devices())?;
-    let run_dir = folder.dir.clone();
+    if group.is_none() {
+        trueneg::device::devices_for(&cfg.replica_devices())?;
+    }
     let shards_dir = match &cfg.data.shards {
         Some(d) => d.clone(),
-        None => trueneg::train::default_data::ensure_default_shards(&run_dir, cfg, ui.bars())?,
+        None if world.is_main() => {
+            trueneg::train::default_data::ensure_default_shards(&run_dir, cfg, ui.bars())?
+        }
+        None => trueneg::train::default_data::default_shards_dir(&run_dir),
     };
+    if world.is_main()
+        && let Some(g) = &group
+    {
+        g.barrier()?;
+    }
     let shards = ShardSet::open(&shards_dir)?;
     // A second signal stops at once (the checkpoints on disk are whole either way).
     ctrlc::set_handler(|| {
@@ -67,16 +83,22 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
         }
         eprintln!("stopping after this step (a second Ctrl-C stops at once)");
     })?;
-    let s = pretrain(
+    let s = pretrain_in(
         cfg,
         &shards,
         &RunOptions {
             run_dir: run_dir.clone(),
-            resume: folder.resume,
+            resume,
             progress: ui.progress,
             stop: Some(&STOP),
         },
+        group,
     )?;
+    // The run folder stays claimed until the last step of every rank is done.
+    drop(folder);
+    if !world.is_main() {
+        return Ok(());
+    }
     if s.already_finished {
         println!(
             "{}: already finished ({} steps, train.steps = {}); nothing to do (raise it with --set train.steps=N to go on)",
@@ -98,4 +120,42 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Rank 0 (or the only process): claims the run folder, new or resumed.
+fn claim(a: &Args) -> anyhow::Result<RunFolder> {
+    Ok(match (&a.resume, &a.config) {
+        (Some(dir), _) => resume_run(dir, &a.set)?,
+        (None, Some(c)) => new_run(config(c, &a.set)?, &run_folder(a, c))?,
+        (None, None) => unreachable!("clap requires --config or --resume"),
+    })
+}
+
+/// Another rank: the same config and folder as rank 0, read after rank 0 has claimed it.
+fn follow(a: &Args) -> anyhow::Result<(PretrainConfig, PathBuf)> {
+    Ok(match (&a.resume, &a.config) {
+        (Some(dir), _) => (
+            PretrainConfig::load_file(&dir.join("config.toml"), &a.set)?,
+            dir.clone(),
+        ),
+        (None, Some(c)) => (config(c, &a.set)?, run_folder(a, c)),
+        (None, None) => unreachable!("clap requires --config or --resume"),
+    })
+}
+
+fn config(c: &str, set: &[String]) -> anyhow::Result<PretrainConfig> {
+    let mut cfg = PretrainConfig::load(c, set)?;
+    cfg.absolute_paths()?;
+    Ok(cfg)
+}
+
+/// `--run`, or `runs/<config name>`.
+fn run_folder(a: &Args, c: &str) -> PathBuf {
+    let name = Path::new(c)
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| c.to_string());
+    a.run
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(name))
 }

@@ -128,13 +128,41 @@ impl StepLoss {
 
 /// Each replica's share of the micro-batch objective (see [`StepLoss::objective`]).
 pub fn objectives(losses: &[StepLoss]) -> Vec<Tensor<1>> {
-    let terms = losses[0].parts.len();
-    let totals: Vec<f64> = (0..terms)
+    objectives_of(losses, &totals(losses), losses.len())
+}
+
+/// Each term's count summed over the replicas `losses`.
+pub fn totals(losses: &[StepLoss]) -> Vec<f64> {
+    (0..losses[0].parts.len())
         .map(|t| losses.iter().map(|l| l.parts[t].count).sum())
-        .collect();
+        .collect()
+}
+
+/// The shares of `losses`, replicas among `replicas` in all whose terms count `totals`
+/// together (processes of a data-parallel job hold a few replicas each).
+pub fn objectives_of(losses: &[StepLoss], totals: &[f64], replicas: usize) -> Vec<Tensor<1>> {
     losses
         .iter()
-        .map(|l| l.objective(&totals, losses.len()))
+        .map(|l| l.objective(totals, replicas))
+        .collect()
+}
+
+/// The count behind each mean that `losses` log, summed over the replicas (the weights with
+/// which processes' means combine).
+pub fn mean_counts(losses: &[StepLoss]) -> Vec<f64> {
+    (0..losses[0].logged.len())
+        .filter_map(|j| match &losses[0].logged[j].1 {
+            Logged::Mean(_) => Some(
+                losses
+                    .iter()
+                    .map(|l| match &l.logged[j].1 {
+                        Logged::Mean(t) => t.count,
+                        _ => unreachable!("replicas log the same values"),
+                    })
+                    .sum(),
+            ),
+            _ => None,
+        })
         .collect()
 }
 
@@ -253,6 +281,63 @@ impl StepValues {
             }
         }
         add_counters(&mut self.counters, &m.counters);
+    }
+
+    /// The values as sums that add over processes: the loss, each mean times its count
+    /// (`counts`, from [`mean_counts`]) and the count, each rate's hits and total, the
+    /// vectors (of the first process only: `first`), the counters.
+    pub fn sums(&self, counts: &[f64], first: bool) -> Vec<f64> {
+        let mut out = vec![self.loss];
+        let mut counts = counts.iter();
+        for (_, v) in &self.logged {
+            match v {
+                HostValue::Mean(m) => {
+                    let n = *counts.next().expect("a count per mean");
+                    out.extend([m * n, n]);
+                }
+                HostValue::Rate { hits, of } => out.extend([*hits, *of]),
+                HostValue::Last(v) => out.extend(v.iter().map(|x| if first { *x } else { 0.0 })),
+            }
+        }
+        out.extend(self.counters.values().map(|&c| c as f64));
+        out
+    }
+
+    /// The values of all processes from their summed [`StepValues::sums`] (this process's
+    /// values give the layout).
+    pub fn from_sums(&self, sums: &[f64]) -> StepValues {
+        let mut at = sums.iter().copied();
+        let mut next = || at.next().expect("sums of the same layout");
+        let loss = next();
+        let logged = self
+            .logged
+            .iter()
+            .map(|(name, v)| {
+                let v = match v {
+                    HostValue::Mean(_) => {
+                        let (sum, n) = (next(), next());
+                        HostValue::Mean(if n > 0.0 { sum / n } else { 0.0 })
+                    }
+                    HostValue::Rate { .. } => HostValue::Rate {
+                        hits: next(),
+                        of: next(),
+                    },
+                    HostValue::Last(v) => HostValue::Last(v.iter().map(|_| next()).collect()),
+                };
+                (*name, v)
+            })
+            .collect();
+        let counters = self
+            .counters
+            .keys()
+            .map(|k| (k.clone(), next().round() as u64))
+            .collect();
+        StepValues {
+            loss,
+            micro_steps: self.micro_steps,
+            logged,
+            counters,
+        }
     }
 
     /// The loss averaged over the micro-steps.

@@ -9,8 +9,13 @@ use crate::text::default_corpus::{default_wordnet_dir, write_wordnet_glosses};
 use crate::text::prepare::{PrepareOptions, prepare};
 use crate::text::shards::MANIFEST;
 
+/// Where a run without `data.shards` keeps the default corpus's shards.
+pub fn default_shards_dir(run: &Path) -> PathBuf {
+    run.join("data")
+}
+
 pub fn ensure_default_shards(run: &Path, cfg: &PretrainConfig, progress: bool) -> Result<PathBuf> {
-    let data = run.join("data");
+    let data = default_shards_dir(run);
     if data.join(MANIFEST).exists() {
         return Ok(data);
     }

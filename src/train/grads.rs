@@ -97,6 +97,25 @@ impl Grads {
         }
     }
 
+    /// Sums the gradients over the processes of `group`, in place: one flat host buffer in
+    /// parameter-name order, all-reduced in buckets ([`crate::dist::BUCKET`]).
+    pub fn all_reduce(&mut self, group: &crate::dist::Group) -> crate::Result<()> {
+        self.materialise();
+        let mut flat: Vec<f32> = Vec::new();
+        for (g, _, _) in self.entries.values() {
+            flat.extend(HostTensor::from_tensor(g.clone()).values);
+        }
+        group.sum_f32(&mut flat)?;
+        let mut at = 0;
+        for (g, _, _) in self.entries.values_mut() {
+            let [n] = g.dims();
+            let data = burn::tensor::TensorData::new(flat[at..at + n].to_vec(), [n]);
+            *g = Tensor::from_data(data, &g.device());
+            at += n;
+        }
+        Ok(())
+    }
+
     pub fn scale(&mut self, factor: f64) {
         self.factor *= factor;
     }

@@ -17,4 +17,4 @@ pub mod stats;
 pub mod step;
 
 pub use config::PretrainConfig;
-pub use pretrain::{RunOptions, pretrain};
+pub use pretrain::{RunOptions, pretrain, pretrain_in};

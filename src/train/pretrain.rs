@@ -24,7 +24,8 @@ use super::optimizer::{AdamW, Grads, scheduled_lr};
 use super::replicas::Replicas;
 use super::start::{METRICS, Start, forget_unstarted, start_point, write_run_files};
 use super::step::step_loss;
-use crate::objective::terms::{self, StepValues, add_counters};
+use crate::dist::Group;
+use crate::objective::terms::{StepValues, add_counters};
 use crate::objective::{Objective, Setup};
 use crate::text::batches::BatchStream;
 use crate::text::masking::mask_batch;
@@ -215,8 +216,8 @@ fn micro_steps(
                 step_loss(model, cfg, inp.objective, &batch.rows(rows), &m, device)
             })
         };
-        let objectives = terms::objectives(&losses);
-        let g = replicas.backward(&objectives);
+        let objectives = replicas.objectives(&losses)?;
+        let g = replicas.backward(&objectives)?;
         if grads.is_empty() {
             grads = g;
         } else {
@@ -224,7 +225,7 @@ fn micro_steps(
                 a.accumulate(g);
             }
         }
-        t.add(terms::combine(&losses, &objectives));
+        t.add(replicas.combine(&losses, &objectives)?);
     }
     Ok((grads, t, masked, tokens))
 }
@@ -232,7 +233,8 @@ fn micro_steps(
 /// Progress of a run: `metrics.jsonl` lines, the bar or plain log lines, tokens/s over the
 /// steps of this process since the previous line.
 struct Log {
-    file: std::fs::File,
+    /// `metrics.jsonl` (rank 0 only: the other ranks of a job write nothing).
+    file: Option<std::fs::File>,
     path: PathBuf,
     bar: ProgressBar,
     lines: bool,
@@ -244,14 +246,19 @@ struct Log {
 }
 
 impl Log {
-    fn open(opts: &RunOptions, total: u64, start_step: u64) -> Result<Self> {
+    fn open(opts: &RunOptions, total: u64, start_step: u64, main: bool) -> Result<Self> {
         let path = opts.run_dir.join(METRICS);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        let bar = if opts.progress == Progress::Bar {
+        let file = if main {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| Error::io(&path, e))?;
+            Some(f)
+        } else {
+            None
+        };
+        let bar = if opts.progress == Progress::Bar && main {
             ProgressBar::new(total)
         } else {
             ProgressBar::hidden()
@@ -265,7 +272,7 @@ impl Log {
             file,
             path,
             bar,
-            lines: opts.progress == Progress::Lines,
+            lines: opts.progress == Progress::Lines && main,
             total,
             start_step,
             run_start: Instant::now(),
@@ -281,9 +288,11 @@ impl Log {
     /// Writes `m` as a `metrics.jsonl` line and starts a new window; in line mode also a plain
     /// log line with every loss term and the objective's `note` (its parts' window counts).
     fn line(&mut self, m: &StepMetrics, note: &str) -> Result<()> {
-        let line = serde_json::to_string(m).expect("json");
-        writeln!(self.file, "{line}").map_err(|e| Error::io(&self.path, e))?;
-        self.file.flush().map_err(|e| Error::io(&self.path, e))?;
+        if let Some(file) = &mut self.file {
+            let line = serde_json::to_string(m).expect("json");
+            writeln!(file, "{line}").map_err(|e| Error::io(&self.path, e))?;
+            file.flush().map_err(|e| Error::io(&self.path, e))?;
+        }
         if self.lines {
             let (done, total) = (m.step, self.total);
             let per_step = self.run_start.elapsed().as_secs_f64() / (done - self.start_step) as f64;
@@ -348,11 +357,23 @@ fn diverged(run: &Path, step: u64, loss: f64) -> Error {
 }
 
 pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> Result<RunSummary> {
+    pretrain_in(cfg, shards, opts, None)
+}
+
+/// [`pretrain`] as one process of a data-parallel job (`group`; `None`: a world of one). Rank
+/// 0 alone writes the run's files; every rank trains on its share of each batch.
+pub fn pretrain_in(
+    cfg: &PretrainConfig,
+    shards: &ShardSet,
+    opts: &RunOptions,
+    group: Option<Group>,
+) -> Result<RunSummary> {
     check_shards(cfg, shards)?;
+    let main = group.as_ref().is_none_or(|g| g.world.is_main());
     let run = &opts.run_dir;
     let vocab = shards.manifest.vocab_size;
     super::memory::check(cfg, vocab)?;
-    let names = cfg.replica_devices();
+    let names = process_devices(cfg, group.as_ref())?;
     let base_devices = crate::device::devices_for(&names)?;
     let device = base_devices[0].clone().autodiff();
     // The initial weights follow `train.seed`: runs of one seed start from the same weights
@@ -360,7 +381,21 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
     crate::model::seed(&base_devices[0], cfg.train.seed);
     let mut model = PretrainModel::new(cfg, vocab, &device);
     let mut opt = AdamW::new(cfg.optimizer.clone());
-    let start = match start_point(cfg, shards, run, opts.resume, &mut model, &mut opt, &device)? {
+    let at = start_point(
+        cfg,
+        shards,
+        run,
+        opts.resume,
+        main,
+        &mut model,
+        &mut opt,
+        &device,
+    );
+    // Every rank has read the folder before rank 0 writes to it.
+    if let Some(g) = &group {
+        g.barrier()?;
+    }
+    let start = match at? {
         Start::At(state) => state,
         Start::Finished(steps) => {
             return Ok(RunSummary {
@@ -371,19 +406,47 @@ pub fn pretrain(cfg: &PretrainConfig, shards: &ShardSet, opts: &RunOptions) -> R
             });
         }
     };
-    if opts.resume {
+    if opts.resume && main {
         truncate_metrics(&run.join(METRICS), start.step)?;
     }
     // An explicit `train.devices` list of CUDA devices goes through burn's distributed data
     // parallel (NCCL) even with one device: that is how a one-GPU machine checks the path.
     let collective = !cfg.train.devices.is_empty() && crate::device::has_collectives(&names[0]);
-    let replicas = Replicas::new(model, opt, base_devices, collective)?;
-    let r = write_run_files(cfg, shards, run)
-        .and_then(|()| run_steps(cfg, shards, opts, start, replicas));
-    if r.is_err() && !opts.resume {
+    let mut replicas = Replicas::new(model, opt, base_devices, collective)?;
+    replicas.group = group;
+    replicas.broadcast_parameters()?;
+    let files = if main {
+        write_run_files(cfg, shards, run)
+    } else {
+        Ok(())
+    };
+    let r = files.and_then(|()| run_steps(cfg, shards, opts, start, replicas));
+    if r.is_err() && !opts.resume && main {
         forget_unstarted(run);
     }
     r
+}
+
+/// The devices of this process: `train.devices` (or `train.device`); in a job of several
+/// processes one device each, a GPU without an index taking the process's `LOCAL_RANK`.
+fn process_devices(cfg: &PretrainConfig, group: Option<&Group>) -> Result<Vec<String>> {
+    let names = cfg.replica_devices();
+    let Some(g) = group else {
+        return Ok(names);
+    };
+    if names.len() > 1 {
+        return Err(Error::Config(format!(
+            "field `train.devices` lists {} devices, but the launcher started {} processes: one process trains on one device (LOCAL_RANK picks the GPU); leave train.devices unset",
+            names.len(),
+            g.world.size
+        )));
+    }
+    let name = &names[0];
+    Ok(vec![if name.contains("cuda") && !name.contains(':') {
+        format!("{name}:{}", g.world.local_rank)
+    } else {
+        name.clone()
+    }])
 }
 
 /// The steps from `start` to `train.steps`: the loop, its metrics, checkpoints and plot.
@@ -406,7 +469,8 @@ fn run_steps(
     )?;
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, start.data);
     let total = cfg.train.steps;
-    let mut log = Log::open(opts, total, start.step)?;
+    let main = replicas.is_main();
+    let mut log = Log::open(opts, total, start.step, main)?;
     let inputs = StepInputs {
         cfg,
         objective: &objective,
@@ -440,13 +504,19 @@ fn run_steps(
             masked: window.masked,
             tokens_per_s: log.tokens_per_s(),
         };
-        let stopping = opts.stop.is_some_and(|s| s.load(Ordering::SeqCst));
+        let stopping = replicas.any(opts.stop.is_some_and(|s| s.load(Ordering::SeqCst)))?;
         if done % cfg.train.log_every == 0 || done == total {
             log.line(&metrics, &objective.progress(&window.counters))?;
             window = WindowTotals::default();
         }
         log.tick(&metrics);
-        if done % cfg.train.checkpoint_every == 0 || done == total || stopping {
+        if !main {
+            if stopping && done < total {
+                return Err(Error::Interrupted(format!(
+                    "stopped by a signal after step {done} of {total}; rank 0 wrote the checkpoint"
+                )));
+            }
+        } else if done % cfg.train.checkpoint_every == 0 || done == total || stopping {
             let state = TrainState::new(done, stream.position, &shards.manifest, window.clone());
             let dir = save_checkpoint(run, &state, &mut replicas, cfg.train.keep_checkpoints)?;
             if stopping && done < total {
@@ -457,7 +527,9 @@ fn run_steps(
         last = Some(metrics);
     }
     log.bar.finish_and_clear();
-    crate::plot::run_loss_plot(run)?;
+    if main {
+        crate::plot::run_loss_plot(run)?;
+    }
     Ok(RunSummary {
         already_finished: false,
         steps: total,

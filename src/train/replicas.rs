@@ -36,8 +36,10 @@ use burn::tensor::distributed::{DistributedConfig, DistributedContext, ReduceOpe
 use super::model::PretrainModel;
 use super::optimizer::{AdamW, Grads};
 use crate::Result;
+use crate::dist::Group;
 use crate::model::params::{MarkDistributed, ShapeLister};
 use crate::objective::StepLoss;
+use crate::objective::terms::{self, StepValues};
 
 /// The seed of replica `r`'s random draws in the micro-step seeded `step_seed`.
 pub fn replica_seed(step_seed: u64, r: usize) -> u64 {
@@ -60,6 +62,9 @@ pub struct Replicas {
     base: Vec<Device>,
     /// Running while the replicas all-reduce their gradients with burn's collectives.
     collective: Option<DistributedContext>,
+    /// The processes of a data-parallel job (`crate::dist`): this process's replicas are
+    /// replicas `rank·len .. (rank+1)·len` of `size·len`.
+    pub group: Option<Group>,
 }
 
 impl Replicas {
@@ -111,7 +116,78 @@ impl Replicas {
             devices,
             base,
             collective,
+            group: None,
         })
+    }
+
+    /// This process's first replica's index among all processes' replicas, and their number.
+    fn global(&self) -> (usize, usize) {
+        match &self.group {
+            Some(g) => (g.world.rank * self.len(), g.world.size * self.len()),
+            None => (0, self.len()),
+        }
+    }
+
+    /// Whether this process writes the run's files (rank 0, or the only process).
+    pub fn is_main(&self) -> bool {
+        self.group.as_ref().is_none_or(|g| g.world.is_main())
+    }
+
+    /// Each replica's share of the micro-batch objective, over every process's replicas.
+    pub fn objectives(&self, losses: &[StepLoss]) -> Result<Vec<Tensor<1>>> {
+        let Some(g) = &self.group else {
+            return Ok(terms::objectives(losses));
+        };
+        let mut totals = terms::totals(losses);
+        g.sum_f64(&mut totals)?;
+        Ok(terms::objectives_of(losses, &totals, self.global().1))
+    }
+
+    /// The values of one micro-step over every process's replicas.
+    pub fn combine(&self, losses: &[StepLoss], objectives: &[Tensor<1>]) -> Result<StepValues> {
+        let local = terms::combine(losses, objectives);
+        let Some(g) = &self.group else {
+            return Ok(local);
+        };
+        let mut sums = local.sums(&terms::mean_counts(losses), g.world.is_main());
+        g.sum_f64(&mut sums)?;
+        Ok(local.from_sums(&sums))
+    }
+
+    /// Whether any process raised `flag` (a stop asked of one rank stops all at one step).
+    pub fn any(&self, flag: bool) -> Result<bool> {
+        let Some(g) = &self.group else {
+            return Ok(flag);
+        };
+        let mut v = [flag as u8 as f64];
+        g.sum_f64(&mut v)?;
+        Ok(v[0] > 0.0)
+    }
+
+    /// Copies rank 0's parameters to every process (they start equal by seed; this makes it
+    /// so whatever each process read).
+    pub fn broadcast_parameters(&mut self) -> Result<()> {
+        let Some(g) = &self.group else {
+            return Ok(());
+        };
+        let mut map = self.models[0].export();
+        let mut flat: Vec<f32> = map
+            .values()
+            .flat_map(|t| t.values.iter().copied())
+            .collect();
+        g.broadcast_f32(&mut flat)?;
+        let mut at = 0;
+        for t in map.values_mut() {
+            let n = t.values.len();
+            t.values.copy_from_slice(&flat[at..at + n]);
+            at += n;
+        }
+        let device = self.devices[0].clone();
+        let map = crate::interop::tensors::TensorMap {
+            tensors: map,
+            source: "rank 0's parameters".into(),
+        };
+        self.models[0].load(&map, &device)
     }
 
     pub fn len(&self) -> usize {
@@ -130,22 +206,34 @@ impl Replicas {
         rows: usize,
         mut forward: impl FnMut(&PretrainModel, &Device, Range<usize>) -> StepLoss,
     ) -> Vec<StepLoss> {
-        let share = rows / self.len();
+        let (first, all) = self.global();
+        let share = rows / all;
         (0..self.len())
             .map(|r| {
-                crate::model::seed(&self.base[r], replica_seed(step_seed, r));
+                let g = first + r;
+                crate::model::seed(&self.base[r], replica_seed(step_seed, g));
                 forward(
                     &self.models[r],
                     &self.devices[r],
-                    r * share..(r + 1) * share,
+                    g * share..(g + 1) * share,
                 )
             })
             .collect()
     }
 
-    /// The backward passes of the replicas' `objectives`: the summed gradients, one set per
-    /// optimizer (see [`Replicas::opts`]).
-    pub fn backward(&mut self, objectives: &[Tensor<1>]) -> Vec<Grads> {
+    /// The backward passes of the replicas' `objectives`: the gradients summed over every
+    /// process's replicas, one set per optimizer (see [`Replicas::opts`]).
+    pub fn backward(&mut self, objectives: &[Tensor<1>]) -> Result<Vec<Grads>> {
+        let mut grads = self.local_backward(objectives);
+        if let Some(g) = &self.group {
+            for set in &mut grads {
+                set.all_reduce(g)?;
+            }
+        }
+        Ok(grads)
+    }
+
+    fn local_backward(&mut self, objectives: &[Tensor<1>]) -> Vec<Grads> {
         if self.collective.is_some() {
             return std::thread::scope(|s| {
                 let passes: Vec<_> = objectives

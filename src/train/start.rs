@@ -110,17 +110,22 @@ pub enum Start {
     Finished(u64),
 }
 
+/// `main`: this process writes the run's files (it clears a checkpoint left half-written).
+#[allow(clippy::too_many_arguments)]
 pub fn start_point(
     cfg: &PretrainConfig,
     shards: &ShardSet,
     run: &Path,
     resume: bool,
+    main: bool,
     model: &mut PretrainModel,
     opt: &mut AdamW,
     device: &Device,
 ) -> Result<Start> {
     let resumed = if resume {
-        checkpoint::clean_leftovers(run)?;
+        if main {
+            checkpoint::clean_leftovers(run)?;
+        }
         resume_point(run, shards, model, opt, device)?
     } else {
         if checkpoint::list(run).last().is_some() || run.join(METRICS).exists() {

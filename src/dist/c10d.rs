@@ -1,0 +1,129 @@
+//! The C functions of `csrc/c10d.cpp` and a safe handle over them.
+
+use std::ffi::{CString, c_char, c_int, c_void};
+use std::time::Duration;
+
+use super::World;
+
+unsafe extern "C" {
+    fn trueneg_c10d_new(
+        host: *const c_char,
+        port: c_int,
+        rank: c_int,
+        world: c_int,
+        agent_store: c_int,
+        timeout_ms: c_int,
+        out: *mut *mut c_void,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn trueneg_c10d_free(group: *mut c_void);
+    fn trueneg_c10d_allreduce_sum(
+        group: *mut c_void,
+        data: *mut c_void,
+        n: i64,
+        double: c_int,
+        bucket: i64,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn trueneg_c10d_broadcast(
+        group: *mut c_void,
+        data: *mut f32,
+        n: i64,
+        root: c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn trueneg_c10d_barrier(group: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+}
+
+/// Runs `f` with an error buffer; its text when `f` returns non-zero.
+fn checked(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), String> {
+    let mut buf = vec![0u8; 1024];
+    if f(buf.as_mut_ptr().cast(), buf.len()) == 0 {
+        return Ok(());
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    // c10d's messages span lines (a C++ stack trace after the first): keep the first.
+    let text = String::from_utf8_lossy(&buf[..end]);
+    Err(text
+        .lines()
+        .next()
+        .unwrap_or("c10d failed")
+        .trim()
+        .to_string())
+}
+
+/// A c10d process group (TCPStore + ProcessGroupGloo).
+pub struct Handle(*mut c_void);
+
+// The group is used from the training thread only; c10d's own threads are its business.
+unsafe impl Send for Handle {}
+unsafe impl Sync for Handle {}
+
+impl Handle {
+    pub fn new(w: &World, timeout: Duration) -> Result<Self, String> {
+        let host = CString::new(w.master_addr.clone()).map_err(|e| e.to_string())?;
+        let mut out = std::ptr::null_mut();
+        let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
+        checked(|err, len| unsafe {
+            trueneg_c10d_new(
+                host.as_ptr(),
+                w.master_port as c_int,
+                w.rank as c_int,
+                w.size as c_int,
+                w.agent_store as c_int,
+                ms,
+                &mut out,
+                err,
+                len,
+            )
+        })?;
+        Ok(Self(out))
+    }
+
+    pub fn sum_f32(&self, data: &mut [f32], bucket: usize) -> Result<(), String> {
+        checked(|err, len| unsafe {
+            trueneg_c10d_allreduce_sum(
+                self.0,
+                data.as_mut_ptr().cast(),
+                data.len() as i64,
+                0,
+                bucket.max(1) as i64,
+                err,
+                len,
+            )
+        })
+    }
+
+    pub fn sum_f64(&self, data: &mut [f64]) -> Result<(), String> {
+        checked(|err, len| unsafe {
+            trueneg_c10d_allreduce_sum(
+                self.0,
+                data.as_mut_ptr().cast(),
+                data.len() as i64,
+                1,
+                data.len().max(1) as i64,
+                err,
+                len,
+            )
+        })
+    }
+
+    pub fn broadcast_f32(&self, data: &mut [f32]) -> Result<(), String> {
+        checked(|err, len| unsafe {
+            trueneg_c10d_broadcast(self.0, data.as_mut_ptr(), data.len() as i64, 0, err, len)
+        })
+    }
+
+    pub fn barrier(&self) -> Result<(), String> {
+        checked(|err, len| unsafe { trueneg_c10d_barrier(self.0, err, len) })
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        unsafe { trueneg_c10d_free(self.0) }
+    }
+}

@@ -1,0 +1,107 @@
+//! Who this process is among a data-parallel job's processes, read from its launcher's
+//! variables:
+//! - `torchrun` (and any launcher of its conventions): `RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
+//!   `MASTER_ADDR`, `MASTER_PORT`; with `TORCHELASTIC_USE_AGENT_STORE=True` torchrun's agent
+//!   already hosts the rendezvous store, and every rank connects to it as a client;
+//! - Slurm's `srun`: `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`;
+//! - `mpirun`: Open MPI's `OMPI_COMM_WORLD_RANK` / `_SIZE` / `_LOCAL_RANK`, or MPICH's
+//!   `PMI_RANK`, `PMI_SIZE`, `MPI_LOCALRANKID`.
+//!
+//! With `srun` and `mpirun`, `MASTER_ADDR` names rank 0's host (default `127.0.0.1`: one node)
+//! and `MASTER_PORT` its store's port (default 29500).
+
+use crate::{Error, Result};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct World {
+    pub rank: usize,
+    pub size: usize,
+    /// The process's index on its node: it picks the device (`libtorch-cuda:LOCAL_RANK`).
+    pub local_rank: usize,
+    pub master_addr: String,
+    pub master_port: u16,
+    /// torchrun's agent hosts the store: rank 0 connects instead of serving it.
+    pub agent_store: bool,
+    /// Which launcher's variables were read (for messages).
+    pub launcher: &'static str,
+}
+
+/// Rank, size and local rank variables of each launcher, in the order they are tried.
+const LAUNCHERS: [(&str, [&str; 3]); 4] = [
+    ("torchrun", ["RANK", "WORLD_SIZE", "LOCAL_RANK"]),
+    (
+        "mpirun",
+        [
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+        ],
+    ),
+    ("mpirun", ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"]),
+    ("srun", ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"]),
+];
+
+impl World {
+    /// A world of one process.
+    pub fn single() -> Self {
+        Self {
+            rank: 0,
+            size: 1,
+            local_rank: 0,
+            master_addr: "127.0.0.1".into(),
+            master_port: 29500,
+            agent_store: false,
+            launcher: "none",
+        }
+    }
+
+    /// The world the process's environment describes.
+    pub fn from_env() -> Result<Self> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// The world the variables `var` gives describe (a world of one without any).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let Some((launcher, [rank, size, local])) = LAUNCHERS
+            .into_iter()
+            .find(|(_, [r, s, _])| var(r).is_some() && var(s).is_some())
+        else {
+            return Ok(Self::single());
+        };
+        let number = |name: &str, default: Option<usize>| -> Result<usize> {
+            match var(name) {
+                Some(v) => v.trim().parse().map_err(|_| {
+                    Error::Config(format!(
+                        "{launcher}'s variable {name} = {v:?} is not a number"
+                    ))
+                }),
+                None => default.ok_or_else(|| Error::Config(format!("{name} is not set"))),
+            }
+        };
+        let world = Self {
+            rank: number(rank, None)?,
+            size: number(size, None)?,
+            local_rank: number(local, Some(0))?,
+            master_addr: var("MASTER_ADDR").unwrap_or_else(|| "127.0.0.1".into()),
+            master_port: match var("MASTER_PORT") {
+                Some(p) => p.trim().parse().map_err(|_| {
+                    Error::Config(format!("MASTER_PORT = {p:?} is not a port number"))
+                })?,
+                None => 29500,
+            },
+            agent_store: var("TORCHELASTIC_USE_AGENT_STORE").as_deref() == Some("True"),
+            launcher,
+        };
+        if world.size == 0 || world.rank >= world.size {
+            return Err(Error::Config(format!(
+                "{launcher}'s variables give rank {} of a world of {}: the rank must be below the size",
+                world.rank, world.size
+            )));
+        }
+        Ok(world)
+    }
+
+    pub fn is_main(&self) -> bool {
+        self.rank == 0
+    }
+}

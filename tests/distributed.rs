@@ -1,0 +1,209 @@
+//! Data parallelism across processes (`crate::dist`): launcher variables read as torchrun,
+//! srun and mpirun set them; with the `tch` feature (LibTorch's c10d and Gloo), two processes
+//! of one replica each train exactly like one process with two host replicas (the same rows
+//! and random draws per replica), rank 0 alone writes, and a rank killed with SIGKILL stops
+//! the other with an error naming it instead of a hang.
+
+mod common;
+
+use std::collections::HashMap;
+
+use trueneg::dist::World;
+
+fn world(vars: &[(&str, &str)]) -> trueneg::Result<World> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    World::from_vars(|k| map.get(k).cloned())
+}
+
+#[test]
+fn launcher_variables_give_the_world() {
+    assert_eq!(world(&[]).unwrap(), World::single());
+    let w = world(&[
+        ("RANK", "3"),
+        ("WORLD_SIZE", "8"),
+        ("LOCAL_RANK", "1"),
+        ("MASTER_ADDR", "node7"),
+        ("MASTER_PORT", "29501"),
+        ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (w.rank, w.size, w.local_rank, w.master_addr.as_str()),
+        (3, 8, 1, "node7")
+    );
+    assert_eq!(
+        (w.master_port, w.agent_store, w.launcher),
+        (29501, true, "torchrun")
+    );
+    let s = world(&[
+        ("SLURM_PROCID", "5"),
+        ("SLURM_NTASKS", "16"),
+        ("SLURM_LOCALID", "1"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (s.rank, s.size, s.local_rank, s.launcher),
+        (5, 16, 1, "srun")
+    );
+    assert_eq!(
+        (s.master_addr.as_str(), s.master_port, s.agent_store),
+        ("127.0.0.1", 29500, false)
+    );
+    let m = world(&[
+        ("OMPI_COMM_WORLD_RANK", "1"),
+        ("OMPI_COMM_WORLD_SIZE", "2"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+    ])
+    .unwrap();
+    assert_eq!((m.rank, m.size, m.launcher), (1, 2, "mpirun"));
+    let e = world(&[("RANK", "2"), ("WORLD_SIZE", "2")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rank 2 of a world of 2"), "{e}");
+    let e = world(&[("RANK", "x"), ("WORLD_SIZE", "2")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("RANK = \"x\" is not a number"), "{e}");
+    let e = world(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "port")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("MASTER_PORT"), "{e}");
+}
+
+#[cfg(not(feature = "tch"))]
+#[test]
+fn a_launcher_without_the_engine_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::pretrain_cmd(&dir.path().join("r"), &[])
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "2")
+        .output()
+        .unwrap();
+    let e = common::fails(out);
+    assert!(e.contains("--features tch"), "{e}");
+    assert!(!dir.path().join("r").exists());
+}
+
+#[cfg(feature = "tch")]
+mod processes {
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::common::{metrics, ok, pretrain_cmd, resume_cmd};
+
+    /// ELECTRA with dropout and Hard Correction: every random draw and count is per replica.
+    const SETS: [&str; 3] = [
+        "objective.kind=hc",
+        "train.steps=4",
+        "train.checkpoint_every=2",
+    ];
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn rank(run: &Path, r: usize, size: usize, port: u16, extra: &[&str]) -> Command {
+        let sets: Vec<&str> = SETS.iter().chain(extra).copied().collect();
+        let mut c = pretrain_cmd(run, &sets);
+        c.env("RANK", r.to_string())
+            .env("WORLD_SIZE", size.to_string())
+            .env("LOCAL_RANK", r.to_string())
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", port.to_string())
+            .env("RAYON_NUM_THREADS", "1");
+        c
+    }
+
+    fn spawn(mut c: Command) -> Child {
+        c.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn close(a: f64, b: f64, what: &str) {
+        assert!(
+            (a - b).abs() <= 2e-5 * a.abs().max(1.0),
+            "{what}: {a} vs {b}"
+        );
+    }
+
+    #[test]
+    fn two_processes_train_like_two_replicas_in_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let one: PathBuf = dir.path().join("replicas");
+        ok(pretrain_cmd(&one, &SETS)
+            .args(["--devices", "cpu,cpu"])
+            .output()
+            .unwrap());
+        let two = dir.path().join("ranks");
+        let port = free_port();
+        let r1 = spawn(rank(&two, 1, 2, port, &[]));
+        let r0 = ok(rank(&two, 0, 2, port, &[]).output().unwrap());
+        ok(r1.wait_with_output().unwrap());
+        assert!(r0.contains("pre-trained 4 steps"), "{r0}");
+        let (a, b) = (metrics(&one), metrics(&two));
+        assert_eq!(a.len(), 4);
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            let at = format!("step {}", x.step);
+            close(x.loss, y.loss, &format!("{at} loss"));
+            close(x.mlm_loss(), y.mlm_loss(), &format!("{at} mlm"));
+            close(x.grad_norm, y.grad_norm, &format!("{at} grad norm"));
+            assert_eq!(
+                (x.masked, x.value("mismatched"), x.value("corrected")),
+                (y.masked, y.value("mismatched"), y.value("corrected")),
+                "{at}"
+            );
+        }
+        // Rank 0 wrote the run; the checkpoints are those of a one-process run.
+        assert!(two.join("checkpoints").is_dir() && two.join("loss.png").is_file());
+        // A run of two ranks resumes in one process (any world size).
+        ok(resume_cmd(&two)
+            .args(["--set", "train.steps=6"])
+            .output()
+            .unwrap());
+        let m = metrics(&two);
+        assert_eq!(
+            m.iter().map(|x| x.step).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5, 6]
+        );
+    }
+
+    #[test]
+    fn a_killed_rank_stops_the_other_with_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("r");
+        let port = free_port();
+        let long = ["train.steps=100000", "train.checkpoint_every=100000"];
+        let mut r1 = spawn(rank(&run, 1, 2, port, &long));
+        let r0 = spawn(rank(&run, 0, 2, port, &long));
+        // Kill rank 1 once the job trains (rank 0 has written its first metrics line).
+        let started = Instant::now();
+        while !run.join("metrics.jsonl").is_file()
+            || std::fs::metadata(run.join("metrics.jsonl")).unwrap().len() == 0
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "the job never started"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        r1.kill().unwrap();
+        r1.wait().unwrap();
+        let killed = Instant::now();
+        let out = r0.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(killed.elapsed() < Duration::from_secs(60), "{err}");
+        assert!(err.contains("rank 0 of 2"), "{err}");
+    }
+}
