@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -99,6 +100,31 @@ int trueneg_c10d_broadcast(void* group, float* data, int64_t n, int root, char* 
     c10d::BroadcastOptions o;
     o.rootRank = root;
     g->backend->broadcast(t, o)->wait();
+  });
+}
+
+// After a failed collective: marks this rank alive in the store, then waits up to `wait_ms`
+// for the others' marks. Writes the ranks that never marked themselves into `absent` (at most
+// `world` of them) and their number into `n_absent`. Fails when the store is gone (its host,
+// rank 0 or torchrun's agent, stopped).
+int trueneg_c10d_absent(void* group, int rank, int world, int wait_ms, int* absent,
+                        int* n_absent, char* err, size_t err_len) {
+  return guarded(err, err_len, [&] {
+    auto* g = static_cast<Group*>(group);
+    g->store->set("alive/" + std::to_string(rank), std::vector<uint8_t>{1});
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    while (true) {
+      *n_absent = 0;
+      for (int r = 0; r < world; ++r) {
+        if (!g->store->check({"alive/" + std::to_string(r)})) {
+          absent[(*n_absent)++] = r;
+        }
+      }
+      if (*n_absent == 0 || std::chrono::steady_clock::now() >= deadline) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   });
 }
 

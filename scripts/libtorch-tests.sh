@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The LibTorch path's tests (feature `tch`): tests/libtorch.rs (attention, LayerNorm, GELU and
-# the cross-entropy as LibTorch calls, against burn's composed operations) and tests/golden.rs
-# (the whole model against transformers, on burn's flex backend and on LibTorch).
+# the cross-entropy as LibTorch calls, against burn's composed operations), tests/golden.rs
+# (the whole model against transformers, on burn's flex backend and on LibTorch) and
+# tests/distributed.rs (processes joined by LibTorch's c10d and Gloo; needs gloo's headers,
+# Debian's libgloo-dev).
 #
 # Builds against PyTorch's wheel from PyPI (no dependencies installed), linked to its CPU
 # library only, so that no GPU and no CUDA libraries beyond the two that library loads
@@ -51,4 +53,5 @@ export LD_LIBRARY_PATH=$cache/torch/lib:$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRAR
 if [ -n "${CLIPPY:-}" ]; then
   cargo clippy --release --features tch --all-targets --target-dir target/tch -- -D warnings
 fi
-cargo test --release --features tch --target-dir target/tch --test libtorch --test golden "$@"
+cargo test --release --features tch --target-dir target/tch --test libtorch --test golden \
+  --test distributed "$@"

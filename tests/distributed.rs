@@ -204,6 +204,8 @@ mod processes {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
         assert!(killed.elapsed() < Duration::from_secs(60), "{err}");
-        assert!(err.contains("rank 0 of 2"), "{err}");
+        assert!(err.contains("rank 0 of 2: "), "{err}");
+        assert!(err.contains("rank 1 stopped or is unreachable"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
 }

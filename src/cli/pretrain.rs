@@ -22,8 +22,9 @@ pub struct Args {
     /// train.devices; with --resume, a run continues on another number of devices).
     #[arg(long, value_delimiter = ',', value_name = "DEVICE,...")]
     devices: Vec<String>,
-    /// Run folder [default: runs/<config name>].
-    #[arg(long, conflicts_with = "resume")]
+    /// Run folder [default: runs/<config name>] (`--run-dir` under torchrun, whose own
+    /// options take `--run` for theirs).
+    #[arg(long, visible_alias = "run-dir", conflicts_with = "resume")]
     run: Option<PathBuf>,
     /// Continue the run in this folder from its last complete checkpoint.
     #[arg(long, value_name = "RUN")]

@@ -36,6 +36,16 @@ unsafe extern "C" {
         err_len: usize,
     ) -> c_int;
     fn trueneg_c10d_barrier(group: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+    fn trueneg_c10d_absent(
+        group: *mut c_void,
+        rank: c_int,
+        world: c_int,
+        wait_ms: c_int,
+        absent: *mut c_int,
+        n_absent: *mut c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
 }
 
 /// Runs `f` with an error buffer; its text when `f` returns non-zero.
@@ -115,6 +125,26 @@ impl Handle {
         checked(|err, len| unsafe {
             trueneg_c10d_broadcast(self.0, data.as_mut_ptr(), data.len() as i64, 0, err, len)
         })
+    }
+
+    /// The ranks that do not answer within `wait` (after a failed collective).
+    pub fn absent(&self, w: &World, wait: Duration) -> Result<Vec<usize>, String> {
+        let mut absent = vec![0 as c_int; w.size];
+        let mut n: c_int = 0;
+        let ms = wait.as_millis().min(i32::MAX as u128) as c_int;
+        checked(|err, len| unsafe {
+            trueneg_c10d_absent(
+                self.0,
+                w.rank as c_int,
+                w.size as c_int,
+                ms,
+                absent.as_mut_ptr(),
+                &mut n,
+                err,
+                len,
+            )
+        })?;
+        Ok(absent[..n as usize].iter().map(|&r| r as usize).collect())
     }
 
     pub fn barrier(&self) -> Result<(), String> {

@@ -35,8 +35,12 @@ impl Group {
         }
         #[cfg(feature = "tch")]
         {
-            let inner = c10d::Handle::new(world, timeout)
-                .map_err(|e| world.error(&format!("joining the group failed: {e}")))?;
+            let inner = c10d::Handle::new(world, timeout).map_err(|e| {
+                world.error(&format!(
+                    "joining the group at {}:{} failed: {e}",
+                    world.master_addr, world.master_port
+                ))
+            })?;
             Ok(Some(Self {
                 world: world.clone(),
                 inner,
@@ -58,7 +62,7 @@ impl Group {
         return self
             .inner
             .sum_f32(data, BUCKET)
-            .map_err(|e| self.world.error(&format!("an all-reduce failed: {e}")));
+            .map_err(|e| self.failed("an all-reduce", &e));
         #[cfg(not(feature = "tch"))]
         unreachable!("no group without the tch feature: {}", data.len())
     }
@@ -69,7 +73,7 @@ impl Group {
         return self
             .inner
             .sum_f64(data)
-            .map_err(|e| self.world.error(&format!("an all-reduce failed: {e}")));
+            .map_err(|e| self.failed("an all-reduce", &e));
         #[cfg(not(feature = "tch"))]
         unreachable!("no group without the tch feature: {}", data.len())
     }
@@ -80,7 +84,7 @@ impl Group {
         return self
             .inner
             .broadcast_f32(data)
-            .map_err(|e| self.world.error(&format!("a broadcast failed: {e}")));
+            .map_err(|e| self.failed("a broadcast", &e));
         #[cfg(not(feature = "tch"))]
         unreachable!("no group without the tch feature: {}", data.len())
     }
@@ -91,18 +95,35 @@ impl Group {
         return self
             .inner
             .barrier()
-            .map_err(|e| self.world.error(&format!("a barrier failed: {e}")));
+            .map_err(|e| self.failed("a barrier", &e));
         #[cfg(not(feature = "tch"))]
         unreachable!("no group without the tch feature")
     }
+
+    /// The error of a failed collective `what`, naming the ranks that stopped: the survivors
+    /// mark themselves in the store and wait [`ROLL_CALL`] for each other.
+    #[cfg(feature = "tch")]
+    fn failed(&self, what: &str, cause: &str) -> Error {
+        let lost = match self.inner.absent(&self.world, ROLL_CALL) {
+            Ok(ranks) if ranks.is_empty() => "no rank is missing".to_string(),
+            Ok(ranks) => {
+                let r: Vec<String> = ranks.iter().map(|r| r.to_string()).collect();
+                format!("rank {} stopped or is unreachable", r.join(", "))
+            }
+            Err(_) => "the rendezvous store is gone: rank 0 (or torchrun's agent) stopped".into(),
+        };
+        self.world
+            .error(&format!("{what} failed: {lost} ({cause})"))
+    }
 }
 
+/// How long the ranks that survive a failed collective wait for each other's roll call.
+#[cfg(feature = "tch")]
+const ROLL_CALL: Duration = Duration::from_secs(5);
+
 impl World {
-    /// An error of this rank, naming it (a collective fails on every rank when one stops).
+    /// An error of this rank, naming it.
     pub fn error(&self, what: &str) -> Error {
-        Error::Distributed(format!(
-            "rank {} of {}: {what} (another rank stopped or is unreachable; each rank's own message names its cause)",
-            self.rank, self.size
-        ))
+        Error::Distributed(format!("rank {} of {}: {what}", self.rank, self.size))
     }
 }

@@ -134,7 +134,9 @@ fn synonym_table(
     }
     let (tokenizer, wordnet) = opened.insert(tokenizer_and_wordnet(setup)?);
     let table = wordnet_table_from(tokenizer, wordnet, &default_wordnet_dir());
-    table.save(&path)?;
+    if !setup.read_only {
+        table.save(&path)?;
+    }
     Ok(table)
 }
 

@@ -213,6 +213,9 @@ pub struct Setup<'a> {
     pub shards: Option<&'a ShardSet>,
     pub run: Option<&'a Path>,
     pub synonyms: Option<SynonymTable>,
+    /// The run folder is another process's to write (a data-parallel job's ranks but 0):
+    /// a part reads what is there and builds the rest in memory.
+    pub read_only: bool,
 }
 
 /// A part's constructor: `None` when the config does not train with it.

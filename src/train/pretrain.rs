@@ -465,6 +465,7 @@ fn run_steps(
             shards: Some(shards),
             run: Some(run),
             synonyms: None,
+            read_only: !replicas.is_main(),
         },
     )?;
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, start.data);
