@@ -38,7 +38,15 @@ fn keep_freed_memory_mapped() {
 /// the caller taking a share.
 fn on_worker_thread<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     // The main thread's usual stack, not a worker's 2 MiB: the whole command runs there.
-    match rayon::ThreadPoolBuilder::new().stack_size(8 << 20).build() {
+    let mut pool = rayon::ThreadPoolBuilder::new().stack_size(8 << 20);
+    // A process of a data-parallel job on the CPU takes its share of the node's cores.
+    if let Ok(world) = trueneg::dist::World::from_env() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if let Some(n) = world.threads(cores, |k| std::env::var(k).ok()) {
+            pool = pool.num_threads(n);
+        }
+    }
+    match pool.build() {
         Ok(pool) => pool.install(work),
         // No threads to be had: run here, as before.
         Err(_) => work(),

@@ -73,6 +73,29 @@ fn launcher_variables_give_the_world() {
     assert!(e.contains("MASTER_PORT"), "{e}");
 }
 
+#[test]
+fn each_process_takes_its_share_of_the_cores() {
+    let w = world(&[
+        ("RANK", "0"),
+        ("WORLD_SIZE", "4"),
+        ("LOCAL_WORLD_SIZE", "2"),
+    ])
+    .unwrap();
+    let env = |vars: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    assert_eq!(w.threads(16, env(&[("LOCAL_WORLD_SIZE", "2")])), Some(8));
+    assert_eq!(w.threads(16, env(&[])), Some(4));
+    assert_eq!(w.threads(16, env(&[("SLURM_CPUS_PER_TASK", "6")])), Some(6));
+    assert_eq!(w.threads(16, env(&[("RAYON_NUM_THREADS", "3")])), None);
+    assert_eq!(w.threads(1, env(&[])), Some(1));
+    assert_eq!(World::single().threads(16, env(&[])), None);
+}
+
 #[cfg(not(feature = "tch"))]
 #[test]
 fn a_launcher_without_the_engine_is_a_clear_error() {

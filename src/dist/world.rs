@@ -104,4 +104,28 @@ impl World {
     pub fn is_main(&self) -> bool {
         self.rank == 0
     }
+
+    /// The CPU threads of this process in a job of several, when the launcher does not set
+    /// `RAYON_NUM_THREADS`: its share of the node's `cores` among the node's processes
+    /// (`LOCAL_WORLD_SIZE`, Open MPI's or MPICH's local size; Slurm's `SLURM_CPUS_PER_TASK` is
+    /// the share itself; else every process is taken to share one node). `None` for a world
+    /// of one.
+    pub fn threads(&self, cores: usize, var: impl Fn(&str) -> Option<String>) -> Option<usize> {
+        if self.size <= 1 || var("RAYON_NUM_THREADS").is_some() {
+            return None;
+        }
+        let number = |k: &str| var(k).and_then(|v| v.trim().parse::<usize>().ok());
+        if let Some(n) = number("SLURM_CPUS_PER_TASK") {
+            return Some(n.max(1));
+        }
+        let local = [
+            "LOCAL_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
+            "MPI_LOCALNRANKS",
+        ]
+        .into_iter()
+        .find_map(number)
+        .unwrap_or(self.size);
+        Some((cores / local.max(1)).max(1))
+    }
 }
