@@ -27,7 +27,51 @@ fn libtorch() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// The commit the build is made from (`git describe`-like: short hash, `-dirty` when the work
+/// tree differs), "unknown" outside a git checkout.
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(hash) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty { format!("{hash}-dirty") } else { hash }
+        }
+        None => "unknown".into(),
+    }
+}
+
+/// The version line's facts: the commit and the compiled features (`trueneg --version`).
+fn version_facts() {
+    // A new commit or a moved branch rebuilds the line.
+    for f in [".git/HEAD", ".git/index", ".git/packed-refs"] {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    if let Ok(head) = std::fs::read_to_string(".git/HEAD")
+        && let Some(r) = head.trim().strip_prefix("ref: ")
+    {
+        println!("cargo:rerun-if-changed=.git/{r}");
+    }
+    println!("cargo:rustc-env=TRUENEG_COMMIT={}", commit());
+    let mut features: Vec<String> = std::env::vars()
+        .filter_map(|(k, _)| {
+            k.strip_prefix("CARGO_FEATURE_")
+                .map(|f| f.to_lowercase().replace('_', "-"))
+        })
+        .collect();
+    features.sort();
+    println!("cargo:rustc-env=TRUENEG_FEATURES={}", features.join(","));
+}
+
 fn main() {
+    version_facts();
     println!("cargo:rerun-if-changed=csrc/c10d.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-env-changed=GLOO_INCLUDE");

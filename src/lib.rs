@@ -4,6 +4,17 @@
 //! batches), [`model`], [`objective`] (losses), [`train`] (loop, optimizer, checkpoints) and
 //! [`interop`] (transformers' file layout).
 
+/// The version, the commit it was built from and the compiled features: what `--version`
+/// prints and every run folder and export records.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TRUENEG_COMMIT"),
+    "; features ",
+    env!("TRUENEG_FEATURES"),
+    ")"
+);
+
 pub mod attack;
 pub mod bench;
 pub mod device;

@@ -62,6 +62,23 @@ fn export_loads_back_and_matches_the_checkpoint() {
     assert_eq!(gc.encoder.hidden_size, 32);
     assert_eq!(dc.encoder.vocab_size, 2000);
     assert!(out.join("generator/tokenizer.json").exists());
+    // The build that made the run and the export is recorded: version, commit, features.
+    let version = String::from_utf8(ok_bytes(bin().arg("--version"))).unwrap();
+    let line = version.trim().strip_prefix("trueneg ").unwrap().to_string();
+    assert!(
+        line.starts_with(env!("CARGO_PKG_VERSION"))
+            && line.contains("(commit ")
+            && line.contains("; features "),
+        "{line}"
+    );
+    assert_eq!(trueneg::VERSION, line);
+    let recorded = std::fs::read_to_string(run.join("trueneg-version.txt")).unwrap();
+    assert_eq!(recorded.trim(), line);
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("discriminator/config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["trueneg_version"], line.as_str());
     // Same names as transformers' modules, same values as the checkpoint.
     assert_eq!(
         disc.tensors["electra.embeddings.word_embeddings.weight"],
@@ -285,4 +302,14 @@ fn a_config_json_is_checked_by_the_rules_of_the_model_section() {
         "{e}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn ok_bytes(c: &mut std::process::Command) -> Vec<u8> {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }

@@ -597,12 +597,26 @@ fn a_run_that_failed_before_its_first_step_can_be_retried() {
         "config.toml",
         "metrics.jsonl",
         "tokenizer.json",
+        "trueneg-version.txt",
         "checkpoints",
     ] {
         assert!(!run.join(f).exists(), "{f} left behind");
     }
     assert!(run.join("notes.txt").exists());
+    // `--wordnet` names the database where WNHOME is wrong (a WordNet home or its dict/).
+    let e = fails(
+        pretrain_cmd(&run, &["objective.kind=hc", "train.steps=2"])
+            .args(["--wordnet", "/nonexistent/wn"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        e.contains("--wordnet /nonexistent/wn: no WordNet database"),
+        "{e}"
+    );
     ok(pretrain_cmd(&run, &["objective.kind=hc", "train.steps=2"])
+        .env("WNHOME", dir.path().join("no-wordnet"))
+        .args(["--wordnet", "/usr/share/wordnet"])
         .output()
         .unwrap());
     assert!(run.join("config.toml").exists());

@@ -110,6 +110,7 @@ pub fn write_hf_config(path: &Path, cfg: &HfConfig) -> Result<()> {
         "pad_token_id": e.pad_token_id,
         "tie_word_embeddings": true,
         "position_embedding_type": "absolute",
+        "trueneg_version": crate::VERSION,
     });
     if cfg.model_type == "electra" {
         v["embedding_size"] = json!(e.embedding_size);

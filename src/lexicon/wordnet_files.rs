@@ -21,7 +21,7 @@ pub struct Database {
 
 pub fn missing(path: &Path) -> Error {
     Error::Input(format!(
-        "{}: WordNet file not found; install Debian's `wordnet-base` (apt-get install -y wordnet-base) or pass the folder holding data.noun etc.",
+        "{}: WordNet file not found; install Debian's `wordnet-base` (apt-get install -y wordnet-base) or pass the folder holding data.noun etc. (`--wordnet DIR`)",
         path.display()
     ))
 }

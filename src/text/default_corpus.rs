@@ -16,7 +16,7 @@ pub fn write_wordnet_glosses(wordnet: &Path, out: &Path) -> Result<usize> {
         let path = wordnet.join(format!("data.{pos}"));
         if !path.exists() {
             return Err(Error::Input(format!(
-                "{}: WordNet not found; install Debian's `wordnet-base` (apt-get install -y wordnet-base) or set data.shards",
+                "{}: WordNet not found; install Debian's `wordnet-base` (apt-get install -y wordnet-base), point `--wordnet DIR` at a WordNet 3.0 dict folder, or set data.shards",
                 path.display()
             )));
         }
@@ -39,7 +39,29 @@ pub fn write_wordnet_glosses(wordnet: &Path, out: &Path) -> Result<usize> {
     Ok(count)
 }
 
+/// The WordNet database chosen for this process (`--wordnet`), if any.
+static CHOSEN_WORDNET: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Chooses the WordNet database every later reader uses: `dir` holds `data.noun` (a `dict`
+/// folder) or is a WordNet home with `dict/` inside. The first choice stands.
+pub fn choose_wordnet_dir(dir: &std::path::Path) -> Result<PathBuf> {
+    let dict = [dir.to_path_buf(), dir.join("dict")]
+        .into_iter()
+        .find(|d| d.join("data.noun").is_file())
+        .ok_or_else(|| {
+            crate::Error::Config(format!(
+                "--wordnet {}: no WordNet database there (data.noun in it or in its dict/)",
+                dir.display()
+            ))
+        })?;
+    Ok(CHOSEN_WORDNET.get_or_init(|| dict).clone())
+}
+
+/// The WordNet database: `--wordnet`, else `$WNHOME/dict`, else Debian's `wordnet-base`.
 pub fn default_wordnet_dir() -> PathBuf {
+    if let Some(d) = CHOSEN_WORDNET.get() {
+        return d.clone();
+    }
     PathBuf::from(
         std::env::var("WNHOME")
             .map(|h| format!("{h}/dict"))

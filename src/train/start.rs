@@ -164,6 +164,11 @@ pub fn start_point(
 pub fn write_run_files(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> Result<()> {
     std::fs::create_dir_all(run).map_err(|e| Error::io(run, e))?;
     crate::error::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
+    // What made the run (a resumed run records the build that continued it).
+    crate::error::write_atomic(
+        &run.join("trueneg-version.txt"),
+        format!("{}\n", crate::VERSION).as_bytes(),
+    )?;
     let tokenizer = shards.dir.join("tokenizer.json");
     if tokenizer.exists() {
         crate::error::write_atomic(
@@ -173,6 +178,9 @@ pub fn write_run_files(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> R
     }
     Ok(())
 }
+
+/// The run's record of the build that made it (`trueneg --version`).
+pub const VERSION_FILE: &str = "trueneg-version.txt";
 
 /// The run's file name for its metrics lines.
 pub const METRICS: &str = "metrics.jsonl";
@@ -186,7 +194,7 @@ pub fn forget_unstarted(run: &Path) {
     if logged || checkpoint::list(run).last().is_some() {
         return;
     }
-    for f in ["config.toml", "tokenizer.json", METRICS] {
+    for f in ["config.toml", "tokenizer.json", VERSION_FILE, METRICS] {
         let _ = std::fs::remove_file(run.join(f));
     }
 }
