@@ -62,6 +62,40 @@ fn export_loads_back_and_matches_the_checkpoint() {
     assert_eq!(gc.encoder.hidden_size, 32);
     assert_eq!(dc.encoder.vocab_size, 2000);
     assert!(out.join("generator/tokenizer.json").exists());
+    // Hub-complete folders: the tokenizer's files as save_pretrained writes them, a card.
+    for sub in ["discriminator", "generator"] {
+        let d = out.join(sub);
+        let tc: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(d.join("tokenizer_config.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(tc["model_max_length"], 128);
+        assert_eq!(tc["tokenizer_class"], "ElectraTokenizer");
+        assert_eq!(
+            (tc["mask_token"].as_str(), tc["do_lower_case"].as_bool()),
+            (Some("[MASK]"), Some(true))
+        );
+        let map = std::fs::read_to_string(d.join("special_tokens_map.json")).unwrap();
+        assert!(map.contains("\"cls_token\": \"[CLS]\""), "{map}");
+        let vocab = std::fs::read_to_string(d.join("vocab.txt")).unwrap();
+        let pieces: Vec<&str> = vocab.lines().collect();
+        assert_eq!(pieces.len(), 2000);
+        assert_eq!(pieces[..5], ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]);
+        let card = std::fs::read_to_string(d.join("README.md")).unwrap();
+        let arch = if sub == "generator" {
+            "ElectraForMaskedLM"
+        } else {
+            "ElectraForPreTraining"
+        };
+        assert!(
+            card.contains(arch) && card.contains(&format!("# run ({sub})")),
+            "{card}"
+        );
+        assert!(
+            card.contains("Steps: 3 of 3") && card.contains("At step 3: loss "),
+            "{card}"
+        );
+    }
     // The build that made the run and the export is recorded: version, commit, features.
     let version = String::from_utf8(ok_bytes(bin().arg("--version"))).unwrap();
     let line = version.trim().strip_prefix("trueneg ").unwrap().to_string();

@@ -1,6 +1,7 @@
 //! transformers-compatible weights: `config.json` + `model.safetensors`, in and out.
 
 pub mod hf_config;
+pub mod hub;
 pub mod tensors;
 
 pub use hf_config::{HfConfig, read_hf_config, write_hf_config};

@@ -1,7 +1,8 @@
 //! `export`: a run's checkpoint → transformers directories that `from_pretrained` loads:
 //! BERT → `BertForMaskedLM`; ELECTRA → `discriminator/` (`ElectraForPreTraining`) and
-//! `generator/` (`ElectraForMaskedLM`), each with `config.json`, `model.safetensors` and
-//! `tokenizer.json`.
+//! `generator/` (`ElectraForMaskedLM`), each with `config.json`, `model.safetensors`, a
+//! `README.md` model card and the tokenizer's Hub files (`tokenizer.json`,
+//! `tokenizer_config.json`, `special_tokens_map.json`, `vocab.txt`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use super::checkpoint;
 use super::config::{ModelKind, PretrainConfig};
 use crate::interop::hf_config::{HfConfig, write_hf_config};
+use crate::interop::hub::tokenizer_files as tokenizer_files_of;
 use crate::interop::tensors::{HostTensor, write_safetensors};
 use crate::model::electra::GENERATOR_PREFIX;
 use crate::output::Outputs;
@@ -31,10 +33,21 @@ pub fn export_run(
         ModelKind::Electra => vec![out.join("discriminator"), out.join("generator")],
     };
     let tokenizer = run.join("tokenizer.json");
+    let tokenizer_files = [
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "vocab.txt",
+    ];
     let files: Vec<PathBuf> = subs
         .iter()
-        .flat_map(|d| ["model.safetensors", "config.json", "tokenizer.json"].map(|f| d.join(f)))
-        .filter(|f| !f.ends_with("tokenizer.json") || tokenizer.exists())
+        .flat_map(|d| {
+            ["model.safetensors", "config.json", "README.md"]
+                .into_iter()
+                .chain(tokenizer_files.into_iter().filter(|_| tokenizer.exists()))
+                .map(|f| d.join(f))
+                .collect::<Vec<_>>()
+        })
         .collect();
     if !outputs.forced() && subs.iter().all(|d| d.join("config.json").exists()) {
         return Err(Error::Config(format!(
@@ -54,24 +67,39 @@ pub fn export_run(
         .or_else(|| ck.model.get("bert.embeddings.word_embeddings.weight"))
         .map(|t| t.shape[0])
         .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", run.display())))?;
-    let write =
-        |sub: &Path, tensors: &BTreeMap<String, HostTensor>, hf: HfConfig| -> Result<PathBuf> {
-            std::fs::create_dir_all(sub).map_err(|e| Error::io(sub, e))?;
-            let meta = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
-            let weights = sub.join("model.safetensors");
-            write_safetensors(&weights, tensors, Some(meta))?;
-            outputs.record(&weights)?;
-            if tokenizer.exists() {
-                outputs.write(
-                    &sub.join("tokenizer.json"),
-                    &crate::error::read(&tokenizer)?,
-                )?;
+    let step = ck.state.step;
+    let write = |sub: &Path,
+                 tensors: &BTreeMap<String, HostTensor>,
+                 hf: HfConfig,
+                 role: &str|
+     -> Result<PathBuf> {
+        std::fs::create_dir_all(sub).map_err(|e| Error::io(sub, e))?;
+        let meta = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
+        let weights = sub.join("model.safetensors");
+        write_safetensors(&weights, tensors, Some(meta))?;
+        outputs.record(&weights)?;
+        if tokenizer.exists() {
+            outputs.write(
+                &sub.join("tokenizer.json"),
+                &crate::error::read(&tokenizer)?,
+            )?;
+            let class = if hf.model_type == "electra" {
+                "ElectraTokenizer"
+            } else {
+                "BertTokenizer"
+            };
+            let positions = hf.encoder.max_position_embeddings;
+            for (name, bytes) in tokenizer_files_of(&tokenizer, positions, class)? {
+                outputs.write(&sub.join(name), &bytes)?;
             }
-            // config.json last: a folder with it holds a whole model.
-            write_hf_config(&sub.join("config.json"), &hf)?;
-            outputs.record(&sub.join("config.json"))?;
-            Ok(sub.to_path_buf())
-        };
+        }
+        let card = super::model_card::model_card(run, &cfg, step, &hf, role);
+        outputs.write(&sub.join("README.md"), card.as_bytes())?;
+        // config.json last: a folder with it holds a whole model.
+        write_hf_config(&sub.join("config.json"), &hf)?;
+        outputs.record(&sub.join("config.json"))?;
+        Ok(sub.to_path_buf())
+    };
     match cfg.model.kind {
         ModelKind::Bert => {
             let hf = HfConfig {
@@ -79,7 +107,7 @@ pub fn export_run(
                 architectures: vec!["BertForMaskedLM".into()],
                 encoder: cfg.model.encoder(vocab),
             };
-            Ok(vec![write(&subs[0], &ck.model, hf)?])
+            Ok(vec![write(&subs[0], &ck.model, hf, "model")?])
         }
         ModelKind::Electra => {
             let (mut disc, mut generator) = (BTreeMap::new(), BTreeMap::new());
@@ -104,8 +132,8 @@ pub fn export_run(
                 encoder: cfg.model.generator(vocab),
             };
             Ok(vec![
-                write(&subs[0], &disc, d)?,
-                write(&subs[1], &generator, g)?,
+                write(&subs[0], &disc, d, "discriminator")?,
+                write(&subs[1], &generator, g, "generator")?,
             ])
         }
     }

@@ -8,6 +8,7 @@ pub mod export;
 pub mod grads;
 pub mod memory;
 pub mod model;
+pub mod model_card;
 pub mod optimizer;
 pub mod pretrain;
 pub mod replicas;
