@@ -12,9 +12,9 @@ use crate::interop::HfConfig;
 fn metrics_at(run: &Path, step: u64) -> Option<StepMetrics> {
     let text = std::fs::read_to_string(run.join(METRICS)).ok()?;
     text.lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<StepMetrics>(l).ok())
-        .filter(|m| m.step <= step)
-        .last()
+        .find(|m| m.step <= step)
 }
 
 /// The card of the model `hf` exported from `run` at `step` (`role`: "discriminator",
