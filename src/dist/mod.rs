@@ -9,6 +9,37 @@ pub mod world;
 
 #[cfg(feature = "tch")]
 mod c10d;
+#[cfg(not(feature = "tch"))]
+mod c10d {
+    //! Without the `tch` feature no group can be joined: a handle that cannot exist.
+    use std::time::Duration;
+
+    pub enum Handle {}
+
+    impl Handle {
+        pub fn new(w: &super::World, _timeout: Duration) -> Result<Self, String> {
+            Err(format!(
+                "the launcher asks for {} processes, but this trueneg was built without the `tch` feature, which carries LibTorch's distributed engine: build with `--features tch` (README, Cargo features and GPUs)",
+                w.size
+            ))
+        }
+        pub fn sum_f32(&self, _: &mut [f32], _: usize) -> Result<(), String> {
+            match *self {}
+        }
+        pub fn sum_f64(&self, _: &mut [f64]) -> Result<(), String> {
+            match *self {}
+        }
+        pub fn broadcast_f32(&self, _: &mut [f32]) -> Result<(), String> {
+            match *self {}
+        }
+        pub fn barrier(&self) -> Result<(), String> {
+            match *self {}
+        }
+        pub fn absent(&self, _: &super::World, _: Duration) -> Result<Vec<usize>, String> {
+            match *self {}
+        }
+    }
+}
 
 pub use world::World;
 
@@ -19,12 +50,14 @@ use crate::{Error, Result};
 /// A joined process group (world size > 1).
 pub struct Group {
     pub world: World,
-    #[cfg(feature = "tch")]
     inner: c10d::Handle,
 }
 
 /// Floats per all-reduce bucket (16 MiB of f32): buckets are all started, then waited on.
 pub const BUCKET: usize = 4 << 20;
+
+/// How long the ranks that survive a failed collective wait for each other's roll call.
+const ROLL_CALL: Duration = Duration::from_secs(5);
 
 impl Group {
     /// Joins `world` (None for a world of one). Every rank waits at most `timeout` for the
@@ -33,76 +66,44 @@ impl Group {
         if world.size <= 1 {
             return Ok(None);
         }
-        #[cfg(feature = "tch")]
-        {
-            let inner = c10d::Handle::new(world, timeout).map_err(|e| {
-                world.error(&format!(
-                    "joining the group at {}:{} failed: {e}",
-                    world.master_addr, world.master_port
-                ))
-            })?;
-            Ok(Some(Self {
-                world: world.clone(),
-                inner,
-            }))
-        }
-        #[cfg(not(feature = "tch"))]
-        {
-            let _ = timeout;
-            Err(Error::Config(format!(
-                "the launcher asks for {} processes (WORLD_SIZE), but this trueneg was built without the `tch` feature, which carries LibTorch's distributed engine: build with `--features tch` (scripts/build-gpu.sh)",
-                world.size
-            )))
-        }
+        let inner = c10d::Handle::new(world, timeout).map_err(|e| {
+            world.error(&format!(
+                "joining the group at {}:{} failed: {e}",
+                world.master_addr, world.master_port
+            ))
+        })?;
+        Ok(Some(Self {
+            world: world.clone(),
+            inner,
+        }))
     }
 
     /// Sums `data` over the ranks, in place.
     pub fn sum_f32(&self, data: &mut [f32]) -> Result<()> {
-        #[cfg(feature = "tch")]
-        return self
-            .inner
-            .sum_f32(data, BUCKET)
-            .map_err(|e| self.failed("an all-reduce", &e));
-        #[cfg(not(feature = "tch"))]
-        unreachable!("no group without the tch feature: {}", data.len())
+        let r = self.inner.sum_f32(data, BUCKET);
+        r.map_err(|e| self.failed("an all-reduce", &e))
     }
 
     /// Sums `data` over the ranks, in place (counts, step values: exact to 2^53).
     pub fn sum_f64(&self, data: &mut [f64]) -> Result<()> {
-        #[cfg(feature = "tch")]
-        return self
-            .inner
-            .sum_f64(data)
-            .map_err(|e| self.failed("an all-reduce", &e));
-        #[cfg(not(feature = "tch"))]
-        unreachable!("no group without the tch feature: {}", data.len())
+        let r = self.inner.sum_f64(data);
+        r.map_err(|e| self.failed("an all-reduce", &e))
     }
 
     /// Copies rank 0's `data` to every rank.
     pub fn broadcast_f32(&self, data: &mut [f32]) -> Result<()> {
-        #[cfg(feature = "tch")]
-        return self
-            .inner
-            .broadcast_f32(data)
-            .map_err(|e| self.failed("a broadcast", &e));
-        #[cfg(not(feature = "tch"))]
-        unreachable!("no group without the tch feature: {}", data.len())
+        let r = self.inner.broadcast_f32(data);
+        r.map_err(|e| self.failed("a broadcast", &e))
     }
 
     /// Waits until every rank has arrived.
     pub fn barrier(&self) -> Result<()> {
-        #[cfg(feature = "tch")]
-        return self
-            .inner
-            .barrier()
-            .map_err(|e| self.failed("a barrier", &e));
-        #[cfg(not(feature = "tch"))]
-        unreachable!("no group without the tch feature")
+        let r = self.inner.barrier();
+        r.map_err(|e| self.failed("a barrier", &e))
     }
 
     /// The error of a failed collective `what`, naming the ranks that stopped: the survivors
     /// mark themselves in the store and wait [`ROLL_CALL`] for each other.
-    #[cfg(feature = "tch")]
     fn failed(&self, what: &str, cause: &str) -> Error {
         let lost = match self.inner.absent(&self.world, ROLL_CALL) {
             Ok(ranks) if ranks.is_empty() => "no rank is missing".to_string(),
@@ -116,10 +117,6 @@ impl Group {
             .error(&format!("{what} failed: {lost} ({cause})"))
     }
 }
-
-/// How long the ranks that survive a failed collective wait for each other's roll call.
-#[cfg(feature = "tch")]
-const ROLL_CALL: Duration = Duration::from_secs(5);
 
 impl World {
     /// An error of this rank, naming it.

@@ -33,22 +33,7 @@ pub fn export_run(
         ModelKind::Electra => vec![out.join("discriminator"), out.join("generator")],
     };
     let tokenizer = run.join("tokenizer.json");
-    let tokenizer_files = [
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "vocab.txt",
-    ];
-    let files: Vec<PathBuf> = subs
-        .iter()
-        .flat_map(|d| {
-            ["model.safetensors", "config.json", "README.md"]
-                .into_iter()
-                .chain(tokenizer_files.into_iter().filter(|_| tokenizer.exists()))
-                .map(|f| d.join(f))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let files = export_files(&subs, tokenizer.exists());
     if !outputs.forced() && subs.iter().all(|d| d.join("config.json").exists()) {
         return Err(Error::Config(format!(
             "{}: already holds an exported model; choose another --out, or pass --force to \
@@ -79,19 +64,7 @@ pub fn export_run(
         write_safetensors(&weights, tensors, Some(meta))?;
         outputs.record(&weights)?;
         if tokenizer.exists() {
-            outputs.write(
-                &sub.join("tokenizer.json"),
-                &crate::error::read(&tokenizer)?,
-            )?;
-            let class = if hf.model_type == "electra" {
-                "ElectraTokenizer"
-            } else {
-                "BertTokenizer"
-            };
-            let positions = hf.encoder.max_position_embeddings;
-            for (name, bytes) in tokenizer_files_of(&tokenizer, positions, class)? {
-                outputs.write(&sub.join(name), &bytes)?;
-            }
+            write_tokenizer(sub, &tokenizer, &hf, outputs)?;
         }
         let card = super::model_card::model_card(run, &cfg, step, &hf, role);
         outputs.write(&sub.join("README.md"), card.as_bytes())?;
@@ -137,6 +110,40 @@ pub fn export_run(
             ])
         }
     }
+}
+
+/// The files an export writes into `subs` (the tokenizer's when the run has one).
+fn export_files(subs: &[PathBuf], tokenizer: bool) -> Vec<PathBuf> {
+    let tokenizer_files = [
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "vocab.txt",
+    ];
+    subs.iter()
+        .flat_map(|d| {
+            ["model.safetensors", "config.json", "README.md"]
+                .into_iter()
+                .chain(tokenizer_files.into_iter().filter(|_| tokenizer))
+                .map(|f| d.join(f))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The run's `tokenizer` and its Hub files (for the model `hf`) into `sub`.
+fn write_tokenizer(sub: &Path, tokenizer: &Path, hf: &HfConfig, outputs: &Outputs) -> Result<()> {
+    outputs.write(&sub.join("tokenizer.json"), &crate::error::read(tokenizer)?)?;
+    let class = if hf.model_type == "electra" {
+        "ElectraTokenizer"
+    } else {
+        "BertTokenizer"
+    };
+    let positions = hf.encoder.max_position_embeddings;
+    for (name, bytes) in tokenizer_files_of(tokenizer, positions, class)? {
+        outputs.write(&sub.join(name), &bytes)?;
+    }
+    Ok(())
 }
 
 /// The checkpoint at `step` (the latest when `None`), read whole into memory. A checkpoint
