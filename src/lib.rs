@@ -32,6 +32,7 @@ pub mod objective;
 pub mod output;
 pub mod plot;
 pub mod tasks;
+pub mod tensorboard;
 pub mod text;
 pub mod train;
 

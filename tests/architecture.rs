@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// The layers of `src/`, bottom first. A module may import from the layers below its own only.
 const LAYERS: &[&[&str]] = &[
     &["error"],
-    &["device", "dist", "lock", "output", "plot"],
+    &["device", "dist", "lock", "output", "plot", "tensorboard"],
     &["kernels"],
     &["model", "lexicon", "tasks"],
     &["interop", "text"],

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::config::{ModelKind, PretrainConfig};
-use super::pretrain::StepMetrics;
+use super::metrics::StepMetrics;
 use super::start::METRICS;
 use crate::interop::HfConfig;
 

@@ -5,7 +5,6 @@
 //! by (seed, s), and the data position is saved in each checkpoint, so a resumed run repeats
 //! the uninterrupted one.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +13,6 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
 
 use super::checkpoint::{self, TrainState, WindowTotals};
 use super::cline_step::cline_step_loss;
@@ -32,58 +30,7 @@ use crate::text::masking::mask_batch;
 use crate::text::shards::ShardSet;
 use crate::{Error, Result};
 
-/// One line of `metrics.jsonl`.
-#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
-pub struct StepMetrics {
-    pub step: u64,
-    pub loss: f64,
-    /// Every value the step and the objective log, by name: loss terms before their weights
-    /// (`mlm_loss`, `disc_loss`, each objective's own), rates (`disc_accuracy`), and the
-    /// objective's counts of the window; see `crate::objective`.
-    #[serde(flatten)]
-    pub terms: BTreeMap<String, serde_json::Value>,
-    pub lr: f64,
-    pub grad_norm: f64,
-    /// Masked positions. This and the objective's counts are totals over the steps since the
-    /// previous line (the step itself with `train.log_every = 1`), so that a count over
-    /// `masked` is a rate over the same positions.
-    pub masked: usize,
-    pub tokens_per_s: f64,
-}
-
-impl StepMetrics {
-    /// The logged value `name` (`mlm_loss`, `disc_loss`, …), when the run logs it.
-    pub fn value(&self, name: &str) -> Option<f64> {
-        self.terms.get(name).and_then(serde_json::Value::as_f64)
-    }
-
-    /// The logged vector `name` (the weights of a step's terms).
-    pub fn vector(&self, name: &str) -> Option<Vec<f64>> {
-        let v = self.terms.get(name)?.as_array()?;
-        v.iter().map(serde_json::Value::as_f64).collect()
-    }
-
-    /// The masked-LM loss (BERT's MLM, ELECTRA's generator), which every run logs.
-    pub fn mlm_loss(&self) -> f64 {
-        self.value("mlm_loss").unwrap_or(f64::NAN)
-    }
-
-    /// `{sep}disc 0.1234` for every logged loss term but `mlm_loss` (its name without
-    /// `_loss`), for progress lines and summaries.
-    pub fn other_losses(&self, sep: &str) -> String {
-        self.terms
-            .iter()
-            .filter(|(k, _)| k.ends_with("_loss") && k.as_str() != "mlm_loss")
-            .filter_map(|(k, v)| {
-                Some(format!(
-                    "{sep}{} {:.4}",
-                    k.trim_end_matches("_loss"),
-                    v.as_f64()?
-                ))
-            })
-            .collect()
-    }
-}
+pub use super::metrics::StepMetrics;
 
 /// How a run reports progress.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,6 +182,8 @@ fn micro_steps(
 struct Log {
     /// `metrics.jsonl` (rank 0 only: the other ranks of a job write nothing).
     file: Option<std::fs::File>,
+    /// The TensorBoard event file beside it (rank 0 only).
+    events: Option<crate::tensorboard::EventWriter>,
     path: PathBuf,
     bar: ProgressBar,
     lines: bool,
@@ -246,17 +195,19 @@ struct Log {
 }
 
 impl Log {
-    fn open(opts: &RunOptions, total: u64, start_step: u64, main: bool) -> Result<Self> {
+    fn open(opts: &RunOptions, cfg: &PretrainConfig, start_step: u64, main: bool) -> Result<Self> {
+        let total = cfg.train.steps;
         let path = opts.run_dir.join(METRICS);
-        let file = if main {
+        let (file, events) = if main {
             let f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&path)
                 .map_err(|e| Error::io(&path, e))?;
-            Some(f)
+            let events = super::events::open(&opts.run_dir, opts.resume, cfg)?;
+            (Some(f), Some(events))
         } else {
-            None
+            (None, None)
         };
         let bar = if opts.progress == Progress::Bar && main {
             ProgressBar::new(total)
@@ -270,6 +221,7 @@ impl Log {
         bar.set_position(start_step);
         Ok(Self {
             file,
+            events,
             path,
             bar,
             lines: opts.progress == Progress::Lines && main,
@@ -292,6 +244,9 @@ impl Log {
             let line = serde_json::to_string(m).expect("json");
             writeln!(file, "{line}").map_err(|e| Error::io(&self.path, e))?;
             file.flush().map_err(|e| Error::io(&self.path, e))?;
+        }
+        if let Some(events) = &mut self.events {
+            events.scalars(m.step, &super::events::scalars(m))?;
         }
         if self.lines {
             let (done, total) = (m.step, self.total);
@@ -471,7 +426,7 @@ fn run_steps(
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, start.data);
     let total = cfg.train.steps;
     let main = replicas.is_main();
-    let mut log = Log::open(opts, total, start.step, main)?;
+    let mut log = Log::open(opts, cfg, start.step, main)?;
     let inputs = StepInputs {
         cfg,
         objective: &objective,

@@ -197,4 +197,9 @@ pub fn forget_unstarted(run: &Path) {
     for f in ["config.toml", "tokenizer.json", VERSION_FILE, METRICS] {
         let _ = std::fs::remove_file(run.join(f));
     }
+    for e in std::fs::read_dir(run).into_iter().flatten().flatten() {
+        if crate::tensorboard::is_event_file(&e.file_name().to_string_lossy()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }

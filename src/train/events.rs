@@ -1,0 +1,59 @@
+//! The run's TensorBoard event file: every `metrics.jsonl` field as a scalar at its step and
+//! the resolved config as text. On `--resume` the event files are written anew from the
+//! (truncated) `metrics.jsonl` before the run goes on, so TensorBoard never sees a step twice.
+
+use std::path::Path;
+
+use super::config::PretrainConfig;
+use super::metrics::StepMetrics;
+use super::start::METRICS;
+use crate::tensorboard::{EventWriter, is_event_file};
+use crate::{Error, Result};
+
+/// The scalars of one metrics line: each numeric field under its `metrics.jsonl` name, a
+/// vector's entries as `name/i`.
+pub fn scalars(m: &StepMetrics) -> Vec<(String, f64)> {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(m) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (k, v) in fields {
+        if k == "step" {
+            continue;
+        }
+        match v {
+            serde_json::Value::Number(n) => out.extend(n.as_f64().map(|x| (k.clone(), x))),
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    out.extend(x.as_f64().map(|x| (format!("{k}/{i}"), x)));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The run's event file, new: with `resume`, earlier event files are replaced by one written
+/// from the run's `metrics.jsonl`.
+pub fn open(run: &Path, resume: bool, cfg: &PretrainConfig) -> Result<EventWriter> {
+    if resume {
+        let entries = std::fs::read_dir(run).map_err(|e| Error::io(run, e))?;
+        for e in entries.flatten() {
+            if is_event_file(&e.file_name().to_string_lossy()) {
+                std::fs::remove_file(e.path()).map_err(|err| Error::io(e.path(), err))?;
+            }
+        }
+    }
+    let mut w = EventWriter::create(run)?;
+    let config = format!("```toml\n{}\n```", cfg.to_toml());
+    w.text(0, "config", &config)?;
+    if resume && let Ok(text) = std::fs::read_to_string(run.join(METRICS)) {
+        for line in text.lines() {
+            if let Ok(m) = serde_json::from_str::<StepMetrics>(line) {
+                w.scalars(m.step, &scalars(&m))?;
+            }
+        }
+    }
+    Ok(w)
+}
