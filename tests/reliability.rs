@@ -210,6 +210,7 @@ fn numeric_options_are_range_checked_before_any_work() {
         examples_per_shard: 0,
         show_progress: false,
         cline: None,
+        text_field: None,
     };
     assert!(trueneg::text::prepare::prepare(&o).is_err());
 }

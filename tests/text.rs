@@ -27,6 +27,7 @@ fn prepare_opts(inputs: Vec<PathBuf>, out: PathBuf, vocab: usize) -> PrepareOpti
         examples_per_shard: 500,
         show_progress: false,
         cline: None,
+        text_field: None,
     }
 }
 
@@ -561,4 +562,51 @@ fn batch_stream_resumes_at_a_saved_position() {
     for want in &all[37..] {
         assert_eq!(&c.next_batch().unwrap(), want);
     }
+}
+
+/// `prepare --text-field`: a `datasets`-style JSONL whose documents sit under another field
+/// gives the same shards as the plain text of those documents.
+#[test]
+fn jsonl_documents_are_read_from_the_chosen_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = read_documents(&data("wikitext-2/wiki.valid.tokens")).unwrap();
+    let docs = &docs[..40];
+    let (mut jsonl, mut txt) = (String::new(), String::new());
+    for d in docs {
+        let text = d.lines.join("\n");
+        jsonl.push_str(&serde_json::json!({"id": 1, "content": text}).to_string());
+        jsonl.push('\n');
+        txt.push_str(&text);
+        txt.push_str("\n\n");
+    }
+    let (j, t) = (dir.path().join("c.jsonl"), dir.path().join("c.txt"));
+    std::fs::write(&j, jsonl).unwrap();
+    std::fs::write(&t, txt).unwrap();
+    let run = |input: &PathBuf, out: &str, field: Option<&str>| {
+        let mut c = common::bin();
+        c.args([
+            "prepare",
+            "--train-vocab",
+            "300",
+            "--max-seq-len",
+            "32",
+            "--input",
+        ])
+        .arg(input)
+        .arg("--out")
+        .arg(dir.path().join(out));
+        if let Some(f) = field {
+            c.args(["--text-field", f]);
+        }
+        c.output().unwrap()
+    };
+    let e = common::fails(run(&j, "plain", None));
+    assert!(
+        e.contains("c.jsonl:1: no string field `text` (choose the field with --text-field)"),
+        "{e}"
+    );
+    common::ok(run(&j, "json", Some("content")));
+    common::ok(run(&t, "txt", None));
+    let shard = |out: &str| std::fs::read(dir.path().join(out).join("shard-00000.bin")).unwrap();
+    assert_eq!(shard("json"), shard("txt"));
 }

@@ -31,11 +31,6 @@ pub struct Cli {
     /// Hide progress bars and progress lines.
     #[arg(long, global = true)]
     quiet: bool,
-    /// The WordNet database (a `dict` folder, or a WordNet home holding one) for the default
-    /// corpus, Hard Correction's table, lexicons and attacks [default: $WNHOME/dict, else
-    /// Debian's wordnet-base in /usr/share/wordnet].
-    #[arg(long, global = true, value_name = "DIR")]
-    wordnet: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -117,9 +112,6 @@ fn wordnet_dir(path: &Option<PathBuf>) -> PathBuf {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    if let Some(dir) = &cli.wordnet {
-        trueneg::text::default_corpus::choose_wordnet_dir(dir)?;
-    }
     let ui = Ui {
         progress: if cli.quiet {
             Progress::Hidden

@@ -10,7 +10,7 @@ use super::Ui;
 #[derive(clap::Args)]
 pub struct Args {
     /// Text files (.txt, one paragraph per line, blank line = document end), .jsonl with a
-    /// `text` field, either gzipped, or directories of them.
+    /// text field (--text-field), either gzipped, or directories of them.
     #[arg(long, required = true, num_args = 1..)]
     input: Vec<PathBuf>,
     /// tokenizer.json or BERT vocab.txt (exactly one of --tokenizer and --train-vocab).
@@ -30,6 +30,10 @@ pub struct Args {
     /// A new (or empty) folder for the shards, tokenizer.json and manifest.json.
     #[arg(long)]
     out: PathBuf,
+    /// The field of a `.jsonl` line that holds its document (as the `datasets` library names
+    /// it: `text`, `content`, …).
+    #[arg(long, default_value = "text", value_name = "FIELD")]
+    text_field: String,
     /// Seed of the packing's random choices (same seed, same shards).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -67,6 +71,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         seed: a.seed,
         examples_per_shard: a.examples_per_shard,
         show_progress: ui.bars(),
+        text_field: Some(a.text_field.clone()),
         cline: a.cline.then(|| ClineOptions {
             config: ClineConfig {
                 syn_ratio: a.syn_ratio,

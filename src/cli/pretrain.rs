@@ -33,12 +33,20 @@ pub struct Args {
     /// rendezvous and in each collective before it stops with an error.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     collective_timeout: u64,
+    /// The WordNet database (a `dict` folder, or a WordNet home holding one) for the default
+    /// corpus and Hard Correction's table [default: $WNHOME/dict, else Debian's wordnet-base
+    /// in /usr/share/wordnet].
+    #[arg(long, value_name = "DIR")]
+    wordnet: Option<PathBuf>,
 }
 
 /// Raised by Ctrl-C / SIGTERM: the run finishes its step, saves a checkpoint and stops.
 static STOP: AtomicBool = AtomicBool::new(false);
 
 pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
+    if let Some(dir) = &a.wordnet {
+        trueneg::text::default_corpus::choose_wordnet_dir(dir)?;
+    }
     if !a.devices.is_empty() {
         let names: Vec<String> = a.devices.iter().map(|d| format!("{d:?}")).collect();
         a.set.push(format!("train.devices=[{}]", names.join(", ")));

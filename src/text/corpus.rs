@@ -1,5 +1,6 @@
 //! Reading a corpus: plain text (one paragraph per line, a blank line ends a document) or
-//! `.jsonl` with a `text` field (one document per line), either of them gzipped. A file is
+//! `.jsonl` with a text field (`text` unless chosen, one document per line), either of them
+//! gzipped. A file is
 //! read a batch of paragraphs at a time ([`CorpusReader`], [`for_each_batch`]), so that a
 //! corpus of any size is read in bounded memory.
 
@@ -156,6 +157,8 @@ pub struct CorpusReader {
     path: PathBuf,
     reader: BufReader<Box<dyn Read + Send>>,
     jsonl: bool,
+    /// The field of a `.jsonl` line that holds its document.
+    field: String,
     line_no: usize,
     /// Documents begun so far.
     docs: u64,
@@ -164,8 +167,16 @@ pub struct CorpusReader {
     buf: Vec<u8>,
 }
 
+/// The field of a `.jsonl` line read as its document unless another is chosen.
+pub const TEXT_FIELD: &str = "text";
+
 impl CorpusReader {
     pub fn open(path: &Path) -> Result<Self> {
+        Self::open_field(path, TEXT_FIELD)
+    }
+
+    /// A reader whose `.jsonl` documents are the string field `field` of each line.
+    pub fn open_field(path: &Path, field: &str) -> Result<Self> {
         let read = Arc::new(AtomicU64::new(0));
         let f = Counted {
             inner: std::fs::File::open(path).map_err(|e| Error::io(path, e))?,
@@ -181,6 +192,7 @@ impl CorpusReader {
             path: path.to_path_buf(),
             reader: BufReader::with_capacity(1 << 20, inner),
             jsonl: stem.ends_with(".jsonl"),
+            field: field.to_string(),
             line_no: 0,
             docs: 0,
             in_doc: false,
@@ -210,9 +222,11 @@ impl CorpusReader {
             if self.jsonl {
                 let before = out.len();
                 out.extend(
-                    json_text(&line, &self.path, self.line_no)?.map(|text| Paragraph {
-                        doc: self.docs,
-                        text,
+                    json_text(&line, &self.field, &self.path, self.line_no)?.map(|text| {
+                        Paragraph {
+                            doc: self.docs,
+                            text,
+                        }
                     }),
                 );
                 self.docs += u64::from(out.len() > before);
@@ -266,19 +280,29 @@ impl CorpusReader {
 }
 
 /// The non-empty lines (trimmed) of a `.jsonl` line's `text` field; none for a blank line.
-fn json_text(line: &str, path: &Path, line_no: usize) -> Result<impl Iterator<Item = String>> {
+fn json_text(
+    line: &str,
+    field: &str,
+    path: &Path,
+    line_no: usize,
+) -> Result<impl Iterator<Item = String>> {
     let text = if line.trim().is_empty() {
         String::new()
     } else {
         let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
             Error::Input(format!("{}:{line_no}: invalid JSON ({e})", path.display()))
         })?;
-        v.get("text")
+        v.get(field)
             .and_then(|t| t.as_str())
             .ok_or_else(|| {
                 Error::Input(format!(
-                    "{}:{line_no}: no string field `text`",
-                    path.display()
+                    "{}:{line_no}: no string field `{field}`{}",
+                    path.display(),
+                    if field == TEXT_FIELD {
+                        " (choose the field with --text-field)"
+                    } else {
+                        ""
+                    }
                 ))
             })?
             .to_string()
@@ -323,13 +347,18 @@ pub struct Batch {
 
 /// Calls `each` on the corpus a batch of about [`BATCH_BYTES`] at a time, in reading order; the
 /// next batch is read on another thread meanwhile.
-pub fn for_each_batch(files: &[PathBuf], mut each: impl FnMut(Batch) -> Result<()>) -> Result<()> {
+/// `.jsonl` documents are the string field `field` of each line.
+pub fn for_each_batch(
+    files: &[PathBuf],
+    field: &str,
+    mut each: impl FnMut(Batch) -> Result<()>,
+) -> Result<()> {
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch>>(1);
         scope.spawn(move || {
             let mut first_doc = 0u64;
             for f in files {
-                let mut reader = match CorpusReader::open(f) {
+                let mut reader = match CorpusReader::open_field(f, field) {
                     Ok(r) => r,
                     Err(e) => return drop(tx.send(Err(e))),
                 };

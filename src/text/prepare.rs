@@ -37,6 +37,16 @@ pub struct PrepareOptions {
     pub show_progress: bool,
     /// Write CLINE sentence triples instead of packed examples.
     pub cline: Option<ClineOptions>,
+    /// The field of a `.jsonl` line that holds its document (`text` when `None`).
+    pub text_field: Option<String>,
+}
+
+impl PrepareOptions {
+    fn field(&self) -> &str {
+        self.text_field
+            .as_deref()
+            .unwrap_or(super::corpus::TEXT_FIELD)
+    }
 }
 
 /// `prepare --cline`: the generation settings and the WordNet database.
@@ -155,7 +165,7 @@ fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<(WordPieceToken
             let small = input_bytes(files) <= SMALL_CORPUS && opts.cline.is_none();
             let mut counts = WordPieceTokenizer::word_counts();
             let (mut texts, mut lines) = (Vec::new(), 0usize);
-            for_each_batch(files, |b| {
+            for_each_batch(files, opts.field(), |b| {
                 let batch: Vec<String> = b.paragraphs.into_iter().map(|p| p.text).collect();
                 bar.inc(b.file_bytes);
                 lines += batch.len();
@@ -242,7 +252,7 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     // The document being packed: its index and packer.
     let mut current: Option<(u64, Packer<ChaCha8Rng>)> = None;
     let mut trained_ids = trained_ids.map(Vec::into_iter);
-    for_each_batch(&files, |b| {
+    for_each_batch(&files, opts.field(), |b| {
         // Tokenized on all cores (rayon's collect keeps the order), or taken from the training.
         let ids: Vec<Vec<Vec<u32>>> = match &mut trained_ids {
             Some(trained) => trained.by_ref().take(b.paragraphs.len()).collect(),
@@ -381,7 +391,7 @@ fn prepare_cline(
         encode_cline_records(c, opts.max_seq_len, token_bytes)
     });
     let (mut examples, mut tokens) = (0usize, 0u64);
-    for_each_batch(files, |b| {
+    for_each_batch(files, opts.field(), |b| {
         let sentences: Vec<&str> = b
             .paragraphs
             .iter()

@@ -31,6 +31,7 @@ pub fn ensure_default_shards(run: &Path, cfg: &PretrainConfig, progress: bool) -
         examples_per_shard: 65536,
         show_progress: progress,
         cline: None,
+        text_field: None,
     })?;
     Ok(data)
 }
