@@ -347,3 +347,20 @@ fn ok_bytes(c: &mut std::process::Command) -> Vec<u8> {
     );
     out.stdout
 }
+
+#[test]
+fn an_empty_override_returns_a_key_to_its_default() {
+    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let load = |v: &[&str]| trueneg::train::PretrainConfig::load("tiny", &set(v)).unwrap();
+    let chosen = load(&["objective.lexicon=/some/table.lex"]);
+    assert_eq!(
+        chosen.objective.hc.lexicon.as_deref(),
+        Some(Path::new("/some/table.lex"))
+    );
+    let unset = load(&["objective.lexicon=/some/table.lex", "objective.lexicon="]);
+    assert_eq!(unset.objective.hc.lexicon, None);
+    // The key leaves the config, the preset's value too: the built-in default applies.
+    let default = trueneg::train::PretrainConfig::default().train.steps;
+    assert_ne!(load(&[]).train.steps, default);
+    assert_eq!(load(&["train.steps="]).train.steps, default);
+}

@@ -413,10 +413,14 @@ impl PretrainConfig {
                     .as_table_mut()
                     .ok_or_else(|| Error::Config(format!("--set {o}: `{p}` is not a section")))?;
             }
-            t.insert(
-                parts[parts.len() - 1].to_string(),
-                parse_value(value.trim()),
-            );
+            let name = parts[parts.len() - 1].to_string();
+            // `key=` with no value removes the key, the preset's or file's value included: the
+            // built-in default applies (an optional path is unset).
+            if value.trim().is_empty() {
+                t.remove(&name);
+            } else {
+                t.insert(name, parse_value(value.trim()));
+            }
         }
         // The `[model]` and `[objective]` sections are flattened from their parts' keys: their
         // unknown keys are refused here, as `deny_unknown_fields` refuses the other sections'.

@@ -88,7 +88,7 @@ fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
     let dir = shards.dir.display();
     if cfg.model.encoder.vocab_size != 0 && cfg.model.encoder.vocab_size != vocab {
         return Err(Error::Config(format!(
-            "field `model.vocab_size` is {}, but the tokenizer of {dir} has {vocab} tokens",
+            "field `model.vocab_size` is {}, but the tokenizer of {dir} has {vocab} tokens; set it to {vocab}, or to 0 to take the tokenizer's size (--set model.vocab_size=0)",
             cfg.model.encoder.vocab_size,
         )));
     }
