@@ -328,3 +328,38 @@ fn attacked_squad_keeps_articles_and_titles() {
         read_squad(&path).unwrap().len()
     );
 }
+
+/// `attack --task squad` on a folder reads its SQuAD files (the standard names, else every
+/// `.json`: the shared data's `dev-half-a.json`); a folder without any is an error that writes
+/// nothing.
+#[test]
+fn a_squad_folder_is_attacked_file_by_file_and_an_empty_one_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |data: &Path, out: &str| {
+        common::bin()
+            .args([
+                "attack",
+                "--kind",
+                "swap-syn-wordnet",
+                "--task",
+                "squad",
+                "--data",
+            ])
+            .arg(data)
+            .arg("--out")
+            .arg(dir.path().join(out))
+            .output()
+            .unwrap()
+    };
+    let squad = data("squad-v1.1");
+    let out = common::ok(run(&squad, "swapped"));
+    assert!(out.contains("dev-half-a.json"), "{out}");
+    let original = read_squad(&squad.join("dev-half-a.json")).unwrap();
+    let swapped = read_squad(&dir.path().join("swapped/dev-half-a.json")).unwrap();
+    assert_eq!(original.len(), swapped.len());
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let e = common::fails(run(&empty, "none"));
+    assert!(e.contains("no SQuAD file"), "{e}");
+    assert!(!dir.path().join("none").exists());
+}

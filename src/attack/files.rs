@@ -20,6 +20,27 @@ pub fn attack_table(kind: &str, ori: &Scores, trans: &Scores) -> String {
 
 /// Writes the transformed copy of a data set: a GLUE task folder (each of train / dev files
 /// present) or a SQuAD JSON file (or a folder of them) → `out`, which must not exist yet.
+/// The SQuAD files of folder `data`: `train-v1.1.json` and `dev-v1.1.json` where they are,
+/// else every `.json` file in name order (a split such as `dev-half-a.json`).
+fn squad_files(data: &Path) -> Result<Vec<PathBuf>> {
+    let standard: Vec<PathBuf> = ["train-v1.1.json", "dev-v1.1.json"]
+        .iter()
+        .map(|n| data.join(n))
+        .filter(|p| p.exists())
+        .collect();
+    if !standard.is_empty() {
+        return Ok(standard);
+    }
+    let mut json: Vec<PathBuf> = std::fs::read_dir(data)
+        .map_err(|e| Error::io(data, e))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    json.sort();
+    Ok(json)
+}
+
 pub fn write_attacked(
     kind: crate::attack::AttackKind,
     task: Task,
@@ -51,6 +72,13 @@ pub fn write_attacked(
             } else {
                 files.push(data.to_path_buf());
             }
+            if files.is_empty() {
+                return Err(Error::Input(format!(
+                    "{}: none of the task's files ({}); nothing was written",
+                    data.display(),
+                    t.train_file(Path::new("")).display()
+                )));
+            }
             let texts = files
                 .iter()
                 .map(|f| attack_glue_file(t, f, wn, seed))
@@ -63,13 +91,15 @@ pub fn write_attacked(
         }
         None => {
             if data.is_dir() {
-                for name in ["train-v1.1.json", "dev-v1.1.json"] {
-                    if data.join(name).exists() {
-                        files.push(data.join(name));
-                    }
-                }
+                files = squad_files(data)?;
             } else {
                 files.push(data.to_path_buf());
+            }
+            if files.is_empty() {
+                return Err(Error::Input(format!(
+                    "{}: no SQuAD file (train-v1.1.json, dev-v1.1.json, or any .json file); nothing was written",
+                    data.display()
+                )));
             }
             for f in &files {
                 let ex = crate::tasks::squad::read_squad(f)?;
