@@ -280,3 +280,21 @@ fn squad_slice_fine_tunes_and_attacks_are_evaluated() {
     let t = trueneg::tasks::squad::read_squad(&att.join("dev-half-a.json")).unwrap();
     assert_eq!(t.len(), ex.len());
 }
+
+/// SQuAD's data given as a folder that holds one file (the shared `dev-half-a.json`) is that
+/// file, split in two as a single file is.
+#[test]
+fn a_squad_folder_with_one_file_is_that_file() {
+    use trueneg::finetune::seeds::squad_splits;
+    let folder = common::data("squad-v1.1");
+    let (train, dev) = squad_splits(&folder, 100, 50).unwrap();
+    let (t2, d2) = squad_splits(&folder.join("dev-half-a.json"), 100, 50).unwrap();
+    assert_eq!((train.len(), dev.len()), (100, 50));
+    assert_eq!(
+        (train[0].id.as_str(), dev[0].id.as_str()),
+        (t2[0].id.as_str(), d2[0].id.as_str())
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let e = squad_splits(empty.path(), 100, 50).unwrap_err().to_string();
+    assert!(e.contains("train-v1.1.json"), "{e}");
+}

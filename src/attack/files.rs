@@ -31,14 +31,7 @@ fn squad_files(data: &Path) -> Result<Vec<PathBuf>> {
     if !standard.is_empty() {
         return Ok(standard);
     }
-    let mut json: Vec<PathBuf> = std::fs::read_dir(data)
-        .map_err(|e| Error::io(data, e))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    json.sort();
-    Ok(json)
+    crate::tasks::squad::json_files(data)
 }
 
 pub fn write_attacked(

@@ -330,13 +330,21 @@ pub fn finetune_glue(
 }
 
 /// SQuAD data: a folder with `train-v1.1.json` and `dev-v1.1.json`, or one file used for both
-/// (its first `max_train` questions to train, the rest to evaluate, so they never overlap).
+/// (its first `max_train` questions to train, the rest to evaluate, so they never overlap), or
+/// a folder holding just one `.json` file (that file).
 pub fn squad_splits(
     data: &Path,
     max_train: usize,
     max_eval: usize,
 ) -> Result<(Vec<SquadExample>, Vec<SquadExample>)> {
     use crate::tasks::squad::read_squad;
+    // A folder without the standard pair but with one SQuAD file is that file.
+    if data.is_dir()
+        && !data.join("train-v1.1.json").exists()
+        && let [file] = crate::tasks::squad::json_files(data)?.as_slice()
+    {
+        return squad_splits(file, max_train, max_eval);
+    }
     let (mut train, mut dev) = if data.is_dir() {
         (
             read_squad(&data.join("train-v1.1.json"))?,

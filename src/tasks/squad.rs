@@ -123,3 +123,15 @@ pub fn evaluate_squad(
     let n = examples.len().max(1) as f64;
     (100.0 * em / n, 100.0 * f1 / n)
 }
+
+/// The `.json` files of folder `dir`, in name order (SQuAD's files, or a split of them).
+pub fn json_files(dir: &std::path::Path) -> crate::Result<Vec<std::path::PathBuf>> {
+    let mut json: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| crate::Error::io(dir, e))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    json.sort();
+    Ok(json)
+}
