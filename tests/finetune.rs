@@ -281,6 +281,37 @@ fn squad_slice_fine_tunes_and_attacks_are_evaluated() {
     assert_eq!(t.len(), ex.len());
 }
 
+/// Without `--max-seq-len`, a recipe longer than the model's positions is shortened to them,
+/// with a note; SQuAD's folder of one file is read as that file.
+#[test]
+fn a_recipe_longer_than_the_model_is_shortened_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = pretrained(dir.path());
+    let out = bin()
+        .args(["finetune", "--task", "squad", "--data"])
+        .arg(common::data("squad-v1.1"))
+        .arg("--model")
+        .arg(&run)
+        .arg("--out")
+        .arg(dir.path().join("ft"))
+        .args([
+            "--epochs",
+            "1",
+            "--max-train-examples",
+            "24",
+            "--max-eval-examples",
+            "8",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("exceed the model's 128 positions: sequences (SQuAD: windows) of 128 tokens"),
+        "{err}"
+    );
+}
+
 /// SQuAD's data given as a folder that holds one file (the shared `dev-half-a.json`) is that
 /// file, split in two as a single file is.
 #[test]

@@ -211,8 +211,13 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     trueneg::experiments::bootstrap::check_seeds("--seeds", &a.seeds)?;
     let pre = trueneg::finetune::pretrained::load_pretrained(&a.model)?;
     // The recipe's length, when not asked for, fits the model's positions.
-    if a.max_seq_len.is_none() {
-        opts.max_seq_len = opts.max_seq_len.min(pre.config.max_position_embeddings);
+    let positions = pre.config.max_position_embeddings;
+    if a.max_seq_len.is_none() && opts.max_seq_len > positions {
+        eprintln!(
+            "note: the recipe's {} tokens exceed the model's {positions} positions: sequences (SQuAD: windows) of {positions} tokens; --max-seq-len chooses",
+            opts.max_seq_len
+        );
+        opts.max_seq_len = positions;
     }
     opts.check_model(&pre.config)?;
     let (out, _lock) = runner::claim_out(a.out.as_deref(), &runner::default_out(&a.model, name))?;
