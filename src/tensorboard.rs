@@ -143,6 +143,18 @@ pub fn is_event_file(name: &str) -> bool {
     name.starts_with("events.out.tfevents.")
 }
 
+/// The event files of folder `dir`.
+pub fn event_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if is_event_file(&e.file_name().to_string_lossy()) {
+            out.push(e.path());
+        }
+    }
+    Ok(out)
+}
+
 impl EventWriter {
     /// A new event file in `dir` (TensorBoard reads every `events.out.tfevents.*` of a folder).
     pub fn create(dir: &Path) -> Result<Self> {

@@ -153,10 +153,7 @@ mod processes {
     }
 
     fn close(a: f64, b: f64, what: &str) {
-        assert!(
-            (a - b).abs() <= 2e-5 * a.abs().max(1.0),
-            "{what}: {a} vs {b}"
-        );
+        super::common::close_to(a, b, 2e-5, what);
     }
 
     #[test]

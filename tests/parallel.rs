@@ -31,11 +31,9 @@ fn run(dir: &Path, name: &str, devices: &str, extra: &[&str]) -> PathBuf {
     r
 }
 
+/// Two runs' values agree to f32 rounding.
 fn close(a: f64, b: f64, what: &str) {
-    assert!(
-        (a - b).abs() <= 2e-5 * a.abs().max(1.0),
-        "{what}: {a} vs {b}"
-    );
+    common::close_to(a, b, 2e-5, what);
 }
 
 /// Every logged value of two runs agrees (losses to f32 rounding, counts exactly).

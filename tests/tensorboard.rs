@@ -9,14 +9,10 @@ use common::{metrics, ok, pretrain_cmd, resume_cmd};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use trueneg::tensorboard::{What, is_event_file, read_events};
+use trueneg::tensorboard::{What, read_events};
 
 fn event_files(run: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(run)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| is_event_file(&p.file_name().unwrap().to_string_lossy()))
-        .collect()
+    trueneg::tensorboard::event_files(run).unwrap()
 }
 
 /// (tag, step) → value of every scalar of the run's event files; the text tags.
@@ -62,11 +58,7 @@ fn expected(run: &Path) -> BTreeMap<(String, u64), f64> {
 fn same(a: &BTreeMap<(String, u64), f64>, b: &BTreeMap<(String, u64), f64>) {
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     for (k, x) in a {
-        let y = b[k];
-        assert!(
-            (x - y).abs() <= 1e-6 * x.abs().max(1.0),
-            "{k:?}: {x} vs {y}"
-        );
+        common::close_to(*x, b[k], 1e-6, &format!("{k:?}"));
     }
 }
 

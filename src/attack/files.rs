@@ -18,8 +18,6 @@ pub fn attack_table(kind: &str, ori: &Scores, trans: &Scores) -> String {
     md
 }
 
-/// Writes the transformed copy of a data set: a GLUE task folder (each of train / dev files
-/// present) or a SQuAD JSON file (or a folder of them) → `out`, which must not exist yet.
 /// The SQuAD files of folder `data`: `train-v1.1.json` and `dev-v1.1.json` where they are,
 /// else every `.json` file in name order (a split such as `dev-half-a.json`).
 fn squad_files(data: &Path) -> Result<Vec<PathBuf>> {
@@ -34,6 +32,8 @@ fn squad_files(data: &Path) -> Result<Vec<PathBuf>> {
     crate::tasks::squad::json_files(data)
 }
 
+/// Writes the transformed copy of a data set: a GLUE task folder (each of train / dev files
+/// present) or a SQuAD JSON file (or a folder of them) → `out`, which must not exist yet.
 pub fn write_attacked(
     kind: crate::attack::AttackKind,
     task: Task,

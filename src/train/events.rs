@@ -5,9 +5,8 @@
 use std::path::Path;
 
 use super::config::PretrainConfig;
-use super::metrics::StepMetrics;
-use super::start::METRICS;
-use crate::tensorboard::{EventWriter, is_event_file};
+use super::metrics::{StepMetrics, read_metrics};
+use crate::tensorboard::{EventWriter, event_files};
 use crate::{Error, Result};
 
 /// The scalars of one metrics line: each numeric field under its `metrics.jsonl` name, a
@@ -38,21 +37,16 @@ pub fn scalars(m: &StepMetrics) -> Vec<(String, f64)> {
 /// from the run's `metrics.jsonl`.
 pub fn open(run: &Path, resume: bool, cfg: &PretrainConfig) -> Result<EventWriter> {
     if resume {
-        let entries = std::fs::read_dir(run).map_err(|e| Error::io(run, e))?;
-        for e in entries.flatten() {
-            if is_event_file(&e.file_name().to_string_lossy()) {
-                std::fs::remove_file(e.path()).map_err(|err| Error::io(e.path(), err))?;
-            }
+        for f in event_files(run).map_err(|e| Error::io(run, e))? {
+            std::fs::remove_file(&f).map_err(|e| Error::io(&f, e))?;
         }
     }
     let mut w = EventWriter::create(run)?;
     let config = format!("```toml\n{}\n```", cfg.to_toml());
     w.text(0, "config", &config)?;
-    if resume && let Ok(text) = std::fs::read_to_string(run.join(METRICS)) {
-        for line in text.lines() {
-            if let Ok(m) = serde_json::from_str::<StepMetrics>(line) {
-                w.scalars(m.step, &scalars(&m))?;
-            }
+    if resume {
+        for m in read_metrics(run) {
+            w.scalars(m.step, &scalars(&m))?;
         }
     }
     Ok(w)

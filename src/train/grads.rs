@@ -97,21 +97,29 @@ impl Grads {
         }
     }
 
-    /// Sums the gradients over the processes of `group`, in place: one flat host buffer in
-    /// parameter-name order, all-reduced in buckets ([`crate::dist::BUCKET`]).
+    /// Sums the gradients over the processes of `group`, in place: one flat buffer in
+    /// parameter-name order, read from the device once, all-reduced in buckets
+    /// ([`crate::dist::BUCKET`]) and put back once.
     pub fn all_reduce(&mut self, group: &crate::dist::Group) -> crate::Result<()> {
         self.materialise();
-        let mut flat: Vec<f32> = Vec::new();
-        for (g, _, _) in self.entries.values() {
-            flat.extend(HostTensor::from_tensor(g.clone()).values);
-        }
-        group.sum_f32(&mut flat)?;
+        let Some((first, _, _)) = self.entries.values().next() else {
+            return Ok(());
+        };
+        let device = first.device();
+        let flat = Tensor::cat(
+            self.entries.values().map(|(g, _, _)| g.clone()).collect(),
+            0,
+        );
+        let mut host = HostTensor::from_tensor(flat).values;
+        group.sum_f32(&mut host)?;
+        let n = host.len();
+        let summed: Tensor<1> =
+            Tensor::from_data(burn::tensor::TensorData::new(host, [n]), &device);
         let mut at = 0;
         for (g, _, _) in self.entries.values_mut() {
-            let [n] = g.dims();
-            let data = burn::tensor::TensorData::new(flat[at..at + n].to_vec(), [n]);
-            *g = Tensor::from_data(data, &g.device());
-            at += n;
+            let [len] = g.dims();
+            *g = summed.clone().slice(at..at + len);
+            at += len;
         }
         Ok(())
     }

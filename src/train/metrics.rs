@@ -2,6 +2,7 @@
 //! learning rate, the gradient norm, the window's counts and the throughput.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -56,4 +57,15 @@ impl StepMetrics {
             })
             .collect()
     }
+}
+
+/// The lines of `run`'s `metrics.jsonl` that parse, in order; none when it cannot be read.
+pub fn read_metrics(run: &Path) -> Vec<StepMetrics> {
+    std::fs::read_to_string(run.join(super::start::METRICS))
+        .map(|text| {
+            text.lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -4,18 +4,8 @@
 use std::path::Path;
 
 use super::config::{ModelKind, PretrainConfig};
-use super::metrics::StepMetrics;
-use super::start::METRICS;
+use super::metrics::read_metrics;
 use crate::interop::HfConfig;
-
-/// The metrics line of `step` in the run's `metrics.jsonl` (the last one at or before it).
-fn metrics_at(run: &Path, step: u64) -> Option<StepMetrics> {
-    let text = std::fs::read_to_string(run.join(METRICS)).ok()?;
-    text.lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<StepMetrics>(l).ok())
-        .find(|m| m.step <= step)
-}
 
 /// The card of the model `hf` exported from `run` at `step` (`role`: "discriminator",
 /// "generator" or "model").
@@ -34,7 +24,9 @@ pub fn model_card(
         Some(d) => format!("the shards in `{}`", d.display()),
         None => "trueneg's embedded default corpus (WordNet 3.0 glosses)".into(),
     };
-    let losses = match metrics_at(run, step) {
+    // The exported step's line (the last one at or before it).
+    let at_step = read_metrics(run).into_iter().rev().find(|m| m.step <= step);
+    let losses = match at_step {
         Some(m) => {
             let mut terms: Vec<String> = m
                 .terms

@@ -166,7 +166,7 @@ pub fn write_run_files(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> R
     crate::error::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
     // What made the run (a resumed run records the build that continued it).
     crate::error::write_atomic(
-        &run.join("trueneg-version.txt"),
+        &run.join(VERSION_FILE),
         format!("{}\n", crate::VERSION).as_bytes(),
     )?;
     let tokenizer = shards.dir.join("tokenizer.json");
@@ -197,9 +197,7 @@ pub fn forget_unstarted(run: &Path) {
     for f in ["config.toml", "tokenizer.json", VERSION_FILE, METRICS] {
         let _ = std::fs::remove_file(run.join(f));
     }
-    for e in std::fs::read_dir(run).into_iter().flatten().flatten() {
-        if crate::tensorboard::is_event_file(&e.file_name().to_string_lossy()) {
-            let _ = std::fs::remove_file(e.path());
-        }
+    for f in crate::tensorboard::event_files(run).unwrap_or_default() {
+        let _ = std::fs::remove_file(f);
     }
 }

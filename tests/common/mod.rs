@@ -158,6 +158,14 @@ pub fn vec_of<const D: usize>(t: Tensor<D>) -> Vec<f32> {
     t.into_data().convert::<f32>().try_into_vec().unwrap()
 }
 
+/// `a` and `b` within `tol` of each other, relative to `max(|a|, 1)`.
+pub fn close_to(a: f64, b: f64, tol: f64, what: &str) {
+    assert!(
+        (a - b).abs() <= tol * a.abs().max(1.0),
+        "{what}: {a} vs {b}"
+    );
+}
+
 /// Every element within `tol` of `want`, relative to `1 + |want|`; a NaN fails.
 pub fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len(), "{name}: length");
