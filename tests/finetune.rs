@@ -4,7 +4,7 @@
 //! GLUE submission files.
 
 mod common;
-use common::{bin, data, ok};
+use common::{bin, data, ok, pretrained_tiny, transformers_folder};
 
 use std::path::{Path, PathBuf};
 
@@ -16,43 +16,10 @@ fn results(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap()
 }
 
-/// A tiny ELECTRA pre-trained for a few steps on WikiText-2.
-fn pretrained(dir: &Path) -> PathBuf {
-    let shards = dir.join("wiki");
-    ok(bin()
-        .args([
-            "prepare",
-            "--input",
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../shared/data/wikitext-2/wiki.test.raw"
-            ),
-        ])
-        .args(["--train-vocab", "3000", "--max-seq-len", "64", "--out"])
-        .arg(&shards)
-        .output()
-        .unwrap());
-    let run = dir.join("run");
-    ok(bin()
-        .args(["pretrain", "--config", "tiny", "--run"])
-        .arg(&run)
-        .arg("--set")
-        .arg(format!("data.shards={}", shards.display()))
-        .args([
-            "--set",
-            "train.steps=20",
-            "--set",
-            "model.max_position_embeddings=128",
-        ])
-        .output()
-        .unwrap());
-    run
-}
-
 #[test]
 fn tiny_model_fine_tunes_on_five_glue_tasks() {
     let dir = tempfile::tempdir().unwrap();
-    let run = pretrained(dir.path());
+    let run = pretrained_tiny(dir.path());
     for (task, folder, metric) in [
         ("rte", "RTE", "accuracy"),
         ("mrpc", "MRPC", "f1"),
@@ -146,22 +113,7 @@ fn tiny_model_fine_tunes_on_five_glue_tasks() {
 fn transformers_checkpoint_fine_tunes_like_a_run() {
     // The golden tiny ELECTRA discriminator (vocab 100) with a matching vocabulary file.
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("electra");
-    std::fs::create_dir_all(&model).unwrap();
-    let golden =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden/electra_discriminator");
-    for f in ["config.json", "model.safetensors"] {
-        std::fs::copy(golden.join(f), model.join(f)).unwrap();
-    }
-    let mut vocab = vec![
-        "[PAD]".to_string(),
-        "[CLS]".into(),
-        "[SEP]".into(),
-        "[MASK]".into(),
-        "[UNK]".into(),
-    ];
-    vocab.extend((5..100).map(|i| format!("w{i}")));
-    std::fs::write(model.join("vocab.txt"), vocab.join("\n")).unwrap();
+    let model = transformers_folder(dir.path(), "electra_discriminator");
     let out = dir.path().join("ft");
     let stdout = ok(bin()
         .args(["finetune", "--task", "rte", "--data"])
@@ -187,7 +139,7 @@ fn transformers_checkpoint_fine_tunes_like_a_run() {
 #[test]
 fn squad_slice_fine_tunes_and_attacks_are_evaluated() {
     let dir = tempfile::tempdir().unwrap();
-    let run = pretrained(dir.path());
+    let run = pretrained_tiny(dir.path());
     let squad =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/squad-v1.1/dev-half-a.json");
     let out = dir.path().join("ft-squad");
@@ -286,7 +238,7 @@ fn squad_slice_fine_tunes_and_attacks_are_evaluated() {
 #[test]
 fn a_recipe_longer_than_the_model_is_shortened_with_a_note() {
     let dir = tempfile::tempdir().unwrap();
-    let run = pretrained(dir.path());
+    let run = pretrained_tiny(dir.path());
     let out = bin()
         .args(["finetune", "--task", "squad", "--data"])
         .arg(common::data("squad-v1.1"))

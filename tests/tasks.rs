@@ -327,17 +327,42 @@ fn only_unordered_pairs_are_swapped() {
 
 #[test]
 fn sentence_pairs_are_encoded_and_truncated_longest_first() {
-    use trueneg::finetune::classify::encode_pair;
     use trueneg::text::WordPieceTokenizer;
+    use trueneg::text::pairs::{Truncation, encode_pair};
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("vocab.txt");
     std::fs::write(&p, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\nc\n").unwrap();
     let t = WordPieceTokenizer::load(&p).unwrap();
-    let (ids, types) = encode_pair(&t, "a a a a a a", Some("b c"), 8);
-    assert_eq!(ids, vec![2, 5, 5, 5, 3, 6, 7, 3]);
-    assert_eq!(types, vec![0, 0, 0, 0, 0, 1, 1, 1]);
-    let (ids, types) = encode_pair(&t, "a b", None, 8);
-    assert_eq!((ids, types), (vec![2, 5, 6, 3], vec![0; 4]));
+    for rule in [Truncation::Greedy, Truncation::LongestFirst] {
+        let (ids, types) = encode_pair(&t, "a a a a a a", Some("b c"), 8, rule);
+        assert_eq!(ids, vec![2, 5, 5, 5, 3, 6, 7, 3]);
+        assert_eq!(types, vec![0, 0, 0, 0, 0, 1, 1, 1]);
+        let (ids, types) = encode_pair(&t, "a b", None, 8, rule);
+        assert_eq!((ids, types), (vec![2, 5, 6, 3], vec![0; 4]));
+    }
+    // Both texts longer than half of an odd room: the rules part. Longest first as the
+    // tokenizers library (0.23) cuts them, greedy as `_truncate_seq_pair` does.
+    for ((na, nb), greedy, longest_first) in [
+        ((20, 20), (15, 14), (14, 15)),
+        ((21, 20), (15, 14), (15, 14)),
+        ((20, 21), (15, 14), (14, 15)),
+        ((30, 18), (15, 14), (15, 14)),
+        ((18, 30), (15, 14), (14, 15)),
+        ((16, 14), (15, 14), (15, 14)),
+        ((14, 16), (14, 15), (14, 15)),
+        ((10, 40), (10, 19), (10, 19)),
+    ] {
+        assert_eq!(Truncation::Greedy.lengths(na, nb, 29), greedy, "{na} {nb}");
+        assert_eq!(
+            Truncation::LongestFirst.lengths(na, nb, 29),
+            longest_first,
+            "{na} {nb}"
+        );
+    }
+    let (ids, _) = encode_pair(&t, "a a a a", Some("b b b b"), 8, Truncation::Greedy);
+    assert_eq!(ids, vec![2, 5, 5, 5, 3, 6, 6, 3]);
+    let (ids, _) = encode_pair(&t, "a a a a", Some("b b b b"), 8, Truncation::LongestFirst);
+    assert_eq!(ids, vec![2, 5, 5, 3, 6, 6, 6, 3]);
 }
 
 #[test]

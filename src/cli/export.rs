@@ -1,17 +1,22 @@
-//! `trueneg export`: a run's checkpoint in transformers' layout.
+//! `trueneg export`: a run's checkpoint, or a fine-tuned model, in transformers' layout.
 
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["run", "model"])))]
 pub struct Args {
-    /// The run folder.
+    /// The run folder: its checkpoint becomes config.json + model.safetensors + the tokenizer's
+    /// Hub files + README.md (ELECTRA: generator/ and discriminator/).
     #[arg(long)]
-    run: PathBuf,
-    /// Checkpoint step [default: the latest].
+    run: Option<PathBuf>,
+    /// A fine-tuned model (a `seed-N` folder of `finetune`): GLUE → *ForSequenceClassification,
+    /// SQuAD → *ForQuestionAnswering.
+    #[arg(long, conflicts_with = "step")]
+    model: Option<PathBuf>,
+    /// Checkpoint step of --run [default: the latest].
     #[arg(long)]
     step: Option<u64>,
-    /// The folder for config.json + model.safetensors + tokenizer.json (ELECTRA: generator/ and
-    /// discriminator/); files an earlier `export` wrote there are replaced, others refused.
+    /// The folder to write; files an earlier `export` wrote there are replaced, others refused.
     #[arg(long)]
     out: PathBuf,
     /// Replace files in --out that `export` did not write.
@@ -21,7 +26,14 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let outputs = trueneg::output::Outputs::new("export", a.force);
-    for dir in trueneg::train::export::export_run(&a.run, a.step, &a.out, &outputs)? {
+    let dirs = match (&a.run, &a.model) {
+        (Some(run), _) => trueneg::train::export::export_run(run, a.step, &a.out, &outputs)?,
+        (None, Some(model)) => vec![trueneg::finetune::export::export_finetuned(
+            model, &a.out, &outputs,
+        )?],
+        (None, None) => unreachable!("clap requires --run or --model"),
+    };
+    for dir in dirs {
         println!("exported {}", dir.display());
     }
     Ok(())

@@ -19,11 +19,12 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
-use crate::finetune::classify::{Classifier, ClsHead, batch_inputs, encode_pair};
+use crate::finetune::classify::{Classifier, ClsHead, batch_inputs};
 use crate::finetune::pretrained::PretrainedEncoder;
 use crate::interop::tensors::Loader;
 use crate::lexicon::wordnet::WordNet;
 use crate::lexicon::words::{in_compound, is_name_or_number, is_stop, match_case, tokens};
+use crate::text::pairs::{Truncation, encode_pair};
 
 /// One word of a sentence replaced by a synonym, and by an antonym.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -217,7 +218,7 @@ pub fn hits(
         let enc = |f: &dyn Fn(&Triplet) -> &str| -> Vec<(Vec<u32>, Vec<u32>)> {
             chunk
                 .iter()
-                .map(|t| encode_pair(&pre.tokenizer, f(t), None, max_len))
+                .map(|t| encode_pair(&pre.tokenizer, f(t), None, max_len, Truncation::Greedy))
                 .collect()
         };
         let o = states(&model, &enc(&|t| &t.ori), pad, &device);

@@ -25,6 +25,7 @@ use crate::model::{EncoderConfig, Inputs};
 use crate::tasks::glue::{GlueExample, GlueTask, Label, read_glue};
 use crate::tasks::metrics::{accuracy, f1_binary, matthews, pearson, spearman};
 use crate::text::WordPieceTokenizer;
+use crate::text::pairs::{Truncation, encode_pair};
 use crate::{Error, Result};
 
 /// The layers between the [CLS] hidden state and the logits.
@@ -145,36 +146,6 @@ impl Classifier {
         loader.finish()?;
         Ok(model)
     }
-}
-
-/// Token ids and segment ids of `[CLS] a [SEP] (b [SEP])`, truncated longest-first.
-pub fn encode_pair(
-    t: &WordPieceTokenizer,
-    a: &str,
-    b: Option<&str>,
-    max_len: usize,
-) -> (Vec<u32>, Vec<u32>) {
-    let mut ta = t.encode(a);
-    let mut tb = b.map(|b| t.encode(b)).unwrap_or_default();
-    let budget = max_len.saturating_sub(if b.is_some() { 3 } else { 2 });
-    while ta.len() + tb.len() > budget {
-        if ta.len() >= tb.len() {
-            ta.pop()
-        } else {
-            tb.pop()
-        };
-    }
-    let s = t.special;
-    let mut ids = vec![s.cls];
-    ids.extend(&ta);
-    ids.push(s.sep);
-    let mut types = vec![0; ids.len()];
-    if b.is_some() {
-        ids.extend(&tb);
-        ids.push(s.sep);
-        types.resize(ids.len(), 1);
-    }
-    (ids, types)
 }
 
 pub(crate) fn batch_inputs(rows: &[(Vec<u32>, Vec<u32>)], pad: u32, device: &Device) -> Inputs {
@@ -299,6 +270,8 @@ pub struct FineTuned {
     pub config: EncoderConfig,
     /// Regression outputs are multiplied by this (the recipe's target scale).
     pub regression_scale: f64,
+    /// How pairs longer than the model takes were cut in training (and are in prediction).
+    pub truncation: Truncation,
 }
 
 /// Predicted class (or score) per example, with examples/s.
@@ -321,7 +294,10 @@ pub fn predict(
     for chunk in examples.chunks(batch) {
         let rows: Vec<_> = chunk
             .iter()
-            .map(|e| encode_pair(tokenizer, &e.text_a, e.text_b.as_deref(), max_len))
+            .map(|e| {
+                let b = e.text_b.as_deref();
+                encode_pair(tokenizer, &e.text_a, b, max_len, m.truncation)
+            })
             .collect();
         let logits = m
             .model
@@ -365,11 +341,13 @@ pub fn training_rows(
     for e in training_examples(train, opts) {
         let label = e.label.expect("labelled");
         let (a, b) = (&e.text_a, e.text_b.as_deref());
-        rows.push((encode_pair(tokenizer, a, b, opts.max_seq_len), label));
+        let rule = opts.recipe.truncation();
+        rows.push((encode_pair(tokenizer, a, b, opts.max_seq_len, rule), label));
         if opts.both_orders
             && let Some(b) = b
         {
-            rows.push((encode_pair(tokenizer, b, Some(a), opts.max_seq_len), label));
+            let swapped = encode_pair(tokenizer, b, Some(a), opts.max_seq_len, rule);
+            rows.push((swapped, label));
         }
     }
     rows
@@ -471,6 +449,7 @@ pub fn finetune_one(
             prefix: pre.prefix.clone(),
             config: pre.config.clone(),
             regression_scale: scale,
+            truncation: opts.recipe.truncation(),
         },
         throughput,
     ))
@@ -494,6 +473,9 @@ pub struct FineTunedInfo {
     pub head: ClsHead,
     #[serde(default = "super::recipe::one")]
     pub regression_scale: f64,
+    /// Folders written before the rule was recorded were cut greedily.
+    #[serde(default)]
+    pub truncation: Truncation,
 }
 
 fn linear_head() -> ClsHead {
@@ -513,6 +495,7 @@ pub fn save_finetuned(
         max_seq_len,
         head: m.model.kind,
         regression_scale: m.regression_scale,
+        truncation: m.truncation,
     };
     write_model_folder(dir, |w| m.model.walk(&info.prefix, w), &info, tokenizer)
 }
@@ -536,6 +519,7 @@ pub fn load_finetuned(
             prefix: info.prefix,
             config: info.config,
             regression_scale: info.regression_scale,
+            truncation: info.truncation,
         },
         tokenizer,
         info.max_seq_len,

@@ -1,8 +1,10 @@
 //! Fine-tuning a pre-trained encoder: the encoder it starts from, the recipes (ELECTRA's and
 //! transformers'), classification / regression heads (GLUE) and span extraction (SQuAD), the
-//! fine-tuned model's folder, and one seed loop for every task with its results tables.
+//! fine-tuned model's folder and its transformers export, and one seed loop for every task with
+//! its results tables.
 
 pub mod classify;
+pub mod export;
 pub mod folder;
 pub mod pretrained;
 pub mod recipe;

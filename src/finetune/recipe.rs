@@ -58,6 +58,15 @@ impl Recipe {
             Self::Transformers => "transformers",
         }
     }
+
+    /// How the recipe's reference code cuts a sentence pair: ELECTRA's `_truncate_seq_pair`,
+    /// transformers' tokenizer (`run_glue.py`).
+    pub fn truncation(self) -> crate::text::pairs::Truncation {
+        match self {
+            Self::Electra => crate::text::pairs::Truncation::Greedy,
+            Self::Transformers => crate::text::pairs::Truncation::LongestFirst,
+        }
+    }
 }
 
 /// How layer-wise learning-rate decay d maps depth to a factor (L encoder layers, layer i

@@ -418,11 +418,11 @@ pub fn predict_squad(
 
 /// What `save_qa` writes next to the weights.
 #[derive(Serialize, Deserialize)]
-struct QaInfo {
-    task: Task,
-    prefix: String,
-    config: EncoderConfig,
-    options: QaOptions,
+pub(crate) struct QaInfo {
+    pub task: Task,
+    pub prefix: String,
+    pub config: EncoderConfig,
+    pub options: QaOptions,
 }
 
 pub fn save_qa(m: &mut QaModel, tok: &WordPieceTokenizer, dir: &Path) -> Result<()> {

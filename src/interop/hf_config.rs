@@ -14,6 +14,9 @@ pub struct HfConfig {
     pub model_type: String,
     pub architectures: Vec<String>,
     pub encoder: EncoderConfig,
+    /// The keys a task head adds (`num_labels`, `id2label`, `label2id`, `problem_type`),
+    /// written as they are; empty for a pre-trained model.
+    pub task_fields: serde_json::Map<String, Value>,
 }
 
 /// Reads `config.json`; errors name the file and the field.
@@ -86,6 +89,7 @@ pub fn read_hf_config(path: &Path) -> Result<HfConfig> {
         model_type,
         architectures,
         encoder,
+        task_fields: Default::default(),
     })
 }
 
@@ -118,6 +122,9 @@ pub fn write_hf_config(path: &Path, cfg: &HfConfig) -> Result<()> {
         v["summary_use_proj"] = json!(true);
         v["summary_activation"] = json!("gelu");
         v["summary_last_dropout"] = json!(0.1);
+    }
+    for (k, x) in &cfg.task_fields {
+        v[k] = x.clone();
     }
     let text = serde_json::to_string_pretty(&v).expect("json") + "\n";
     crate::error::write_atomic(path, text.as_bytes())

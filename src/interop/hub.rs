@@ -4,12 +4,95 @@
 //! `special_tokens_map.json` and `vocab.txt` (one piece per line, in id order). Without
 //! `model_max_length` transformers takes the length as unbounded and a long input overflows
 //! the position embeddings.
+//!
+//! [`write_folder`] writes a whole Hub folder (weights, tokenizer files, model card,
+//! `config.json`), for the pre-trained and the fine-tuned exports alike.
 
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::hf_config::{HfConfig, write_hf_config};
+use super::tensors::{HostTensor, write_safetensors};
+use crate::output::Outputs;
 use crate::{Error, Result};
+
+/// The tokenizer's files in a Hub folder.
+const TOKENIZER_FILES: [&str; 4] = [
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+];
+
+/// The files the Hub folders `dirs` will hold (`tokenizer`: the tokenizer's too).
+fn folder_files(dirs: &[PathBuf], tokenizer: bool) -> Vec<PathBuf> {
+    dirs.iter()
+        .flat_map(|d| {
+            ["model.safetensors", "config.json", "README.md"]
+                .into_iter()
+                .chain(TOKENIZER_FILES.into_iter().filter(|_| tokenizer))
+                .map(|f| d.join(f))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Checks, before anything is written, that an export may write the Hub folders `dirs` under
+/// `out`: a whole earlier export there (every folder with its `config.json`) is refused unless
+/// forced; files of a half-finished one are replaced when `outputs` allows it (this command
+/// wrote them, or `--force`).
+pub fn check_folders(
+    out: &Path,
+    dirs: &[PathBuf],
+    tokenizer: bool,
+    outputs: &Outputs,
+) -> Result<()> {
+    if !outputs.forced() && dirs.iter().all(|d| d.join("config.json").exists()) {
+        return Err(Error::Config(format!(
+            "{}: already holds an exported model; choose another --out, or pass --force to \
+             replace it (nothing was changed)",
+            out.display()
+        )));
+    }
+    outputs.check(&folder_files(dirs, tokenizer))
+}
+
+/// Writes the Hub folder `dir`: `model.safetensors` (`tensors`), the Hub files of `tokenizer`
+/// (a `tokenizer.json`) when given, `README.md` (`card`) and, last, `config.json` (`hf`), so
+/// that a folder with one holds a whole model and a half-finished export is completed by
+/// running it again.
+pub fn write_folder(
+    dir: &Path,
+    tensors: &BTreeMap<String, HostTensor>,
+    hf: &HfConfig,
+    tokenizer: Option<&Path>,
+    card: &str,
+    outputs: &Outputs,
+) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let meta = HashMap::from([("format".to_string(), "pt".to_string())]);
+    let weights = dir.join("model.safetensors");
+    write_safetensors(&weights, tensors, Some(meta))?;
+    outputs.record(&weights)?;
+    if let Some(tokenizer) = tokenizer {
+        outputs.write(&dir.join("tokenizer.json"), &crate::error::read(tokenizer)?)?;
+        let class = if hf.model_type == "electra" {
+            "ElectraTokenizer"
+        } else {
+            "BertTokenizer"
+        };
+        let positions = hf.encoder.max_position_embeddings;
+        for (name, bytes) in tokenizer_files(tokenizer, positions, class)? {
+            outputs.write(&dir.join(name), &bytes)?;
+        }
+    }
+    outputs.write(&dir.join("README.md"), card.as_bytes())?;
+    write_hf_config(&dir.join("config.json"), hf)?;
+    outputs.record(&dir.join("config.json"))?;
+    Ok(dir.to_path_buf())
+}
 
 /// The special tokens' roles and BERT's strings for them.
 const SPECIAL: [(&str, &str); 5] = [

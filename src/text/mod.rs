@@ -1,5 +1,5 @@
-//! Text: tokenizer, corpus reading, example packing, memory-mapped shards, dynamic masking, and
-//! synonym tables projected onto a tokenizer's vocabulary.
+//! Text: tokenizer, corpus reading, example packing, memory-mapped shards, dynamic masking,
+//! synonym tables projected onto a tokenizer's vocabulary, and sentence pairs for classifiers.
 
 pub mod batches;
 pub mod cline;
@@ -7,6 +7,7 @@ pub mod corpus;
 pub mod default_corpus;
 pub mod examples;
 pub mod masking;
+pub mod pairs;
 pub mod prepare;
 pub mod sentences;
 pub mod shards;

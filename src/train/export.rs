@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use super::checkpoint;
 use super::config::{ModelKind, PretrainConfig};
-use crate::interop::hf_config::{HfConfig, write_hf_config};
-use crate::interop::hub::tokenizer_files as tokenizer_files_of;
-use crate::interop::tensors::{HostTensor, write_safetensors};
+use crate::interop::hf_config::HfConfig;
+use crate::interop::hub::{check_folders, write_folder};
+use crate::interop::tensors::HostTensor;
 use crate::model::electra::GENERATOR_PREFIX;
 use crate::output::Outputs;
 use crate::{Error, Result};
@@ -33,15 +33,7 @@ pub fn export_run(
         ModelKind::Electra => vec![out.join("discriminator"), out.join("generator")],
     };
     let tokenizer = run.join("tokenizer.json");
-    let files = export_files(&subs, tokenizer.exists());
-    if !outputs.forced() && subs.iter().all(|d| d.join("config.json").exists()) {
-        return Err(Error::Config(format!(
-            "{}: already holds an exported model; choose another --out, or pass --force to \
-             replace it (nothing was changed)",
-            out.display()
-        )));
-    }
-    outputs.check(&files)?;
+    check_folders(out, &subs, tokenizer.exists(), outputs)?;
     let mut ck = load_checkpoint(run, step)?;
     // CLINE's detection head, pooler and loss weights have no place in transformers' classes.
     ck.model
@@ -53,25 +45,14 @@ pub fn export_run(
         .map(|t| t.shape[0])
         .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", run.display())))?;
     let step = ck.state.step;
+    let tokenizer = tokenizer.exists().then_some(tokenizer.as_path());
     let write = |sub: &Path,
                  tensors: &BTreeMap<String, HostTensor>,
                  hf: HfConfig,
                  role: &str|
      -> Result<PathBuf> {
-        std::fs::create_dir_all(sub).map_err(|e| Error::io(sub, e))?;
-        let meta = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
-        let weights = sub.join("model.safetensors");
-        write_safetensors(&weights, tensors, Some(meta))?;
-        outputs.record(&weights)?;
-        if tokenizer.exists() {
-            write_tokenizer(sub, &tokenizer, &hf, outputs)?;
-        }
         let card = super::model_card::model_card(run, &cfg, step, &hf, role);
-        outputs.write(&sub.join("README.md"), card.as_bytes())?;
-        // config.json last: a folder with it holds a whole model.
-        write_hf_config(&sub.join("config.json"), &hf)?;
-        outputs.record(&sub.join("config.json"))?;
-        Ok(sub.to_path_buf())
+        write_folder(sub, tensors, &hf, tokenizer, &card, outputs)
     };
     match cfg.model.kind {
         ModelKind::Bert => {
@@ -79,6 +60,7 @@ pub fn export_run(
                 model_type: "bert".into(),
                 architectures: vec!["BertForMaskedLM".into()],
                 encoder: cfg.model.encoder(vocab),
+                task_fields: Default::default(),
             };
             Ok(vec![write(&subs[0], &ck.model, hf, "model")?])
         }
@@ -98,11 +80,13 @@ pub fn export_run(
                 model_type: "electra".into(),
                 architectures: vec!["ElectraForPreTraining".into()],
                 encoder: cfg.model.encoder(vocab),
+                task_fields: Default::default(),
             };
             let g = HfConfig {
                 model_type: "electra".into(),
                 architectures: vec!["ElectraForMaskedLM".into()],
                 encoder: cfg.model.generator(vocab),
+                task_fields: Default::default(),
             };
             Ok(vec![
                 write(&subs[0], &disc, d, "discriminator")?,
@@ -110,40 +94,6 @@ pub fn export_run(
             ])
         }
     }
-}
-
-/// The files an export writes into `subs` (the tokenizer's when the run has one).
-fn export_files(subs: &[PathBuf], tokenizer: bool) -> Vec<PathBuf> {
-    let tokenizer_files = [
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "vocab.txt",
-    ];
-    subs.iter()
-        .flat_map(|d| {
-            ["model.safetensors", "config.json", "README.md"]
-                .into_iter()
-                .chain(tokenizer_files.into_iter().filter(|_| tokenizer))
-                .map(|f| d.join(f))
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-/// The run's `tokenizer` and its Hub files (for the model `hf`) into `sub`.
-fn write_tokenizer(sub: &Path, tokenizer: &Path, hf: &HfConfig, outputs: &Outputs) -> Result<()> {
-    outputs.write(&sub.join("tokenizer.json"), &crate::error::read(tokenizer)?)?;
-    let class = if hf.model_type == "electra" {
-        "ElectraTokenizer"
-    } else {
-        "BertTokenizer"
-    };
-    let positions = hf.encoder.max_position_embeddings;
-    for (name, bytes) in tokenizer_files_of(tokenizer, positions, class)? {
-        outputs.write(&sub.join(name), &bytes)?;
-    }
-    Ok(())
 }
 
 /// The checkpoint at `step` (the latest when `None`), read whole into memory. A checkpoint

@@ -100,6 +100,51 @@ pub fn copy_files(from: &Path, to: &Path) {
     }
 }
 
+/// A tiny ELECTRA pre-trained for 20 steps on WikiText-2's test split (its own 3,000-piece
+/// vocabulary, 128 positions), in `dir/run`.
+pub fn pretrained_tiny(dir: &Path) -> PathBuf {
+    let shards = dir.join("wiki");
+    ok(bin()
+        .arg("prepare")
+        .arg("--input")
+        .arg(data("wikitext-2/wiki.test.raw"))
+        .args(["--train-vocab", "3000", "--max-seq-len", "64", "--out"])
+        .arg(&shards)
+        .output()
+        .unwrap());
+    let run = dir.join("run");
+    ok(bin()
+        .args(["pretrain", "--config", "tiny", "--run"])
+        .arg(&run)
+        .arg("--set")
+        .arg(format!("data.shards={}", shards.display()))
+        .args([
+            "--set",
+            "train.steps=20",
+            "--set",
+            "model.max_position_embeddings=128",
+        ])
+        .output()
+        .unwrap());
+    run
+}
+
+/// ../shared/golden's `folder` (`electra_discriminator`, `bert_tiny`: vocabulary 100) as a
+/// transformers folder in `dir` with a vocabulary file of its size.
+pub fn transformers_folder(dir: &Path, folder: &str) -> PathBuf {
+    let model = dir.join(folder);
+    std::fs::create_dir_all(&model).unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(shared("golden").join(folder).join(f), model.join(f)).unwrap();
+    }
+    let mut vocab: Vec<String> = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"]
+        .map(String::from)
+        .to_vec();
+    vocab.extend((5..100).map(|i| format!("w{i}")));
+    std::fs::write(model.join("vocab.txt"), vocab.join("\n")).unwrap();
+    model
+}
+
 /// A second tokenizer (1500 tokens, trained on SQuAD text), for the tests of mismatches.
 pub fn other_tokenizer() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/squad/tokenizer.json")

@@ -1,0 +1,211 @@
+//! `export --model <fine-tuned seed folder>`: a model fine-tuned by trueneg as a transformers
+//! folder. GLUE → `ElectraForSequenceClassification` / `BertForSequenceClassification` with
+//! `id2label` / `label2id` (STS-B: one output, `problem_type = "regression"`, in the task's 0–5
+//! units); SQuAD → `ElectraForQuestionAnswering` / `BertForQuestionAnswering`. With the
+//! tokenizer's Hub files and a model card.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use super::classify::{ClsHead, FineTunedInfo};
+use super::folder::read_model_info;
+use super::seeds::TaskResult;
+use super::span::{QaInfo, finetuned_task};
+use crate::interop::HfConfig;
+use crate::interop::hub::{check_folders, write_folder};
+use crate::interop::tensors::{HostTensor, read_safetensors};
+use crate::model::EncoderConfig;
+use crate::output::Outputs;
+use crate::tasks::glue::GlueTask;
+use crate::tasks::task::Task;
+use crate::{Error, Result};
+
+/// Exports the fine-tuned model folder `model` (a `seed-N` folder of `finetune`) to `out`;
+/// returns the folder written. An earlier export in `out` is refused unless forced.
+pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<PathBuf> {
+    let tokenizer = model.join("tokenizer.json");
+    check_folders(out, &[out.to_path_buf()], tokenizer.exists(), outputs)?;
+    let task = finetuned_task(model)?;
+    let weights_file = model.join("model.safetensors");
+    let mut weights = read_safetensors(&weights_file)?.tensors;
+    let (prefix, encoder, fields) = match task {
+        Task::Classification(t) => {
+            let info: FineTunedInfo = read_model_info(model)?;
+            if info.head == ClsHead::Linear {
+                return Err(Error::Input(format!(
+                    "{}: fine-tuned with ELECTRA's one-layer head (dropout + dense on [CLS]), \
+                     which no transformers class holds; fine-tune with `--head transformers` \
+                     (ElectraClassificationHead) to export",
+                    model.join("finetuned.json").display()
+                )));
+            }
+            if info.regression_scale != 1.0 {
+                // The head's last layer × scale: transformers' output is the prediction itself.
+                scale_output(
+                    &mut weights,
+                    info.head,
+                    info.regression_scale,
+                    &weights_file,
+                )?;
+            }
+            (info.prefix, info.config, labels(t))
+        }
+        Task::Squad => {
+            let info: QaInfo = read_model_info(model)?;
+            (info.prefix, info.config, Map::new())
+        }
+    };
+    let head = match task {
+        Task::Classification(_) => "SequenceClassification",
+        Task::Squad => "QuestionAnswering",
+    };
+    let class = if prefix == "bert" { "Bert" } else { "Electra" };
+    let hf = HfConfig {
+        model_type: prefix,
+        architectures: vec![format!("{class}For{head}")],
+        encoder,
+        task_fields: fields,
+    };
+    let card = model_card(model, task, &hf);
+    let tokenizer = tokenizer.exists().then_some(tokenizer.as_path());
+    write_folder(out, &weights, &hf, tokenizer, &card, outputs)
+}
+
+/// The label names of `task` (GLUE's own where its files use them; readable names where they
+/// use 0 / 1), as `id2label`, `label2id` and `problem_type`.
+fn labels(task: GlueTask) -> Map<String, Value> {
+    let mut m = Map::new();
+    if task.is_regression() {
+        m.insert("num_labels".into(), json!(1));
+        m.insert("problem_type".into(), json!("regression"));
+        m.insert("id2label".into(), json!({"0": "score"}));
+        m.insert("label2id".into(), json!({"score": 0}));
+        return m;
+    }
+    let names: Vec<&str> = match task {
+        GlueTask::Cola => vec!["unacceptable", "acceptable"],
+        GlueTask::Sst2 => vec!["negative", "positive"],
+        GlueTask::Mrpc => vec!["not_equivalent", "equivalent"],
+        GlueTask::Qqp => vec!["not_duplicate", "duplicate"],
+        t => t.labels().to_vec(),
+    };
+    let id2label: Map<String, Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i.to_string(), json!(n)))
+        .collect();
+    let label2id: Map<String, Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.to_string(), json!(i)))
+        .collect();
+    m.insert("num_labels".into(), json!(names.len()));
+    m.insert("problem_type".into(), json!("single_label_classification"));
+    m.insert("id2label".into(), Value::Object(id2label));
+    m.insert("label2id".into(), Value::Object(label2id));
+    m
+}
+
+/// Multiplies the output layer of `head` (weight and bias) by `scale`.
+fn scale_output(
+    weights: &mut BTreeMap<String, HostTensor>,
+    head: ClsHead,
+    scale: f64,
+    file: &Path,
+) -> Result<()> {
+    let layer = match head {
+        ClsHead::ElectraTransformers => "classifier.out_proj",
+        ClsHead::Linear | ClsHead::BertPooler => "classifier",
+    };
+    for part in ["weight", "bias"] {
+        let name = format!("{layer}.{part}");
+        let t = weights
+            .get_mut(&name)
+            .ok_or_else(|| Error::Checkpoint(format!("{}: no tensor `{name}`", file.display())))?;
+        t.values.iter_mut().for_each(|v| *v *= scale as f32);
+    }
+    Ok(())
+}
+
+/// The `README.md` of an exported fine-tuned model: the task, the architecture, where the
+/// encoder came from, the recipe and the dev scores (from `results.json` beside the seed
+/// folder, when there).
+fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
+    let e: &EncoderConfig = &hf.encoder;
+    let results: Option<TaskResult> = model
+        .parent()
+        .map(|p| p.join("results.json"))
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let seed = model
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("seed-"))
+        .and_then(|s| s.parse::<u64>().ok());
+    let mut facts = Vec::new();
+    if let Some(r) = &results {
+        if let Some(p) = &r.model {
+            let step = p
+                .checkpoint_step
+                .map(|s| format!(" (checkpoint step {s})"))
+                .unwrap_or_default();
+            facts.push(format!("- Encoder: `{}`{step}.", p.model.display()));
+        }
+        if let Some(o) = &r.options {
+            facts.push(format!(
+                "- Recipe: `{}`, lr {}, {} epochs, batch {}, {} tokens, layer-wise decay {}.",
+                o.recipe.name(),
+                o.lr,
+                o.epochs,
+                o.batch_size,
+                o.max_seq_len,
+                o.layer_decay
+            ));
+        }
+        let at = seed.and_then(|s| r.seeds.iter().position(|x| *x == s));
+        if let Some(scores) = at.and_then(|i| r.per_seed.get(i)) {
+            let m: Vec<String> = scores
+                .metrics
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.2}"))
+                .collect();
+            facts.push(format!(
+                "- Dev scores (seed {}): {}.",
+                seed.unwrap_or(0),
+                m.join(", ")
+            ));
+        }
+    }
+    if facts.is_empty() {
+        facts.push("- No `results.json` was found beside the fine-tuned folder.".into());
+    }
+    let (pipeline, auto) = match task {
+        Task::Classification(_) => ("text-classification", "AutoModelForSequenceClassification"),
+        Task::Squad => ("question-answering", "AutoModelForQuestionAnswering"),
+    };
+    format!(
+        "---\nlibrary_name: transformers\npipeline_tag: {pipeline}\ntags:\n- trueneg\n- {kind}\n---\n\n\
+# {name} fine-tuned on {task}\n\n\
+Fine-tuned with trueneg {version} from `{model}`.\n\n\
+## Architecture\n\n\
+`{arch}`: {layers} layers, hidden size {hidden}, {heads} attention heads, vocabulary {vocab}, \
+{positions} positions.\n\n\
+## Fine-tuning\n\n{facts}\n\n\
+## Use\n\n```python\nfrom transformers import pipeline\n\
+p = pipeline(\"{pipeline}\", model=\"path/to/this/folder\")  # or {auto}\n```\n",
+        kind = hf.model_type,
+        name = hf.model_type.to_uppercase(),
+        task = task.display_name(),
+        version = crate::VERSION,
+        model = model.display(),
+        arch = hf.architectures.join(", "),
+        layers = e.num_hidden_layers,
+        hidden = e.hidden_size,
+        heads = e.num_attention_heads,
+        vocab = e.vocab_size,
+        positions = e.max_position_embeddings,
+        facts = facts.join("\n"),
+    )
+}
