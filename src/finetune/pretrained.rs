@@ -57,8 +57,10 @@ fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
 
 /// Loads a trueneg run directory (its latest checkpoint; ELECTRA's discriminator) or a
 /// transformers directory (`config.json` + `model.safetensors`; an ELECTRA export's
-/// `discriminator/` is used when present).
+/// `discriminator/` is used when present), or a transformers model id in the local Hugging
+/// Face cache.
 pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
+    let model = &crate::interop::hub_cache::model_dir(model)?;
     if model.join("config.toml").exists() {
         let cfg = PretrainConfig::load_file(&model.join("config.toml"), &[])?;
         let (step, dir) = checkpoint::list(model)

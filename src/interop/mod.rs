@@ -2,6 +2,7 @@
 
 pub mod hf_config;
 pub mod hub;
+pub mod hub_cache;
 pub mod tensors;
 
 pub use hf_config::{HfConfig, read_hf_config, write_hf_config};

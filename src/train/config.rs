@@ -472,8 +472,13 @@ impl PretrainConfig {
     }
 
     /// Makes the config's paths (`data.shards`, `model.init_from`, `objective.lexicon`)
-    /// absolute, so that a run resumes from any working directory.
+    /// absolute, so that a run resumes from any working directory; a `model.init_from` that is
+    /// a transformers id becomes its snapshot folder in the Hugging Face cache.
     pub fn absolute_paths(&mut self) -> Result<()> {
+        if let Some(init) = &mut self.model.init_from {
+            // A transformers id in the Hugging Face cache: its snapshot (commit) is recorded.
+            *init = crate::interop::hub_cache::model_dir(init)?;
+        }
         let mut paths = vec![&mut self.data.shards, &mut self.model.init_from];
         paths.extend(self.objective.paths_mut());
         for p in paths.into_iter().flatten() {

@@ -155,9 +155,36 @@ pub fn check_init_tokenizer(dir: &std::path::Path, run_tokenizer: &std::path::Pa
     Ok(())
 }
 
+/// The discriminator and generator folders of ELECTRA's `init_from`: a folder holding
+/// `discriminator/` and `generator/`, or a discriminator's own folder with its generator
+/// beside it ([`generator_candidates`](crate::interop::hub_cache::generator_candidates)).
+fn electra_pair(dir: &std::path::Path) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    if dir.join("discriminator/config.json").exists() || !dir.join("config.json").exists() {
+        return Ok((dir.join("discriminator"), dir.join("generator")));
+    }
+    let candidates = crate::interop::hub_cache::generator_candidates(dir);
+    match candidates.iter().find(|c| c.join("config.json").exists()) {
+        Some(g) => Ok((dir.to_path_buf(), g.clone())),
+        None => Err(Error::Config(format!(
+            "field `model.init_from`: {} is an ELECTRA discriminator alone; its generator was \
+             looked for at {}; give the folder holding discriminator/ and generator/",
+            dir.display(),
+            if candidates.is_empty() {
+                "no place (the folder is not named discriminator)".into()
+            } else {
+                candidates
+                    .iter()
+                    .map(|c| c.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            }
+        ))),
+    }
+}
+
 /// Reads the weights for `init_from`: a trueneg run folder (its latest checkpoint, same model
 /// kind), a transformers BERT directory, or an ELECTRA directory with `discriminator/` and
-/// `generator/`. Checks the configs against the run's encoder (tensor shapes are checked when
+/// `generator/` (or the discriminator's folder, its generator beside it). Checks the configs against the run's encoder (tensor shapes are checked when
 /// they are loaded).
 pub fn read_transformers_weights(
     dir: &std::path::Path,
@@ -204,8 +231,9 @@ pub fn read_transformers_weights(
     match kind {
         ModelKind::Bert => check(dir, true),
         ModelKind::Electra => {
-            let mut disc = check(&dir.join("discriminator"), true)?;
-            let generator = check(&dir.join("generator"), false)?;
+            let (disc_dir, gen_dir) = electra_pair(dir)?;
+            let mut disc = check(&disc_dir, true)?;
+            let generator = check(&gen_dir, false)?;
             for (k, v) in generator.tensors {
                 if !k.starts_with("electra.embeddings.") {
                     disc.tensors
