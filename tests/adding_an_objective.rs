@@ -89,7 +89,7 @@ fn a_new_objective_is_one_part_and_the_loop_handles_its_terms() {
     // One replica: the term is logged by name and joins the loss with its weight.
     let whole = step_loss(&model, &cfg, &objective, &batch, &m, &device);
     let names: Vec<&str> = whole.logged.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, ["mlm_loss", "toy_loss"]);
+    assert_eq!(names, ["mlm_loss", "mlm_accuracy", "toy_loss"]);
     let objective_value = terms::objectives(std::slice::from_ref(&whole)).remove(0);
     let v = terms::combine(
         std::slice::from_ref(&whole),

@@ -124,6 +124,9 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
             m.other_losses(", "),
             run_dir.display()
         );
+        if let Some(((bs, best), (ls, last))) = trueneg::train::metrics::eval_losses(&run_dir) {
+            println!("held-out loss: last {last:.4} (step {ls}), best {best:.4} (step {bs})");
+        }
         if let Some(note) = trueneg::train::stats::run_correction_note(&run_dir)? {
             eprintln!("note: {note}");
         }

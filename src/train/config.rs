@@ -123,6 +123,8 @@ pub struct DataSection {
     pub max_seq_len: usize,
     /// Vocabulary size trained for the embedded default corpus.
     pub default_corpus_vocab: usize,
+    /// Held-out shards (`prepare` with the run's tokenizer) for `train.eval_every`.
+    pub eval_shards: Option<PathBuf>,
 }
 
 impl Default for DataSection {
@@ -132,6 +134,7 @@ impl Default for DataSection {
             batch_size: 128,
             max_seq_len: 128,
             default_corpus_vocab: 8000,
+            eval_shards: None,
         }
     }
 }
@@ -147,6 +150,11 @@ pub struct TrainSection {
     pub checkpoint_every: u64,
     pub keep_checkpoints: usize,
     pub log_every: u64,
+    /// Evaluate on `data.eval_shards` every this many steps (0 = never); a multiple of
+    /// `log_every`, its figures go on that step's line (`train::heldout`).
+    pub eval_every: u64,
+    /// Held-out batches of `data.batch_size` examples each evaluation reads.
+    pub eval_batches: usize,
     /// The device of a one-device run: `cpu` (the default CPU backend), `cuda[:i]` (feature
     /// `cuda`), `libtorch`, `libtorch-cuda[:i]` (feature `tch`).
     pub device: String,
@@ -172,6 +180,8 @@ impl Default for TrainSection {
             checkpoint_every: 1000,
             keep_checkpoints: 3,
             log_every: 10,
+            eval_every: 0,
+            eval_batches: 16,
             device: "cpu".into(),
             devices: Vec::new(),
             precision: crate::model::Precision::F32,
@@ -304,6 +314,19 @@ fn train_rules(t: &TrainSection, d: &DataSection, replicas: usize) -> Vec<Rule> 
         non_negative("train.disc_weight", t.disc_weight),
         count("train.checkpoint_every", t.checkpoint_every as usize),
         count("train.log_every", t.log_every as usize),
+        count("train.eval_batches", t.eval_batches),
+        rule(
+            "train.eval_every",
+            t.eval_every.to_string(),
+            t.eval_every.is_multiple_of(t.log_every.max(1)),
+            format!("must be a multiple of train.log_every = {}", t.log_every),
+        ),
+        rule(
+            "train.eval_every",
+            t.eval_every.to_string(),
+            t.eval_every == 0 || d.eval_shards.is_some(),
+            "needs data.eval_shards (a folder `prepare` wrote with the run's tokenizer)",
+        ),
         rule(
             "train.device",
             format!("{:?}", t.device),
@@ -479,7 +502,11 @@ impl PretrainConfig {
             // A transformers id in the Hugging Face cache: its snapshot (commit) is recorded.
             *init = crate::interop::hub_cache::model_dir(init)?;
         }
-        let mut paths = vec![&mut self.data.shards, &mut self.model.init_from];
+        let mut paths = vec![
+            &mut self.data.shards,
+            &mut self.data.eval_shards,
+            &mut self.model.init_from,
+        ];
         paths.extend(self.objective.paths_mut());
         for p in paths.into_iter().flatten() {
             if p.is_relative() {

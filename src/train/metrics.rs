@@ -69,3 +69,15 @@ pub fn read_metrics(run: &Path) -> Vec<StepMetrics> {
         })
         .unwrap_or_default()
 }
+
+/// The held-out evaluations on `run`'s lines (`eval_loss`, `train.eval_every`): the best
+/// (lowest) and the last, each as (step, loss); `None` when the run has none.
+pub fn eval_losses(run: &Path) -> Option<((u64, f64), (u64, f64))> {
+    let evals: Vec<(u64, f64)> = read_metrics(run)
+        .iter()
+        .filter_map(|m| Some((m.step, m.value("eval_loss")?)))
+        .collect();
+    let last = *evals.last()?;
+    let best = evals.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some((best, last))
+}

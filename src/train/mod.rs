@@ -7,6 +7,7 @@ pub mod default_data;
 pub mod events;
 pub mod export;
 pub mod grads;
+pub mod heldout;
 pub mod memory;
 pub mod metrics;
 pub mod model;

@@ -59,6 +59,17 @@ impl PretrainModel {
         Self { net, cline }
     }
 
+    /// The same parameters without autodiff: no gradients are kept and dropout is off.
+    pub fn valid(&self) -> Self {
+        Self {
+            net: match &self.net {
+                Net::Bert(b) => Net::Bert(b.clone().valid()),
+                Net::Electra(e) => Net::Electra(e.clone().valid()),
+            },
+            cline: self.cline.clone().map(|c| c.valid()),
+        }
+    }
+
     pub fn is_electra(&self) -> bool {
         matches!(self.net, Net::Electra(_))
     }

@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use super::checkpoint::{self, TrainState, WindowTotals};
 use super::cline_step::cline_step_loss;
 use super::config::PretrainConfig;
+use super::heldout::HeldOut;
 use super::model::PretrainModel;
 use super::optimizer::{AdamW, Grads, scheduled_lr};
 use super::replicas::Replicas;
@@ -427,6 +428,11 @@ fn run_steps(
     let total = cfg.train.steps;
     let main = replicas.is_main();
     let mut log = Log::open(opts, cfg, start.step, main)?;
+    let heldout = if main {
+        HeldOut::open(cfg, &shards.manifest)?
+    } else {
+        None
+    };
     let inputs = StepInputs {
         cfg,
         objective: &objective,
@@ -451,7 +457,7 @@ fn run_steps(
         add_counters(&mut window.counters, &t.counters);
         let mut terms = t.logged_values();
         terms.extend(objective.window_metrics(&window.counters));
-        let metrics = StepMetrics {
+        let mut metrics = StepMetrics {
             step: done,
             loss,
             terms,
@@ -460,6 +466,15 @@ fn run_steps(
             masked: window.masked,
             tokens_per_s: log.tokens_per_s(),
         };
+        if let Some(h) = heldout
+            .as_ref()
+            .filter(|_| done % cfg.train.eval_every == 0)
+        {
+            let (model, device) = replicas.eval_model();
+            metrics
+                .terms
+                .extend(h.evaluate(&model, cfg, &objective, &device)?);
+        }
         let stopping = replicas.any(opts.stop.is_some_and(|s| s.load(Ordering::SeqCst)))?;
         if done % cfg.train.log_every == 0 || done == total {
             log.line(&metrics, &objective.progress(&window.counters))?;

@@ -198,6 +198,12 @@ impl Replicas {
         self.models.is_empty()
     }
 
+    /// Replica 0's model without autodiff (so without dropout) and its device: what a
+    /// held-out evaluation runs.
+    pub fn eval_model(&self) -> (PretrainModel, Device) {
+        (self.models[0].valid(), self.base[0].clone())
+    }
+
     /// The forward passes of one micro-step over a micro-batch of `rows` rows:
     /// `forward(model, device, shard)` for each replica, with its random draws seeded first.
     pub fn forward(

@@ -54,8 +54,6 @@ pub fn step_loss(
     let x = inputs(batch, &m.input_ids, device);
     let positions = ints1(m.positions.iter().map(|&p| p as i64), device);
     let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
-    let real_tokens = batch.real_tokens();
-    let shape = [batch.batch, batch.len];
 
     let (logits, words) = match &model.net {
         Net::Bert(b) => (b.mlm_logits(&x, positions), b.embeddings.word_matrix()),
@@ -65,6 +63,8 @@ pub fn step_loss(
         ),
     };
     let argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
+    // ELECTRA's `masked_lm_accuracy`: the top prediction is the gold token.
+    let mlm_hits = argmax.clone().equal(labels.clone()).float().sum();
     let sampled = match &model.net {
         Net::Electra(_) => Some(crate::kernels::sampling::sample(&logits)),
         Net::Bert(_) => None,
@@ -105,46 +105,68 @@ pub fn step_loss(
     let mlm = Term::new(masked_cross_entropy(logits, labels, weights), mlm_count);
     let mut loss = StepLoss::new("mlm_loss", mlm);
     loss.counters = counters;
+    loss.log(
+        "mlm_accuracy",
+        Logged::Rate {
+            hits: mlm_hits,
+            of: m.positions.len() as f64,
+        },
+    );
     for p in &objective.parts {
         p.add_terms(&s, &mut loss);
     }
 
     if let (Net::Electra(e), Some(sampled)) = (&model.net, &sampled) {
-        let disc_ids = s.filled(sampled);
-        let mut replaced = vec![0u32; batch.ids.len()];
-        let mut weights: Vec<u32> = batch.attention_mask.clone();
-        for ((&p, &x), &gold) in m.positions.iter().zip(sampled).zip(&m.labels) {
-            replaced[p] = u32::from(x != gold);
-        }
-        for p in &objective.parts {
-            p.discriminator_labels(&s, sampled, &mut replaced, &mut weights);
-        }
-        let dx = Inputs {
-            ids: device_ids(&disc_ids, shape, device),
-            ..x.clone()
-        };
-        let d_logits = e.discriminator_logits(&dx);
-        let target = device_ids(&replaced, shape, device).float();
-        let w = device_ids(&weights, shape, device).float();
-        let correct = (d_logits
-            .clone()
-            .detach()
-            .greater_elem(0.0)
-            .float()
-            .equal(target.clone())
-            .float()
-            * w.clone())
-        .sum();
-        let counted = weights.iter().filter(|&&v| v != 0).count();
-        let disc = Term::new(replaced_token_loss(d_logits, target, w), counted);
-        loss.add("disc_loss", disc, cfg.train.disc_weight);
-        loss.log(
-            "disc_accuracy",
-            Logged::Rate {
-                hits: correct,
-                of: real_tokens as f64,
-            },
-        );
+        discriminator_loss(e, cfg, objective, &s, sampled, &mut loss);
     }
     loss
+}
+
+/// ELECTRA's discriminator on the generator's `sampled` tokens: `λ·L_D` joins `loss`, with its
+/// accuracy over the real tokens. The objective's parts may relabel the targets.
+fn discriminator_loss(
+    e: &crate::model::electra::Electra,
+    cfg: &PretrainConfig,
+    objective: &Objective,
+    s: &MlmStep,
+    sampled: &[u32],
+    loss: &mut StepLoss,
+) {
+    let (batch, m, device) = (s.batch, s.masked, s.device);
+    let shape = [batch.batch, batch.len];
+    let disc_ids = s.filled(sampled);
+    let mut replaced = vec![0u32; batch.ids.len()];
+    let mut weights: Vec<u32> = batch.attention_mask.clone();
+    for ((&p, &x), &gold) in m.positions.iter().zip(sampled).zip(&m.labels) {
+        replaced[p] = u32::from(x != gold);
+    }
+    for p in &objective.parts {
+        p.discriminator_labels(s, sampled, &mut replaced, &mut weights);
+    }
+    let dx = Inputs {
+        ids: device_ids(&disc_ids, shape, device),
+        ..s.inputs.clone()
+    };
+    let d_logits = e.discriminator_logits(&dx);
+    let target = device_ids(&replaced, shape, device).float();
+    let w = device_ids(&weights, shape, device).float();
+    let correct = (d_logits
+        .clone()
+        .detach()
+        .greater_elem(0.0)
+        .float()
+        .equal(target.clone())
+        .float()
+        * w.clone())
+    .sum();
+    let counted = weights.iter().filter(|&&v| v != 0).count();
+    let disc = Term::new(replaced_token_loss(d_logits, target, w), counted);
+    loss.add("disc_loss", disc, cfg.train.disc_weight);
+    loss.log(
+        "disc_accuracy",
+        Logged::Rate {
+            hits: correct,
+            of: batch.real_tokens() as f64,
+        },
+    );
 }

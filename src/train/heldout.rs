@@ -1,0 +1,104 @@
+//! Evaluation on held-out data during pre-training (`train.eval_every`, `data.eval_shards`).
+//!
+//! Every `eval_every` steps the model, without dropout, computes its objective's step on the
+//! same held-out batches: the first `train.eval_batches` batches of `data.eval_shards` (a
+//! folder `prepare` wrote with the run's tokenizer), masked and sampled with fixed seeds, so
+//! that two evaluations differ only by the weights. Logged as `eval_` + each term of a training
+//! line: `eval_loss`, `eval_mlm_loss`, `eval_mlm_accuracy`, ELECTRA's `eval_disc_loss` and
+//! `eval_disc_accuracy`, the objective's own terms and Hard Correction's rates (Table 8's
+//! figures) over the held-out positions.
+//!
+//! The training stream is untouched: the held-out batches are read once at the start, and
+//! every training step seeds its own random draws, so a run's curve is the same with and
+//! without evaluation.
+
+use std::collections::BTreeMap;
+
+use burn::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::config::PretrainConfig;
+use super::model::PretrainModel;
+use super::step::step_loss;
+use crate::objective::Objective;
+use crate::objective::terms::{StepValues, combine, objectives};
+use crate::text::batches::Batch;
+use crate::text::masking::{Masked, mask_batch};
+use crate::text::shards::{Manifest, ShardSet};
+use crate::{Error, Result};
+
+/// The seed of the held-out masks and draws (any fixed number: the same every evaluation).
+const EVAL_SEED: u64 = 0x5EED_E7A1;
+
+/// The held-out batches of a run, masked once.
+pub struct HeldOut {
+    batches: Vec<(Batch, Masked)>,
+}
+
+impl HeldOut {
+    /// The held-out batches of `cfg` (`None` when `train.eval_every` is 0), checked against
+    /// the training shards' tokenizer (`train`).
+    pub fn open(cfg: &PretrainConfig, train: &Manifest) -> Result<Option<Self>> {
+        let (every, Some(dir)) = (cfg.train.eval_every, &cfg.data.eval_shards) else {
+            return Ok(None);
+        };
+        if every == 0 {
+            return Ok(None);
+        }
+        let shards = ShardSet::open(dir)?;
+        if shards.manifest.tokenizer_fingerprint != train.tokenizer_fingerprint {
+            return Err(Error::Config(format!(
+                "field `data.eval_shards`: {} was prepared with another tokenizer than the \
+                 training shards; prepare it with theirs (`prepare --tokenizer`)",
+                dir.display()
+            )));
+        }
+        let size = cfg.data.batch_size;
+        let n = (shards.len() / size).min(cfg.train.eval_batches);
+        if n == 0 {
+            return Err(Error::Config(format!(
+                "field `data.eval_shards`: {} holds {} examples, fewer than one batch of {size}",
+                dir.display(),
+                shards.len()
+            )));
+        }
+        let special = shards.manifest.special_ids;
+        let vocab = train.vocab_size;
+        let mut batches = Vec::with_capacity(n);
+        for b in 0..n {
+            let examples = (b * size..(b + 1) * size)
+                .map(|i| shards.check(i).map(|()| shards.get(i)))
+                .collect::<Result<Vec<_>>>()?;
+            let batch = Batch::from_examples(&examples, special.pad);
+            let mut rng = ChaCha8Rng::seed_from_u64(EVAL_SEED ^ b as u64);
+            let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);
+            batches.push((batch, m));
+        }
+        Ok(Some(Self { batches }))
+    }
+
+    /// The held-out figures of `model` (on `device`, without autodiff), named `eval_…`.
+    pub fn evaluate(
+        &self,
+        model: &PretrainModel,
+        cfg: &PretrainConfig,
+        objective: &Objective,
+        device: &Device,
+    ) -> Result<BTreeMap<String, serde_json::Value>> {
+        let mut total = StepValues::default();
+        for (b, (batch, m)) in self.batches.iter().enumerate() {
+            crate::model::seed(device, EVAL_SEED ^ ((b as u64) << 8));
+            let loss = [step_loss(model, cfg, objective, batch, m, device)];
+            total.add(combine(&loss, &objectives(&loss)));
+        }
+        let mut out: BTreeMap<String, serde_json::Value> = total
+            .logged_values()
+            .into_iter()
+            .chain(objective.window_metrics(&total.counters))
+            .map(|(k, v)| (format!("eval_{k}"), v))
+            .collect();
+        out.insert("eval_loss".into(), serde_json::json!(total.mean_loss()));
+        Ok(out)
+    }
+}
