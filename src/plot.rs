@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::sync::Once;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::{Error, Result};
@@ -26,27 +27,53 @@ fn font_available() -> bool {
     unsafe { OK }
 }
 
-type Chart<'a, 'b> = ChartContext<
-    'a,
-    BitMapBackend<'b>,
-    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
->;
-
-/// The series names in a box.
-fn legend<'b>(chart: &mut Chart<'b, 'b>) -> std::result::Result<(), String> {
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 16))
-        .draw()
-        .map_err(|e| e.to_string())
+/// The colour of series group `i` (Palette99's order).
+fn color(i: usize) -> RGBAColor {
+    Palette99::pick(i).to_rgba()
 }
 
-/// One named series of (x, y) points.
+/// The colour index of each objective wherever it is drawn, so that an objective has one colour
+/// in every plot of a report; other groups take the following colours in order of appearance.
+const OBJECTIVE_COLORS: [&str; 5] = [
+    "baseline",
+    "hard_correction",
+    "soft_regularization",
+    "sentence_regularization",
+    "contrastive",
+];
+
+/// (colour, rank within its colour) of each of `groups` (a series' group, else its position):
+/// objectives by [`OBJECTIVE_COLORS`], the rest after them; the rank picks the dash pattern
+/// and the marker, so that series of one colour (or lying on top of each other) stay apart.
+fn styles(groups: &[String]) -> Vec<(usize, usize)> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut count = std::collections::HashMap::<usize, usize>::new();
+    groups
+        .iter()
+        .map(|g| {
+            let c = match OBJECTIVE_COLORS.iter().position(|o| g == o) {
+                Some(i) => i,
+                None => {
+                    let at = seen.iter().position(|s| s == g).unwrap_or_else(|| {
+                        seen.push(g);
+                        seen.len() - 1
+                    });
+                    OBJECTIVE_COLORS.len() + at
+                }
+            };
+            let rank = count.entry(c).or_default();
+            *rank += 1;
+            (c, *rank - 1)
+        })
+        .collect()
+}
+
+/// One named series of (x, y) points; series of one `group` (an objective's name, say) share
+/// a colour and differ in dashes and markers.
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
+    pub group: Option<String>,
 }
 
 /// A tick label without a negative zero, with no more decimals than the tick step needs.
@@ -67,8 +94,48 @@ fn tick(v: f64, step: f64) -> String {
     }
 }
 
-/// Draws `series` as lines into a PNG at `path` (written atomically); `log_y` puts the y axis
-/// on a log10 scale (non-positive values are left out).
+/// What a reader calls a `metrics.jsonl` field on an axis (`mlm_loss` → "masked-LM loss",
+/// `eval_…` → "held-out …"); other fields as they are, `_` as spaces.
+pub fn metric_label(field: &str) -> String {
+    let (held_out, name) = match field.strip_prefix("eval_") {
+        Some(rest) => ("held-out ", rest),
+        None => ("", field),
+    };
+    let plain = match name {
+        "loss" => "total loss".to_string(),
+        "mlm_loss" => "masked-LM loss (generator's for ELECTRA)".into(),
+        "mlm_accuracy" => "masked-LM accuracy".into(),
+        "disc_loss" => "discriminator loss (replaced-token detection)".into(),
+        "disc_accuracy" => "discriminator accuracy".into(),
+        "sr_loss" => "Soft Regularization term".into(),
+        "lr" => "learning rate".into(),
+        "grad_norm" => "gradient norm (before clipping)".into(),
+        "tokens_per_s" => "tokens per second".into(),
+        other => other.replace('_', " "),
+    };
+    format!("{held_out}{plain}")
+}
+
+/// The axis range of `lo..hi` with a margin; a flat series (all values equal, all zero say)
+/// gets a range around its value instead of an empty one.
+fn padded(lo: f64, hi: f64, log: bool) -> (f64, f64) {
+    if hi - lo < 1e-12 {
+        let d = if log { 0.5 } else { (lo.abs() * 0.1).max(0.5) };
+        return (lo - d, hi + d);
+    }
+    let pad = (hi - lo) * 0.05;
+    (lo - pad, hi + pad)
+}
+
+/// The share of a 560-pixel-high plot's data area that a legend of `rows` names takes at the
+/// top, with its margins.
+fn legend_share(rows: usize) -> f64 {
+    ((rows as f64 * 21.0 + 20.0) / 460.0).min(0.6)
+}
+
+/// Draws `series` as lines into `path` (written atomically), an SVG file when its name ends in
+/// `.svg`, else a PNG; `log_y` puts the y axis on a log10 scale (non-positive values are left
+/// out). Series differ by colour (by group), dash pattern and marker.
 pub fn line_plot(
     path: &Path,
     title: &str,
@@ -79,7 +146,7 @@ pub fn line_plot(
 ) -> Result<()> {
     if path.is_dir() {
         return Err(Error::Input(format!(
-            "{}: is a folder; give a .png file name",
+            "{}: is a folder; give a .png or .svg file name",
             path.display()
         )));
     }
@@ -93,6 +160,7 @@ pub fn line_plot(
                 .filter(|(_, y)| !log_y || *y > 0.0)
                 .map(|&(x, y)| (x, if log_y { y.log10() } else { y }))
                 .collect(),
+            group: s.group.clone(),
         })
         .collect();
     let pts = series.iter().flat_map(|s| s.points.iter());
@@ -109,8 +177,12 @@ pub fn line_plot(
     if x1 - x0 < 1e-12 {
         x1 = x0 + 1.0;
     }
-    let pad = ((y1 - y0) * 0.05).max(1e-6);
-    let (y0, y1) = (y0 - pad, y1 + pad);
+    let (y0, mut y1) = padded(y0, y1, log_y);
+    // Head room above the data for the legend, so that it covers no curve.
+    if font_available() {
+        let share = legend_share(series.len());
+        y1 += (y1 - y0) * share / (1.0 - share);
+    }
     let x_step = ((x1 - x0) / 10.0).max(1.0);
     let y_step = (y1 - y0) / 10.0;
     let x_fmt = move |v: &f64| tick(*v, x_step);
@@ -122,82 +194,163 @@ pub fn line_plot(
             tick(*v, y_step)
         }
     };
-    let tmp = path.with_extension("tmp.png");
-    let drawn = draw(
-        &tmp,
-        path,
+    let y_label = if log_y && !y_label.contains("log scale") {
+        format!("{y_label} (log scale)")
+    } else {
+        y_label.to_string()
+    };
+    let plot = LinePlot {
         title,
         x_label,
-        y_label,
-        &series,
-        (x0, x1, y0, y1),
-        &x_fmt,
-        &y_fmt,
+        y_label: &y_label,
+        series: &series,
+        range: (x0, x1, y0, y1),
+        x_fmt: &x_fmt,
+        y_fmt: &y_fmt,
+    };
+    write_plot(
+        path,
+        (900, 560),
+        |root, text| draw_lines(root, &plot, text),
+        |root, text| draw_lines(root, &plot, text),
     )
-    .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+}
+
+/// Renders into `path` through a temporary file, atomically: SVG when `path` ends in `.svg`
+/// (`svg`), else PNG (`png`); each drawer is told whether text can be drawn (the font).
+fn write_plot(
+    path: &Path,
+    size: (u32, u32),
+    png: impl FnOnce(&DrawingArea<BitMapBackend, Shift>, bool) -> std::result::Result<(), String>,
+    svg: impl FnOnce(&DrawingArea<SVGBackend, Shift>, bool) -> std::result::Result<(), String>,
+) -> Result<()> {
+    let is_svg = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    let tmp = path.with_extension(if is_svg { "tmp.svg" } else { "tmp.png" });
+    let text = font_available();
+    let drawn = if is_svg {
+        let root = SVGBackend::new(&tmp, size).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| e.to_string())
+            .and_then(|()| svg(&root, text))
+            .and_then(|()| root.present().map_err(|e| e.to_string()))
+    } else {
+        let root = BitMapBackend::new(&tmp, size).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| e.to_string())
+            .and_then(|()| png(&root, text))
+            .and_then(|()| root.present().map_err(|e| e.to_string()))
+    };
+    let drawn = drawn
+        .map_err(|e| Error::Input(format!("{}: drawing failed ({e})", path.display())))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
     if drawn.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     drawn
 }
 
-#[allow(clippy::too_many_arguments)]
-fn draw(
-    tmp: &Path,
-    path: &Path,
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[Series],
-    (x0, x1, y0, y1): (f64, f64, f64, f64),
-    x_fmt: &dyn Fn(&f64) -> String,
-    y_fmt: &dyn Fn(&f64) -> String,
-) -> Result<()> {
-    let text = font_available();
-    {
-        let root = BitMapBackend::new(tmp, (900, 560)).into_drawing_area();
-        let draw_err =
-            |e: String| Error::Input(format!("{}: drawing failed ({e})", path.display()));
-        root.fill(&WHITE).map_err(|e| draw_err(e.to_string()))?;
-        let mut builder = ChartBuilder::on(&root);
-        builder
-            .margin(16)
-            .x_label_area_size(if text { 40 } else { 0 })
-            .y_label_area_size(if text { 60 } else { 0 });
+/// What [`line_plot`] draws.
+struct LinePlot<'a> {
+    title: &'a str,
+    x_label: &'a str,
+    y_label: &'a str,
+    series: &'a [Series],
+    range: (f64, f64, f64, f64),
+    x_fmt: &'a dyn Fn(&f64) -> String,
+    y_fmt: &'a dyn Fn(&f64) -> String,
+}
+
+/// The series names in a box at `corner`.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    corner: SeriesLabelPosition,
+) -> std::result::Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(corner)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 16))
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
+fn draw_lines<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    p: &LinePlot,
+    text: bool,
+) -> std::result::Result<(), String> {
+    let (x0, x1, y0, y1) = p.range;
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .margin(16)
+        .x_label_area_size(if text { 40 } else { 0 })
+        .y_label_area_size(if text { 70 } else { 0 });
+    if text {
+        builder.caption(p.title, ("sans-serif", 22));
+    }
+    let mut chart = builder
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| e.to_string())?;
+    let mut mesh = chart.configure_mesh();
+    if text {
+        mesh.x_desc(p.x_label)
+            .y_desc(p.y_label)
+            .x_label_formatter(p.x_fmt)
+            .y_label_formatter(p.y_fmt);
+    } else {
+        mesh.disable_x_axis().disable_y_axis();
+    }
+    mesh.draw().map_err(|e| e.to_string())?;
+    let groups: Vec<String> = (p.series.iter().enumerate())
+        .map(|(i, s)| s.group.clone().unwrap_or_else(|| format!("series {i}")))
+        .collect();
+    for (i, (s, (c, rank))) in p.series.iter().zip(styles(&groups)).enumerate() {
+        let style = color(c).stroke_width(2);
+        let pts = s.points.iter().copied();
+        match rank % 3 {
+            0 => chart.draw_series(LineSeries::new(pts, style)),
+            1 => chart.draw_series(DashedLineSeries::new(pts, 12, 6, style)),
+            _ => chart.draw_series(DashedLineSeries::new(pts, 3, 5, style)),
+        }
+        .map_err(|e| e.to_string())?;
+        // About ten markers a series, shifted by its index so that lines on top of each other
+        // still show every marker.
+        let every = (s.points.len() / 10).max(1);
+        let marks = s
+            .points
+            .iter()
+            .skip(i * every / 3 % every)
+            .step_by(every)
+            .copied();
+        let fill = color(c).filled();
+        let anno = match i % 3 {
+            0 => chart.draw_series(marks.map(|q| Circle::new(q, 4, fill))),
+            1 => chart.draw_series(marks.map(|q| TriangleMarker::new(q, 5, fill))),
+            _ => chart.draw_series(marks.map(|q| Cross::new(q, 4, style))),
+        }
+        .map_err(|e| e.to_string())?;
         if text {
-            builder.caption(title, ("sans-serif", 22));
+            // The line's pattern in three pieces: solid, dashed or dotted.
+            let pieces = match rank % 3 {
+                0 => [(0, 8), (8, 16), (16, 24)],
+                1 => [(0, 7), (10, 17), (20, 24)],
+                _ => [(0, 2), (9, 11), (18, 20)],
+            };
+            anno.label(s.name.clone()).legend(move |(x, y)| {
+                let piece = |(a, b): (i32, i32)| PathElement::new(vec![(a, 0), (b, 0)], style);
+                EmptyElement::at((x, y))
+                    + piece(pieces[0])
+                    + piece(pieces[1])
+                    + piece(pieces[2])
+                    + Circle::new((12, 0), 3, fill)
+            });
         }
-        let mut chart = builder
-            .build_cartesian_2d(x0..x1, y0..y1)
-            .map_err(|e| draw_err(e.to_string()))?;
-        let mut mesh = chart.configure_mesh();
-        if text {
-            mesh.x_desc(x_label)
-                .y_desc(y_label)
-                .x_label_formatter(x_fmt)
-                .y_label_formatter(y_fmt);
-        } else {
-            mesh.disable_x_axis().disable_y_axis();
-        }
-        mesh.draw().map_err(|e| draw_err(e.to_string()))?;
-        for (i, s) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let line = chart
-                .draw_series(LineSeries::new(
-                    s.points.iter().copied(),
-                    color.stroke_width(2),
-                ))
-                .map_err(|e| draw_err(e.to_string()))?;
-            if text {
-                line.label(s.name.clone()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-            }
-        }
-        if text {
-            legend(&mut chart).map_err(|e| draw_err(e.to_string()))?;
-        }
-        root.present().map_err(|e| draw_err(e.to_string()))?;
+    }
+    if text {
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     Ok(())
 }
@@ -221,7 +374,15 @@ pub fn metric_series(run: &Path, metric: &str) -> Result<Option<Series>> {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default(),
         points,
+        group: run_objective(run),
     }))
+}
+
+/// The objective of a run (`[objective] kind` of its `config.toml`), when it can be read.
+fn run_objective(run: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(run.join("config.toml")).ok()?;
+    let table: toml::Table = toml::from_str(&text).ok()?;
+    Some(table.get("objective")?.get("kind")?.as_str()?.to_string())
 }
 
 /// The loss fields of a run's `metrics.jsonl`: `loss`, then every `*_loss` field its lines carry,
@@ -238,26 +399,36 @@ fn loss_fields(run: &Path) -> Result<Vec<String>> {
     Ok(std::iter::once("loss".to_string()).chain(names).collect())
 }
 
-/// `<run>/loss.png`: every loss term of a run's `metrics.jsonl` over the steps (log scale: the
-/// weighted total and the discriminator's term differ by orders of magnitude).
+/// `<run>/loss.png` and `loss.svg`: every loss term of a run's `metrics.jsonl` over the steps
+/// (log scale: the weighted total and the discriminator's term differ by orders of magnitude);
+/// a held-out term has its training term's colour, dashed.
 pub fn run_loss_plot(run: &Path) -> Result<std::path::PathBuf> {
     let mut series = Vec::new();
-    for m in loss_fields(run)? {
+    let mut fields = loss_fields(run)?;
+    // Each held-out term right after its training term (solid, then dashed).
+    fields.sort_by_key(|f| {
+        let term = f.trim_start_matches("eval_");
+        (term != "loss", term.to_string(), f.starts_with("eval_"))
+    });
+    for m in fields {
         let m = m.as_str();
         if let Some(mut s) = metric_series(run, m)? {
-            s.name = m.to_string();
+            s.name = metric_label(m);
+            s.group = Some(m.trim_start_matches("eval_").to_string());
             series.push(s);
         }
     }
     let out = run.join("loss.png");
-    line_plot(
-        &out,
-        "Pre-training losses",
-        "step",
-        "loss (log scale)",
-        &series,
-        true,
-    )?;
+    for file in [out.clone(), run.join("loss.svg")] {
+        line_plot(
+            &file,
+            "Pre-training losses",
+            "training step",
+            "loss",
+            &series,
+            true,
+        )?;
+    }
     Ok(out)
 }
 
@@ -300,91 +471,116 @@ pub fn interval_plot(
     let pad = ((y1 - y0) * 0.08).max(1e-3);
     // Room under the data for the category names (up to three lines).
     let (y0, y1) = (y0 - 2.4 * pad, y1 + pad);
+    let plot = IntervalPlot {
+        title,
+        y_label,
+        categories,
+        series,
+        zero_line,
+        range: (y0, y1),
+        pad,
+    };
+    write_plot(
+        path,
+        (1100, 560),
+        |root, text| draw_intervals(root, &plot, text),
+        |root, text| draw_intervals(root, &plot, text),
+    )
+}
+
+/// What [`interval_plot`] draws.
+struct IntervalPlot<'a> {
+    title: &'a str,
+    y_label: &'a str,
+    categories: &'a [String],
+    series: &'a [IntervalSeries],
+    zero_line: bool,
+    range: (f64, f64),
+    pad: f64,
+}
+
+fn draw_intervals<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    p: &IntervalPlot,
+    text: bool,
+) -> std::result::Result<(), String> {
+    let (title, y_label, categories, series, zero_line, pad) = (
+        p.title,
+        p.y_label,
+        p.categories,
+        p.series,
+        p.zero_line,
+        p.pad,
+    );
+    let (y0, y1) = p.range;
     let y_step = (y1 - y0) / 10.0;
-    let tmp = path.with_extension("tmp.png");
-    let text = font_available();
-    let drawn = (|| -> Result<()> {
-        let draw_err =
-            |e: String| Error::Input(format!("{}: drawing failed ({e})", path.display()));
-        let root = BitMapBackend::new(&tmp, (1100, 560)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| draw_err(e.to_string()))?;
-        let mut builder = ChartBuilder::on(&root);
-        builder
-            .margin(16)
-            .x_label_area_size(0)
-            .y_label_area_size(if text { 60 } else { 0 });
-        if text {
-            builder.caption(title, ("sans-serif", 22));
-        }
-        let n = categories.len() as f64;
-        let mut chart = builder
-            .build_cartesian_2d(-0.5..n - 0.5, y0..y1)
-            .map_err(|e| draw_err(e.to_string()))?;
-        let mut mesh = chart.configure_mesh();
-        mesh.disable_x_mesh().disable_x_axis();
-        let y_fmt = move |v: &f64| tick(*v, y_step);
-        if text {
-            mesh.y_desc(y_label).y_label_formatter(&y_fmt);
-        } else {
-            mesh.disable_y_axis();
-        }
-        mesh.draw().map_err(|e| draw_err(e.to_string()))?;
-        if zero_line {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .margin(16)
+        .x_label_area_size(0)
+        .y_label_area_size(if text { 60 } else { 0 });
+    if text {
+        builder.caption(title, ("sans-serif", 22));
+    }
+    let n = categories.len() as f64;
+    let mut chart = builder
+        .build_cartesian_2d(-0.5..n - 0.5, y0..y1)
+        .map_err(|e| e.to_string())?;
+    let mut mesh = chart.configure_mesh();
+    mesh.disable_x_mesh().disable_x_axis();
+    let y_fmt = move |v: &f64| tick(*v, y_step);
+    if text {
+        mesh.y_desc(y_label).y_label_formatter(&y_fmt);
+    } else {
+        mesh.disable_y_axis();
+    }
+    mesh.draw().map_err(|e| e.to_string())?;
+    if zero_line {
+        chart
+            .draw_series(LineSeries::new(
+                [(-0.5, 0.0), (n - 0.5, 0.0)],
+                BLACK.stroke_width(1),
+            ))
+            .map_err(|e| e.to_string())?;
+    }
+    let width = 0.7 / series.len().max(1) as f64;
+    // An objective's colour is the one it has in the report's other plots.
+    let names: Vec<String> = series.iter().map(|s| s.name.clone()).collect();
+    for (i, (s, (c, _))) in series.iter().zip(styles(&names)).enumerate() {
+        let color = color(c);
+        let offset = -0.35 + width * (i as f64 + 0.5);
+        let at = |c: usize| c as f64 + offset;
+        let whiskers = s.points.iter().enumerate().filter_map(|(c, p)| {
+            p.map(|(_, l, h)| PathElement::new(vec![(at(c), l), (at(c), h)], color.stroke_width(2)))
+        });
+        chart.draw_series(whiskers).map_err(|e| e.to_string())?;
+        let dots =
             chart
-                .draw_series(LineSeries::new(
-                    [(-0.5, 0.0), (n - 0.5, 0.0)],
-                    BLACK.stroke_width(1),
-                ))
-                .map_err(|e| draw_err(e.to_string()))?;
-        }
-        let width = 0.7 / series.len().max(1) as f64;
-        for (i, s) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let offset = -0.35 + width * (i as f64 + 0.5);
-            let at = |c: usize| c as f64 + offset;
-            let whiskers = s.points.iter().enumerate().filter_map(|(c, p)| {
-                p.map(|(_, l, h)| {
-                    PathElement::new(vec![(at(c), l), (at(c), h)], color.stroke_width(2))
-                })
-            });
-            chart
-                .draw_series(whiskers)
-                .map_err(|e| draw_err(e.to_string()))?;
-            let dots = chart
                 .draw_series(s.points.iter().enumerate().filter_map(|(c, p)| {
                     p.map(|(m, _, _)| Circle::new((at(c), m), 4, color.filled()))
                 }))
-                .map_err(|e| draw_err(e.to_string()))?;
-            if text {
-                dots.label(s.name.clone())
-                    .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
-            }
-        }
+                .map_err(|e| e.to_string())?;
         if text {
-            // Long names one word a line.
-            let labels = categories.iter().enumerate().flat_map(|(c, name)| {
-                let lines: Vec<String> = if name.len() > 12 {
-                    name.split(' ').map(String::from).collect()
-                } else {
-                    vec![name.clone()]
-                };
-                let n_lines = lines.len();
-                lines.into_iter().enumerate().map(move |(i, line)| {
-                    let y = y0 + pad * (0.4 + 0.7 * (n_lines - 1 - i) as f64);
-                    Text::new(line, (c as f64 - 0.4, y), ("sans-serif", 13).into_font())
-                })
-            });
-            chart
-                .draw_series(labels)
-                .map_err(|e| draw_err(e.to_string()))?;
-            legend(&mut chart).map_err(|e| draw_err(e.to_string()))?;
+            dots.label(s.name.clone())
+                .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
         }
-        root.present().map_err(|e| draw_err(e.to_string()))?;
-        Ok(())
-    })()
-    .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
-    if drawn.is_err() {
-        let _ = std::fs::remove_file(&tmp);
     }
-    drawn
+    if text {
+        // Long names one word a line.
+        let labels = categories.iter().enumerate().flat_map(|(c, name)| {
+            let lines: Vec<String> = if name.len() > 12 {
+                name.split(' ').map(String::from).collect()
+            } else {
+                vec![name.clone()]
+            };
+            let n_lines = lines.len();
+            lines.into_iter().enumerate().map(move |(i, line)| {
+                let y = y0 + pad * (0.4 + 0.7 * (n_lines - 1 - i) as f64);
+                Text::new(line, (c as f64 - 0.4, y), ("sans-serif", 13).into_font())
+            })
+        });
+        chart.draw_series(labels).map_err(|e| e.to_string())?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    }
+    Ok(())
 }

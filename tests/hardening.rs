@@ -382,6 +382,7 @@ fn plots_refuse_a_folder_and_leave_no_temporary_file() {
     let series = [trueneg::plot::Series {
         name: "x".into(),
         points: vec![(1.0, 0.0), (2.0, 0.0)],
+        group: None,
     }];
     let e = trueneg::plot::line_plot(dir.path(), "t", "step", "y", &series, false)
         .unwrap_err()

@@ -7,7 +7,8 @@ pub struct Args {
     /// Run folders (each with its metrics.jsonl).
     #[arg(long, required = true, num_args = 1..)]
     runs: Vec<PathBuf>,
-    /// The PNG file to write.
+    /// The plot to write: SVG when its name ends in .svg, else PNG. Runs share a colour per
+    /// objective and differ by dashes and markers.
     #[arg(long)]
     out: PathBuf,
     /// The metrics.jsonl field to plot.
@@ -34,11 +35,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             )
         })?);
     }
+    let label = trueneg::plot::metric_label(&a.metric);
     trueneg::plot::line_plot(
         &a.out,
-        &format!("{} by run", a.metric),
-        "step",
-        &a.metric,
+        &format!("{label} by run"),
+        "training step",
+        &label,
         &series,
         a.log_y,
     )?;

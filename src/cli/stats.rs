@@ -61,6 +61,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .iter()
                 .map(|s| (s.step as f64, 100.0 * s.prediction_level))
                 .collect(),
+            group: None,
         },
         Series {
             name: "iteration level (sequences with a correction)".into(),
@@ -68,6 +69,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .iter()
                 .map(|s| (s.step as f64, 100.0 * s.iteration_level))
                 .collect(),
+            group: None,
         },
     ];
     line_plot(

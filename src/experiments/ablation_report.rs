@@ -470,28 +470,30 @@ fn plots(r: &AblationReport, out: &Path) -> Result<Vec<PathBuf>> {
         !(m.ends_with(" EM") && ATTACKS.iter().any(|a| m.starts_with(a.name())))
     });
     let all: Vec<&str> = r.spec.objectives.iter().map(|k| k.name()).collect();
-    let path = out.join("scores.png");
-    interval_plot(
-        &path,
-        "Scores per objective (mean, 95 % bootstrap interval)",
-        "score",
-        &measures,
-        &interval_series(&r.scores, &all, &measures),
-        false,
-    )?;
-    written.push(path);
-    let others: Vec<&str> = all.iter().copied().filter(|o| *o != "baseline").collect();
-    if !others.is_empty() {
-        let path = out.join("differences.png");
+    for path in [out.join("scores.png"), out.join("scores.svg")] {
         interval_plot(
             &path,
-            "Objective − baseline, paired (mean, 95 % bootstrap interval)",
-            "difference",
+            "Scores per objective (mean, 95 % bootstrap interval)",
+            "score",
             &measures,
-            &interval_series(&r.differences, &others, &measures),
-            true,
+            &interval_series(&r.scores, &all, &measures),
+            false,
         )?;
         written.push(path);
+    }
+    let others: Vec<&str> = all.iter().copied().filter(|o| *o != "baseline").collect();
+    if !others.is_empty() {
+        for path in [out.join("differences.png"), out.join("differences.svg")] {
+            interval_plot(
+                &path,
+                "Objective − baseline, paired (mean, 95 % bootstrap interval)",
+                "difference",
+                &measures,
+                &interval_series(&r.differences, &others, &measures),
+                true,
+            )?;
+            written.push(path);
+        }
     }
     if !r.rates.is_empty() {
         let mut series = Vec::new();
@@ -511,19 +513,24 @@ fn plots(r: &AblationReport, out: &Path) -> Result<Vec<PathBuf>> {
                         .filter(|x| x.objective == k.name())
                         .map(|x| (x.step as f64, f(x)))
                         .collect(),
+                    group: Some(k.name().to_string()),
                 });
             }
         }
-        let path = out.join("correction-rates.png");
-        line_plot(
-            &path,
-            "Hard Correction rates over training (mean over seeds)",
-            "step",
-            "%",
-            &series,
-            false,
-        )?;
-        written.push(path);
+        for path in [
+            out.join("correction-rates.png"),
+            out.join("correction-rates.svg"),
+        ] {
+            line_plot(
+                &path,
+                "Hard Correction rates over training (mean over seeds)",
+                "training step",
+                "corrected (%)",
+                &series,
+                false,
+            )?;
+            written.push(path);
+        }
     }
     Ok(written)
 }
