@@ -22,23 +22,9 @@ use trueneg::text::pairs::{Truncation, encode_pair};
 /// Examples of each dev set compared.
 const EXAMPLES: usize = 24;
 
-/// The interpreter with torch and transformers, when there is one (`TRUENEG_PYTHON` must have
-/// them when it is set).
+/// The interpreter with torch and transformers, when there is one.
 fn python() -> Option<String> {
-    let python = std::env::var("TRUENEG_PYTHON").unwrap_or_else(|_| "python3".into());
-    let has = Command::new(&python)
-        .args(["-c", "import torch, transformers"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has {
-        assert!(
-            std::env::var("TRUENEG_PYTHON").is_err(),
-            "TRUENEG_PYTHON={python} has no torch/transformers"
-        );
-        eprintln!("torch/transformers not installed: transformers' logits not compared");
-        return None;
-    }
-    Some(python)
+    common::python_with("torch, transformers")
 }
 
 /// scripts/transformers_logits.py's answer to `request`.

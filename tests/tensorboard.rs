@@ -101,19 +101,9 @@ fn a_run_writes_its_metrics_as_tensorboard_scalars_and_resumes_without_duplicate
 
 /// TensorBoard's own reader (through tbparse) sees the same scalars, when Python has it.
 fn tensorboard_reads(run: &Path) {
-    let python = std::env::var("TRUENEG_PYTHON").unwrap_or_else(|_| "python3".into());
-    let has = std::process::Command::new(&python)
-        .args(["-c", "import tbparse"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has {
-        assert!(
-            std::env::var("TRUENEG_PYTHON").is_err(),
-            "TRUENEG_PYTHON={python} has no tbparse"
-        );
-        eprintln!("tbparse not installed: TensorBoard's reader not run");
+    let Some(python) = common::python_with("tbparse") else {
         return;
-    }
+    };
     let script = "import sys, json\nfrom tbparse import SummaryReader\n\
 df = SummaryReader(sys.argv[1]).scalars\n\
 print(json.dumps([[r.tag, int(r.step), float(r.value)] for r in df.itertuples()]))";

@@ -145,6 +145,25 @@ pub fn transformers_folder(dir: &Path, folder: &str) -> PathBuf {
     model
 }
 
+/// The Python interpreter (`TRUENEG_PYTHON`, else `python3`) when it imports `modules`
+/// (comma-separated); `TRUENEG_PYTHON`, when set, must. `None`, with a note, otherwise.
+pub fn python_with(modules: &str) -> Option<String> {
+    let python = std::env::var("TRUENEG_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has = Command::new(&python)
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        assert!(
+            std::env::var("TRUENEG_PYTHON").is_err(),
+            "TRUENEG_PYTHON={python} cannot import {modules}"
+        );
+        eprintln!("Python cannot import {modules}: the check against it is not run");
+        return None;
+    }
+    Some(python)
+}
+
 /// A second tokenizer (1500 tokens, trained on SQuAD text), for the tests of mismatches.
 pub fn other_tokenizer() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/squad/tokenizer.json")
