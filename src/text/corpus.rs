@@ -1,6 +1,7 @@
 //! Reading a corpus: plain text (one paragraph per line, a blank line ends a document) or
 //! `.jsonl` with a text field (`text` unless chosen, one document per line), either of them
-//! gzipped. A file is
+//! gzipped, or the `datasets` library's Parquet and Arrow IPC files (one document per row of
+//! the text column, [`super::columnar`]). A file is
 //! read a batch of paragraphs at a time ([`CorpusReader`], [`for_each_batch`]), so that a
 //! corpus of any size is read in bounded memory.
 
@@ -43,8 +44,10 @@ pub fn paragraph_ids(text: &str, tokenizer: &WordPieceTokenizer) -> Vec<Vec<u32>
         .collect()
 }
 
-/// The suffixes of corpus files (any case), each also gzipped (`.gz`).
-pub const CORPUS_SUFFIXES: [&str; 5] = ["txt", "text", "raw", "tokens", "jsonl"];
+/// The suffixes of corpus files (any case); the text ones also gzipped (`.gz`).
+pub const CORPUS_SUFFIXES: [&str; 8] = [
+    "txt", "text", "raw", "tokens", "jsonl", "parquet", "arrow", "feather",
+];
 
 /// Whether `path` names a corpus file by its suffix (case-insensitive, `.gz` allowed).
 pub fn is_corpus_file(path: &Path) -> bool {
@@ -110,7 +113,7 @@ fn list_into(
                     out.push(e);
                 } else {
                     notes.push(format!(
-                        "skipped {}: not a corpus file (.{}, each also .gz)",
+                        "skipped {}: not a corpus file (.{}; the text ones also .gz)",
                         e.display(),
                         CORPUS_SUFFIXES.join(", .")
                     ));
@@ -157,7 +160,11 @@ pub struct CorpusReader {
     path: PathBuf,
     reader: BufReader<Box<dyn Read + Send>>,
     jsonl: bool,
-    /// The field of a `.jsonl` line that holds its document.
+    /// A Parquet or Arrow IPC file's rows.
+    columns: Option<super::columnar::ColumnReader>,
+    /// The file's size (the progress of a columnar file is its share of the rows read).
+    file_len: u64,
+    /// The field of a `.jsonl` line (or the column) that holds its document.
     field: String,
     line_no: usize,
     /// Documents begun so far.
@@ -183,6 +190,18 @@ impl CorpusReader {
             read: read.clone(),
         };
         let (stem, gz) = suffixes(path);
+        let columnar = super::columnar::is_columnar(&stem);
+        if columnar && gz {
+            return Err(Error::Input(format!(
+                "{}: a gzipped Parquet / Arrow file; give it unzipped (its pages are compressed \
+                 already)",
+                path.display()
+            )));
+        }
+        let columns = columnar
+            .then(|| super::columnar::ColumnReader::open(path, field))
+            .transpose()?;
+        let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let inner: Box<dyn Read + Send> = if gz {
             Box::new(flate2::read::MultiGzDecoder::new(f))
         } else {
@@ -192,6 +211,8 @@ impl CorpusReader {
             path: path.to_path_buf(),
             reader: BufReader::with_capacity(1 << 20, inner),
             jsonl: stem.ends_with(".jsonl"),
+            columns,
+            file_len,
             field: field.to_string(),
             line_no: 0,
             docs: 0,
@@ -206,15 +227,38 @@ impl CorpusReader {
         self.docs
     }
 
-    /// Bytes of the file read so far.
+    /// Bytes of the file read so far (a columnar file: its share of the rows read, when its
+    /// metadata counts them, else all of it once read).
     pub fn bytes_read(&self) -> u64 {
-        self.read.load(Ordering::Relaxed)
+        match &self.columns {
+            Some(c) => match c.total_rows {
+                Some(total) if total > 0 => self.file_len * c.rows.min(total) / total,
+                _ => 0,
+            },
+            None => self.read.load(Ordering::Relaxed),
+        }
     }
 
     /// The next paragraphs, about `budget` bytes of text (at least one paragraph); empty at the
     /// end of the file.
     pub fn next_batch(&mut self, budget: usize) -> Result<Vec<Paragraph>> {
         let (mut out, mut bytes) = (Vec::new(), 0usize);
+        if let Some(columns) = &mut self.columns {
+            while bytes < budget.max(1) {
+                let Some(text) = columns.next_document()? else {
+                    if columns.total_rows.is_none() {
+                        columns.total_rows = Some(columns.rows.max(1));
+                    }
+                    break;
+                };
+                bytes += text.len();
+                let lines = text_lines(&text);
+                let doc = self.docs;
+                self.docs += u64::from(!lines.is_empty());
+                out.extend(lines.into_iter().map(|text| Paragraph { doc, text }));
+            }
+            return Ok(out);
+        }
         while bytes < budget.max(1) {
             let Some(line) = self.next_line()? else {
                 break;
@@ -307,13 +351,16 @@ fn json_text(
             })?
             .to_string()
     };
-    let lines: Vec<String> = text
-        .lines()
+    Ok(text_lines(&text).into_iter())
+}
+
+/// The non-empty lines of a document's text, trimmed: its paragraphs.
+fn text_lines(text: &str) -> Vec<String> {
+    text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .map(String::from)
-        .collect();
-    Ok(lines.into_iter())
+        .collect()
 }
 
 /// Reads all documents of one file (see [`CorpusReader`] for the errors).

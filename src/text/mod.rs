@@ -3,6 +3,7 @@
 
 pub mod batches;
 pub mod cline;
+pub mod columnar;
 pub mod corpus;
 pub mod default_corpus;
 pub mod examples;
