@@ -77,6 +77,11 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
+    // `TRUENEG_PARSE_ONLY`: the command line is checked, nothing runs (tests/readme_commands.rs
+    // checks every command of the README this way).
+    if std::env::var_os("TRUENEG_PARSE_ONLY").is_some() {
+        return ExitCode::SUCCESS;
+    }
     match on_worker_thread(|| cli::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
