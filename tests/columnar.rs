@@ -78,12 +78,17 @@ fn write_arrow(path: &Path, docs: &[String], stream: bool) {
 }
 
 fn prepare(input: &Path, out: &Path) -> std::process::Output {
+    prepare_field(input, "content", out)
+}
+
+/// `prepare` of `input` with the text in column `field`.
+fn prepare_field(input: &Path, field: &str, out: &Path) -> std::process::Output {
     bin()
         .args(["prepare", "--input"])
         .arg(input)
         .arg("--tokenizer")
         .arg(other_tokenizer())
-        .args(["--text-field", "content", "--max-seq-len", "64", "--out"])
+        .args(["--text-field", field, "--max-seq-len", "64", "--out"])
         .arg(out)
         .output()
         .unwrap()
@@ -168,32 +173,12 @@ fn a_missing_or_non_text_column_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let parquet = dir.path().join("x.parquet");
     write_parquet(&parquet, &documents()[..20]);
-    let e = fails(
-        bin()
-            .args(["prepare", "--input"])
-            .arg(&parquet)
-            .arg("--tokenizer")
-            .arg(other_tokenizer())
-            .arg("--out")
-            .arg(dir.path().join("o1"))
-            .output()
-            .unwrap(),
-    );
+    let e = fails(prepare_field(&parquet, "text", &dir.path().join("o1")));
     assert!(
         e.contains("x.parquet") && e.contains("no column `text`") && e.contains("id, content"),
         "{e}"
     );
-    let e = fails(
-        bin()
-            .args(["prepare", "--input"])
-            .arg(&parquet)
-            .arg("--tokenizer")
-            .arg(other_tokenizer())
-            .args(["--text-field", "id", "--out"])
-            .arg(dir.path().join("o2"))
-            .output()
-            .unwrap(),
-    );
+    let e = fails(prepare_field(&parquet, "id", &dir.path().join("o2")));
     assert!(e.contains("column `id` holds Int64, not text"), "{e}");
     assert!(!dir.path().join("o2/manifest.json").exists());
 }
