@@ -5,7 +5,7 @@
 #   plain  train.device = "cuda"          one device, no collectives
 #   ddp1   --devices cuda:0               burn's distributed data parallel, NCCL, world size 1
 #   ddpN   --devices cuda:0,...,cuda:N-1  every GPU the machine has (skipped with one)
-# and prints tokens/s of each. NCCL must be loadable as libnccl.so (README, "Several GPUs").
+# and prints tokens/s of each. NCCL must be loadable as libnccl.so (docs/gpu.md, "Several GPUs").
 #
 #   scripts/gpu-ddp-check.sh [BIN] [OUT]
 set -euo pipefail

@@ -97,7 +97,7 @@ pub fn device_for(name: &str) -> Result<Device> {
             Ok(Device::cuda(index))
         }
         // burn marks its LibTorch backend deprecated in favour of CubeCL's; it is the one GPU
-        // path that builds offline (see README, Cargo features).
+        // path that builds offline (see docs/gpu.md, Cargo features).
         #[cfg(feature = "tch")]
         #[allow(deprecated)]
         "libtorch" => Ok(Device::libtorch()),

@@ -5,7 +5,7 @@
 //! transformers.
 //!
 //! Run with `scripts/libtorch-tests.sh` (it fetches PyTorch's wheel and builds against it; CI
-//! runs it), or by hand as README's "Cargo features and GPUs" says.
+//! runs it), or by hand as docs/gpu.md's "Cargo features and GPUs" says.
 #![cfg(feature = "tch")]
 
 use burn::prelude::*;

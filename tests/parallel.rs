@@ -1,7 +1,7 @@
 //! Data-parallel pre-training (`train.devices`) on host replicas: k replicas × b rows train
 //! like one device × k·b rows, a checkpoint resumes on another number of devices, and bad
 //! device lists are one-line errors before any work. (The CUDA / NCCL path runs the same
-//! arithmetic with burn's all-reduce; it needs GPUs, see README.)
+//! arithmetic with burn's all-reduce; it needs GPUs, see docs/gpu.md.)
 
 mod common;
 use common::{fails, metrics, ok, pretrain_cmd, resume_cmd};

@@ -1,12 +1,13 @@
-//! Every `trueneg` command of the README (its indented and fenced code blocks, continuation
+//! Every `trueneg` command of the README and docs/ (their indented code blocks, continuation
 //! lines joined; `cargo run --release -- …` too) is a command line the binary accepts: same
 //! subcommands, same flags, values of the right kind. Checked with `TRUENEG_PARSE_ONLY`, which
 //! parses and runs nothing, so the README cannot drift from the program.
 
-/// The README's command lines: each code line starting with `trueneg ` or `cargo run`, with
-/// the lines it continues with `\`.
-fn readme_commands() -> Vec<(usize, String)> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+mod common;
+
+/// The command lines of `text`: each code line starting with `trueneg ` or `cargo run`, with
+/// the lines it continues with `\`, and its line number.
+fn commands(text: &str) -> Vec<(usize, String)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -61,14 +62,21 @@ fn words(cmd: &str) -> Vec<String> {
 
 #[test]
 fn every_readme_command_parses() {
-    let commands = readme_commands();
+    let commands: Vec<(String, usize, String)> = common::readme_and_docs()
+        .into_iter()
+        .flat_map(|(file, text)| {
+            commands(&text)
+                .into_iter()
+                .map(move |(line, cmd)| (file.clone(), line, cmd))
+        })
+        .collect();
     assert!(
         commands.len() >= 25,
         "only {} commands found",
         commands.len()
     );
     let mut bad = Vec::new();
-    for (line, cmd) in &commands {
+    for (file, line, cmd) in &commands {
         let w = words(cmd);
         let args: Vec<&String> = match w.iter().position(|x| x == "--") {
             Some(dash) if w[0] == "cargo" => w[dash + 1..].iter().collect(),
@@ -81,7 +89,7 @@ fn every_readme_command_parses() {
             .unwrap();
         if !out.status.success() {
             bad.push(format!(
-                "README.md:{line}: {cmd}\n  {}",
+                "{file}:{line}: {cmd}\n  {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }

@@ -1,11 +1,18 @@
-//! Every config key and value the README shows parses: the `--set key=value` of its commands,
+//! Every config key and value the README and docs/ show parses: the `--set key=value` of its commands,
 //! the objective kinds of its table, the values listed for `hc_prediction` / `hc_discriminator`
 //! and the CLINE keys' values of its table.
 
+mod common;
+
 use trueneg::train::config::PretrainConfig;
 
+/// README.md and docs/*.md, one text.
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+    common::readme_and_docs()
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The backticked words of `s`, in order.
@@ -27,7 +34,7 @@ fn every_set_in_the_readme_parses() {
     for part in text.split("--set ").skip(1) {
         let arg = part.split_whitespace().next().unwrap_or("");
         let arg = arg.trim_matches(|c| c == '\'' || c == '`' || c == '\\');
-        if arg.is_empty() || arg == "key=value" {
+        if arg.is_empty() || arg == "key=value" || arg.contains('…') {
             continue;
         }
         parses(arg);

@@ -19,7 +19,7 @@ mod c10d {
     impl Handle {
         pub fn new(w: &super::World, _timeout: Duration) -> Result<Self, String> {
             Err(format!(
-                "the launcher asks for {} processes, but this trueneg was built without the `tch` feature, which carries LibTorch's distributed engine: build with `--features tch` (README, Cargo features and GPUs)",
+                "the launcher asks for {} processes, but this trueneg was built without the `tch` feature, which carries LibTorch's distributed engine: build with `--features tch` (docs/gpu.md, Cargo features and GPUs)",
                 w.size
             ))
         }

@@ -164,6 +164,26 @@ pub fn python_with(modules: &str) -> Option<String> {
     Some(python)
 }
 
+/// The user documentation: `README.md` and `docs/*.md` (name order), as (file, text).
+pub fn readme_and_docs() -> Vec<(String, String)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    files
+        .into_iter()
+        .map(|f| {
+            let name = f.strip_prefix(&root).unwrap().display().to_string();
+            (name, std::fs::read_to_string(&f).unwrap())
+        })
+        .collect()
+}
+
 /// A second tokenizer (1500 tokens, trained on SQuAD text), for the tests of mismatches.
 pub fn other_tokenizer() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/squad/tokenizer.json")
