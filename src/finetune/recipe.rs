@@ -427,7 +427,9 @@ impl FinetuneOptimizer {
     /// Clips `grads`, then updates every parameter `walk` visits; returns the norm before
     /// clipping.
     pub fn update(&mut self, mut grads: Grads, walk: impl FnMut(&mut dyn ParamWalker)) -> f64 {
-        let norm = grads.clip_global_norm(self.opts.max_grad_norm);
+        let norm = grads
+            .clip_global_norm(self.opts.max_grad_norm)
+            .map_or(0.0, |n| crate::kernels::read_floats(n)[0]);
         let lr = self.lr();
         let (prefix, layers) = (self.prefix.clone(), self.layers);
         let (decay, rule) = (self.opts.layer_decay, self.opts.layer_decay_rule);

@@ -20,6 +20,7 @@ pub struct HostTensor {
 impl HostTensor {
     pub fn from_tensor<const D: usize>(t: Tensor<D>) -> Self {
         let shape = t.dims().to_vec();
+        crate::kernels::count_read();
         let values = t
             .into_data()
             .convert::<f32>()

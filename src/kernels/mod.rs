@@ -38,7 +38,7 @@ use burn::backend::DispatchDevice;
 use burn::prelude::*;
 use burn::tensor::DType;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
@@ -57,6 +57,33 @@ pub fn set_composed(composed: bool) {
 
 fn composed() -> bool {
     COMPOSED.load(Ordering::Relaxed)
+}
+
+/// Device→host reads made so far by this process (see [`host_reads`]).
+static HOST_READS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this process has read tensor values back to the host through trueneg's
+/// read points: [`host_ids`], [`read_floats`] and `interop::tensors::HostTensor::from_tensor`
+/// (every read of the training loop goes through one of them). On a GPU each is a wait for
+/// the device; a training step between its batch upload and its logging window makes none
+/// (`tests/host_reads.rs`). The fused CPU kernels, which work on host memory in place, are
+/// not reads.
+pub fn host_reads() -> u64 {
+    HOST_READS.load(Ordering::Relaxed)
+}
+
+/// Counts one device→host read (see [`host_reads`]).
+pub(crate) fn count_read() {
+    HOST_READS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The values of a float tensor on the host as f64, in row-major order: one counted read.
+pub(crate) fn read_floats<const D: usize>(t: Tensor<D>) -> Vec<f64> {
+    count_read();
+    t.into_data()
+        .convert::<f64>()
+        .try_into_vec::<f64>()
+        .expect("float data")
 }
 
 /// Whether the fused kernels serve tensors of `dtype` on `device`: f32 on the `flex` backend.
@@ -526,6 +553,7 @@ pub(crate) fn exp_non_positive(v: f32) -> f32 {
 
 /// The values of an integer tensor (token ids, argmax indices) on the host, in row-major order.
 pub(crate) fn host_ids<const D: usize>(t: Tensor<D, Int>) -> Vec<u32> {
+    count_read();
     t.into_data()
         .convert::<i64>()
         .try_into_vec::<i64>()

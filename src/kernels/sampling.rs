@@ -16,7 +16,7 @@
 //! distribution ([`sample_rows`]), seeded from the same per-call
 //! seeds as the dropout masks (so a resumed run draws the same tokens). Elsewhere (CUDA,
 //! LibTorch) the draw stays on the device, by Gumbel-max: `argmax_j z_j − ln(−ln u_j)` with
-//! `u_j ~ U(0, 1)` from burn's device RNG, and only the indices are read back.
+//! `u_j ~ U(0, 1)` from burn's device RNG; the indices stay there too.
 
 use burn::prelude::*;
 use burn::tensor::Distribution;
@@ -30,21 +30,25 @@ use super::{exp_non_positive, max_lanes, sum_map};
 /// Logits per block of the row's running sum.
 const BLOCK: usize = 64;
 
-/// One token id per row of `logits` `[rows, vocab]` (detached: sampling has no gradient).
-pub fn sample(logits: &Tensor<2>) -> Vec<u32> {
+/// One token id per row of `logits` `[rows, vocab]` (detached: sampling has no gradient), as
+/// an integer tensor on the logits' device: nothing is read back on a device.
+pub fn sample(logits: &Tensor<2>) -> Tensor<1, Int> {
     let logits = logits.clone().detach();
-    if super::on_host(&logits.device()) {
-        let [_, vocab] = logits.dims();
+    let device = logits.device();
+    if super::on_host(&device) {
+        // Host memory: the kernel reads the logits in place (not a device read).
+        let [rows, vocab] = logits.dims();
         let z = logits
             .into_data()
             .convert::<f32>()
             .try_into_vec::<f32>()
             .expect("f32 logits");
-        return sample_rows(&z, vocab, super::dropout::next_call_seed());
+        let ids = sample_rows(&z, vocab, super::dropout::next_call_seed());
+        return super::device_ids(&ids, [rows], &device);
     }
     let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
     let gumbel = u.log().neg().log().neg();
-    super::host_ids((logits + gumbel).argmax(1))
+    (logits + gumbel).argmax(1).squeeze_dim::<1>(1)
 }
 
 /// One index in `0..vocab` per row of `z` (`[rows, vocab]`, row-major), drawn from the row's

@@ -20,10 +20,13 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Mutex;
 
+use burn::prelude::*;
+use burn::tensor::IndexingUpdateOp;
 use serde::{Deserialize, Serialize};
 
-use super::{Counters, MlmStep, ObjectiveConfig, Part, Setup};
+use super::{Counters, DeviceCounters, MlmStep, ObjectiveConfig, Part, Setup};
 use crate::Result;
 use crate::lexicon::WordNet;
 use crate::text::default_corpus::default_wordnet_dir;
@@ -65,6 +68,8 @@ pub struct HardCorrection {
     prediction: Prediction,
     discriminator: DiscriminatorCorrection,
     table: SynonymTable,
+    /// The table on each device the step has run on ([`padded_table`]).
+    on_device: Mutex<Vec<(Device, Tensor<2, Int>)>>,
     multi_piece: Option<MultiPiece>,
 }
 
@@ -96,6 +101,7 @@ pub fn build(cfg: &ObjectiveConfig, setup: &mut Setup) -> Result<Option<Box<dyn 
         prediction: c.hc_prediction,
         discriminator: c.hc_discriminator,
         table,
+        on_device: Mutex::new(Vec::new()),
         multi_piece,
     })))
 }
@@ -140,57 +146,148 @@ fn synonym_table(
     Ok(table)
 }
 
-impl Part for HardCorrection {
-    fn mlm_weights(&self, s: &MlmStep) -> Option<(Vec<f32>, Counters)> {
-        if !self.mlm {
-            return None;
+impl HardCorrection {
+    /// The synonym table on `s`'s device, padded to the model's vocabulary (built once).
+    fn device_table(&self, s: &MlmStep) -> Tensor<2, Int> {
+        let mut cached = self.on_device.lock().expect("table cache");
+        if let Some((_, t)) = cached.iter().find(|(d, _)| d == s.device) {
+            return t.clone();
         }
-        let pred = match (self.prediction, s.sampled) {
-            (Prediction::Sampled, Some(x)) => x,
+        let rows = s.words.dims()[0].max(self.table.vocab_size());
+        let t = padded_table(&self.table, rows, s.device);
+        cached.push((s.device.clone(), t.clone()));
+        t
+    }
+
+    /// The weights and counts by the multi-piece rule, which spells words on the host: it
+    /// reads the predictions (the one part of the step that does).
+    fn host_weights(&self, s: &MlmStep, mp: &MultiPiece) -> (Tensor<1>, DeviceCounters) {
+        let sampled;
+        let pred = match (self.prediction, &s.sampled) {
+            (Prediction::Sampled, Some(x)) => {
+                sampled = crate::kernels::host_ids(x.clone());
+                &sampled[..]
+            }
             _ => s.argmax_host(),
         };
         let labels = &s.masked.labels;
         let (mut w, mut c) = correction_weights(pred, labels, &s.rows, s.batch.batch, &self.table);
-        if let Some(mp) = &self.multi_piece {
-            let words = mp.masked_words(&s.batch.ids, s.batch.len, &s.masked.positions);
-            c.corrected += mp.correct(&words, pred, labels, &mut w);
-            let mut hit = vec![false; s.batch.batch];
-            for (k, &wk) in w.iter().enumerate() {
-                hit[s.rows[k]] |= wk == 0.0;
-            }
-            c.sequences_corrected = hit.iter().filter(|&&h| h).count();
+        let words = mp.masked_words(&s.batch.ids, s.batch.len, &s.masked.positions);
+        c.corrected += mp.correct(&words, pred, labels, &mut w);
+        let mut hit = vec![false; s.batch.batch];
+        for (k, &wk) in w.iter().enumerate() {
+            hit[s.rows[k]] |= wk == 0.0;
         }
-        let counters = [
+        c.sequences_corrected = hit.iter().filter(|&&h| h).count();
+        let n = w.len();
+        let counts = [
             ("mismatched", c.mismatched),
             ("corrected", c.corrected),
             ("sequences", c.sequences),
             ("sequences_corrected", c.sequences_corrected),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v as u64))
+        .map(|(k, v)| (k.to_string(), count(v, s.device)))
         .collect();
-        Some((w, counters))
+        (Tensor::from_data(TensorData::new(w, [n]), s.device), counts)
+    }
+}
+
+/// A count known on the host as a [1] tensor on `device`.
+fn count(v: usize, device: &Device) -> Tensor<1, Int> {
+    Tensor::from_data(TensorData::new(vec![v as i64], [1]), device)
+}
+
+/// The synonym lists of `table` as a `[rows, K]` id matrix on `device` (K the longest list, at
+/// least 1), each row padded with −1, which matches no token.
+pub fn padded_table(table: &SynonymTable, rows: usize, device: &Device) -> Tensor<2, Int> {
+    let k = (0..table.vocab_size())
+        .map(|i| table.synonyms(i as u32).len())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut ids = vec![-1i64; rows * k];
+    for i in 0..table.vocab_size().min(rows) {
+        for (j, &x) in table.synonyms(i as u32).iter().enumerate() {
+            ids[i * k + j] = x as i64;
+        }
+    }
+    Tensor::from_data(TensorData::new(ids, [rows, k]), device)
+}
+
+/// Whether `b[i]` differs from `a[i]` and is one of its synonyms in `table` (a
+/// [`padded_table`]), on the device: [n].
+pub fn synonyms_on_device(
+    table: Tensor<2, Int>,
+    a: Tensor<1, Int>,
+    b: Tensor<1, Int>,
+) -> Tensor<1, Bool> {
+    let [n] = a.dims();
+    let [_, k] = table.dims();
+    let listed = table
+        .select(0, a.clone())
+        .equal(b.clone().reshape([n, 1]).expand([n, k]))
+        .any_dim(1)
+        .reshape([n]);
+    listed.bool_and(a.not_equal(b))
+}
+
+impl Part for HardCorrection {
+    fn mlm_weights(&self, s: &MlmStep) -> Option<(Tensor<1>, DeviceCounters)> {
+        if !self.mlm {
+            return None;
+        }
+        if let Some(mp) = &self.multi_piece {
+            return Some(self.host_weights(s, mp));
+        }
+        let pred = match (self.prediction, &s.sampled) {
+            (Prediction::Sampled, Some(x)) => x.clone(),
+            _ => s.argmax.clone(),
+        };
+        let mismatched = pred.clone().not_equal(s.labels.clone());
+        let corrected = synonyms_on_device(self.device_table(s), s.labels.clone(), pred);
+        let per_row = Tensor::<1, Int>::zeros([s.batch.batch], s.device).select_assign(
+            0,
+            crate::kernels::device_ids(
+                &s.rows.iter().map(|&r| r as u32).collect::<Vec<_>>(),
+                [s.rows.len()],
+                s.device,
+            ),
+            corrected.clone().int(),
+            IndexingUpdateOp::Add,
+        );
+        let counts = vec![
+            ("mismatched".to_string(), mismatched.int().sum()),
+            ("corrected".to_string(), corrected.clone().int().sum()),
+            ("sequences".to_string(), count(s.batch.batch, s.device)),
+            (
+                "sequences_corrected".to_string(),
+                per_row.greater_elem(0).int().sum(),
+            ),
+        ];
+        Some((corrected.bool_not().float(), counts))
     }
 
     fn discriminator_labels(
         &self,
         s: &MlmStep,
-        sampled: &[u32],
-        replaced: &mut [u32],
-        weights: &mut [u32],
-    ) {
+        sampled: &Tensor<1, Int>,
+        replaced: Tensor<1, Int>,
+        weights: Tensor<1, Int>,
+    ) -> (Tensor<1, Int>, Tensor<1, Int>) {
         if self.discriminator == DiscriminatorCorrection::Off {
-            return;
+            return (replaced, weights);
         }
-        for ((&p, &x), &gold) in s.masked.positions.iter().zip(sampled).zip(&s.masked.labels) {
-            if self.table.are_synonyms(gold, x) {
-                match self.discriminator {
-                    DiscriminatorCorrection::Relabel => replaced[p] = 0,
-                    DiscriminatorCorrection::Ignore => weights[p] = 0,
-                    DiscriminatorCorrection::Off => {}
-                }
-            }
+        let synonym = synonyms_on_device(self.device_table(s), s.labels.clone(), sampled.clone());
+        match self.discriminator {
+            DiscriminatorCorrection::Relabel => (replaced.mask_fill(synonym, 0), weights),
+            DiscriminatorCorrection::Ignore => (replaced, weights.mask_fill(synonym, 0)),
+            DiscriminatorCorrection::Off => (replaced, weights),
         }
+    }
+
+    fn drops_discriminator_tokens(&self) -> bool {
+        self.discriminator == DiscriminatorCorrection::Ignore
     }
 
     fn progress(&self, c: &Counters) -> Option<String> {

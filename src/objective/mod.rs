@@ -19,7 +19,7 @@ pub use contrastive::{ClineContrast, ClineLossConfig, ClineOri, ClineRtd, ClineW
 pub use hard_correction::{CorrectionCounts, Prediction, correction_weights};
 pub use mlm::masked_cross_entropy;
 pub use rtd::replaced_token_loss;
-pub use terms::{Counters, Logged, StepLoss, Term};
+pub use terms::{Counters, DeviceCounters, Logged, StepLoss, Term};
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -222,17 +222,21 @@ pub struct Setup<'a> {
 pub type Build = fn(&ObjectiveConfig, &mut Setup) -> Result<Option<Box<dyn Part>>>;
 
 /// What the masked-LM step hands its parts: one replica's micro-batch, its masking, the MLM
-/// predictions and the model's shared embeddings and encoder.
+/// predictions and the model's shared embeddings and encoder. The predictions, positions and
+/// labels are device tensors: a part works on the device and reads nothing back (the
+/// multi-piece rule of Hard Correction, which spells words, is the exception: [`MlmStep::argmax_host`]).
 pub struct MlmStep<'a> {
     pub batch: &'a Batch,
     pub masked: &'a Masked,
     pub inputs: &'a Inputs,
+    /// The masked positions in the flattened batch, [n].
+    pub positions: Tensor<1, Int>,
     /// Gold tokens at the masked positions, [n].
     pub labels: Tensor<1, Int>,
     /// The MLM model's argmax at the masked positions, [n] (no gradient).
     pub argmax: Tensor<1, Int>,
-    /// ELECTRA: the generator's sampled replacements.
-    pub sampled: Option<&'a [u32]>,
+    /// ELECTRA: the generator's sampled replacements, [n].
+    pub sampled: Option<Tensor<1, Int>>,
     /// The token-embedding matrix the MLM head decodes with, [vocab, dim].
     pub words: Tensor<2>,
     /// The MLM model's encoder: inputs → hidden states [batch, len, hidden].
@@ -245,15 +249,21 @@ pub struct MlmStep<'a> {
     argmax_host: OnceCell<Vec<u32>>,
 }
 
+/// The device tensors of a step's masked positions: positions, gold labels, the argmax and
+/// the sampled replacements.
+pub struct Predictions {
+    pub positions: Tensor<1, Int>,
+    pub labels: Tensor<1, Int>,
+    pub argmax: Tensor<1, Int>,
+    pub sampled: Option<Tensor<1, Int>>,
+}
+
 impl<'a> MlmStep<'a> {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         batch: &'a Batch,
         masked: &'a Masked,
         inputs: &'a Inputs,
-        labels: Tensor<1, Int>,
-        argmax: Tensor<1, Int>,
-        sampled: Option<&'a [u32]>,
+        p: Predictions,
         words: Tensor<2>,
         encode: &'a dyn Fn(&Inputs) -> Tensor<3>,
         device: &'a Device,
@@ -267,9 +277,10 @@ impl<'a> MlmStep<'a> {
             batch,
             masked,
             inputs,
-            labels,
-            argmax,
-            sampled,
+            positions: p.positions,
+            labels: p.labels,
+            argmax: p.argmax,
+            sampled: p.sampled,
             words,
             encode,
             discriminator_encode: None,
@@ -279,7 +290,8 @@ impl<'a> MlmStep<'a> {
         }
     }
 
-    /// The argmax on the host (read from the device once, when a part first asks).
+    /// The argmax on the host (read from the device once, when a part first asks: the
+    /// multi-piece rule alone).
     pub fn argmax_host(&self) -> &[u32] {
         self.argmax_host
             .get_or_init(|| crate::kernels::host_ids(self.argmax.clone()))
@@ -290,37 +302,63 @@ impl<'a> MlmStep<'a> {
         crate::kernels::device_ids(ids, [self.batch.batch, self.batch.len], self.device)
     }
 
-    /// The batch's ids with each masked position replaced by `predicted` (one per position).
-    pub fn filled(&self, predicted: &[u32]) -> Vec<u32> {
-        let mut ids = self.batch.ids.clone();
-        for (&p, &t) in self.masked.positions.iter().zip(predicted) {
-            ids[p] = t;
-        }
-        ids
+    /// The model's input ids with each masked position replaced by `predicted` (one per
+    /// position, [n]), on the device: `[batch, len]`.
+    pub fn filled(&self, predicted: Tensor<1, Int>) -> Tensor<2, Int> {
+        let shape = [self.batch.batch, self.batch.len];
+        let flat = self.inputs.ids.clone().reshape([shape[0] * shape[1]]);
+        let now = flat.clone().select(0, self.positions.clone());
+        flat.select_assign(
+            0,
+            self.positions.clone(),
+            predicted - now,
+            burn::tensor::IndexingUpdateOp::Add,
+        )
+        .reshape(shape)
+    }
+
+    /// `values` [n] at the masked positions of a `[batch·len]` vector that is `base`
+    /// elsewhere (on the device).
+    pub fn at_positions(&self, base: Tensor<1, Int>, values: Tensor<1, Int>) -> Tensor<1, Int> {
+        let now = base.clone().select(0, self.positions.clone());
+        base.select_assign(
+            0,
+            self.positions.clone(),
+            values - now,
+            burn::tensor::IndexingUpdateOp::Add,
+        )
     }
 }
 
 /// A part of the masked-LM step (see the module doc). Every method has a default that does
 /// nothing.
 pub trait Part: Send + Sync {
-    /// Weights `w_k ∈ {0, 1}` of the masked positions in `L_mlm` (`None`: all 1), and the
-    /// counts this micro-batch adds.
-    fn mlm_weights(&self, _s: &MlmStep) -> Option<(Vec<f32>, Counters)> {
+    /// Weights `w_k ∈ {0, 1}` of the masked positions in `L_mlm` ([n] on the device; `None`:
+    /// all 1), and the counts this micro-batch adds (on the device).
+    fn mlm_weights(&self, _s: &MlmStep) -> Option<(Tensor<1>, DeviceCounters)> {
         None
     }
 
     /// Adds this part's terms to `loss` (after `L_mlm`).
     fn add_terms(&self, _s: &MlmStep, _loss: &mut StepLoss) {}
 
-    /// ELECTRA: adjusts the discriminator's targets `replaced` and weights `weights` (per token
-    /// of the batch) for the generator's `sampled` replacements.
+    /// ELECTRA: adjusts the discriminator's targets `replaced` (1: the generator's sample
+    /// differs from the original) and weights `weights` (1: in `L_D`) at the masked positions
+    /// ([n] each, on the device) for the generator's `sampled` replacements.
     fn discriminator_labels(
         &self,
         _s: &MlmStep,
-        _sampled: &[u32],
-        _replaced: &mut [u32],
-        _weights: &mut [u32],
-    ) {
+        _sampled: &Tensor<1, Int>,
+        replaced: Tensor<1, Int>,
+        weights: Tensor<1, Int>,
+    ) -> (Tensor<1, Int>, Tensor<1, Int>) {
+        (replaced, weights)
+    }
+
+    /// Whether [`Part::discriminator_labels`] may set weights to 0 (then `L_D`'s count is
+    /// counted on the device).
+    fn drops_discriminator_tokens(&self) -> bool {
+        false
     }
 
     /// The values this part logs from the counts of a logging window.

@@ -98,11 +98,11 @@ impl Part for SentenceRegularization {
     fn add_terms(&self, s: &MlmStep, loss: &mut StepLoss) {
         // s_p: the masked positions filled with the argmax.
         let xp = Inputs {
-            ids: s.ids(&s.filled(s.argmax_host())),
+            ids: s.filled(s.argmax.clone()),
             ..s.inputs.clone()
         };
         let xs = Inputs {
-            ids: s.ids(&s.batch.ids),
+            ids: s.filled(s.labels.clone()),
             ..s.inputs.clone()
         };
         let real = s.ids(&s.batch.attention_mask).float();

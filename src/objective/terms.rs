@@ -4,8 +4,14 @@
 //! A micro-batch's objective is `L = Σ_t c_t·L_t + R`: each part `c_t·L_t` (its weight
 //! applied) is a [`Term`], the mean of `L_t` over its `count` units (masked positions, kept
 //! positions, weighted tokens, sentences), and `R` is a term that depends on no example. Beside
-//! the objective, each step names the values it logs ([`Logged`]) and the host-side counts it
-//! adds to the logging window ([`Counters`]).
+//! the objective, each step names the values it logs ([`Logged`]) and the counts it adds to the
+//! logging window ([`StepLoss::counters`], on the device; [`Counters`] once read).
+//!
+//! **No reads in the step.** Everything a step logs stays on the device until the loop asks
+//! for it: [`pending`] detaches a micro-step's values ([`Pending`]), [`Pending::read`] reads
+//! them (one read per replica), [`WindowCounts`] sums the counters over a logging window on
+//! the device. A count only the device knows ([`Count::Device`]: the positions Hard Correction
+//! keeps) is read only where replicas need it for their shares.
 //!
 //! **Replicas.** A micro-batch split over k replicas is one micro-batch: replica r's share of
 //! part t is `(n_{t,r} / N_t)·part_{t,r}` (`N_t = Σ_r n_{t,r}`) and its share of `R` is `R / k`
@@ -16,18 +22,53 @@ use std::collections::BTreeMap;
 
 use burn::prelude::*;
 
+/// How many units a term averages over: known on the host (masked positions, real tokens), or
+/// counted on the device (the positions a part keeps) and read only where it is needed: the
+/// shares of several replicas, a mean combined over processes.
+#[derive(Clone)]
+pub enum Count {
+    Host(f64),
+    Device(Tensor<1>),
+}
+
+impl Count {
+    /// The count on the host (one device read for [`Count::Device`]).
+    pub fn value(&self) -> f64 {
+        match self {
+            Count::Host(n) => *n,
+            Count::Device(t) => crate::kernels::read_floats(t.clone())[0],
+        }
+    }
+
+    /// The same count without autodiff (device counts are plain values).
+    fn detached(&self) -> Self {
+        match self {
+            Count::Host(n) => Count::Host(*n),
+            Count::Device(t) => Count::Device(t.clone().detach()),
+        }
+    }
+}
+
 /// A loss term of one replica's micro-batch: its mean over the replica's `count` units.
 #[derive(Clone)]
 pub struct Term {
     pub value: Tensor<1>,
-    pub count: f64,
+    pub count: Count,
 }
 
 impl Term {
     pub fn new(value: Tensor<1>, count: usize) -> Self {
         Self {
             value,
-            count: count as f64,
+            count: Count::Host(count as f64),
+        }
+    }
+
+    /// A term whose count the device holds ([1], e.g. the sum of its weights).
+    pub fn counted(value: Tensor<1>, count: Tensor<1>) -> Self {
+        Self {
+            value,
+            count: Count::Device(count),
         }
     }
 
@@ -35,7 +76,7 @@ impl Term {
     pub fn times(&self, c: f64) -> Self {
         Self {
             value: self.value.clone().mul_scalar(c),
-            count: self.count,
+            count: self.count.clone(),
         }
     }
 }
@@ -53,15 +94,68 @@ pub enum Logged {
     Last(Tensor<1>),
 }
 
-/// Host-side counts (Hard Correction's mismatches and corrections, …), summed over the steps of
-/// a logging window and saved with each checkpoint.
+/// Counts (Hard Correction's mismatches and corrections, …) on the host, summed over the steps
+/// of a logging window and saved with each checkpoint.
 pub type Counters = BTreeMap<String, u64>;
+
+/// Counts of one micro-batch by name, each a [1] integer tensor on the device.
+pub type DeviceCounters = Vec<(String, Tensor<1, Int>)>;
 
 /// Adds `b`'s counts into `a`.
 pub fn add_counters(a: &mut Counters, b: &Counters) {
     for (k, v) in b {
         *a.entry(k.clone()).or_default() += v;
     }
+}
+
+/// Adds `b`'s device counts into `a` (same names: added on the device; new names: appended).
+pub fn add_device_counters(a: &mut DeviceCounters, b: DeviceCounters) {
+    for (k, v) in b {
+        match a.iter_mut().find(|(n, _)| *n == k) {
+            Some((_, t)) => {
+                let v = v.to_device(&t.device());
+                *t = t.clone() + v;
+            }
+            None => a.push((k, v)),
+        }
+    }
+}
+
+/// The counters of a logging window, summed on the device step by step and read when the
+/// window's line is written (or a checkpoint saves them).
+#[derive(Default)]
+pub struct WindowCounts {
+    counts: DeviceCounters,
+}
+
+impl WindowCounts {
+    pub fn add(&mut self, step: DeviceCounters) {
+        add_device_counters(&mut self.counts, step);
+    }
+
+    /// The window's counts so far, read (one device read) and reset.
+    pub fn take(&mut self) -> Counters {
+        let counts = std::mem::take(&mut self.counts);
+        read_counters(counts)
+    }
+}
+
+/// Reads `counts` in one device read.
+fn read_counters(counts: DeviceCounters) -> Counters {
+    if counts.is_empty() {
+        return Counters::new();
+    }
+    let device = counts[0].1.device();
+    let (names, values): (Vec<String>, Vec<_>) = counts
+        .into_iter()
+        .map(|(k, v)| (k, v.to_device(&device)))
+        .unzip();
+    let host = crate::kernels::host_ids(Tensor::cat(values, 0));
+    names
+        .into_iter()
+        .zip(host)
+        .map(|(k, v)| (k, v as u64))
+        .collect()
 }
 
 /// One replica's micro-batch: the parts of its objective, still on the device, what it logs and
@@ -73,7 +167,8 @@ pub struct StepLoss {
     pub shared: Option<Tensor<1>>,
     /// The logged values, in the order the step names them.
     pub logged: Vec<(&'static str, Logged)>,
-    pub counters: Counters,
+    /// The counts this micro-batch adds to the logging window, on the device.
+    pub counters: DeviceCounters,
 }
 
 impl StepLoss {
@@ -83,7 +178,7 @@ impl StepLoss {
             parts: vec![first.clone()],
             shared: None,
             logged: vec![(name, Logged::Mean(first))],
-            counters: Counters::new(),
+            counters: DeviceCounters::new(),
         }
     }
 
@@ -108,7 +203,11 @@ impl StepLoss {
             if replicas == 1 {
                 p.value.clone()
             } else {
-                let w = if total > 0.0 { p.count / total } else { 0.0 };
+                let w = if total > 0.0 {
+                    p.count.value() / total
+                } else {
+                    0.0
+                };
                 p.value.clone().mul_scalar(w)
             }
         };
@@ -126,15 +225,19 @@ impl StepLoss {
     }
 }
 
-/// Each replica's share of the micro-batch objective (see [`StepLoss::objective`]).
+/// Each replica's share of the micro-batch objective (see [`StepLoss::objective`]). One
+/// replica needs no counts (nothing is read).
 pub fn objectives(losses: &[StepLoss]) -> Vec<Tensor<1>> {
+    if losses.len() == 1 {
+        return vec![losses[0].objective(&vec![0.0; losses[0].parts.len()], 1)];
+    }
     objectives_of(losses, &totals(losses), losses.len())
 }
 
 /// Each term's count summed over the replicas `losses`.
 pub fn totals(losses: &[StepLoss]) -> Vec<f64> {
     (0..losses[0].parts.len())
-        .map(|t| losses.iter().map(|l| l.parts[t].count).sum())
+        .map(|t| losses.iter().map(|l| l.parts[t].count.value()).sum())
         .collect()
 }
 
@@ -147,23 +250,171 @@ pub fn objectives_of(losses: &[StepLoss], totals: &[f64], replicas: usize) -> Ve
         .collect()
 }
 
-/// The count behind each mean that `losses` log, summed over the replicas (the weights with
-/// which processes' means combine).
-pub fn mean_counts(losses: &[StepLoss]) -> Vec<f64> {
-    (0..losses[0].logged.len())
-        .filter_map(|j| match &losses[0].logged[j].1 {
-            Logged::Mean(_) => Some(
-                losses
-                    .iter()
-                    .map(|l| match &l.logged[j].1 {
-                        Logged::Mean(t) => t.count,
-                        _ => unreachable!("replicas log the same values"),
-                    })
-                    .sum(),
-            ),
-            _ => None,
+/// What a logged value is, for reading it back.
+#[derive(Clone, Copy)]
+enum Kind {
+    Mean,
+    Rate,
+    Last(usize),
+}
+
+/// One replica's logged values of one micro-step: its objective share and values in one
+/// vector on the device, with the counts behind its means and the totals of its rates.
+struct ReplicaValues {
+    row: Tensor<1>,
+    counts: Vec<Count>,
+    of: Vec<f64>,
+}
+
+/// One micro-step's logged values over this process's replicas, detached and still on the
+/// device: [`Pending::read`] reads them.
+pub struct Pending {
+    names: Vec<&'static str>,
+    kinds: Vec<Kind>,
+    replicas: Vec<ReplicaValues>,
+    /// The micro-step's counters, summed over the replicas on the device.
+    pub counters: DeviceCounters,
+}
+
+/// The replicas' `losses` and `objectives` (their shares) of one micro-step, detached, on the
+/// device (nothing is read).
+pub fn pending(losses: &[StepLoss], objectives: &[Tensor<1>]) -> Pending {
+    let first = &losses[0].logged;
+    let kinds = first
+        .iter()
+        .map(|(_, v)| match v {
+            Logged::Mean(_) => Kind::Mean,
+            Logged::Rate { .. } => Kind::Rate,
+            Logged::Last(t) => Kind::Last(t.dims()[0]),
         })
-        .collect()
+        .collect();
+    let replicas = losses
+        .iter()
+        .zip(objectives)
+        .map(|(l, o)| {
+            let mut values = vec![o.clone().inner().reshape([1])];
+            let (mut counts, mut of) = (Vec::new(), Vec::new());
+            for (_, v) in &l.logged {
+                values.push(match v {
+                    Logged::Mean(t) => {
+                        counts.push(t.count.detached());
+                        t.value.clone().inner().reshape([1])
+                    }
+                    Logged::Rate { hits, of: n } => {
+                        of.push(*n);
+                        hits.clone().inner().reshape([1])
+                    }
+                    Logged::Last(t) => t.clone().inner(),
+                });
+            }
+            ReplicaValues {
+                row: Tensor::cat(values, 0),
+                counts,
+                of,
+            }
+        })
+        .collect();
+    let mut counters = DeviceCounters::new();
+    for l in losses {
+        add_device_counters(&mut counters, l.counters.clone());
+    }
+    Pending {
+        names: first.iter().map(|(n, _)| *n).collect(),
+        kinds,
+        replicas,
+        counters,
+    }
+}
+
+/// Reads the replicas' `losses` and `objectives` of one micro-step and combines them
+/// ([`Pending::read`]).
+pub fn combine(losses: &[StepLoss], objectives: &[Tensor<1>]) -> StepValues {
+    pending(losses, objectives).read()
+}
+
+impl Pending {
+    /// The count behind each logged mean, summed over the replicas (the weights with which
+    /// processes' means combine; a device count is read).
+    pub fn mean_counts(&self) -> Vec<f64> {
+        let n = self.replicas[0].counts.len();
+        (0..n)
+            .map(|j| self.replicas.iter().map(|r| r.counts[j].value()).sum())
+            .collect()
+    }
+
+    /// Reads the values (one device read per replica, the counters with replica 0's) and
+    /// combines them: the objective summed over the replicas, each logged value combined over
+    /// them (a mean weighted by the replicas' counts, a rate's hits and totals summed, a
+    /// vector: replica 0's), and the counters.
+    pub fn read(self) -> StepValues {
+        let Pending {
+            names,
+            kinds,
+            replicas,
+            counters,
+        } = self;
+        let n_counters = counters.len();
+        let rows: Vec<Vec<f64>> = replicas
+            .iter()
+            .enumerate()
+            .map(|(r, v)| {
+                let mut row = v.row.clone();
+                if r == 0 && n_counters > 0 {
+                    let device = row.device();
+                    let c: Vec<Tensor<1>> = counters
+                        .iter()
+                        .map(|(_, t)| t.clone().to_device(&device).float())
+                        .collect();
+                    row = Tensor::cat(vec![row, Tensor::cat(c, 0)], 0);
+                }
+                crate::kernels::read_floats(row)
+            })
+            .collect();
+        let mut out = StepValues {
+            loss: rows.iter().map(|r| r[0]).sum(),
+            micro_steps: 1,
+            ..Default::default()
+        };
+        let (mut at, mut mean, mut rate) = (1, 0, 0);
+        for (name, kind) in names.into_iter().zip(kinds) {
+            let value = match kind {
+                Kind::Mean => {
+                    let v = if rows.len() == 1 {
+                        rows[0][at]
+                    } else {
+                        let counts: Vec<f64> =
+                            replicas.iter().map(|r| r.counts[mean].value()).collect();
+                        let n: f64 = counts.iter().sum();
+                        if n > 0.0 {
+                            (0..rows.len()).map(|r| rows[r][at] * counts[r]).sum::<f64>() / n
+                        } else {
+                            0.0
+                        }
+                    };
+                    mean += 1;
+                    at += 1;
+                    HostValue::Mean(v)
+                }
+                Kind::Rate => {
+                    let of = replicas.iter().map(|r| r.of[rate]).sum();
+                    let hits = rows.iter().map(|r| r[at]).sum();
+                    rate += 1;
+                    at += 1;
+                    HostValue::Rate { hits, of }
+                }
+                Kind::Last(n) => {
+                    let first = rows[0][at..at + n].to_vec();
+                    at += n;
+                    HostValue::Last(first)
+                }
+            };
+            out.logged.push((name, value));
+        }
+        for (k, (name, _)) in counters.iter().enumerate() {
+            out.counters.insert(name.clone(), rows[0][at + k].round() as u64);
+        }
+        out
+    }
 }
 
 /// A logged value of one micro-step on the host, before it is combined with the step's other
@@ -173,82 +424,6 @@ pub enum HostValue {
     Mean(f64),
     Rate { hits: f64, of: f64 },
     Last(Vec<f64>),
-}
-
-/// Reads the replicas' `losses` and `objectives` (their shares) of one micro-step, one device
-/// read per replica, and combines them: the objective summed over the replicas, each logged
-/// value combined over them, and the counts. The values of one micro-step.
-pub fn combine(losses: &[StepLoss], objectives: &[Tensor<1>]) -> StepValues {
-    let rows: Vec<Vec<f64>> = losses
-        .iter()
-        .zip(objectives)
-        .map(|(l, o)| {
-            let mut values = vec![o.clone().inner().reshape([1])];
-            for (_, v) in &l.logged {
-                values.push(match v {
-                    Logged::Mean(t) => t.value.clone().inner().reshape([1]),
-                    Logged::Rate { hits, .. } => hits.clone().inner().reshape([1]),
-                    Logged::Last(t) => t.clone().inner(),
-                });
-            }
-            Tensor::cat(values, 0)
-                .into_data()
-                .convert::<f64>()
-                .try_into_vec::<f64>()
-                .expect("loss terms")
-        })
-        .collect();
-    let mut out = StepValues {
-        loss: rows.iter().map(|r| r[0]).sum(),
-        micro_steps: 1,
-        ..Default::default()
-    };
-    let mut at = 1;
-    for (j, (name, v)) in losses[0].logged.iter().enumerate() {
-        let value = match v {
-            Logged::Mean(_) => {
-                let count = |r: usize| match &losses[r].logged[j].1 {
-                    Logged::Mean(t) => t.count,
-                    _ => unreachable!("replicas log the same values"),
-                };
-                let mean = if rows.len() == 1 {
-                    rows[0][at]
-                } else {
-                    let n: f64 = (0..rows.len()).map(count).sum();
-                    if n > 0.0 {
-                        (0..rows.len()).map(|r| rows[r][at] * count(r)).sum::<f64>() / n
-                    } else {
-                        0.0
-                    }
-                };
-                at += 1;
-                HostValue::Mean(mean)
-            }
-            Logged::Rate { .. } => {
-                let of = losses
-                    .iter()
-                    .map(|l| match &l.logged[j].1 {
-                        Logged::Rate { of, .. } => *of,
-                        _ => unreachable!("replicas log the same values"),
-                    })
-                    .sum();
-                let hits = rows.iter().map(|r| r[at]).sum();
-                at += 1;
-                HostValue::Rate { hits, of }
-            }
-            Logged::Last(t) => {
-                let [n] = t.dims();
-                let first = rows[0][at..at + n].to_vec();
-                at += n;
-                HostValue::Last(first)
-            }
-        };
-        out.logged.push((name, value));
-    }
-    for l in losses {
-        add_counters(&mut out.counters, &l.counters);
-    }
-    out
 }
 
 /// Values over one or more micro-steps, on the host: the sums a logged line is made of.

@@ -207,7 +207,7 @@ fn weighting(
                 .enumerate()
                 .map(|(i, t)| Term {
                     value: t.value.clone() * c.clone().narrow(0, i, 1),
-                    count: t.count,
+                    count: t.count.clone(),
                 })
                 .collect();
             (parts, Some(learned_regulariser(s)), c.detach())

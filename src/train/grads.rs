@@ -11,12 +11,15 @@ use crate::interop::tensors::HostTensor;
 use crate::model::params::{Matrix, ParamWalker};
 
 /// Flattened gradients by parameter name (no autodiff), ready for clipping and the update.
-/// The true gradient of `name` is `factor · entries[name]`: scaling (clipping, averaging over
-/// micro-batches) only changes `factor`, which the update folds into its own constants.
+/// The true gradient of `name` is `factor · clip · entries[name]`: scaling (averaging over
+/// micro-batches) only changes `factor`, which the update folds into its own constants;
+/// clipping sets `clip`, a [1] tensor on the device (so that no norm is read back), which the
+/// update multiplies in.
 #[derive(Clone)]
 pub struct Grads {
     pub entries: BTreeMap<String, (Tensor<1>, Vec<usize>, Option<Matrix>)>,
     pub factor: f64,
+    pub clip: Option<Tensor<1>>,
 }
 
 impl Default for Grads {
@@ -24,6 +27,7 @@ impl Default for Grads {
         Self {
             entries: BTreeMap::new(),
             factor: 1.0,
+            clip: None,
         }
     }
 }
@@ -54,13 +58,29 @@ impl Grads {
         c.1
     }
 
-    /// Multiplies every entry by `factor` (and resets it to 1).
+    /// Multiplies every entry by `factor` and `clip` (and resets them).
     fn materialise(&mut self) {
         if self.factor != 1.0 {
             for e in self.entries.values_mut() {
                 e.0 = e.0.clone().mul_scalar(self.factor);
             }
             self.factor = 1.0;
+        }
+        if let Some(c) = self.clip.take() {
+            for e in self.entries.values_mut() {
+                e.0 = e.0.clone() * c.clone();
+            }
+        }
+    }
+
+    /// `g` (a flattened entry) times the clipping coefficient, if any.
+    pub fn clipped(&self, g: Tensor<1>) -> Tensor<1> {
+        match &self.clip {
+            Some(c) => {
+                let c = c.clone().to_device(&g.device());
+                g * c
+            }
+            None => g,
         }
     }
 
@@ -78,12 +98,13 @@ impl Grads {
                 })
                 .collect(),
             factor: self.factor,
+            clip: self.clip.as_ref().map(|c| c.clone().to_device(device)),
         }
     }
 
     /// Adds another set of gradients (gradient accumulation).
     pub fn accumulate(&mut self, mut other: Grads) {
-        if self.factor != other.factor {
+        if self.factor != other.factor || self.clip.is_some() || other.clip.is_some() {
             self.materialise();
             other.materialise();
         }
@@ -128,31 +149,37 @@ impl Grads {
         self.factor *= factor;
     }
 
-    /// The global L2 norm over all gradients (one host sync). On CPU devices per tensor; on
-    /// others over one concatenated buffer (three kernels instead of two per parameter).
-    pub fn global_norm(&self) -> f64 {
-        let Some((first, _, _)) = self.entries.values().next() else {
-            return 0.0;
-        };
+    /// The global L2 norm over all gradients, a [1] tensor on the device (nothing is read). On
+    /// CPU devices per tensor; on others over one concatenated buffer (three kernels instead
+    /// of two per parameter).
+    pub fn global_norm(&self) -> Option<Tensor<1>> {
+        let (first, _, _) = self.entries.values().next()?;
         let grads = self.entries.values().map(|(g, _, _)| g.clone());
         let total = if crate::kernels::on_host(&first.device()) {
             Tensor::cat(grads.map(|g| g.square().sum()).collect(), 0).sum()
         } else {
             Tensor::cat(grads.collect(), 0).square().sum()
         };
-        (total.into_scalar::<f32>() as f64).sqrt() * self.factor.abs()
+        let norm = total.sqrt().mul_scalar(self.factor.abs());
+        Some(match &self.clip {
+            Some(c) => norm * c.clone(),
+            None => norm,
+        })
     }
 
-    /// Clips to `max_norm` like torch's `clip_grad_norm_`; returns the norm before clipping.
-    pub fn clip_global_norm(&mut self, max_norm: f64) -> f64 {
-        let norm = self.global_norm();
-        if max_norm > 0.0 && norm.is_finite() {
-            let coef = max_norm / (norm + 1e-6);
-            if coef < 1.0 {
-                self.scale(coef);
-            }
+    /// Clips to `max_norm` like torch's `clip_grad_norm_`, on the device: the coefficient
+    /// `min(1, max_norm / (norm + 1e-6))` multiplies the gradients in the update. Returns the
+    /// norm before clipping ([1] on the device; 0 without gradients).
+    pub fn clip_global_norm(&mut self, max_norm: f64) -> Option<Tensor<1>> {
+        let norm = self.global_norm()?;
+        if max_norm > 0.0 {
+            let coef = norm.clone().add_scalar(1e-6).recip().mul_scalar(max_norm).clamp_max(1.0);
+            self.clip = Some(match self.clip.take() {
+                Some(c) => c * coef,
+                None => coef,
+            });
         }
-        norm
+        Some(norm)
     }
 
     /// One gradient in transformers' layout (Linear weights as [out, in]).
@@ -160,7 +187,7 @@ impl Grads {
         let (g, dims, kind) = self.entries.get(name)?;
         let t = HostTensor {
             shape: dims.clone(),
-            values: HostTensor::from_tensor(g.clone().mul_scalar(self.factor)).values,
+            values: HostTensor::from_tensor(self.clipped(g.clone().mul_scalar(self.factor))).values,
         };
         Some(if *kind == Some(Matrix::Linear) {
             t.transposed()

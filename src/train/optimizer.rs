@@ -293,13 +293,13 @@ impl AdamW {
             flat.set_scales(scales, offset, &c, &device);
         }
 
-        let g = Tensor::cat(
+        let g = grads.clipped(Tensor::cat(
             layout
                 .iter()
                 .map(|s| grads.entries[&s.name].0.clone())
                 .collect(),
             0,
-        );
+        ));
         let p = Tensor::cat(params.found.into_iter().map(|(_, p)| p).collect(), 0);
         let f = grads.factor;
         let m = flat.m.clone().mul_scalar(c.beta1) + g.clone().mul_scalar((1.0 - c.beta1) * f);
@@ -409,7 +409,8 @@ impl Stepper<'_> {
         };
         // Moments restored from a checkpoint may sit on the autodiff device; the update takes
         // plain tensors.
-        let (p, m, v) = kernels::adamw(p, g.clone().inner(), m.inner(), v.inner(), step);
+        let g = self.grads.clipped(g.clone().inner());
+        let (p, m, v) = kernels::adamw(p, g, m.inner(), v.inner(), step);
         self.opt.moments.insert(name.to_string(), (m, v));
         Some(p)
     }

@@ -24,7 +24,7 @@ use super::replicas::Replicas;
 use super::start::{METRICS, Start, forget_unstarted, start_point, write_run_files};
 use super::step::step_loss;
 use crate::dist::Group;
-use crate::objective::terms::{StepValues, add_counters};
+use crate::objective::terms::{self, Pending, WindowCounts, add_counters};
 use crate::objective::{Objective, Setup};
 use crate::text::batches::BatchStream;
 use crate::text::masking::mask_batch;
@@ -129,16 +129,17 @@ struct StepInputs<'a> {
 }
 
 /// One step's micro-steps: masked micro-batches → each replica's loss → summed gradients.
-/// Returns the gradients, the step's values, its masked positions and its tokens.
+/// Returns the gradients, the micro-steps' values (still on the device), the step's masked
+/// positions and its tokens.
 fn micro_steps(
     inp: &StepInputs,
     step: u64,
     stream: &mut BatchStream,
     replicas: &mut Replicas,
-) -> Result<(Vec<Grads>, StepValues, usize, usize)> {
+) -> Result<(Vec<Grads>, Vec<Pending>, usize, usize)> {
     let cfg = inp.cfg;
     let cline = cfg.objective.kind.trains_on_triples();
-    let (mut grads, mut t) = (Vec::<Grads>::new(), StepValues::default());
+    let (mut grads, mut t) = (Vec::<Grads>::new(), Vec::new());
     let (mut masked, mut tokens) = (0, 0);
     for micro in 0..cfg.train.grad_accum {
         let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
@@ -173,7 +174,7 @@ fn micro_steps(
                 a.accumulate(g);
             }
         }
-        t.add(replicas.combine(&losses, &objectives)?);
+        t.push(terms::pending(&losses, &objectives));
     }
     Ok((grads, t, masked, tokens))
 }
@@ -440,21 +441,37 @@ fn run_steps(
         vocab,
     };
     let mut window = start.window;
+    // The window's counters on the device; read into `window.counters` when it is read.
+    let mut counts = WindowCounts::default();
     let mut last = None;
     for step in start.step..total {
-        let (grads, t, masked, tokens) = micro_steps(&inputs, step, &mut stream, &mut replicas)?;
+        let (grads, mut micro, masked, tokens) =
+            micro_steps(&inputs, step, &mut stream, &mut replicas)?;
+        for p in &mut micro {
+            counts.add(std::mem::take(&mut p.counters));
+        }
         log.rate_tokens += tokens;
         let done = step + 1;
-        let loss = t.mean_loss();
-        if !loss.is_finite() {
-            return Err(diverged(run, done, loss));
-        }
         let o = &cfg.optimizer;
         let lr = scheduled_lr(o.lr, step, o.warmup_steps, total);
         let grad_norm = replicas.update(grads, cfg.train.grad_accum, o.max_grad_norm, lr);
         window.masked += masked;
         window.steps += 1;
-        add_counters(&mut window.counters, &t.counters);
+        let stopping = replicas.any(opts.stop.is_some_and(|s| s.load(Ordering::SeqCst)))?;
+        let log_now = done % cfg.train.log_every == 0 || done == total;
+        let save_now = done % cfg.train.checkpoint_every == 0 || done == total || stopping;
+        // The step's values are read only where a line or a checkpoint needs them (the same
+        // steps on every rank): between two such steps nothing waits on the device.
+        if !(log_now || save_now) {
+            log.bar.inc(1);
+            continue;
+        }
+        let t = replicas.read(micro)?;
+        add_counters(&mut window.counters, &replicas.read_counts(&mut counts)?);
+        let loss = t.mean_loss();
+        if !loss.is_finite() {
+            return Err(diverged(run, done, loss));
+        }
         let mut terms = t.logged_values();
         terms.extend(objective.window_metrics(&window.counters));
         let mut metrics = StepMetrics {
@@ -462,7 +479,7 @@ fn run_steps(
             loss,
             terms,
             lr,
-            grad_norm,
+            grad_norm: grad_norm.map_or(0.0, |n| crate::kernels::read_floats(n)[0]),
             masked: window.masked,
             tokens_per_s: log.tokens_per_s(),
         };
@@ -475,8 +492,7 @@ fn run_steps(
                 .terms
                 .extend(h.evaluate(&model, cfg, &objective, &device)?);
         }
-        let stopping = replicas.any(opts.stop.is_some_and(|s| s.load(Ordering::SeqCst)))?;
-        if done % cfg.train.log_every == 0 || done == total {
+        if log_now {
             log.line(&metrics, &objective.progress(&window.counters))?;
             window = WindowTotals::default();
         }
@@ -487,7 +503,7 @@ fn run_steps(
                     "stopped by a signal after step {done} of {total}; rank 0 wrote the checkpoint"
                 )));
             }
-        } else if done % cfg.train.checkpoint_every == 0 || done == total || stopping {
+        } else if save_now {
             let state = TrainState::new(done, stream.position, &shards.manifest, window.clone());
             let dir = save_checkpoint(run, &state, &mut replicas, cfg.train.keep_checkpoints)?;
             if stopping && done < total {

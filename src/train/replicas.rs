@@ -39,7 +39,7 @@ use crate::Result;
 use crate::dist::Group;
 use crate::model::params::{MarkDistributed, ShapeLister};
 use crate::objective::StepLoss;
-use crate::objective::terms::{self, StepValues};
+use crate::objective::terms::{self, Counters, Pending, StepValues, WindowCounts};
 
 /// The seed of replica `r`'s random draws in the micro-step seeded `step_seed`.
 pub fn replica_seed(step_seed: u64, r: usize) -> u64 {
@@ -143,15 +143,35 @@ impl Replicas {
         Ok(terms::objectives_of(losses, &totals, self.global().1))
     }
 
-    /// The values of one micro-step over every process's replicas.
-    pub fn combine(&self, losses: &[StepLoss], objectives: &[Tensor<1>]) -> Result<StepValues> {
-        let local = terms::combine(losses, objectives);
+    /// The values of one step's micro-steps (`micro`, still on the device), read and combined
+    /// over every process's replicas. Their counters must have been taken out
+    /// ([`Replicas::read_counts`] reads them for a window).
+    pub fn read(&self, micro: Vec<Pending>) -> Result<StepValues> {
+        let mut t = StepValues::default();
+        for p in micro {
+            let Some(g) = &self.group else {
+                t.add(p.read());
+                continue;
+            };
+            let counts = p.mean_counts();
+            let local = p.read();
+            let mut sums = local.sums(&counts, g.world.is_main());
+            g.sum_f64(&mut sums)?;
+            t.add(local.from_sums(&sums));
+        }
+        Ok(t)
+    }
+
+    /// The counters of a logging window (`window`, summed on the device), read and summed over
+    /// every process.
+    pub fn read_counts(&self, window: &mut WindowCounts) -> Result<Counters> {
+        let local = window.take();
         let Some(g) = &self.group else {
             return Ok(local);
         };
-        let mut sums = local.sums(&terms::mean_counts(losses), g.world.is_main());
-        g.sum_f64(&mut sums)?;
-        Ok(local.from_sums(&sums))
+        let mut v: Vec<f64> = local.values().map(|&c| c as f64).collect();
+        g.sum_f64(&mut v)?;
+        Ok(local.keys().cloned().zip(v).map(|(k, c)| (k, c.round() as u64)).collect())
     }
 
     /// Whether any process raised `flag` (a stop asked of one rank stops all at one step).
@@ -272,9 +292,15 @@ impl Replicas {
 
     /// One optimizer step with the micro-steps' summed `grads` (one set per optimizer):
     /// averaged over `grad_accum` micro-steps, clipped to `max_norm`, applied at `lr`.
-    /// Returns the gradient norm before clipping.
-    pub fn update(&mut self, grads: Vec<Grads>, grad_accum: usize, max_norm: f64, lr: f64) -> f64 {
-        let mut norm = 0.0;
+    /// Returns the gradient norm before clipping, on the device (`None` without gradients).
+    pub fn update(
+        &mut self,
+        grads: Vec<Grads>,
+        grad_accum: usize,
+        max_norm: f64,
+        lr: f64,
+    ) -> Option<Tensor<1>> {
+        let mut norm = None;
         for (r, mut g) in grads.into_iter().enumerate() {
             if grad_accum > 1 {
                 g.scale(1.0 / grad_accum as f64);

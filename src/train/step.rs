@@ -12,9 +12,10 @@ use super::config::PretrainConfig;
 use super::model::{Net, PretrainModel};
 use crate::kernels::device_ids;
 use crate::model::Inputs;
-use crate::objective::terms::add_counters;
+use crate::objective::terms::add_device_counters;
 use crate::objective::{
-    Counters, Logged, MlmStep, Objective, StepLoss, Term, masked_cross_entropy, replaced_token_loss,
+    DeviceCounters, Logged, MlmStep, Objective, Predictions, StepLoss, Term, masked_cross_entropy,
+    replaced_token_loss,
 };
 use crate::text::batches::Batch;
 use crate::text::masking::Masked;
@@ -23,11 +24,6 @@ pub(crate) fn ints1(values: impl Iterator<Item = i64>, device: &Device) -> Tenso
     let v: Vec<i64> = values.collect();
     let n = v.len();
     Tensor::from_data(TensorData::new(v, [n]), device)
-}
-
-fn floats1(values: Vec<f32>, device: &Device) -> Tensor<1> {
-    let n = values.len();
-    Tensor::from_data(TensorData::new(values, [n]), device)
 }
 
 /// The model inputs of `batch` with token ids `ids` (the batch's own, or a corrupted copy).
@@ -42,7 +38,8 @@ pub(crate) fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
 }
 
 /// Forward pass and loss of one masked micro-batch: `L_mlm` (weighted by the objective's
-/// parts), their terms, and for ELECTRA `λ·L_D`.
+/// parts), their terms, and for ELECTRA `λ·L_D`. After the masked batch is uploaded nothing is
+/// read back: predictions, samples, weights, counts and logged values stay on the device.
 pub fn step_loss(
     model: &PretrainModel,
     cfg: &PretrainConfig,
@@ -56,9 +53,9 @@ pub fn step_loss(
     let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
 
     let (logits, words) = match &model.net {
-        Net::Bert(b) => (b.mlm_logits(&x, positions), b.embeddings.word_matrix()),
+        Net::Bert(b) => (b.mlm_logits(&x, positions.clone()), b.embeddings.word_matrix()),
         Net::Electra(e) => (
-            e.generator_logits(&x, positions),
+            e.generator_logits(&x, positions.clone()),
             e.embeddings.word_matrix(),
         ),
     };
@@ -71,38 +68,39 @@ pub fn step_loss(
     };
     let encode = |x: &Inputs| model.net.mlm_encode(x);
     let discriminator = |x: &Inputs| model.net.encode(x);
-    let mut s = MlmStep::new(
-        batch,
-        m,
-        &x,
-        labels.clone(),
+    let predictions = Predictions {
+        positions,
+        labels: labels.clone(),
         argmax,
-        sampled.as_deref(),
-        words,
-        &encode,
-        device,
-    );
+        sampled,
+    };
+    let mut s = MlmStep::new(batch, m, &x, predictions, words, &encode, device);
     s.discriminator_encode =
         matches!(model.net, Net::Electra(_)).then_some(&discriminator as &dyn Fn(&Inputs) -> _);
 
     // A position is kept when every part that weights the positions keeps it.
-    let mut weights: Option<Vec<f32>> = None;
-    let mut counters = Counters::new();
+    let mut weights: Option<Tensor<1>> = None;
+    let mut counters = DeviceCounters::new();
     for p in &objective.parts {
         if let Some((w, c)) = p.mlm_weights(&s) {
-            add_counters(&mut counters, &c);
-            match &mut weights {
-                Some(all) => all.iter_mut().zip(w).for_each(|(a, b)| *a *= b),
-                None => weights = Some(w),
-            }
+            add_device_counters(&mut counters, c);
+            weights = Some(match weights {
+                Some(all) => all * w,
+                None => w,
+            });
         }
     }
-    // The loss averages over the positions kept (weight 1).
-    let mlm_count = weights.as_ref().map_or(m.positions.len(), |w| {
-        w.iter().filter(|&&v| v != 0.0).count()
-    });
-    let weights = weights.map(|w| floats1(w, device));
-    let mlm = Term::new(masked_cross_entropy(logits, labels, weights), mlm_count);
+    // The loss averages over the positions kept (weight 1), a count the device holds.
+    let mlm = match weights {
+        Some(w) => {
+            let kept = w.clone().sum();
+            Term::counted(masked_cross_entropy(logits, labels, Some(w)), kept)
+        }
+        None => Term::new(
+            masked_cross_entropy(logits, labels, None),
+            m.positions.len(),
+        ),
+    };
     let mut loss = StepLoss::new("mlm_loss", mlm);
     loss.counters = counters;
     loss.log(
@@ -116,40 +114,41 @@ pub fn step_loss(
         p.add_terms(&s, &mut loss);
     }
 
-    if let (Net::Electra(e), Some(sampled)) = (&model.net, &sampled) {
-        discriminator_loss(e, cfg, objective, &s, sampled, &mut loss);
+    if let Net::Electra(e) = &model.net {
+        discriminator_loss(e, cfg, objective, &s, &mut loss);
     }
     loss
 }
 
-/// ELECTRA's discriminator on the generator's `sampled` tokens: `λ·L_D` joins `loss`, with its
-/// accuracy over the real tokens. The objective's parts may relabel the targets.
+/// ELECTRA's discriminator on the generator's sampled tokens: `λ·L_D` joins `loss`, with its
+/// accuracy over the real tokens. The objective's parts may relabel the targets. Inputs,
+/// targets and weights are built on the device from the samples.
 fn discriminator_loss(
     e: &crate::model::electra::Electra,
     cfg: &PretrainConfig,
     objective: &Objective,
     s: &MlmStep,
-    sampled: &[u32],
     loss: &mut StepLoss,
 ) {
-    let (batch, m, device) = (s.batch, s.masked, s.device);
+    let (batch, device) = (s.batch, s.device);
+    let sampled = s.sampled.clone().expect("ELECTRA samples replacements");
     let shape = [batch.batch, batch.len];
-    let disc_ids = s.filled(sampled);
-    let mut replaced = vec![0u32; batch.ids.len()];
-    let mut weights: Vec<u32> = batch.attention_mask.clone();
-    for ((&p, &x), &gold) in m.positions.iter().zip(sampled).zip(&m.labels) {
-        replaced[p] = u32::from(x != gold);
-    }
+    let n = batch.batch * batch.len;
+    let mut replaced = sampled.clone().not_equal(s.labels.clone()).int();
+    let mut kept = replaced.ones_like();
+    let mut drops = false;
     for p in &objective.parts {
-        p.discriminator_labels(s, sampled, &mut replaced, &mut weights);
+        (replaced, kept) = p.discriminator_labels(s, &sampled, replaced, kept);
+        drops |= p.drops_discriminator_tokens();
     }
     let dx = Inputs {
-        ids: device_ids(&disc_ids, shape, device),
+        ids: s.filled(sampled),
         ..s.inputs.clone()
     };
     let d_logits = e.discriminator_logits(&dx);
-    let target = device_ids(&replaced, shape, device).float();
-    let w = device_ids(&weights, shape, device).float();
+    let mask = device_ids(&batch.attention_mask, [n], device);
+    let target = s.at_positions(mask.zeros_like(), replaced).reshape(shape).float();
+    let w = s.at_positions(mask, kept).reshape(shape).float();
     let correct = (d_logits
         .clone()
         .detach()
@@ -159,8 +158,13 @@ fn discriminator_loss(
         .float()
         * w.clone())
     .sum();
-    let counted = weights.iter().filter(|&&v| v != 0).count();
-    let disc = Term::new(replaced_token_loss(d_logits, target, w), counted);
+    let value = replaced_token_loss(d_logits, target, w.clone());
+    // Without a part that drops tokens the count is the real tokens, known on the host.
+    let disc = if drops {
+        Term::counted(value, w.sum())
+    } else {
+        Term::new(value, batch.real_tokens())
+    };
     loss.add("disc_loss", disc, cfg.train.disc_weight);
     loss.log(
         "disc_accuracy",
