@@ -3,7 +3,8 @@
 # the cross-entropy as LibTorch calls, against burn's composed operations), tests/golden.rs
 # (the whole model against transformers, on burn's flex backend and on LibTorch) and
 # tests/distributed.rs (processes joined by LibTorch's c10d and Gloo; needs gloo's headers,
-# Debian's libgloo-dev).
+# Debian's libgloo-dev) and tests/host_reads.rs (the training step reads nothing back from
+# LibTorch's device).
 #
 # Builds against PyTorch's wheel from PyPI (no dependencies installed), linked to its CPU
 # library only, so that no GPU and no CUDA libraries beyond the two that library loads
@@ -54,4 +55,4 @@ if [ -n "${CLIPPY:-}" ]; then
   cargo clippy --release --features tch --all-targets --target-dir target/tch -- -D warnings
 fi
 cargo test --release --features tch --target-dir target/tch --test libtorch --test golden \
-  --test distributed "$@"
+  --test distributed --test host_reads "$@"

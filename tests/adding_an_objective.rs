@@ -36,10 +36,16 @@ impl Part for EmbeddingNorm {
             Term::new(value, s.masked.positions.len()),
             self.weight,
         );
-        let even = s.masked.labels.iter().filter(|&&y| y % 2 == 0).count() as u64;
-        let masked = s.masked.labels.len() as u64;
-        loss.counters.insert("toy_even".into(), even);
-        loss.counters.insert("toy_masked".into(), masked);
+        // Counted on the device, like every count of the step.
+        let even = s
+            .labels
+            .clone()
+            .remainder_scalar(2)
+            .equal_elem(0)
+            .int()
+            .sum();
+        loss.count("toy_even", even);
+        loss.count("toy_masked", s.labels.ones_like().sum());
     }
 
     fn window_metrics(&self, c: &Counters, out: &mut BTreeMap<String, serde_json::Value>) {

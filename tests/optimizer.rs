@@ -83,9 +83,9 @@ fn train(m: &mut BertMlm, o: &mut AdamW, from: usize, to: usize, d: &Device) -> 
             let (x, pos, labels) = batch(step, d);
             let loss = masked_cross_entropy(m.mlm_logits(&x, pos), labels, None);
             let mut g = Grads::collect(&loss.backward(), |w| m.walk(w));
-            let norm = g.clip_global_norm(0.05);
+            let norm = g.clip_global_norm(0.05).unwrap();
             o.update_scaled(1e-2, &lr_scale, &g, |w| m.walk(w));
-            norm
+            norm.into_scalar::<f32>() as f64
         })
         .collect()
 }

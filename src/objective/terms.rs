@@ -28,7 +28,7 @@ use burn::prelude::*;
 #[derive(Clone)]
 pub enum Count {
     Host(f64),
-    Device(Tensor<1>),
+    Device(Box<Tensor<1>>),
 }
 
 impl Count {
@@ -36,7 +36,7 @@ impl Count {
     pub fn value(&self) -> f64 {
         match self {
             Count::Host(n) => *n,
-            Count::Device(t) => crate::kernels::read_floats(t.clone())[0],
+            Count::Device(t) => crate::kernels::read_floats(*t.clone())[0],
         }
     }
 
@@ -44,7 +44,7 @@ impl Count {
     fn detached(&self) -> Self {
         match self {
             Count::Host(n) => Count::Host(*n),
-            Count::Device(t) => Count::Device(t.clone().detach()),
+            Count::Device(t) => Count::Device(Box::new(t.clone().detach())),
         }
     }
 }
@@ -68,7 +68,7 @@ impl Term {
     pub fn counted(value: Tensor<1>, count: Tensor<1>) -> Self {
         Self {
             value,
-            count: Count::Device(count),
+            count: Count::Device(Box::new(count)),
         }
     }
 
@@ -186,6 +186,11 @@ impl StepLoss {
     pub fn add(&mut self, name: &'static str, term: Term, weight: f64) {
         self.parts.push(term.times(weight));
         self.log(name, Logged::Mean(term));
+    }
+
+    /// Adds `value` ([1], on the device) to the window's counter `name`.
+    pub fn count(&mut self, name: &str, value: Tensor<1, Int>) {
+        add_device_counters(&mut self.counters, vec![(name.to_string(), value)]);
     }
 
     /// Logs `value` under `name` (no part of the objective).
@@ -386,7 +391,10 @@ impl Pending {
                             replicas.iter().map(|r| r.counts[mean].value()).collect();
                         let n: f64 = counts.iter().sum();
                         if n > 0.0 {
-                            (0..rows.len()).map(|r| rows[r][at] * counts[r]).sum::<f64>() / n
+                            (0..rows.len())
+                                .map(|r| rows[r][at] * counts[r])
+                                .sum::<f64>()
+                                / n
                         } else {
                             0.0
                         }
@@ -411,7 +419,8 @@ impl Pending {
             out.logged.push((name, value));
         }
         for (k, (name, _)) in counters.iter().enumerate() {
-            out.counters.insert(name.clone(), rows[0][at + k].round() as u64);
+            out.counters
+                .insert(name.clone(), rows[0][at + k].round() as u64);
         }
         out
     }

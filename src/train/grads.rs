@@ -173,7 +173,12 @@ impl Grads {
     pub fn clip_global_norm(&mut self, max_norm: f64) -> Option<Tensor<1>> {
         let norm = self.global_norm()?;
         if max_norm > 0.0 {
-            let coef = norm.clone().add_scalar(1e-6).recip().mul_scalar(max_norm).clamp_max(1.0);
+            let coef = norm
+                .clone()
+                .add_scalar(1e-6)
+                .recip()
+                .mul_scalar(max_norm)
+                .clamp_max(1.0);
             self.clip = Some(match self.clip.take() {
                 Some(c) => c * coef,
                 None => coef,

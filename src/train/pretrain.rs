@@ -129,13 +129,14 @@ struct StepInputs<'a> {
 }
 
 /// One step's micro-steps: masked micro-batches → each replica's loss → summed gradients.
-/// Returns the gradients, the micro-steps' values (still on the device), the step's masked
-/// positions and its tokens.
+/// Returns the gradients, the micro-steps' values (still on the device; their counters join
+/// the window's `counts`), the step's masked positions and its tokens.
 fn micro_steps(
     inp: &StepInputs,
     step: u64,
     stream: &mut BatchStream,
     replicas: &mut Replicas,
+    counts: &mut WindowCounts,
 ) -> Result<(Vec<Grads>, Vec<Pending>, usize, usize)> {
     let cfg = inp.cfg;
     let cline = cfg.objective.kind.trains_on_triples();
@@ -174,7 +175,9 @@ fn micro_steps(
                 a.accumulate(g);
             }
         }
-        t.push(terms::pending(&losses, &objectives));
+        let mut values = terms::pending(&losses, &objectives);
+        counts.add(std::mem::take(&mut values.counters));
+        t.push(values);
     }
     Ok((grads, t, masked, tokens))
 }
@@ -406,6 +409,44 @@ fn process_devices(cfg: &PretrainConfig, group: Option<&Group>) -> Result<Vec<St
     }])
 }
 
+/// What a step leaves on the device for the loop to read at a logging or checkpoint step.
+struct StepRead {
+    micro: Vec<Pending>,
+    grad_norm: Option<burn::Tensor<1>>,
+    lr: f64,
+    tokens_per_s: f64,
+}
+
+/// Reads step `done`'s values and the window's counters (`counts` into `window`) and makes its
+/// metrics; a loss that is not finite stops the run (`run`'s last checkpoint is named).
+fn read_step(
+    r: StepRead,
+    replicas: &Replicas,
+    objective: &Objective,
+    (counts, window): (&mut WindowCounts, &mut WindowTotals),
+    (run, done): (&Path, u64),
+) -> Result<StepMetrics> {
+    let t = replicas.read(r.micro)?;
+    add_counters(&mut window.counters, &replicas.read_counts(counts)?);
+    let loss = t.mean_loss();
+    if !loss.is_finite() {
+        return Err(diverged(run, done, loss));
+    }
+    let mut terms = t.logged_values();
+    terms.extend(objective.window_metrics(&window.counters));
+    Ok(StepMetrics {
+        step: done,
+        loss,
+        terms,
+        lr: r.lr,
+        grad_norm: r
+            .grad_norm
+            .map_or(0.0, |n| crate::kernels::read_floats(n)[0]),
+        masked: window.masked,
+        tokens_per_s: r.tokens_per_s,
+    })
+}
+
 /// The steps from `start` to `train.steps`: the loop, its metrics, checkpoints and plot.
 fn run_steps(
     cfg: &PretrainConfig,
@@ -445,11 +486,8 @@ fn run_steps(
     let mut counts = WindowCounts::default();
     let mut last = None;
     for step in start.step..total {
-        let (grads, mut micro, masked, tokens) =
-            micro_steps(&inputs, step, &mut stream, &mut replicas)?;
-        for p in &mut micro {
-            counts.add(std::mem::take(&mut p.counters));
-        }
+        let (grads, micro, masked, tokens) =
+            micro_steps(&inputs, step, &mut stream, &mut replicas, &mut counts)?;
         log.rate_tokens += tokens;
         let done = step + 1;
         let o = &cfg.optimizer;
@@ -466,23 +504,14 @@ fn run_steps(
             log.bar.inc(1);
             continue;
         }
-        let t = replicas.read(micro)?;
-        add_counters(&mut window.counters, &replicas.read_counts(&mut counts)?);
-        let loss = t.mean_loss();
-        if !loss.is_finite() {
-            return Err(diverged(run, done, loss));
-        }
-        let mut terms = t.logged_values();
-        terms.extend(objective.window_metrics(&window.counters));
-        let mut metrics = StepMetrics {
-            step: done,
-            loss,
-            terms,
+        let read = StepRead {
+            micro,
+            grad_norm,
             lr,
-            grad_norm: grad_norm.map_or(0.0, |n| crate::kernels::read_floats(n)[0]),
-            masked: window.masked,
             tokens_per_s: log.tokens_per_s(),
         };
+        let window_now = (&mut counts, &mut window);
+        let mut metrics = read_step(read, &replicas, &objective, window_now, (run, done))?;
         if let Some(h) = heldout
             .as_ref()
             .filter(|_| done % cfg.train.eval_every == 0)

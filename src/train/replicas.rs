@@ -171,7 +171,12 @@ impl Replicas {
         };
         let mut v: Vec<f64> = local.values().map(|&c| c as f64).collect();
         g.sum_f64(&mut v)?;
-        Ok(local.keys().cloned().zip(v).map(|(k, c)| (k, c.round() as u64)).collect())
+        Ok(local
+            .keys()
+            .cloned()
+            .zip(v)
+            .map(|(k, c)| (k, c.round() as u64))
+            .collect())
     }
 
     /// Whether any process raised `flag` (a stop asked of one rank stops all at one step).

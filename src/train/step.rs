@@ -53,7 +53,10 @@ pub fn step_loss(
     let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
 
     let (logits, words) = match &model.net {
-        Net::Bert(b) => (b.mlm_logits(&x, positions.clone()), b.embeddings.word_matrix()),
+        Net::Bert(b) => (
+            b.mlm_logits(&x, positions.clone()),
+            b.embeddings.word_matrix(),
+        ),
         Net::Electra(e) => (
             e.generator_logits(&x, positions.clone()),
             e.embeddings.word_matrix(),
@@ -147,7 +150,10 @@ fn discriminator_loss(
     };
     let d_logits = e.discriminator_logits(&dx);
     let mask = device_ids(&batch.attention_mask, [n], device);
-    let target = s.at_positions(mask.zeros_like(), replaced).reshape(shape).float();
+    let target = s
+        .at_positions(mask.zeros_like(), replaced)
+        .reshape(shape)
+        .float();
     let w = s.at_positions(mask, kept).reshape(shape).float();
     let correct = (d_logits
         .clone()

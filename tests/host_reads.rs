@@ -1,0 +1,76 @@
+//! The training step reads nothing back from its device (issue: a step with no host round
+//! trip): between the upload of a batch and the logging step that reads its values, the
+//! samples, Hard Correction's synonym lookup, the discriminator's targets, the kept-position
+//! counts, the counters and the clipped gradient norm all stay on the device.
+//!
+//! Proof by counting ([`trueneg::kernels::host_reads`]): runs of 8, 16 and 24 steps with a
+//! logging line every 8 steps and one checkpoint at the end. Each 8 further steps must add the
+//! reads of exactly one logging step (the values, the window's counters where the objective
+//! has any, the gradient norm), never one per step. On flex (the default device) and, with the `tch` feature, on
+//! LibTorch's CPU device, which takes the device paths (Gumbel-max sampling on the device,
+//! the multi-tensor AdamW). One test function: the counter is the process's.
+
+mod common;
+
+use trueneg::train::pretrain::Progress;
+use trueneg::train::{PretrainConfig, RunOptions, pretrain_in};
+
+/// The objectives run: ELECTRA with Hard Correction (counters, a device count of kept
+/// positions, the discriminator's tokens dropped on the device), BERT with Hard Correction and
+/// word-level Soft Regularization, BERT with sentence-level SR (no counters: 2 reads per
+/// logging step). With each, the reads of one logging step.
+const OBJECTIVES: [(&[&str], u64); 3] = [
+    (
+        &["objective.kind=hc", "objective.hc_discriminator=ignore"],
+        3,
+    ),
+    (&["model.kind=bert", "objective.kind=hc+sr"], 3),
+    (&["model.kind=bert", "objective.kind=sr-sent"], 2),
+];
+
+/// The reads of a run of `steps` steps of `objective` on `device`.
+fn reads_of_run(dir: &std::path::Path, device: &str, objective: &[&str], steps: u64) -> u64 {
+    let mut sets: Vec<String> = [
+        format!("data.shards={}", common::shards().display()),
+        format!("train.steps={steps}"),
+        "train.log_every=8".into(),
+        format!("train.checkpoint_every={steps}"),
+        "data.batch_size=8".into(),
+        format!("train.device={device}"),
+    ]
+    .into();
+    sets.extend(objective.iter().map(|s| s.to_string()));
+    let cfg = PretrainConfig::load("tiny", &sets).unwrap();
+    let shards = trueneg::text::shards::ShardSet::open(common::shards()).unwrap();
+    let opts = RunOptions {
+        run_dir: dir.join(format!("{device}-{}-{steps}", objective.join("-"))),
+        resume: false,
+        progress: Progress::Hidden,
+        stop: None,
+    };
+    let before = trueneg::kernels::host_reads();
+    pretrain_in(&cfg, &shards, &opts, None).unwrap();
+    trueneg::kernels::host_reads() - before
+}
+
+fn steps_read_nothing(device: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    for (objective, per_line) in OBJECTIVES {
+        let r: Vec<u64> = [8, 16, 24]
+            .iter()
+            .map(|&s| reads_of_run(dir.path(), device, objective, s))
+            .collect();
+        assert_eq!(
+            (r[1] - r[0], r[2] - r[1]),
+            (per_line, per_line),
+            "{device} {objective:?}: 8 more steps must add one logging step's {per_line} reads (runs of 8/16/24 steps read {r:?})"
+        );
+    }
+}
+
+#[test]
+fn training_steps_read_nothing_back_between_logging_steps() {
+    steps_read_nothing("cpu");
+    #[cfg(feature = "tch")]
+    steps_read_nothing("libtorch");
+}
