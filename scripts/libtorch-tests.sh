@@ -13,13 +13,14 @@
 # TRUENEG_LIBTORCH_DEVICE=libtorch-cuda to run the same tests on the GPU.
 #
 # Usage: scripts/libtorch-tests.sh [cargo test arguments...]
-#   TORCH_VERSION   PyTorch version (default 2.11.0: tch 0.22 builds against it)
+#   TORCH_VERSION   PyTorch version (default 2.12.1, the newest tch 0.22 builds against: see
+#                   scripts/build-gpu.sh)
 #   TRUENEG_CACHE   cache folder (default $HOME/.cache/trueneg)
 #   CLIPPY          set: also `cargo clippy --features tch` (warnings are errors), as CI does
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-version=${TORCH_VERSION:-2.11.0}
+version=${TORCH_VERSION:-2.12.1}
 cache=${TRUENEG_CACHE:-$HOME/.cache/trueneg}/libtorch-$version-cpu
 libs=(libtorch_cpu.so libtorch.so libc10.so libgomp.so.1 libshm.so)
 
@@ -45,7 +46,7 @@ PY
 fi
 
 export LIBTORCH=$cache/torch
-# tch 0.22 was generated for PyTorch 2.9; 2.11 builds and runs.
+# tch 0.22 was generated for PyTorch 2.9; 2.9 to 2.12 build and run.
 export LIBTORCH_BYPASS_VERSION_CHECK=1
 # libtorch.so names libtorch_cuda.so, which is left out (and not needed: no symbol of it is used).
 export RUSTFLAGS="${RUSTFLAGS:-} -C link-arg=-Wl,--allow-shlib-undefined"
