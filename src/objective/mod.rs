@@ -307,14 +307,7 @@ impl<'a> MlmStep<'a> {
     pub fn filled(&self, predicted: Tensor<1, Int>) -> Tensor<2, Int> {
         let shape = [self.batch.batch, self.batch.len];
         let flat = self.inputs.ids.clone().reshape([shape[0] * shape[1]]);
-        let now = flat.clone().select(0, self.positions.clone());
-        flat.select_assign(
-            0,
-            self.positions.clone(),
-            predicted - now,
-            burn::tensor::IndexingUpdateOp::Add,
-        )
-        .reshape(shape)
+        self.at_positions(flat, predicted).reshape(shape)
     }
 
     /// `values` [n] at the masked positions of a `[batch·len]` vector that is `base`
