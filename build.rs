@@ -73,6 +73,9 @@ fn version_facts() {
 fn main() {
     version_facts();
     println!("cargo:rerun-if-changed=csrc/c10d.cpp");
+    println!("cargo:rerun-if-changed=csrc/cuda.cpp");
+    println!("cargo:rerun-if-env-changed=CUDA_INCLUDE");
+    println!("cargo::rustc-check-cfg=cfg(trueneg_cuda)");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-env-changed=GLOO_INCLUDE");
     #[cfg(feature = "tch")]
@@ -109,4 +112,71 @@ fn bridge() {
     );
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=c10");
+    cuda_bridge(&torch);
+}
+
+/// The first folder holding `header` among the CUDA include folders a LibTorch is used with:
+/// `CUDA_INCLUDE` (folders separated by ':'), PyTorch's `nvidia-*` wheels beside it,
+/// `/usr/local/cuda/include`.
+#[cfg(feature = "tch")]
+fn include_with(torch: &std::path::Path, header: &str) -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = std::env::var("CUDA_INCLUDE")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    if let Some(site) = torch.parent()
+        && let Ok(entries) = std::fs::read_dir(site.join("nvidia"))
+    {
+        let mut wheels: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path().join("include"))
+            .collect();
+        wheels.sort();
+        candidates.extend(wheels);
+    }
+    candidates.push(PathBuf::from("/usr/local/cuda/include"));
+    candidates.into_iter().find(|d| d.join(header).exists())
+}
+
+/// Compiles `csrc/cuda.cpp` (CUDA graphs, NCCL) when the LibTorch has CUDA and CUDA's and
+/// NCCL's headers are found, and sets `cfg(trueneg_cuda)`; otherwise the build goes on
+/// without them (a CPU LibTorch, or headers missing: a warning says which).
+#[cfg(feature = "tch")]
+fn cuda_bridge(torch: &std::path::Path) {
+    if !torch.join("lib/libtorch_cuda.so").exists() {
+        return;
+    }
+    // CUDA's runtime headers and those they include, from a CUDA toolkit or from PyPI's
+    // nvidia-cuda-runtime (PyTorch's), nvidia-cuda-crt and nvidia-cuda-cccl; NCCL's.
+    let headers = [
+        "cuda_runtime_api.h",
+        "crt/host_config.h",
+        "nv/target",
+        "nccl.h",
+    ];
+    let found: Vec<Option<PathBuf>> = headers.iter().map(|h| include_with(torch, h)).collect();
+    if let Some(i) = found.iter().position(Option::is_none) {
+        println!(
+            "cargo:warning=LibTorch has CUDA, but {} was not found (a CUDA toolkit, or pip install nvidia-cuda-crt nvidia-cuda-cccl of PyTorch's CUDA version; or set CUDA_INCLUDE): building without CUDA graphs and NCCL",
+            headers[i]
+        );
+        return;
+    }
+    let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".into());
+    cc::Build::new()
+        .cpp(true)
+        .file("csrc/cuda.cpp")
+        .std("c++17")
+        .define("USE_C10D_NCCL", None)
+        .define("USE_CUDA", None)
+        .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
+        .include(torch.join("include"))
+        .include(torch.join("include/torch/csrc/api/include"))
+        .includes(found.into_iter().flatten())
+        .flag_if_supported("-Wno-unused-parameter")
+        .flag_if_supported("-Wno-deprecated-declarations")
+        .warnings(false)
+        .compile("trueneg_cuda");
+    println!("cargo:rustc-link-lib=dylib=torch_cuda");
+    println!("cargo:rustc-link-lib=dylib=c10_cuda");
+    println!("cargo:rustc-cfg=trueneg_cuda");
 }

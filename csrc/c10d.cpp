@@ -1,6 +1,7 @@
 // trueneg's bridge to LibTorch's distributed engine (c10d): a TCPStore rendezvous and a
 // ProcessGroupGloo (host buffers) or ProcessGroupNCCL (CUDA tensors, when LibTorch has it),
-// exposed as a few C functions. Every function catches C++ exceptions and returns their text
+// exposed as a few C functions. CUDA tensors are summed by a second backend made at their
+// first all-reduce: ProcessGroupNCCL (csrc/cuda.cpp, when LibTorch has CUDA) or Gloo. Every function catches C++ exceptions and returns their text
 // through `err` (a buffer of `err_len` bytes); 0 means success.
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +21,11 @@ namespace {
 struct Group {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
+  // For CUDA tensors (NCCL or a second Gloo group), made when first needed.
+  c10::intrusive_ptr<c10d::Backend> cuda;
+  int rank;
+  int world;
+  int timeout_ms;
 };
 
 int fail(char* err, size_t err_len, const char* what) {
@@ -47,6 +54,11 @@ at::Tensor host_view(void* data, int64_t n, bool dbl) {
 
 }  // namespace
 
+// Defined in csrc/cuda.cpp, which only a LibTorch with CUDA compiles: null otherwise.
+c10::intrusive_ptr<c10d::Backend> trueneg_nccl_backend(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world, int timeout_ms)
+    __attribute__((weak));
+
 extern "C" {
 
 // Joins the group: rank 0 hosts the TCPStore at host:port unless `agent_store` (torchrun's
@@ -66,7 +78,7 @@ int trueneg_c10d_new(const char* host, int port, int rank, int world, int agent_
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
-    *out = new Group{store, backend};
+    *out = new Group{store, backend, {}, rank, world, timeout_ms};
   });
 }
 
@@ -84,6 +96,48 @@ int trueneg_c10d_allreduce_sum(void* group, void* data, int64_t n, int dbl, int6
       void* start = static_cast<char*>(data) + at * size;
       std::vector<at::Tensor> t{host_view(start, std::min(bucket, n - at), dbl != 0)};
       works.push_back(g->backend->allreduce(t));
+    }
+    for (auto& w : works) {
+      w->wait();
+    }
+  });
+}
+
+// Sums the `n` tensors at `tensors` (tch's handles: `at::Tensor*`, each a contiguous bucket
+// of one flat buffer) over the ranks, in place: every bucket's all-reduce is started, then
+// waited on. Host tensors go through Gloo; CUDA tensors through NCCL, or through a Gloo group
+// of their own with `gloo` (several processes sharing one GPU, which NCCL refuses). With NCCL
+// the wait only orders the current CUDA stream after the all-reduce: the host goes on.
+int trueneg_c10d_allreduce_tensors(void* group, void** tensors, int n, int gloo, char* err,
+                                   size_t err_len) {
+  return guarded(err, err_len, [&] {
+    auto* g = static_cast<Group*>(group);
+    if (n == 0) {
+      return;
+    }
+    auto backend = g->backend;
+    if (static_cast<at::Tensor*>(tensors[0])->is_cuda()) {
+      if (!g->cuda) {
+        if (gloo != 0) {
+          auto store = c10::make_intrusive<c10d::PrefixStore>("cuda-gloo/", g->store);
+          auto options =
+              c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(g->timeout_ms));
+          options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+          g->cuda = c10::make_intrusive<c10d::ProcessGroupGloo>(store, g->rank, g->world, options);
+        } else if (&trueneg_nccl_backend != nullptr) {
+          auto store = c10::make_intrusive<c10d::PrefixStore>("nccl/", g->store);
+          g->cuda = trueneg_nccl_backend(store, g->rank, g->world, g->timeout_ms);
+        } else {
+          throw std::runtime_error(
+              "CUDA tensors need NCCL, and this trueneg was built against a LibTorch without CUDA");
+        }
+      }
+      backend = g->cuda;
+    }
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int i = 0; i < n; ++i) {
+      std::vector<at::Tensor> t{*static_cast<at::Tensor*>(tensors[i])};
+      works.push_back(backend->allreduce(t));
     }
     for (auto& w : works) {
       w->wait();

@@ -11,8 +11,8 @@
 #              with Hard Correction unless HC=0)
 #   SIZES      "spec small" (default): spec = 4 layers × batch 16 (DESIGN.md's bench spec),
 #              small = 12 layers × batch 128 (ELECTRA-Small-sized)
-#   TRUENEG    variants, default "cuda:f32 cuda:bf16" (DEVICE:PRECISION[:KERNELS], KERNELS
-#              fused (default) or composed: bench --kernels)
+#   TRUENEG    variants, default "cuda:f32 cuda:bf16" (DEVICE:PRECISION[:KERNELS[:graph]],
+#              KERNELS fused (default) or composed: bench --kernels; graph: bench --cuda-graph)
 #   TORCH      references, default "eager-f32 eager-bf16-fused compile-bf16-fused"; also
 #              compile-f32, compile-ro-f32 and compile-ro-bf16-fused (torch.compile
 #              mode="reduce-overhead": CUDA graphs)
@@ -87,11 +87,13 @@ measure() {
 for round in $(seq 1 "$rounds"); do
   for size in $sizes; do
     for v in $trueneg_variants; do
-      IFS=: read -r dev prec kernels <<<"$v"
+      IFS=: read -r dev prec kernels graph <<<"$v"
       kernels=${kernels:-fused}
-      measure "$size" "trueneg-$dev-$prec-$kernels" "$bin" --quiet bench "${model_args[@]}" --device "$dev" \
-        --precision "$prec" --kernels "$kernels" $(size_args "$size") --steps "$steps" \
-        --warmup "$warmup"
+      graph_args=()
+      [ "${graph:-}" = graph ] && graph_args=(--cuda-graph)
+      measure "$size" "trueneg-$dev-$prec-$kernels${graph:+-$graph}" "$bin" --quiet bench "${model_args[@]}" \
+        --device "$dev" --precision "$prec" --kernels "$kernels" $(size_args "$size") --steps "$steps" \
+        --warmup "$warmup" "${graph_args[@]}"
     done
     for t in $torch_variants; do
       measure "$size" "torch-$t" "$python" "$torch_bench" --device cuda "${torch_model_args[@]}" \

@@ -22,6 +22,7 @@ use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::kernels::cuda_graph::CudaGraph;
 use crate::model::{EncoderConfig, Precision};
 use crate::objective::{Objective, ObjectiveKind, Setup, terms};
 use crate::text::SynonymTable;
@@ -30,7 +31,7 @@ use crate::text::masking::Masked;
 use crate::train::config::{ModelKind, ModelSection, PretrainConfig};
 use crate::train::model::PretrainModel;
 use crate::train::optimizer::{AdamW, AdamWConfig, Grads, MultiTensor};
-use crate::train::step::step_loss;
+use crate::train::step::{step_loss_uploaded, upload};
 
 pub const VOCAB: usize = 30522;
 pub const BATCH: usize = 16;
@@ -50,6 +51,9 @@ pub struct BenchSpec {
     /// Wait for the device after each phase, so that the phase times of an asynchronous
     /// device (GPU) are its own (costs a sync per phase).
     pub sync_phases: bool,
+    /// Record the step once as a CUDA graph after the warm-up and replay it
+    /// (`kernels::cuda_graph`; `libtorch-cuda`, one objective).
+    pub cuda_graph: bool,
 }
 
 /// A synonym table shaped like WordNet's on a BERT vocabulary (about a third of the regular
@@ -156,6 +160,16 @@ pub fn run_bench(
     objectives: &[ObjectiveKind],
     mut on_step: impl FnMut(usize, usize, f64, f64, [f64; 3]),
 ) -> crate::Result<Vec<BenchReport>> {
+    if spec.cuda_graph && (objectives.len() != 1 || spec.sync_phases) {
+        return Err(crate::Error::Config(
+            "bench --cuda-graph times one objective, without --sync-phases".into(),
+        ));
+    }
+    // Before any work: the steps run on the graph's side stream from the first.
+    let graph = spec
+        .cuda_graph
+        .then(|| CudaGraph::new(device))
+        .transpose()?;
     let mut rng = ChaCha8Rng::seed_from_u64(1234);
     let (batch, masked) = fixed_batch(spec, &mut rng);
     let table = synthetic_table(&mut rng);
@@ -184,26 +198,49 @@ pub fn run_bench(
         runners.push((cfg, objective, model, opt));
     }
 
+    // The batch is uploaded once, as a recorded step needs (the same every step).
+    let uploaded = upload(&batch, &masked, device);
+    let mut recorded: Option<Tensor<1>> = None;
     let mut step_ms = vec![Vec::new(); objectives.len()];
     let mut losses = vec![Vec::new(); objectives.len()];
     let mut phase_ms = vec![[0.0; 3]; objectives.len()];
     for step in 0..warmup + steps {
         for (j, (cfg, objective, model, opt)) in runners.iter_mut().enumerate() {
-            let t0 = Instant::now();
-            let l = step_loss(model, cfg, objective, &batch, &masked, device);
-            let loss = terms::objectives(std::slice::from_ref(&l)).remove(0);
             let sync = || {
                 if spec.sync_phases {
                     device.sync().expect("device sync");
                 }
             };
-            sync();
-            let t_fwd = t0.elapsed();
-            let g = loss.backward();
-            let grads = Grads::collect(&g, |w| model.walk(w));
-            sync();
-            let t_bwd = t0.elapsed();
-            opt.update(5e-4, &grads, |w| model.walk(w));
+            if graph.is_some() {
+                opt.stage(5e-4, device);
+            }
+            let t0 = Instant::now();
+            let (mut t_fwd, mut t_bwd) = (t0.elapsed(), t0.elapsed());
+            let mut run = || {
+                let up = uploaded.clone();
+                let l = step_loss_uploaded(model, cfg, objective, &batch, &masked, up, device);
+                let loss = terms::objectives(std::slice::from_ref(&l)).remove(0);
+                sync();
+                t_fwd = t0.elapsed();
+                let g = loss.backward();
+                let grads = Grads::collect(&g, |w| model.walk(w));
+                sync();
+                t_bwd = t0.elapsed();
+                opt.update(5e-4, &grads, |w| model.walk(w));
+                loss
+            };
+            let loss = match (&graph, &recorded) {
+                (Some(g), Some(loss)) => {
+                    g.replay()?;
+                    loss.clone()
+                }
+                (Some(g), None) if step >= warmup => {
+                    let loss = g.record(run)?;
+                    recorded = Some(loss.clone());
+                    loss
+                }
+                _ => run(),
+            };
             let value = loss.into_scalar::<f32>() as f64;
             let total = t0.elapsed();
             let ms = total.as_secs_f64() * 1e3;

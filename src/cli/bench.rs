@@ -41,6 +41,9 @@ pub struct Args {
     /// Wait for the device after each phase (true phase times on GPUs).
     #[arg(long)]
     sync_phases: bool,
+    /// Record the step as a CUDA graph after the warm-up and replay it (`libtorch-cuda`).
+    #[arg(long)]
+    cuda_graph: bool,
     /// `fused`: our fused CPU kernels and LibTorch's single calls where they serve; `composed`:
     /// burn's composed operations everywhere (what those bring).
     #[arg(long, default_value = "fused", value_parser = ["fused", "composed"])]
@@ -72,6 +75,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         precision,
         multi_tensor,
         sync_phases,
+        cuda_graph,
         kernels,
     } = a;
     if layers == 0 || batch == 0 {
@@ -91,6 +95,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         precision,
         multi_tensor,
         sync_phases,
+        cuda_graph,
     };
     let kinds = objective
         .split(',')
@@ -106,7 +111,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let backend = device;
     let device = trueneg::device::device_for(&backend)?.autodiff();
     println!(
-        "# trueneg bench: model={model:?} device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} kernels={kernels} objective={objective}",
+        "# trueneg bench: model={model:?} device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} kernels={kernels} objective={objective} cuda_graph={cuda_graph}",
         rayon::current_num_threads(),
         trueneg::bench::SEQ,
         batch * trueneg::bench::MASKED_PER_SEQ,
@@ -120,7 +125,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         |j, step, loss, ms, [f, b, o]| {
             let tag = if step < warmup { "warmup" } else { "step" };
             println!(
-                "{tag} {step:4} {} loss={loss:.6} ms={ms:.1} (forward {f:.0}, backward {b:.0}, optimizer {o:.0})",
+                "{tag} {step:4} {} loss={loss:.8} ms={ms:.1} (forward {f:.0}, backward {b:.0}, optimizer {o:.0})",
                 names[j]
             );
         },

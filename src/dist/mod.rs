@@ -51,6 +51,10 @@ use crate::{Error, Result};
 pub struct Group {
     pub world: World,
     inner: c10d::Handle,
+    /// CUDA tensors are summed by Gloo instead of NCCL (`TRUENEG_CUDA_COLLECTIVES=gloo`:
+    /// several processes on one GPU, which NCCL refuses).
+    #[cfg_attr(not(feature = "tch"), allow(dead_code))]
+    cuda_gloo: bool,
 }
 
 /// Floats per all-reduce bucket (16 MiB of f32): buckets are all started, then waited on.
@@ -60,10 +64,11 @@ pub const BUCKET: usize = 4 << 20;
 const ROLL_CALL: Duration = Duration::from_secs(5);
 
 impl Group {
-    /// Joins `world` (None for a world of one). Every rank waits at most `timeout` for the
-    /// others, at the rendezvous and in each collective.
+    /// Joins `world` (None without a launcher: a world of one needs no group; under a
+    /// launcher a world of one joins too, as PyTorch's does). Every rank waits at most
+    /// `timeout` for the others, at the rendezvous and in each collective.
     pub fn join(world: &World, timeout: Duration) -> Result<Option<Self>> {
-        if world.size <= 1 {
+        if world.launcher == "none" {
             return Ok(None);
         }
         let inner = c10d::Handle::new(world, timeout).map_err(|e| {
@@ -72,10 +77,29 @@ impl Group {
                 world.master_addr, world.master_port
             ))
         })?;
+        let cuda_gloo = match std::env::var("TRUENEG_CUDA_COLLECTIVES").as_deref() {
+            Err(_) | Ok("nccl") => false,
+            Ok("gloo") => true,
+            Ok(other) => {
+                return Err(world.error(&format!(
+                    "TRUENEG_CUDA_COLLECTIVES={other:?}: use nccl (the default) or gloo"
+                )));
+            }
+        };
         Ok(Some(Self {
             world: world.clone(),
             inner,
+            cuda_gloo,
         }))
+    }
+
+    /// Sums the LibTorch tensor `flat` (1-D) over the ranks, in place, on its device, in
+    /// buckets of [`BUCKET`]: Gloo for host tensors, NCCL for CUDA tensors (the current CUDA
+    /// stream waits for it, the host does not).
+    #[cfg(feature = "tch")]
+    pub fn sum_tensor(&self, flat: &tch::Tensor) -> Result<()> {
+        let r = self.inner.sum_tensor(flat, BUCKET, self.cuda_gloo);
+        r.map_err(|e| self.failed("an all-reduce", &e))
     }
 
     /// Sums `data` over the ranks, in place.

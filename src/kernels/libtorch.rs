@@ -492,3 +492,42 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
         }
     }
 }
+
+/// The LibTorch tensor under `t`: a handle on the same memory (None on other backends).
+pub(crate) fn tch_tensor<const D: usize, K: burn::tensor::kind::Basic>(
+    t: &Tensor<D, K>,
+) -> Option<tch::Tensor> {
+    use burn::backend::{BackendTensor, DispatchTensorKind};
+    fn find(kind: &DispatchTensorKind) -> Option<tch::Tensor> {
+        match kind {
+            DispatchTensorKind::LibTorch(
+                BackendTensor::Float(x) | BackendTensor::Int(x) | BackendTensor::Bool(x),
+            ) => Some(x.tensor.shallow_clone()),
+            DispatchTensorKind::LibTorch(BackendTensor::Autodiff(x)) => {
+                Some(x.primitive().tensor.shallow_clone())
+            }
+            DispatchTensorKind::Autodiff(inner) => find(inner),
+            _ => None,
+        }
+    }
+    find(&t.clone().into_dispatch().kind)
+}
+
+/// Copies `src` into `dst`'s memory, in place (LibTorch tensors of one shape).
+pub(crate) fn copy_into<const D: usize, K: burn::tensor::kind::Basic>(
+    dst: &Tensor<D, K>,
+    src: &Tensor<D, K>,
+) {
+    let (Some(mut d), Some(s)) = (tch_tensor(dst), tch_tensor(src)) else {
+        panic!("copy_into: not LibTorch tensors");
+    };
+    tch::no_grad(|| d.copy_(&s));
+}
+
+/// The index of a `libtorch-cuda` device (None for other devices).
+pub(crate) fn cuda_index(device: &Device) -> Option<usize> {
+    match device.clone().inner().as_dispatch() {
+        DispatchDevice::LibTorch(burn::backend::libtorch::LibTorchDevice::Cuda(i)) => Some(*i),
+        _ => None,
+    }
+}

@@ -23,6 +23,7 @@
 pub mod adamw;
 pub mod attention;
 pub mod cross_entropy;
+pub mod cuda_graph;
 pub mod dropout;
 #[cfg(feature = "flex")]
 mod flex;
@@ -43,6 +44,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rayon::prelude::*;
 
 pub use adamw::AdamWStep;
+#[cfg(feature = "tch")]
+pub(crate) use libtorch::tch_tensor;
+
 pub use attention::{Dims, DropMask};
 
 /// Set: the model composes burn's operations everywhere, as on a backend without kernels.

@@ -193,9 +193,10 @@ impl HardCorrection {
     }
 }
 
-/// A count known on the host as a [1] tensor on `device`.
+/// A count known on the host as a [1] tensor on `device`: filled there, not uploaded (a
+/// recorded step uploads nothing).
 fn count(v: usize, device: &Device) -> Tensor<1, Int> {
-    Tensor::from_data(TensorData::new(vec![v as i64], [1]), device)
+    Tensor::full([1], v as i64, device)
 }
 
 /// The synonym lists of `table` as a `[rows, K]` id matrix on `device` (K the longest list, at
@@ -248,11 +249,7 @@ impl Part for HardCorrection {
         let corrected = synonyms_on_device(self.device_table(s), s.labels.clone(), pred);
         let per_row = Tensor::<1, Int>::zeros([s.batch.batch], s.device).select_assign(
             0,
-            crate::kernels::device_ids(
-                &s.rows.iter().map(|&r| r as u32).collect::<Vec<_>>(),
-                [s.rows.len()],
-                s.device,
-            ),
+            s.rows_on_device(),
             corrected.clone().int(),
             IndexingUpdateOp::Add,
         );

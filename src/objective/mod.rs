@@ -297,6 +297,21 @@ impl<'a> MlmStep<'a> {
             .get_or_init(|| crate::kernels::host_ids(self.argmax.clone()))
     }
 
+    /// The attention mask `[batch, len]` on the device (1 for real tokens), from the inputs.
+    pub fn attention_mask(&self) -> Tensor<2, Int> {
+        match &self.inputs.attention_mask {
+            Some(mask) => mask.clone(),
+            None => self.inputs.ids.ones_like(),
+        }
+    }
+
+    /// The sequence of each masked position, [n], on the device.
+    pub fn rows_on_device(&self) -> Tensor<1, Int> {
+        self.positions
+            .clone()
+            .div_scalar(self.batch.len.max(1) as i64)
+    }
+
     /// Token ids `[batch, len]` on the device.
     pub fn ids(&self, ids: &[u32]) -> Tensor<2, Int> {
         crate::kernels::device_ids(ids, [self.batch.batch, self.batch.len], self.device)

@@ -105,7 +105,7 @@ impl Part for SentenceRegularization {
             ids: s.filled(s.labels.clone()),
             ..s.inputs.clone()
         };
-        let real = s.ids(&s.batch.attention_mask).float();
+        let real = s.attention_mask().float();
         let encode = match (self.encoder, s.discriminator_encode) {
             (SentEncoder::Discriminator, Some(d)) => d,
             _ => s.encode,

@@ -119,8 +119,9 @@ impl Grads {
     }
 
     /// Sums the gradients over the processes of `group`, in place: one flat buffer in
-    /// parameter-name order, read from the device once, all-reduced in buckets
-    /// ([`crate::dist::BUCKET`]) and put back once.
+    /// parameter-name order, all-reduced in buckets ([`crate::dist::BUCKET`]) on its device
+    /// (LibTorch: Gloo on the CPU, NCCL on GPUs), or read from the device once and put back
+    /// once (other backends).
     pub fn all_reduce(&mut self, group: &crate::dist::Group) -> crate::Result<()> {
         self.materialise();
         let Some((first, _, _)) = self.entries.values().next() else {
@@ -131,11 +132,26 @@ impl Grads {
             self.entries.values().map(|(g, _, _)| g.clone()).collect(),
             0,
         );
-        let mut host = HostTensor::from_tensor(flat).values;
-        group.sum_f32(&mut host)?;
-        let n = host.len();
-        let summed: Tensor<1> =
-            Tensor::from_data(burn::tensor::TensorData::new(host, [n]), &device);
+        // LibTorch tensors are summed where they are (NCCL on GPUs), in place.
+        #[cfg(feature = "tch")]
+        let on_device = crate::kernels::tch_tensor(&flat);
+        #[cfg(not(feature = "tch"))]
+        let on_device: Option<std::convert::Infallible> = None;
+        let summed = match on_device {
+            #[cfg(feature = "tch")]
+            Some(t) => {
+                group.sum_tensor(&t)?;
+                flat
+            }
+            #[cfg(not(feature = "tch"))]
+            Some(never) => match never {},
+            None => {
+                let mut host = HostTensor::from_tensor(flat).values;
+                group.sum_f32(&mut host)?;
+                let n = host.len();
+                Tensor::from_data(burn::tensor::TensorData::new(host, [n]), &device)
+            }
+        };
         let mut at = 0;
         for (g, _, _) in self.entries.values_mut() {
             let [len] = g.dims();

@@ -98,6 +98,17 @@ pub struct AdamW {
     pub step: u64,
     moments: HashMap<String, (Tensor<1>, Tensor<1>)>,
     flat: Option<Flat>,
+    /// Set by [`AdamW::stage`]: the update of a recorded (CUDA-graph) step.
+    graph: Option<Staged>,
+}
+
+/// The state of an update that a CUDA graph records ([`AdamW::stage`]).
+struct Staged {
+    /// `[lr/(1−β1^t), 1/sqrt(1−β2^t), lr]` of the staged step, on the device (the scalars the
+    /// unrecorded update multiplies by, rounded to f32 the same way).
+    factors: Tensor<1>,
+    /// The flat buffer every parameter is a slice of, rewritten in place by each update.
+    params: Option<Tensor<1>>,
 }
 
 /// One parameter's place in the flat buffers.
@@ -177,6 +188,39 @@ impl AdamW {
             step: 0,
             moments: HashMap::new(),
             flat: None,
+            graph: None,
+        }
+    }
+
+    /// `(1 − β1^t, sqrt(1 − β2^t))` at the current step t (1 and 1 without bias correction).
+    fn bias_corrections(&self) -> (f64, f64) {
+        let (c, t) = (&self.config, self.step as i32);
+        if c.bias_correction {
+            (1.0 - c.beta1.powi(t), (1.0 - c.beta2.powi(t)).sqrt())
+        } else {
+            (1.0, 1.0)
+        }
+    }
+
+    /// Prepares the next update for a recorded step (CUDA graph, `kernels::cuda_graph`): the
+    /// step count advances here instead of in the update, the update's step-dependent factors
+    /// (learning rate `lr`, bias corrections) go into a device tensor the update reads, and
+    /// from now on the update writes the new parameters and moments into the memory it read
+    /// them from, so that a replay of it reads the last one's results. Call it before each
+    /// update or replay; multi-tensor path only.
+    pub fn stage(&mut self, lr: f64, device: &Device) {
+        self.step += 1;
+        let (bc1, bc2_sqrt) = self.bias_corrections();
+        let values = vec![(lr / bc1) as f32, 1.0 / (bc2_sqrt as f32), lr as f32];
+        let factors = Tensor::<1>::from_data(TensorData::new(values, [3]), device);
+        match &self.graph {
+            Some(g) => kernels::cuda_graph::copy_into(&g.factors, &factors),
+            None => {
+                self.graph = Some(Staged {
+                    factors,
+                    params: None,
+                })
+            }
         }
     }
 
@@ -200,23 +244,21 @@ impl AdamW {
         grads: &Grads,
         mut walk: impl FnMut(&mut dyn ParamWalker),
     ) {
-        self.step += 1;
+        if self.graph.is_none() {
+            self.step += 1;
+        }
         let c = self.config.clone();
-        let t = self.step as i32;
-        let (bc1, bc2_sqrt) = if c.bias_correction {
-            (1.0 - c.beta1.powi(t), (1.0 - c.beta2.powi(t)).sqrt())
-        } else {
-            (1.0, 1.0)
-        };
-        let multi = match c.multi_tensor {
-            MultiTensor::On => true,
-            MultiTensor::Off => false,
-            MultiTensor::Auto => grads
-                .entries
-                .values()
-                .next()
-                .is_some_and(|(g, _, _)| !crate::kernels::on_host(&g.device())),
-        };
+        let (bc1, bc2_sqrt) = self.bias_corrections();
+        let multi = self.graph.is_some()
+            || match c.multi_tensor {
+                MultiTensor::On => true,
+                MultiTensor::Off => false,
+                MultiTensor::Auto => grads
+                    .entries
+                    .values()
+                    .next()
+                    .is_some_and(|(g, _, _)| !crate::kernels::on_host(&g.device())),
+            };
         if multi {
             self.update_flat(lr, lr_scale, grads, bc1, bc2_sqrt, &mut walk);
             return;
@@ -304,20 +346,48 @@ impl AdamW {
         let f = grads.factor;
         let m = flat.m.clone().mul_scalar(c.beta1) + g.clone().mul_scalar((1.0 - c.beta1) * f);
         let v = flat.v.clone().mul_scalar(c.beta2) + g.square().mul_scalar((1.0 - c.beta2) * f * f);
-        let p = match &flat.decay {
+        // The step-dependent factors: host scalars, or a staged step's device values.
+        let factors = self.graph.as_ref().map(|g| g.factors.clone());
+        let factor = |i: usize| factors.clone().map(|f| f.slice(i..i + 1));
+        let p = match (&flat.decay, factor(2)) {
             // p · (1 − lr·scale·wd)
-            Some(d) => p * d.clone().mul_scalar(-lr).add_scalar(1.0),
-            None => p,
+            (Some(d), None) => p * d.clone().mul_scalar(-lr).add_scalar(1.0),
+            (Some(d), Some(lr)) => p * (d.clone() * lr).neg().add_scalar(1.0),
+            (None, _) => p,
         };
-        let denom = v.clone().sqrt().div_scalar(bc2_sqrt).add_scalar(c.eps);
-        let step = (m.clone() / denom).mul_scalar(lr / bc1);
+        let root = v.clone().sqrt();
+        let denom = match factor(1) {
+            None => root.div_scalar(bc2_sqrt),
+            Some(inv) => root * inv,
+        }
+        .add_scalar(c.eps);
+        let step = match factor(0) {
+            None => (m.clone() / denom).mul_scalar(lr / bc1),
+            Some(f) => (m.clone() / denom) * f,
+        };
         let step = match &flat.scale {
             Some(s) => step * s.clone(),
             None => step,
         };
-        let p = p - step;
-        flat.m = m;
-        flat.v = v;
+        let mut p = p - step;
+        match &mut self.graph {
+            // A staged update writes into the buffers it read.
+            Some(g) => {
+                kernels::cuda_graph::copy_into(&flat.m, &m);
+                kernels::cuda_graph::copy_into(&flat.v, &v);
+                match &g.params {
+                    Some(fixed) => {
+                        kernels::cuda_graph::copy_into(fixed, &p);
+                        p = fixed.clone();
+                    }
+                    None => g.params = Some(p.clone()),
+                }
+            }
+            None => {
+                flat.m = m;
+                flat.v = v;
+            }
+        }
 
         // Pass 2: every parameter becomes its slice of the updated buffer.
         let mut setter = SetFlat {

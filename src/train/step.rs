@@ -37,6 +37,26 @@ pub(crate) fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
     }
 }
 
+/// A masked micro-batch on the device: what the step uploads, and all it uploads.
+#[derive(Clone)]
+pub struct Uploaded {
+    /// The model inputs (the masked ids).
+    pub x: Inputs,
+    /// The masked positions in the flattened batch, [n].
+    pub positions: Tensor<1, Int>,
+    /// The gold tokens there, [n].
+    pub labels: Tensor<1, Int>,
+}
+
+/// Uploads the masked micro-batch `batch`/`m` to `device`.
+pub fn upload(batch: &Batch, m: &Masked, device: &Device) -> Uploaded {
+    Uploaded {
+        x: inputs(batch, &m.input_ids, device),
+        positions: ints1(m.positions.iter().map(|&p| p as i64), device),
+        labels: ints1(m.labels.iter().map(|&l| l as i64), device),
+    }
+}
+
 /// Forward pass and loss of one masked micro-batch: `L_mlm` (weighted by the objective's
 /// parts), their terms, and for ELECTRA `λ·L_D`. After the masked batch is uploaded nothing is
 /// read back: predictions, samples, weights, counts and logged values stay on the device.
@@ -48,9 +68,33 @@ pub fn step_loss(
     m: &Masked,
     device: &Device,
 ) -> StepLoss {
-    let x = inputs(batch, &m.input_ids, device);
-    let positions = ints1(m.positions.iter().map(|&p| p as i64), device);
-    let labels = ints1(m.labels.iter().map(|&l| l as i64), device);
+    step_loss_uploaded(
+        model,
+        cfg,
+        objective,
+        batch,
+        m,
+        upload(batch, m, device),
+        device,
+    )
+}
+
+/// [`step_loss`] of a micro-batch already on the device (`up`, [`upload`]): nothing is
+/// uploaded or read back, as a recorded step (CUDA graph) requires.
+pub fn step_loss_uploaded(
+    model: &PretrainModel,
+    cfg: &PretrainConfig,
+    objective: &Objective,
+    batch: &Batch,
+    m: &Masked,
+    up: Uploaded,
+    device: &Device,
+) -> StepLoss {
+    let Uploaded {
+        x,
+        positions,
+        labels,
+    } = up;
 
     let (logits, words) = match &model.net {
         Net::Bert(b) => (
@@ -133,7 +177,7 @@ fn discriminator_loss(
     s: &MlmStep,
     loss: &mut StepLoss,
 ) {
-    let (batch, device) = (s.batch, s.device);
+    let batch = s.batch;
     let sampled = s.sampled.clone().expect("ELECTRA samples replacements");
     let shape = [batch.batch, batch.len];
     let n = batch.batch * batch.len;
@@ -149,7 +193,7 @@ fn discriminator_loss(
         ..s.inputs.clone()
     };
     let d_logits = e.discriminator_logits(&dx);
-    let mask = device_ids(&batch.attention_mask, [n], device);
+    let mask = s.attention_mask().reshape([n]);
     let target = s
         .at_positions(mask.zeros_like(), replaced)
         .reshape(shape)

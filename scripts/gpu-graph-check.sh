@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The GPU checks of the recorded step and of the collectives, in one call (a lent GPU's
+# minutes go to measuring). Needs a `tch` build against a LibTorch with CUDA
+# (scripts/build-gpu.sh) and the python3 whose PyTorch it was built against.
+#   1. `bench --cuda-graph` against the unrecorded step, ELECTRA-Small-sized with Hard
+#      Correction (12 layers × batch 128), f32 and bf16: the loss of every step (same seeds:
+#      dropout and sampling draw the same numbers) and ms per step;
+#   2. tiny BERT with SR (the GPU machines have no WordNet), dropout off, 20 steps on `libtorch-cuda`: one process without a group,
+#      torchrun with a world of one (NCCL), and torchrun with two processes sharing the GPU
+#      (Gloo on CUDA tensors; NCCL refuses two ranks on one GPU; `libtorch-cuda:0` overrides the
+#      LOCAL_RANK choice): the curves, and tokens/s.
+# Everything it prints is also written under OUT (default $OUT, else /tmp/gpu-graph).
+#
+#   scripts/gpu-graph-check.sh BIN [PARTS]
+set -uo pipefail
+bin=$(realpath "$1")
+parts=${2:-1 2}
+out=${OUT_DIR:-${OUT:-/tmp/gpu-graph}}
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+torch_lib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib
+export LD_LIBRARY_PATH=$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+
+for part in $parts; do
+  case $part in
+    1)
+      for prec in f32 bf16; do
+        for mode in plain graph; do
+          flag=()
+          [ "$mode" = graph ] && flag=(--cuda-graph)
+          "$bin" --quiet bench --model electra --hc --device libtorch-cuda --layers 12 --batch 128 \
+            --precision "$prec" --steps "${STEPS:-50}" --warmup "${WARMUP:-5}" "${flag[@]}" \
+            >"$out/bench-$prec-$mode.txt" 2>&1
+          echo "bench $prec $mode rc=$? $(grep ms_per_step "$out/bench-$prec-$mode.txt")" | tee -a "$out/summary.txt"
+        done
+        python3 - "$out/bench-$prec-plain.txt" "$out/bench-$prec-graph.txt" <<'PY' | tee -a "$out/summary.txt"
+import re, sys
+def losses(path):
+    return [float(m.group(1)) for m in re.finditer(r"loss=([-0-9.e]+)", open(path).read())]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+if not a or len(a) != len(b):
+    print(f"loss curves: {len(a)} vs {len(b)} steps"); sys.exit(0)
+worst = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b))
+same = sum(x == y for x, y in zip(a, b))
+print(f"{sys.argv[1].split('bench-')[1][:4]} recorded vs not: {len(a)} steps, {same} equal, largest relative difference {worst:.2e}, last {a[-1]:.6f} / {b[-1]:.6f}")
+PY
+      done
+      ;;
+    2)
+      dir=$out/dist
+      rm -rf "$dir" && mkdir -p "$dir"
+      cat README.md BENCHMARKS.md >"$dir/corpus.txt"
+      "$bin" --quiet prepare --input "$dir/corpus.txt" --train-vocab 2000 --max-seq-len 64 --out "$dir/shards" >/dev/null
+      sets=(--set "data.shards=$dir/shards" --set model.kind=bert --set objective.kind=sr
+        --set model.hidden_dropout_prob=0 --set model.attention_probs_dropout_prob=0
+        --set data.batch_size=32 --set train.steps=20 --set train.log_every=1
+        --set train.device=libtorch-cuda)
+      "$bin" --quiet pretrain --config tiny --run "$dir/plain" "${sets[@]}" >"$dir/plain.log" 2>&1
+      echo "plain rc=$?" | tee -a "$out/summary.txt"
+      torchrun --nproc-per-node 1 --master-port 29511 --no-python "$bin" --quiet pretrain --config tiny \
+        --run-dir "$dir/nccl1" "${sets[@]}" >"$dir/nccl1.log" 2>&1
+      echo "nccl world 1 rc=$?" | tee -a "$out/summary.txt"
+      TRUENEG_CUDA_COLLECTIVES=gloo torchrun --nproc-per-node 2 --master-port 29512 --no-python "$bin" --quiet \
+        pretrain --config tiny --run-dir "$dir/gloo2" "${sets[@]}" --set train.device=libtorch-cuda:0 \
+        >"$dir/gloo2.log" 2>&1
+      echo "gloo 2 processes rc=$?" | tee -a "$out/summary.txt"
+      tail -n 5 "$dir"/*.log >"$out/dist-logs.txt" 2>&1
+      python3 - "$dir" <<'PY' | tee -a "$out/summary.txt"
+import json, pathlib, sys
+d = pathlib.Path(sys.argv[1])
+curves = {}
+for name in ("plain", "nccl1", "gloo2"):
+    f = d / name / "metrics.jsonl"
+    if f.exists():
+        curves[name] = [json.loads(l) for l in open(f)]
+ref = curves.get("plain")
+for name, c in curves.items():
+    worst = 0.0
+    if ref and len(c) == len(ref):
+        for a, b in zip(ref, c):
+            for k in ("loss", "mlm_loss", "sr_loss", "grad_norm"):
+                if a.get(k) is not None and b.get(k) is not None:
+                    worst = max(worst, abs(a[k] - b[k]) / max(1.0, abs(a[k])))
+    tps = sorted(m["tokens_per_s"] for m in c[2:])
+    print(f"{name:6s} steps {len(c)} final loss {c[-1]['loss']:.6f} median tokens/s {tps[len(tps) // 2]:.0f} largest relative difference from plain {worst:.2e}")
+PY
+      ;;
+  esac
+done

@@ -1,0 +1,147 @@
+//! CUDA graphs: a step's kernels recorded once (LibTorch's `at::cuda::CUDAGraph`, through
+//! `csrc/cuda.cpp`) and replayed as one launch, so that a small model's step no longer waits
+//! on the CPU launching its thousands of kernels one by one.
+//!
+//! What a recorded step needs from its caller (`bench --cuda-graph` does all of it):
+//! - inputs in device tensors uploaded before recording, which outlive the graph (a new batch
+//!   is copied into them with [`copy_into`]); nothing uploaded or read back inside the step
+//!   (`kernels::host_reads` counts the reads);
+//! - state that keeps its memory: the optimizer writes its new parameters and moments into
+//!   the buffers it read them from, and its step-dependent factors (learning rate, bias
+//!   corrections) are device values written before each replay (`AdamW::stage`);
+//! - random draws from LibTorch's CUDA generator (dropout, the generator's sampling): the graph
+//!   registers it, and each replay draws what the unrecorded step would have drawn.
+//!
+//! The steps before the recorded one (the warm-up: LibTorch's lazy set-up, cuBLAS workspaces)
+//! run on the graph's side stream too; every step after it is a replay.
+
+use burn::prelude::*;
+
+use crate::{Error, Result};
+
+/// Whether this build can record CUDA graphs (a `tch` build against a LibTorch with CUDA).
+pub fn available() -> bool {
+    cfg!(all(feature = "tch", trueneg_cuda))
+}
+
+/// Copies `src` into `dst`'s memory (same shape and dtype), on LibTorch devices: how new inputs
+/// reach a recorded step.
+pub fn copy_into<const D: usize, K>(dst: &Tensor<D, K>, src: &Tensor<D, K>)
+where
+    K: burn::tensor::kind::Basic,
+{
+    #[cfg(feature = "tch")]
+    {
+        super::libtorch::copy_into(dst, src)
+    }
+    #[cfg(not(feature = "tch"))]
+    {
+        let _ = (dst, src);
+        unreachable!("copy_into is for LibTorch tensors")
+    }
+}
+
+#[cfg(all(feature = "tch", trueneg_cuda))]
+mod ffi {
+    use std::ffi::{c_char, c_int, c_void};
+
+    unsafe extern "C" {
+        pub fn trueneg_graph_new(
+            device: c_int,
+            out: *mut *mut c_void,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+        pub fn trueneg_graph_begin(graph: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+        pub fn trueneg_graph_end(graph: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+        pub fn trueneg_graph_replay(graph: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+        pub fn trueneg_graph_free(graph: *mut c_void);
+    }
+}
+
+/// A recorded step (see the module documentation). Dropping it waits for the device and
+/// returns this thread to the stream it used before.
+pub struct CudaGraph {
+    #[cfg(all(feature = "tch", trueneg_cuda))]
+    handle: *mut std::ffi::c_void,
+}
+
+#[cfg(all(feature = "tch", trueneg_cuda))]
+fn checked(what: &str, f: impl FnOnce(*mut std::ffi::c_char, usize) -> i32) -> Result<()> {
+    let mut buf = vec![0u8; 1024];
+    if f(buf.as_mut_ptr().cast(), buf.len()) == 0 {
+        return Ok(());
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let text = String::from_utf8_lossy(&buf[..end]);
+    let first = text.lines().next().unwrap_or("failed").trim().to_string();
+    Err(Error::Config(format!("CUDA graph: {what}: {first}")))
+}
+
+impl CudaGraph {
+    /// A graph on `device`, which must be `libtorch-cuda[:i]`. From now on this thread's work
+    /// on that GPU runs on the graph's side stream.
+    pub fn new(device: &Device) -> Result<Self> {
+        #[cfg(all(feature = "tch", trueneg_cuda))]
+        {
+            let index = super::libtorch::cuda_index(device).ok_or_else(|| {
+                Error::Config(format!(
+                    "CUDA graphs run on libtorch-cuda devices, not on {device:?}"
+                ))
+            })?;
+            let mut handle = std::ptr::null_mut();
+            checked("set-up", |err, len| unsafe {
+                ffi::trueneg_graph_new(index as i32, &mut handle, err, len)
+            })?;
+            Ok(Self { handle })
+        }
+        #[cfg(not(all(feature = "tch", trueneg_cuda)))]
+        {
+            let _ = device;
+            Err(Error::Config(
+                "CUDA graphs need a `tch` build against a LibTorch with CUDA (scripts/build-gpu.sh with PyTorch's CUDA wheel); this trueneg has none".into(),
+            ))
+        }
+    }
+
+    /// Records the kernels `step` launches (they do not run), then replays them once: the
+    /// step's results, in memory that later replays overwrite.
+    pub fn record<T>(&self, step: impl FnOnce() -> T) -> Result<T> {
+        #[cfg(all(feature = "tch", trueneg_cuda))]
+        {
+            checked("begin recording", |err, len| unsafe {
+                ffi::trueneg_graph_begin(self.handle, err, len)
+            })?;
+            let out = step();
+            checked("end recording", |err, len| unsafe {
+                ffi::trueneg_graph_end(self.handle, err, len)
+            })?;
+            self.replay()?;
+            Ok(out)
+        }
+        #[cfg(not(all(feature = "tch", trueneg_cuda)))]
+        {
+            let _ = step;
+            unreachable!("no CudaGraph exists in this build")
+        }
+    }
+
+    /// Runs the recorded step again (queued: nothing waits).
+    pub fn replay(&self) -> Result<()> {
+        #[cfg(all(feature = "tch", trueneg_cuda))]
+        {
+            checked("replay", |err, len| unsafe {
+                ffi::trueneg_graph_replay(self.handle, err, len)
+            })
+        }
+        #[cfg(not(all(feature = "tch", trueneg_cuda)))]
+        unreachable!("no CudaGraph exists in this build")
+    }
+}
+
+#[cfg(all(feature = "tch", trueneg_cuda))]
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        unsafe { ffi::trueneg_graph_free(self.handle) }
+    }
+}
