@@ -89,6 +89,13 @@ fi
 if [ ! -f "$libtorch/lib/libtorch_cuda.so" ] && [ -z "$check" ]; then
   echo "build-gpu: note: $libtorch has no libtorch_cuda.so: this is a CPU-only PyTorch, so the build runs on \`libtorch\` (CPU) only" >&2
 fi
+crt_found=
+for h in "$libtorch"/../nvidia/*/include/crt/host_config.h /usr/local/cuda/include/crt/host_config.h; do
+  [ -f "$h" ] && crt_found=1
+done
+if [ -f "$libtorch/lib/libtorch_cuda.so" ] && [ -z "${CUDA_INCLUDE:-}" ] && [ -z "$crt_found" ]; then
+  echo "build-gpu: note: CUDA's crt/ and nv/ headers were not found, so the build has no CUDA graphs (bench --cuda-graph) and no NCCL: pip install \"nvidia-cuda-crt==<PyTorch's CUDA>.*\" \"nvidia-cuda-cccl==<same>.*\", or set CUDA_INCLUDE to a CUDA toolkit's include folder (docs/gpu.md)" >&2
+fi
 run_path=$libtorch/lib${cuda_libs:+:$cuda_libs}
 if [ -n "$check" ]; then
   echo "LIBTORCH=$libtorch"

@@ -173,30 +173,7 @@ pub fn run_bench(
     let mut rng = ChaCha8Rng::seed_from_u64(1234);
     let (batch, masked) = fixed_batch(spec, &mut rng);
     let table = synthetic_table(&mut rng);
-    let mut runners = Vec::new();
-    for &kind in objectives {
-        let cfg = bench_pretrain_config(spec, kind);
-        let objective = Objective::build(
-            &cfg.objective,
-            &mut Setup {
-                synonyms: Some(table.clone()),
-                ..Default::default()
-            },
-        )?;
-        crate::model::seed(device, 0);
-        let opt = AdamW::new(AdamWConfig {
-            lr: 5e-4,
-            weight_decay: 0.01,
-            decay_all: true,
-            eps: 1e-6,
-            max_grad_norm: 0.0,
-            warmup_steps: 0,
-            multi_tensor: spec.multi_tensor,
-            ..Default::default()
-        });
-        let model = PretrainModel::new(&cfg, VOCAB, device);
-        runners.push((cfg, objective, model, opt));
-    }
+    let mut runners = runners(device, spec, objectives, &table)?;
 
     // The batch is uploaded once, as a recorded step needs (the same every step).
     let uploaded = upload(&batch, &masked, device);
@@ -270,6 +247,40 @@ pub fn run_bench(
             phase_ms,
         })
         .collect())
+}
+
+/// One model and optimizer per objective, from the same initial weights.
+fn runners(
+    device: &Device,
+    spec: &BenchSpec,
+    objectives: &[ObjectiveKind],
+    table: &SynonymTable,
+) -> crate::Result<Vec<(PretrainConfig, Objective, PretrainModel, AdamW)>> {
+    let mut runners = Vec::new();
+    for &kind in objectives {
+        let cfg = bench_pretrain_config(spec, kind);
+        let objective = Objective::build(
+            &cfg.objective,
+            &mut Setup {
+                synonyms: Some(table.clone()),
+                ..Default::default()
+            },
+        )?;
+        crate::model::seed(device, 0);
+        let opt = AdamW::new(AdamWConfig {
+            lr: 5e-4,
+            weight_decay: 0.01,
+            decay_all: true,
+            eps: 1e-6,
+            max_grad_norm: 0.0,
+            warmup_steps: 0,
+            multi_tensor: spec.multi_tensor,
+            ..Default::default()
+        });
+        let model = PretrainModel::new(&cfg, VOCAB, device);
+        runners.push((cfg, objective, model, opt));
+    }
+    Ok(runners)
 }
 
 /// Median over the timed steps of `report`'s step time divided by `base`'s at the same step:
