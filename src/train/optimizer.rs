@@ -134,6 +134,34 @@ struct Flat {
 }
 
 impl Flat {
+    /// Keeps the new moments `m`, `v` and returns the parameters' new flat buffer `p`: a
+    /// staged update ([`AdamW::stage`]) writes them into the memory the last one used.
+    fn keep(
+        &mut self,
+        staged: Option<&mut Staged>,
+        m: Tensor<1>,
+        v: Tensor<1>,
+        p: Tensor<1>,
+    ) -> Tensor<1> {
+        let Some(g) = staged else {
+            self.m = m;
+            self.v = v;
+            return p;
+        };
+        kernels::cuda_graph::copy_into(&self.m, &m);
+        kernels::cuda_graph::copy_into(&self.v, &v);
+        match &g.params {
+            Some(fixed) => {
+                kernels::cuda_graph::copy_into(fixed, &p);
+                fixed.clone()
+            }
+            None => {
+                g.params = Some(p.clone());
+                p
+            }
+        }
+    }
+
     /// Builds the per-element factors of the learning-rate `scales` (one per slot) and of the
     /// weight decay, over `len` elements.
     fn set_scales(&mut self, scales: Vec<f64>, len: usize, c: &AdamWConfig, device: &Device) {
@@ -369,25 +397,7 @@ impl AdamW {
             Some(s) => step * s.clone(),
             None => step,
         };
-        let mut p = p - step;
-        match &mut self.graph {
-            // A staged update writes into the buffers it read.
-            Some(g) => {
-                kernels::cuda_graph::copy_into(&flat.m, &m);
-                kernels::cuda_graph::copy_into(&flat.v, &v);
-                match &g.params {
-                    Some(fixed) => {
-                        kernels::cuda_graph::copy_into(fixed, &p);
-                        p = fixed.clone();
-                    }
-                    None => g.params = Some(p.clone()),
-                }
-            }
-            None => {
-                flat.m = m;
-                flat.v = v;
-            }
-        }
+        let p = flat.keep(self.graph.as_mut(), m, v, p - step);
 
         // Pass 2: every parameter becomes its slice of the updated buffer.
         let mut setter = SetFlat {
