@@ -74,6 +74,7 @@ fn main() {
     version_facts();
     println!("cargo:rerun-if-changed=csrc/c10d.cpp");
     println!("cargo:rerun-if-changed=csrc/cuda.cpp");
+    println!("cargo:rerun-if-changed=csrc/guarded.h");
     println!("cargo:rerun-if-env-changed=CUDA_INCLUDE");
     println!("cargo::rustc-check-cfg=cfg(trueneg_cuda)");
     println!("cargo:rerun-if-env-changed=LIBTORCH");

@@ -8,6 +8,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "guarded.h"
+
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -28,25 +30,7 @@ struct Group {
   int timeout_ms;
 };
 
-int fail(char* err, size_t err_len, const char* what) {
-  if (err != nullptr && err_len > 0) {
-    std::strncpy(err, what, err_len - 1);
-    err[err_len - 1] = '\0';
-  }
-  return 1;
-}
-
-template <typename F>
-int guarded(char* err, size_t err_len, F f) {
-  try {
-    f();
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(err, err_len, e.what());
-  } catch (...) {
-    return fail(err, err_len, "unknown C++ exception");
-  }
-}
+using trueneg_bridge::guarded;
 
 at::Tensor host_view(void* data, int64_t n, bool dbl) {
   return at::from_blob(data, {n}, at::TensorOptions().dtype(dbl ? at::kDouble : at::kFloat));

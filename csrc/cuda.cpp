@@ -9,6 +9,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
+#include "guarded.h"
+
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -16,25 +18,7 @@
 
 namespace {
 
-int fail(char* err, size_t err_len, const char* what) {
-  if (err != nullptr && err_len > 0) {
-    std::strncpy(err, what, err_len - 1);
-    err[err_len - 1] = '\0';
-  }
-  return 1;
-}
-
-template <typename F>
-int guarded(char* err, size_t err_len, F f) {
-  try {
-    f();
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(err, err_len, e.what());
-  } catch (...) {
-    return fail(err, err_len, "unknown C++ exception");
-  }
-}
+using trueneg_bridge::guarded;
 
 // A graph and the side stream it is captured and replayed on (capture needs a stream other
 // than the default one; the steps before it, the warm-up, run there too).
