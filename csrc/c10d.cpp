@@ -1,8 +1,9 @@
 // trueneg's bridge to LibTorch's distributed engine (c10d): a TCPStore rendezvous and a
 // ProcessGroupGloo (host buffers) or ProcessGroupNCCL (CUDA tensors, when LibTorch has it),
 // exposed as a few C functions. CUDA tensors are summed by a second backend made at their
-// first all-reduce: ProcessGroupNCCL (csrc/cuda.cpp, when LibTorch has CUDA) or Gloo. Every function catches C++ exceptions and returns their text
-// through `err` (a buffer of `err_len` bytes); 0 means success.
+// first all-reduce: ProcessGroupNCCL (csrc/cuda.cpp, when LibTorch has CUDA) or Gloo. Every
+// function catches C++ exceptions and returns their text through `err` (a buffer of `err_len`
+// bytes); 0 means success (csrc/guarded.h).
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -11,8 +12,6 @@
 #include "guarded.h"
 
 #include <chrono>
-#include <cstring>
-#include <exception>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -32,6 +31,14 @@ struct Group {
 
 using trueneg_bridge::guarded;
 
+// A Gloo backend of `world` ranks on `store`.
+c10::intrusive_ptr<c10d::Backend> gloo_backend(const c10::intrusive_ptr<c10d::Store>& store,
+                                               int rank, int world, int timeout_ms) {
+  auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(timeout_ms));
+  options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+}
+
 at::Tensor host_view(void* data, int64_t n, bool dbl) {
   return at::from_blob(data, {n}, at::TensorOptions().dtype(dbl ? at::kDouble : at::kFloat));
 }
@@ -50,18 +57,15 @@ extern "C" {
 int trueneg_c10d_new(const char* host, int port, int rank, int world, int agent_store,
                      int timeout_ms, void** out, char* err, size_t err_len) {
   return guarded(err, err_len, [&] {
-    auto timeout = std::chrono::milliseconds(timeout_ms);
     c10d::TCPStoreOptions o;
     o.port = static_cast<uint16_t>(port);
     o.isServer = rank == 0 && agent_store == 0;
     o.numWorkers = agent_store == 0 ? std::optional<std::size_t>(world) : std::nullopt;
     o.waitWorkers = agent_store == 0;
-    o.timeout = timeout;
+    o.timeout = std::chrono::milliseconds(timeout_ms);
     auto tcp = c10::make_intrusive<c10d::TCPStore>(host, o);
     auto store = c10::make_intrusive<c10d::PrefixStore>("trueneg/", tcp);
-    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+    auto backend = gloo_backend(store, rank, world, timeout_ms);
     *out = new Group{store, backend, {}, rank, world, timeout_ms};
   });
 }
@@ -104,10 +108,7 @@ int trueneg_c10d_allreduce_tensors(void* group, void** tensors, int n, int gloo,
       if (!g->cuda) {
         if (gloo != 0) {
           auto store = c10::make_intrusive<c10d::PrefixStore>("cuda-gloo/", g->store);
-          auto options =
-              c10d::ProcessGroupGloo::Options::create(std::chrono::milliseconds(g->timeout_ms));
-          options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-          g->cuda = c10::make_intrusive<c10d::ProcessGroupGloo>(store, g->rank, g->world, options);
+          g->cuda = gloo_backend(store, g->rank, g->world, g->timeout_ms);
         } else if (&trueneg_nccl_backend != nullptr) {
           auto store = c10::make_intrusive<c10d::PrefixStore>("nccl/", g->store);
           g->cuda = trueneg_nccl_backend(store, g->rank, g->world, g->timeout_ms);

@@ -12,9 +12,6 @@
 #include "guarded.h"
 
 #include <chrono>
-#include <cstring>
-#include <exception>
-#include <optional>
 
 namespace {
 

@@ -199,3 +199,20 @@ pub fn unit(field: &str, x: f64) -> Rule {
 pub fn below_one(field: &str, x: f64) -> Rule {
     rule(field, x, (0.0..1.0).contains(&x), "must be in [0, 1)")
 }
+
+/// Calls a function of the C++ bridges (`csrc/`): it returns 0, or non-zero after writing the
+/// C++ exception's text into the buffer it is given. `Err` holds that text's first line
+/// (LibTorch's messages go on with a stack trace), or `fallback` when it is empty.
+#[cfg(feature = "tch")]
+pub(crate) fn bridge_call(
+    fallback: &str,
+    f: impl FnOnce(*mut std::ffi::c_char, usize) -> std::ffi::c_int,
+) -> std::result::Result<(), String> {
+    let mut buf = vec![0u8; 1024];
+    if f(buf.as_mut_ptr().cast(), buf.len()) == 0 {
+        return Ok(());
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let text = String::from_utf8_lossy(&buf[..end]);
+    Err(text.lines().next().unwrap_or(fallback).trim().to_string())
+}

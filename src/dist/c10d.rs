@@ -56,21 +56,9 @@ unsafe extern "C" {
     ) -> c_int;
 }
 
-/// Runs `f` with an error buffer; its text when `f` returns non-zero.
+/// Runs `f` with an error buffer; the first line of its text when `f` returns non-zero.
 fn checked(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), String> {
-    let mut buf = vec![0u8; 1024];
-    if f(buf.as_mut_ptr().cast(), buf.len()) == 0 {
-        return Ok(());
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    // c10d's messages span lines (a C++ stack trace after the first): keep the first.
-    let text = String::from_utf8_lossy(&buf[..end]);
-    Err(text
-        .lines()
-        .next()
-        .unwrap_or("c10d failed")
-        .trim()
-        .to_string())
+    crate::error::bridge_call("c10d failed", f)
 }
 
 /// A c10d process group (TCPStore + ProcessGroupGloo).

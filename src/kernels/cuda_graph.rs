@@ -68,14 +68,8 @@ pub struct CudaGraph {
 
 #[cfg(all(feature = "tch", trueneg_cuda))]
 fn checked(what: &str, f: impl FnOnce(*mut std::ffi::c_char, usize) -> i32) -> Result<()> {
-    let mut buf = vec![0u8; 1024];
-    if f(buf.as_mut_ptr().cast(), buf.len()) == 0 {
-        return Ok(());
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let text = String::from_utf8_lossy(&buf[..end]);
-    let first = text.lines().next().unwrap_or("failed").trim().to_string();
-    Err(Error::Config(format!("CUDA graph: {what}: {first}")))
+    crate::error::bridge_call("failed", f)
+        .map_err(|e| Error::Config(format!("CUDA graph: {what}: {e}")))
 }
 
 impl CudaGraph {

@@ -312,11 +312,6 @@ impl<'a> MlmStep<'a> {
             .div_scalar(self.batch.len.max(1) as i64)
     }
 
-    /// Token ids `[batch, len]` on the device.
-    pub fn ids(&self, ids: &[u32]) -> Tensor<2, Int> {
-        crate::kernels::device_ids(ids, [self.batch.batch, self.batch.len], self.device)
-    }
-
     /// The model's input ids with each masked position replaced by `predicted` (one per
     /// position, [n]), on the device: `[batch, len]`.
     pub fn filled(&self, predicted: Tensor<1, Int>) -> Tensor<2, Int> {

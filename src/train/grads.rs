@@ -124,34 +124,14 @@ impl Grads {
     /// once (other backends).
     pub fn all_reduce(&mut self, group: &crate::dist::Group) -> crate::Result<()> {
         self.materialise();
-        let Some((first, _, _)) = self.entries.values().next() else {
+        if self.entries.is_empty() {
             return Ok(());
-        };
-        let device = first.device();
+        }
         let flat = Tensor::cat(
             self.entries.values().map(|(g, _, _)| g.clone()).collect(),
             0,
         );
-        // LibTorch tensors are summed where they are (NCCL on GPUs), in place.
-        #[cfg(feature = "tch")]
-        let on_device = crate::kernels::tch_tensor(&flat);
-        #[cfg(not(feature = "tch"))]
-        let on_device: Option<std::convert::Infallible> = None;
-        let summed = match on_device {
-            #[cfg(feature = "tch")]
-            Some(t) => {
-                group.sum_tensor(&t)?;
-                flat
-            }
-            #[cfg(not(feature = "tch"))]
-            Some(never) => match never {},
-            None => {
-                let mut host = HostTensor::from_tensor(flat).values;
-                group.sum_f32(&mut host)?;
-                let n = host.len();
-                Tensor::from_data(burn::tensor::TensorData::new(host, [n]), &device)
-            }
-        };
+        let summed = summed(group, flat)?;
         let mut at = 0;
         for (g, _, _) in self.entries.values_mut() {
             let [len] = g.dims();
@@ -216,4 +196,22 @@ impl Grads {
             t
         })
     }
+}
+
+/// `flat` summed over the processes of `group`: a LibTorch tensor where it is, in place (NCCL
+/// on GPUs); others through one host buffer, read once and put back once.
+fn summed(group: &crate::dist::Group, flat: Tensor<1>) -> crate::Result<Tensor<1>> {
+    #[cfg(feature = "tch")]
+    if let Some(t) = crate::kernels::tch_tensor(&flat) {
+        group.sum_tensor(&t)?;
+        return Ok(flat);
+    }
+    let device = flat.device();
+    let mut host = HostTensor::from_tensor(flat).values;
+    group.sum_f32(&mut host)?;
+    let n = host.len();
+    Ok(Tensor::from_data(
+        burn::tensor::TensorData::new(host, [n]),
+        &device,
+    ))
 }
