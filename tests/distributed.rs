@@ -96,6 +96,33 @@ fn each_process_takes_its_share_of_the_cores() {
     assert_eq!(World::single().threads(16, env(&[])), None);
 }
 
+#[test]
+fn a_world_of_one_joins_a_group_only_under_torchrun_with_the_engine() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let timeout = std::time::Duration::from_secs(20);
+    let join = |vars: &[(&str, &str)]| {
+        trueneg::dist::Group::join(&world(vars).unwrap(), timeout)
+            .unwrap()
+            .is_some()
+    };
+    // Slurm and MPI single-task jobs stay a world of one, with or without the engine.
+    assert!(!join(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1")]));
+    assert!(!join(&[("PMI_RANK", "0"), ("PMI_SIZE", "1")]));
+    assert!(!join(&[]));
+    let torchrun = [
+        ("RANK", "0"),
+        ("WORLD_SIZE", "1"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", port.as_str()),
+    ];
+    assert_eq!(join(&torchrun), cfg!(feature = "tch"));
+}
+
 #[cfg(not(feature = "tch"))]
 #[test]
 fn a_launcher_without_the_engine_is_a_clear_error() {

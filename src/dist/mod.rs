@@ -64,11 +64,13 @@ pub const BUCKET: usize = 4 << 20;
 const ROLL_CALL: Duration = Duration::from_secs(5);
 
 impl Group {
-    /// Joins `world` (None without a launcher: a world of one needs no group; under a
-    /// launcher a world of one joins too, as PyTorch's does). Every rank waits at most
-    /// `timeout` for the others, at the rendezvous and in each collective.
+    /// Joins `world` (None for a world of one, except under torchrun in a build with the
+    /// engine: there a world of one joins too, as PyTorch's does, so that NCCL's cost can be
+    /// measured; torchrun's agent hosts its store, so no port is taken). Every rank waits at
+    /// most `timeout` for the others, at the rendezvous and in each collective.
     pub fn join(world: &World, timeout: Duration) -> Result<Option<Self>> {
-        if world.launcher == "none" {
+        let lone_torchrun = world.launcher == "torchrun" && cfg!(feature = "tch");
+        if world.size <= 1 && !lone_torchrun {
             return Ok(None);
         }
         let inner = c10d::Handle::new(world, timeout).map_err(|e| {
