@@ -55,5 +55,5 @@ export LD_LIBRARY_PATH=$cache/torch/lib:$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRAR
 if [ -n "${CLIPPY:-}" ]; then
   cargo clippy --release --features tch --all-targets --target-dir target/tch -- -D warnings
 fi
-cargo test --release --features tch --target-dir target/tch --test libtorch --test golden \
+cargo test --release --features tch --target-dir target/tch --test libtorch --test golden --test optimizer \
   --test distributed --test host_reads "$@"

@@ -160,3 +160,29 @@ fn optimizer_state_moves_between_implementations() {
     train(&mut m, &mut o3, 4, 5, &d);
     assert_same(&params(&mut reference), &params(&mut m), 1e-6);
 }
+
+/// A staged update (`AdamW::stage`, what a recorded CUDA-graph step runs: step factors in a
+/// device tensor, parameters and moments written back into the same buffers) gives the
+/// parameters of the ordinary multi-tensor update, step after step. LibTorch's CPU device
+/// (the write-back is a LibTorch copy).
+#[cfg(feature = "tch")]
+#[test]
+fn a_staged_update_equals_the_ordinary_one() {
+    let d = trueneg::device::device_for("libtorch").unwrap().autodiff();
+    let mut a = model(&d);
+    let start = params(&mut a);
+    let mut b = a.clone();
+    let (mut oa, mut ob) = (opt(MultiTensor::On), opt(MultiTensor::On));
+    train(&mut a, &mut oa, 0, 1, &d);
+    // From the second step on, b's updates are staged.
+    train(&mut b, &mut ob, 0, 1, &d);
+    for step in 1..6 {
+        train(&mut a, &mut oa, step, step + 1, &d);
+        ob.stage(1e-2, &d);
+        train(&mut b, &mut ob, step, step + 1, &d);
+    }
+    assert_eq!((oa.step, ob.step), (6, 6));
+    let (pa, pb) = (params(&mut a), params(&mut b));
+    assert_same(&pa, &pb, 1e-6);
+    assert!(start.iter().zip(&pb).all(|((_, s), (_, p))| s != p));
+}
