@@ -11,7 +11,9 @@
 
 #include "guarded.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -39,6 +41,22 @@ c10::intrusive_ptr<c10d::Backend> gloo_backend(const c10::intrusive_ptr<c10d::St
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
 }
 
+// Every rank states its world size; rank 0 checks everyone's, the others rank 0's, so that a
+// process launched for another job size is refused before the ranks connect pairwise.
+void agree_on_world(c10d::Store& store, int rank, int world) {
+  auto key = [](int r) { return "world/" + std::to_string(r); };
+  auto text = std::to_string(world);
+  store.set(key(rank), std::vector<uint8_t>(text.begin(), text.end()));
+  for (int r = rank == 0 ? 1 : 0; r < (rank == 0 ? world : 1); ++r) {
+    auto theirs = store.get(key(r));
+    auto said = std::string(theirs.begin(), theirs.end());
+    if (said != text) {
+      throw std::runtime_error("rank " + std::to_string(r) + " was launched for a world of " +
+                               said + " processes, rank " + std::to_string(rank) + " for " + text);
+    }
+  }
+}
+
 at::Tensor host_view(void* data, int64_t n, bool dbl) {
   return at::from_blob(data, {n}, at::TensorOptions().dtype(dbl ? at::kDouble : at::kFloat));
 }
@@ -53,18 +71,24 @@ c10::intrusive_ptr<c10d::Backend> trueneg_nccl_backend(
 extern "C" {
 
 // Joins the group: rank 0 hosts the TCPStore at host:port unless `agent_store` (torchrun's
-// agent already hosts it); every rank connects, then Gloo connects the ranks pairwise.
+// agent already hosts it); every rank connects, then Gloo connects the ranks pairwise. The
+// host serves on `listen_fd`, a socket already bound to host:port (its address only, not all
+// interfaces), which the store takes over; -1 for none.
 int trueneg_c10d_new(const char* host, int port, int rank, int world, int agent_store,
-                     int timeout_ms, void** out, char* err, size_t err_len) {
+                     int listen_fd, int timeout_ms, void** out, char* err, size_t err_len) {
   return guarded(err, err_len, [&] {
     c10d::TCPStoreOptions o;
     o.port = static_cast<uint16_t>(port);
     o.isServer = rank == 0 && agent_store == 0;
+    if (o.isServer && listen_fd >= 0) {
+      o.masterListenFd = listen_fd;
+    }
     o.numWorkers = agent_store == 0 ? std::optional<std::size_t>(world) : std::nullopt;
     o.waitWorkers = agent_store == 0;
     o.timeout = std::chrono::milliseconds(timeout_ms);
     auto tcp = c10::make_intrusive<c10d::TCPStore>(host, o);
     auto store = c10::make_intrusive<c10d::PrefixStore>("trueneg/", tcp);
+    agree_on_world(*store, rank, world);
     auto backend = gloo_backend(store, rank, world, timeout_ms);
     *out = new Group{store, backend, {}, rank, world, timeout_ms};
   });
@@ -164,6 +188,25 @@ int trueneg_c10d_absent(void* group, int rank, int world, int wait_ms, int* abse
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+  });
+}
+
+// Sets `key` to the `len` bytes at `data` in the store.
+int trueneg_c10d_store_set(void* group, const char* key, const uint8_t* data, size_t len,
+                           char* err, size_t err_len) {
+  return guarded(err, err_len, [&] {
+    static_cast<Group*>(group)->store->set(key, std::vector<uint8_t>(data, data + len));
+  });
+}
+
+// Waits (up to the group's timeout) for `key` and copies at most `cap` bytes of its value to
+// `data`; its whole length goes to `len` (call again with a larger buffer when it is over `cap`).
+int trueneg_c10d_store_get(void* group, const char* key, uint8_t* data, size_t cap, size_t* len,
+                           char* err, size_t err_len) {
+  return guarded(err, err_len, [&] {
+    auto value = static_cast<Group*>(group)->store->get(key);
+    *len = value.size();
+    std::memcpy(data, value.data(), std::min(cap, value.size()));
   });
 }
 

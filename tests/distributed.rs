@@ -225,6 +225,65 @@ mod processes {
         );
     }
 
+    /// Runs ranks 0 and 1 of a job of two (each rank's extra `--set`s and world size) and
+    /// returns both one-line errors.
+    fn two_failing(extra: [&[&str]; 2], sizes: [usize; 2]) -> [String; 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("r");
+        let port = free_port();
+        let r1 = spawn(rank(&run, 1, sizes[1], port, extra[1]));
+        let r0 = spawn(rank(&run, 0, sizes[0], port, extra[0]));
+        [r0, r1].map(|c| {
+            let out = c.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            assert!(!out.status.success(), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            err
+        })
+    }
+
+    #[test]
+    fn ranks_of_another_configuration_or_world_size_are_refused() {
+        // A field differs: both ranks stop before training, naming the field and both values.
+        let [e0, e1] = two_failing([&[], &["optimizer.lr=0.0007"]], [2, 2]);
+        for e in [&e0, &e1] {
+            assert!(e.contains("rank 1's run differs from rank 0's"), "{e}");
+            assert!(e.contains("`[optimizer] lr = 0.0007`"), "{e}");
+        }
+        assert!(e0.starts_with("error: rank 0 of 2: "), "{e0}");
+        // Launched for another world size: refused at the rendezvous, before Gloo connects.
+        let [e0, e1] = two_failing([&[], &[]], [2, 3]);
+        assert!(
+            e0.contains("rank 1 was launched for a world of 3 processes, rank 0 for 2"),
+            "{e0}"
+        );
+        assert!(
+            e1.contains("rank 0 was launched for a world of 2 processes, rank 1 for 3"),
+            "{e1}"
+        );
+    }
+
+    #[test]
+    fn the_store_listens_on_master_addr_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("r");
+        let port = free_port();
+        // Rank 0 of two hosts the store and waits for rank 1, which never comes.
+        let mut r0 = spawn(rank(&run, 0, 2, port, &[]));
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(60), "no store");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Another address of this host (all of 127/8 is loopback): c10d's own server listens
+        // on every interface and would accept this.
+        let other = std::net::TcpStream::connect(("127.0.0.2", port));
+        r0.kill().unwrap();
+        r0.wait().unwrap();
+        let e = other.expect_err("the store accepted a connection on another address");
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+    }
+
     #[test]
     fn a_killed_rank_stops_the_other_with_an_error() {
         let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,8 @@
 //! The C functions of `csrc/c10d.cpp` and a safe handle over them.
 
 use std::ffi::{CString, c_char, c_int, c_void};
+use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::os::fd::IntoRawFd;
 use std::time::Duration;
 
 use super::World;
@@ -12,6 +14,7 @@ unsafe extern "C" {
         rank: c_int,
         world: c_int,
         agent_store: c_int,
+        listen_fd: c_int,
         timeout_ms: c_int,
         out: *mut *mut c_void,
         err: *mut c_char,
@@ -40,6 +43,23 @@ unsafe extern "C" {
         data: *mut f32,
         n: i64,
         root: c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn trueneg_c10d_store_set(
+        group: *mut c_void,
+        key: *const c_char,
+        data: *const u8,
+        len: usize,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn trueneg_c10d_store_get(
+        group: *mut c_void,
+        key: *const c_char,
+        data: *mut u8,
+        cap: usize,
+        len: *mut usize,
         err: *mut c_char,
         err_len: usize,
     ) -> c_int;
@@ -73,6 +93,12 @@ impl Handle {
         let host = CString::new(w.master_addr.clone()).map_err(|e| e.to_string())?;
         let mut out = std::ptr::null_mut();
         let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
+        // The store's host serves on MASTER_ADDR's address only; the store owns the socket.
+        let listen_fd = if w.rank == 0 && !w.agent_store {
+            store_socket(w)?.into_raw_fd()
+        } else {
+            -1
+        };
         checked(|err, len| unsafe {
             trueneg_c10d_new(
                 host.as_ptr(),
@@ -80,6 +106,7 @@ impl Handle {
                 w.rank as c_int,
                 w.size as c_int,
                 w.agent_store as c_int,
+                listen_fd,
                 ms,
                 &mut out,
                 err,
@@ -166,9 +193,75 @@ impl Handle {
         Ok(absent[..n as usize].iter().map(|&r| r as usize).collect())
     }
 
+    /// Sets `key` to `value` in the rendezvous store.
+    pub fn set(&self, key: &str, value: &[u8]) -> Result<(), String> {
+        let key = CString::new(key).map_err(|e| e.to_string())?;
+        checked(|err, len| unsafe {
+            trueneg_c10d_store_set(self.0, key.as_ptr(), value.as_ptr(), value.len(), err, len)
+        })
+    }
+
+    /// The value of `key` in the store, waiting for it up to the group's timeout.
+    pub fn get(&self, key: &str) -> Result<Vec<u8>, String> {
+        let key = CString::new(key).map_err(|e| e.to_string())?;
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let mut n = 0usize;
+            checked(|err, len| unsafe {
+                trueneg_c10d_store_get(
+                    self.0,
+                    key.as_ptr(),
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                    &mut n,
+                    err,
+                    len,
+                )
+            })?;
+            if n <= buf.len() {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            buf = vec![0u8; n];
+        }
+    }
+
     pub fn barrier(&self) -> Result<(), String> {
         checked(|err, len| unsafe { trueneg_c10d_barrier(self.0, err, len) })
     }
+}
+
+/// A listening socket bound to MASTER_ADDR:MASTER_PORT (the first of MASTER_ADDR's addresses
+/// this host has), so that the store does not listen on every interface as c10d's own does.
+fn store_socket(w: &World) -> Result<TcpListener, String> {
+    let addrs: Vec<SocketAddr> = (w.master_addr.as_str(), w.master_port)
+        .to_socket_addrs()
+        .map_err(|e| format!("MASTER_ADDR={:?} does not resolve: {e}", w.master_addr))?
+        .collect();
+    let mut last = None;
+    for a in &addrs {
+        match TcpListener::bind(a) {
+            Ok(l) => {
+                let literal =
+                    w.master_addr.parse::<IpAddr>().is_ok() || w.master_addr == "localhost";
+                if a.ip().is_loopback() && !literal {
+                    tracing::warn!(
+                        "MASTER_ADDR={} resolves to {} on rank 0's host: the store listens there only, so ranks on other nodes cannot reach it; name rank 0's cluster address",
+                        w.master_addr,
+                        a.ip()
+                    );
+                }
+                return Ok(l);
+            }
+            Err(e) => last = Some(format!("{a}: {e}")),
+        }
+    }
+    Err(format!(
+        "rank 0 hosts the store, but cannot listen on MASTER_ADDR={}:{} ({}): MASTER_ADDR must name an address of rank 0's host, and the port must be free",
+        w.master_addr,
+        w.master_port,
+        last.unwrap_or_else(|| "no address".into())
+    ))
 }
 
 impl Drop for Handle {

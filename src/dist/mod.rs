@@ -35,6 +35,12 @@ mod c10d {
         pub fn barrier(&self) -> Result<(), String> {
             match *self {}
         }
+        pub fn set(&self, _: &str, _: &[u8]) -> Result<(), String> {
+            match *self {}
+        }
+        pub fn get(&self, _: &str) -> Result<Vec<u8>, String> {
+            match *self {}
+        }
         pub fn absent(&self, _: &super::World, _: Duration) -> Result<Vec<usize>, String> {
             match *self {}
         }
@@ -128,6 +134,34 @@ impl Group {
         r.map_err(|e| self.failed("a barrier", &e))
     }
 
+    /// Checks that every rank runs the same `what` (its canonical text: configuration, data,
+    /// build): each rank puts its text in the store and compares everyone's with its own, so
+    /// that every rank of a mismatched job stops, naming the first line that differs. c10d
+    /// has no authentication; this also turns away a stray process of another job.
+    pub fn agree(&self, what: &str, text: &str) -> Result<()> {
+        let key = |r: usize| format!("agree/{what}/{r}");
+        let failed = |e: String| self.failed("exchanging the configuration", &e);
+        self.inner
+            .set(&key(self.world.rank), text.as_bytes())
+            .map_err(failed)?;
+        for r in 0..self.world.size {
+            let theirs = self.inner.get(&key(r)).map_err(failed)?;
+            let theirs = String::from_utf8_lossy(&theirs);
+            if let Some(diff) = first_difference(&theirs, text) {
+                let (low, high) = (r.min(self.world.rank), r.max(self.world.rank));
+                let (a, b) = if r < self.world.rank {
+                    (diff.0, diff.1)
+                } else {
+                    (diff.1, diff.0)
+                };
+                return Err(self.world.error(&format!(
+                    "rank {high}'s {what} differs from rank {low}'s: {b} where rank {low} has {a} (every rank must run the same configuration, data and build)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The error of a failed collective `what`, naming the ranks that stopped: the survivors
     /// mark themselves in the store and wait [`ROLL_CALL`] for each other.
     fn failed(&self, what: &str, cause: &str) -> Error {
@@ -141,6 +175,32 @@ impl Group {
         };
         self.world
             .error(&format!("{what} failed: {lost} ({cause})"))
+    }
+}
+
+/// The first line where `a` and `b` differ, in each (with its TOML `[section]`, if any);
+/// `None` when they are equal.
+fn first_difference(a: &str, b: &str) -> Option<(String, String)> {
+    if a == b {
+        return None;
+    }
+    let (mut la, mut lb) = (a.lines(), b.lines());
+    let mut section = String::new();
+    loop {
+        let (x, y) = (la.next(), lb.next());
+        if x != y {
+            let show = |l: Option<&str>| match l {
+                None => "nothing more".to_string(),
+                Some(l) if section.is_empty() || l.starts_with('[') => format!("`{l}`"),
+                Some(l) => format!("`{section} {l}`"),
+            };
+            return Some((show(x), show(y)));
+        }
+        match x {
+            Some(l) if l.starts_with('[') => section = l.to_string(),
+            Some(_) => {}
+            None => return None,
+        }
     }
 }
 

@@ -329,6 +329,15 @@ pub fn pretrain_in(
     group: Option<Group>,
 ) -> Result<RunSummary> {
     check_shards(cfg, shards)?;
+    if let Some(g) = &group {
+        let run = format!(
+            "build = {:?}\nshards = {:?}\n{}",
+            crate::VERSION,
+            shards.manifest.content_fingerprint(),
+            cfg.to_toml()
+        );
+        g.agree("run", &run)?;
+    }
     let main = group.as_ref().is_none_or(|g| g.world.is_main());
     let run = &opts.run_dir;
     let vocab = shards.manifest.vocab_size;
