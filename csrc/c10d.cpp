@@ -68,6 +68,31 @@ c10::intrusive_ptr<c10d::Backend> trueneg_nccl_backend(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world, int timeout_ms)
     __attribute__((weak));
 
+namespace {
+
+// The backend that sums `t`: the group's Gloo for host tensors; for CUDA tensors NCCL, or a
+// Gloo group of their own with `gloo`, made on the group's store at their first all-reduce.
+c10::intrusive_ptr<c10d::Backend> backend_for(Group& g, const at::Tensor& t, bool gloo) {
+  if (!t.is_cuda()) {
+    return g.backend;
+  }
+  if (!g.cuda) {
+    if (gloo) {
+      auto store = c10::make_intrusive<c10d::PrefixStore>("cuda-gloo/", g.store);
+      g.cuda = gloo_backend(store, g.rank, g.world, g.timeout_ms);
+    } else if (&trueneg_nccl_backend != nullptr) {
+      auto store = c10::make_intrusive<c10d::PrefixStore>("nccl/", g.store);
+      g.cuda = trueneg_nccl_backend(store, g.rank, g.world, g.timeout_ms);
+    } else {
+      throw std::runtime_error(
+          "CUDA tensors need NCCL, and this trueneg was built against a LibTorch without CUDA");
+    }
+  }
+  return g.cuda;
+}
+
+}  // namespace
+
 extern "C" {
 
 // Joins the group: rank 0 hosts the TCPStore at host:port unless `agent_store` (torchrun's
@@ -127,22 +152,7 @@ int trueneg_c10d_allreduce_tensors(void* group, void** tensors, int n, int gloo,
     if (n == 0) {
       return;
     }
-    auto backend = g->backend;
-    if (static_cast<at::Tensor*>(tensors[0])->is_cuda()) {
-      if (!g->cuda) {
-        if (gloo != 0) {
-          auto store = c10::make_intrusive<c10d::PrefixStore>("cuda-gloo/", g->store);
-          g->cuda = gloo_backend(store, g->rank, g->world, g->timeout_ms);
-        } else if (&trueneg_nccl_backend != nullptr) {
-          auto store = c10::make_intrusive<c10d::PrefixStore>("nccl/", g->store);
-          g->cuda = trueneg_nccl_backend(store, g->rank, g->world, g->timeout_ms);
-        } else {
-          throw std::runtime_error(
-              "CUDA tensors need NCCL, and this trueneg was built against a LibTorch without CUDA");
-        }
-      }
-      backend = g->cuda;
-    }
+    auto backend = backend_for(*g, *static_cast<at::Tensor*>(tensors[0]), gloo != 0);
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     for (int i = 0; i < n; ++i) {
       std::vector<at::Tensor> t{*static_cast<at::Tensor*>(tensors[i])};
@@ -152,6 +162,30 @@ int trueneg_c10d_allreduce_tensors(void* group, void** tensors, int n, int gloo,
       w->wait();
     }
   });
+}
+
+// Starts summing the tensor `tensor` (tch's handle: `at::Tensor*`, contiguous) over the ranks,
+// in place, and returns its pending work in `work` (free it with trueneg_c10d_work_free after
+// trueneg_c10d_work_wait). Backends as trueneg_c10d_allreduce_tensors.
+int trueneg_c10d_allreduce_start(void* group, void* tensor, int gloo, void** work, char* err,
+                                 size_t err_len) {
+  return guarded(err, err_len, [&] {
+    auto* g = static_cast<Group*>(group);
+    auto& t = *static_cast<at::Tensor*>(tensor);
+    std::vector<at::Tensor> ts{t};
+    auto w = backend_for(*g, t, gloo != 0)->allreduce(ts);
+    *work = new c10::intrusive_ptr<c10d::Work>(std::move(w));
+  });
+}
+
+// Waits for a started all-reduce (with NCCL: orders the current CUDA stream after it).
+int trueneg_c10d_work_wait(void* work, char* err, size_t err_len) {
+  return guarded(err, err_len,
+                 [&] { (*static_cast<c10::intrusive_ptr<c10d::Work>*>(work))->wait(); });
+}
+
+void trueneg_c10d_work_free(void* work) {
+  delete static_cast<c10::intrusive_ptr<c10d::Work>*>(work);
 }
 
 // Copies rank `root`'s `n` floats at `data` to every rank.

@@ -225,6 +225,63 @@ mod processes {
         );
     }
 
+    /// Runs a job of `size` ranks (each with `env`) to its end; rank 0's standard error.
+    fn job(run: &Path, size: usize, extra: &[&str], env: &[(&str, &str)]) -> String {
+        let port = free_port();
+        let others: Vec<Child> = (1..size)
+            .map(|r| {
+                let mut c = rank(run, r, size, port, extra);
+                c.envs(env.iter().copied());
+                spawn(c)
+            })
+            .collect();
+        let mut c = rank(run, 0, size, port, extra);
+        c.envs(env.iter().copied());
+        let out = c.output().unwrap();
+        for o in others {
+            ok(o.wait_with_output().unwrap());
+        }
+        ok(out.clone());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// Every metrics line of a run but its timing, as JSON values.
+    fn values(run: &Path) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+        text.lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v.as_object_mut().unwrap().remove("tokens_per_s");
+                v
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_all_reduce_overlaps_the_backward_pass_and_sums_bit_for_bit() {
+        // LibTorch's CPU device: its gradients are summed where they are, the encoder layers'
+        // while the backward pass runs; 3 ranks, so that Gloo's sums are not just a + b.
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("overlap"), dir.path().join("after"));
+        let sets = [
+            "train.device=libtorch",
+            "train.steps=3",
+            "data.batch_size=6",
+        ];
+        let told = job(&a, 3, &sets, &[]);
+        job(&b, 3, &sets, &[("TRUENEG_OVERLAP", "0")]);
+        assert!(
+            told.contains("all-reduce overlapped with the backward pass: 4 of 4 buckets"),
+            "{told}"
+        );
+        let (x, y) = (values(&a), values(&b));
+        assert_eq!(x.len(), 3);
+        assert_eq!(
+            x, y,
+            "the overlapped run differs from the one summed after backward"
+        );
+    }
+
     /// Runs ranks 0 and 1 of a job of two (each rank's extra `--set`s and world size) and
     /// returns both one-line errors.
     fn two_failing(extra: [&[&str]; 2], sizes: [usize; 2]) -> [String; 2] {

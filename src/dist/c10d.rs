@@ -38,6 +38,16 @@ unsafe extern "C" {
         err: *mut c_char,
         err_len: usize,
     ) -> c_int;
+    fn trueneg_c10d_allreduce_start(
+        group: *mut c_void,
+        tensor: *mut c_void,
+        gloo: c_int,
+        work: *mut *mut c_void,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn trueneg_c10d_work_wait(work: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+    fn trueneg_c10d_work_free(work: *mut c_void);
     fn trueneg_c10d_broadcast(
         group: *mut c_void,
         data: *mut f32,
@@ -167,6 +177,23 @@ impl Handle {
         })
     }
 
+    /// Starts summing `t` (contiguous) over the ranks, in place, on its device; the host goes
+    /// on. `t` must stay alive and untouched until the work is waited on.
+    pub fn start_sum(&self, t: &tch::Tensor, gloo: bool) -> Result<Work, String> {
+        let mut work = std::ptr::null_mut();
+        checked(|err, len| unsafe {
+            trueneg_c10d_allreduce_start(
+                self.0,
+                t.as_ptr() as *mut c_void,
+                gloo as c_int,
+                &mut work,
+                err,
+                len,
+            )
+        })?;
+        Ok(Work(work))
+    }
+
     pub fn broadcast_f32(&self, data: &mut [f32]) -> Result<(), String> {
         checked(|err, len| unsafe {
             trueneg_c10d_broadcast(self.0, data.as_mut_ptr(), data.len() as i64, 0, err, len)
@@ -228,6 +255,24 @@ impl Handle {
 
     pub fn barrier(&self) -> Result<(), String> {
         checked(|err, len| unsafe { trueneg_c10d_barrier(self.0, err, len) })
+    }
+}
+
+/// A started all-reduce ([`Handle::start_sum`]).
+pub struct Work(*mut c_void);
+
+// c10d's work objects are waited on from any thread.
+unsafe impl Send for Work {}
+
+impl Work {
+    pub fn wait(&self) -> Result<(), String> {
+        checked(|err, len| unsafe { trueneg_c10d_work_wait(self.0, err, len) })
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        unsafe { trueneg_c10d_work_free(self.0) }
     }
 }
 

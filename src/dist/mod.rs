@@ -49,6 +49,10 @@ mod c10d {
 
 pub use world::World;
 
+/// A started all-reduce ([`Group::start_sum`]).
+#[cfg(feature = "tch")]
+pub use c10d::Work;
+
 use std::time::Duration;
 
 use crate::{Error, Result};
@@ -108,6 +112,21 @@ impl Group {
     pub fn sum_tensor(&self, flat: &tch::Tensor) -> Result<()> {
         let r = self.inner.sum_tensor(flat, BUCKET, self.cuda_gloo);
         r.map_err(|e| self.failed("an all-reduce", &e))
+    }
+
+    /// Starts summing the LibTorch tensor `t` (contiguous) over the ranks, in place, on its
+    /// device, and returns at once; [`Group::wait`] waits for it. Every rank must start the
+    /// same all-reduces in the same order.
+    #[cfg(feature = "tch")]
+    pub fn start_sum(&self, t: &tch::Tensor) -> Result<Work> {
+        let r = self.inner.start_sum(t, self.cuda_gloo);
+        r.map_err(|e| self.failed("an all-reduce", &e))
+    }
+
+    /// Waits for a started all-reduce (NCCL: the current CUDA stream waits, the host goes on).
+    #[cfg(feature = "tch")]
+    pub fn wait(&self, w: &Work) -> Result<()> {
+        w.wait().map_err(|e| self.failed("an all-reduce", &e))
     }
 
     /// Sums `data` over the ranks, in place.

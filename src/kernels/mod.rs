@@ -29,6 +29,7 @@ pub mod dropout;
 mod flex;
 pub mod gelu;
 pub mod gemm;
+pub mod grad_watch;
 pub mod layer_norm;
 #[cfg(feature = "tch")]
 mod libtorch;

@@ -279,9 +279,13 @@ impl Encoder {
             None => embedded,
         };
         let mut states = Vec::with_capacity(self.layers.len() + 1);
-        for layer in &self.layers {
+        for (i, layer) in self.layers.iter().enumerate() {
             states.push(x.clone());
-            x = layer.forward(x, bias.as_ref());
+            // A data-parallel step watches the layer's gradients (kernels::grad_watch).
+            x = match crate::kernels::grad_watch::layer(layer, &x, i) {
+                Some(watched) => watched.forward(x, bias.as_ref()),
+                None => layer.forward(x, bias.as_ref()),
+            };
         }
         states.push(x);
         states

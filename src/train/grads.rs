@@ -1,9 +1,9 @@
 //! A step's gradients, flattened by parameter name: collected from burn's autodiff, summed
 //! over micro-batches and replicas, scaled and clipped by their global norm.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use burn::module::Param;
+use burn::module::{Param, ParamId};
 use burn::prelude::*;
 use burn::tensor::Gradients;
 
@@ -35,27 +35,59 @@ impl Default for Grads {
 impl Grads {
     /// Reads the gradient of every parameter a model walks (`walk` is e.g. `|w| model.walk(w)`).
     pub fn collect(grads: &Gradients, walk: impl FnOnce(&mut dyn ParamWalker)) -> Self {
-        struct Collector<'a>(&'a Gradients, Grads);
-        impl ParamWalker for Collector<'_> {
-            fn matrix(&mut self, name: &str, kind: Matrix, param: &mut Param<Tensor<2>>) {
-                if let Some(g) = param.val().grad(self.0) {
+        Self::collect_except(grads, walk, &HashMap::new()).0
+    }
+
+    /// [`Grads::collect`], except that the parameters in `summed` (flat gradients by parameter,
+    /// summed over the processes already) are taken from there: (the others, those).
+    pub fn collect_except(
+        grads: &Gradients,
+        walk: impl FnOnce(&mut dyn ParamWalker),
+        summed: &HashMap<ParamId, Tensor<1>>,
+    ) -> (Self, Self) {
+        struct Collector<'a> {
+            grads: &'a Gradients,
+            summed: &'a HashMap<ParamId, Tensor<1>>,
+            rest: Grads,
+            done: Grads,
+        }
+        impl Collector<'_> {
+            fn add<const D: usize>(
+                &mut self,
+                name: &str,
+                p: &Param<Tensor<D>>,
+                kind: Option<Matrix>,
+            ) {
+                if let Some(g) = self.summed.get(&p.id) {
+                    let dims = p.val().dims().to_vec();
+                    self.done
+                        .entries
+                        .insert(name.into(), (g.clone(), dims, kind));
+                } else if let Some(g) = p.val().grad(self.grads) {
                     let dims = g.dims().to_vec();
                     let n: usize = dims.iter().product();
-                    self.1
+                    self.rest
                         .entries
-                        .insert(name.into(), (g.reshape([n]), dims, Some(kind)));
-                }
-            }
-            fn vector(&mut self, name: &str, param: &mut Param<Tensor<1>>) {
-                if let Some(g) = param.val().grad(self.0) {
-                    let dims = g.dims().to_vec();
-                    self.1.entries.insert(name.into(), (g, dims, None));
+                        .insert(name.into(), (g.reshape([n]), dims, kind));
                 }
             }
         }
-        let mut c = Collector(grads, Grads::default());
+        impl ParamWalker for Collector<'_> {
+            fn matrix(&mut self, name: &str, kind: Matrix, param: &mut Param<Tensor<2>>) {
+                self.add(name, param, Some(kind));
+            }
+            fn vector(&mut self, name: &str, param: &mut Param<Tensor<1>>) {
+                self.add(name, param, None);
+            }
+        }
+        let mut c = Collector {
+            grads,
+            summed,
+            rest: Grads::default(),
+            done: Grads::default(),
+        };
         walk(&mut c);
-        c.1
+        (c.rest, c.done)
     }
 
     /// Multiplies every entry by `factor` and `clip` (and resets them).

@@ -13,6 +13,8 @@ pub mod metrics;
 pub mod model;
 pub mod model_card;
 pub mod optimizer;
+#[cfg(feature = "tch")]
+pub mod overlap;
 pub mod pretrain;
 pub mod replicas;
 pub mod run;

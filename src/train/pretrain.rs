@@ -382,7 +382,7 @@ pub fn pretrain_in(
     // parallel (NCCL) even with one device: that is how a one-GPU machine checks the path.
     let collective = !cfg.train.devices.is_empty() && crate::device::has_collectives(&names[0]);
     let mut replicas = Replicas::new(model, opt, base_devices, collective)?;
-    replicas.group = group;
+    replicas.join(group);
     replicas.broadcast_parameters()?;
     let files = if main {
         write_run_files(cfg, shards, run)

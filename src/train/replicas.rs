@@ -29,6 +29,7 @@
 //! forward pass's host reads.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use burn::prelude::*;
 use burn::tensor::distributed::{DistributedConfig, DistributedContext, ReduceOperation};
@@ -64,7 +65,10 @@ pub struct Replicas {
     collective: Option<DistributedContext>,
     /// The processes of a data-parallel job (`crate::dist`): this process's replicas are
     /// replicas `rank·len .. (rank+1)·len` of `size·len`.
-    pub group: Option<Group>,
+    pub group: Option<Arc<Group>>,
+    /// Sums the encoder layers' gradients over the processes during the backward pass.
+    #[cfg(feature = "tch")]
+    overlap: Option<Arc<super::overlap::Overlap>>,
 }
 
 impl Replicas {
@@ -117,7 +121,26 @@ impl Replicas {
             base,
             collective,
             group: None,
+            #[cfg(feature = "tch")]
+            overlap: None,
         })
+    }
+
+    /// Makes these replicas one process of the data-parallel job `group` (one replica per
+    /// process); on LibTorch its all-reduce overlaps with the backward pass
+    /// ([`super::overlap`]).
+    pub fn join(&mut self, group: Option<Group>) {
+        self.group = group.map(Arc::new);
+        #[cfg(feature = "tch")]
+        {
+            use super::overlap::Overlap;
+            self.overlap = match &self.group {
+                Some(g) if self.len() == 1 && Overlap::wanted(&self.devices[0]) => {
+                    Some(Arc::new(Overlap::new(g.clone())))
+                }
+                _ => None,
+            };
+        }
     }
 
     /// This process's first replica's index among all processes' replicas, and their number.
@@ -243,11 +266,16 @@ impl Replicas {
             .map(|r| {
                 let g = first + r;
                 crate::model::seed(&self.base[r], replica_seed(step_seed, g));
-                forward(
-                    &self.models[r],
-                    &self.devices[r],
-                    g * share..(g + 1) * share,
-                )
+                let rows = g * share..(g + 1) * share;
+                #[cfg(feature = "tch")]
+                if let Some(o) = &self.overlap {
+                    o.begin_forward();
+                    let sink: Arc<dyn crate::kernels::grad_watch::GradSink> = o.clone();
+                    return crate::kernels::grad_watch::watching(sink, || {
+                        forward(&self.models[r], &self.devices[r], rows)
+                    });
+                }
+                forward(&self.models[r], &self.devices[r], rows)
             })
             .collect()
     }
@@ -255,6 +283,17 @@ impl Replicas {
     /// The backward passes of the replicas' `objectives`: the gradients summed over every
     /// process's replicas, one set per optimizer (see [`Replicas::opts`]).
     pub fn backward(&mut self, objectives: &[Tensor<1>]) -> Result<Vec<Grads>> {
+        #[cfg(feature = "tch")]
+        if let (Some(o), Some(g)) = (&self.overlap, &self.group) {
+            o.begin_backward(&self.base[0]);
+            let grads = objectives[0].backward();
+            let summed = o.finish()?;
+            let model = &mut self.models[0];
+            let (mut rest, done) = Grads::collect_except(&grads, |w| model.walk(w), &summed);
+            rest.all_reduce(g)?;
+            rest.entries.extend(done.entries);
+            return Ok(vec![rest]);
+        }
         let mut grads = self.local_backward(objectives);
         if let Some(g) = &self.group {
             for set in &mut grads {
@@ -316,6 +355,7 @@ impl Replicas {
             }
             let m = &mut self.models[r];
             self.opts[r].update(lr, &g, |w| m.walk(w));
+
             if self.collective.is_some() {
                 m.walk(&mut MarkDistributed);
             }
