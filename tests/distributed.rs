@@ -225,24 +225,36 @@ mod processes {
         );
     }
 
-    /// Runs a job of `size` ranks (each with `env`) to its end; rank 0's standard error.
-    fn job(run: &Path, size: usize, extra: &[&str], env: &[(&str, &str)]) -> String {
+    /// Runs a job of `size` ranks to its end, rank `r` running `command(r)` with the launcher's
+    /// variables; rank 0's standard error.
+    fn launch(size: usize, command: impl Fn(usize) -> Command) -> String {
         let port = free_port();
-        let others: Vec<Child> = (1..size)
-            .map(|r| {
-                let mut c = rank(run, r, size, port, extra);
-                c.envs(env.iter().copied());
-                spawn(c)
-            })
-            .collect();
-        let mut c = rank(run, 0, size, port, extra);
-        c.envs(env.iter().copied());
-        let out = c.output().unwrap();
+        let with_rank = |r: usize| {
+            let mut c = command(r);
+            c.env("RANK", r.to_string())
+                .env("WORLD_SIZE", size.to_string())
+                .env("LOCAL_RANK", r.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .env("RAYON_NUM_THREADS", "1");
+            c
+        };
+        let others: Vec<Child> = (1..size).map(|r| spawn(with_rank(r))).collect();
+        let out = with_rank(0).output().unwrap();
         for o in others {
             ok(o.wait_with_output().unwrap());
         }
         ok(out.clone());
         String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// A job of `size` ranks training `run` (with `env`); rank 0's standard error.
+    fn job(run: &Path, size: usize, extra: &[&str], env: &[(&str, &str)]) -> String {
+        launch(size, |r| {
+            let mut c = rank(run, r, size, 0, extra);
+            c.envs(env.iter().copied());
+            c
+        })
     }
 
     /// Every metrics line of a run but its timing, as JSON values.
@@ -280,6 +292,50 @@ mod processes {
             x, y,
             "the overlapped run differs from the one summed after backward"
         );
+    }
+
+    #[test]
+    fn three_processes_train_like_one_and_resume_its_checkpoint() {
+        // BERT without dropout, Hard Correction and both Soft Regularizations: no random draw
+        // differs between ranks, so 3 ranks × 2 rows train like one process × 6 rows.
+        let exact = [
+            "model.kind=bert",
+            "model.hidden_dropout_prob=0",
+            "model.attention_probs_dropout_prob=0",
+            "objective.kind=hc+sr",
+            "objective.sr_sent_weight=0.5",
+            "train.device=libtorch",
+            "data.batch_size=6",
+        ];
+        let sets: Vec<&str> = SETS.iter().chain(&exact).copied().collect();
+        let dir = tempfile::tempdir().unwrap();
+        let one = dir.path().join("one");
+        ok(pretrain_cmd(&one, &sets).output().unwrap());
+        // The same run stopped at its step-2 checkpoint, then resumed by three processes.
+        let three = dir.path().join("three");
+        let mut first = sets.clone();
+        first.push("train.steps=2");
+        ok(pretrain_cmd(&three, &first).output().unwrap());
+        launch(3, |_| {
+            let mut c = resume_cmd(&three);
+            c.args(["--set", "train.steps=4"]);
+            c
+        });
+        let (a, b) = (metrics(&one), metrics(&three));
+        assert_eq!(a.len(), 4);
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            let at = format!("step {}", x.step);
+            close(x.loss, y.loss, &format!("{at} loss"));
+            let sr = |m: &trueneg::train::pretrain::StepMetrics| m.value("sr_loss").unwrap();
+            close(sr(x), sr(y), &format!("{at} sr"));
+            close(x.grad_norm, y.grad_norm, &format!("{at} grad norm"));
+            assert_eq!(
+                (x.masked, x.value("mismatched")),
+                (y.masked, y.value("mismatched")),
+                "{at}"
+            );
+        }
     }
 
     /// Runs ranks 0 and 1 of a job of two (each rank's extra `--set`s and world size) and
