@@ -280,7 +280,7 @@ mod processes {
             "train.steps=3",
             "data.batch_size=6",
         ];
-        let told = job(&a, 3, &sets, &[]);
+        let told = job(&a, 3, &sets, &[("TRUENEG_OVERLAP", "1")]);
         job(&b, 3, &sets, &[("TRUENEG_OVERLAP", "0")]);
         assert!(
             told.contains("all-reduce overlapped with the backward pass: 4 of 4 buckets"),
@@ -318,7 +318,8 @@ mod processes {
         ok(pretrain_cmd(&three, &first).output().unwrap());
         launch(3, |_| {
             let mut c = resume_cmd(&three);
-            c.args(["--set", "train.steps=4"]);
+            c.args(["--set", "train.steps=4"])
+                .env("TRUENEG_OVERLAP", "1");
             c
         });
         let (a, b) = (metrics(&one), metrics(&three));

@@ -525,7 +525,6 @@ pub(crate) fn copy_into<const D: usize, K: burn::tensor::kind::Basic>(
 }
 
 /// The index of a `libtorch-cuda` device (None for other devices).
-#[cfg_attr(not(trueneg_cuda), allow(dead_code))]
 pub(crate) fn cuda_index(device: &Device) -> Option<usize> {
     match device.clone().inner().as_dispatch() {
         DispatchDevice::LibTorch(burn::backend::libtorch::LibTorchDevice::Cuda(i)) => Some(*i),

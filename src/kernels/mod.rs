@@ -46,7 +46,7 @@ use rayon::prelude::*;
 
 pub use adamw::AdamWStep;
 #[cfg(feature = "tch")]
-pub(crate) use libtorch::tch_tensor;
+pub(crate) use libtorch::{cuda_index, tch_tensor};
 
 pub use attention::{Dims, DropMask};
 

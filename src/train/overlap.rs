@@ -1,6 +1,7 @@
 //! The gradients of a data-parallel step summed over the processes while the backward pass
-//! still runs, bucket by bucket, as PyTorch's DDP does (LibTorch only; `TRUENEG_OVERLAP=0`
-//! turns it off).
+//! still runs, bucket by bucket, as PyTorch's DDP does (on `libtorch-cuda`, and on LibTorch's
+//! CPU device with `TRUENEG_OVERLAP=1`; `TRUENEG_OVERLAP=0` turns it off: see
+//! [`Overlap::wanted`]).
 //!
 //! The encoder layers' parameters are watched ([`crate::kernels::grad_watch`]): the backward
 //! pass hands each one's gradient to [`Overlap`] as soon as its layer is done. The first step
@@ -81,9 +82,18 @@ impl Overlap {
     }
 
     /// Whether data-parallel steps on `device` overlap their all-reduce with the backward
-    /// pass: LibTorch devices, unless `TRUENEG_OVERLAP=0`.
+    /// pass: on `libtorch-cuda` unless `TRUENEG_OVERLAP=0`; on LibTorch's CPU device only with
+    /// `TRUENEG_OVERLAP=1` (there Gloo's copies need the cores the backward pass is using: on
+    /// 2 cores it was no faster, BENCHMARKS.md).
     pub fn wanted(device: &Device) -> bool {
-        crate::kernels::torch(device) && std::env::var("TRUENEG_OVERLAP").as_deref() != Ok("0")
+        if !crate::kernels::torch(device) {
+            return false;
+        }
+        match std::env::var("TRUENEG_OVERLAP").as_deref() {
+            Ok("0") => false,
+            Ok("1") => true,
+            _ => crate::kernels::cuda_index(device).is_some(),
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
