@@ -62,12 +62,6 @@ fn is_gpu(kind: &str) -> bool {
     kind == "cuda" || kind == "libtorch-cuda"
 }
 
-/// Whether burn has collective operations (all-reduce over NCCL) for devices of this name's
-/// kind: burn's CUDA backend only. LibTorch and the CPU backends have none in burn 0.22.
-pub fn has_collectives(name: &str) -> bool {
-    parse_name(name).is_ok_and(|(kind, _)| kind == "cuda")
-}
-
 /// How many CUDA devices burn's CUDA backend sees on this machine.
 #[cfg(feature = "cuda")]
 fn cuda_count() -> usize {
@@ -136,9 +130,9 @@ pub fn devices_for(names: &[String]) -> Result<Vec<Device>> {
             )));
         }
     }
-    if names.len() > 1 && kinds[0].0 != "cpu" && !has_collectives(&names[0]) {
+    if names.len() > 1 && kinds[0].0 != "cpu" {
         return Err(Error::Config(format!(
-            "devices {names:?}: burn has no collective operations for {} devices; data-parallel training needs cuda (NCCL)",
+            "devices {names:?}: several {} devices train as one process each, launched by torchrun, srun or mpirun (docs/gpu.md); a list of devices in one process is for host replicas (cpu,cpu) only",
             kinds[0].0
         )));
     }

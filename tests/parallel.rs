@@ -145,7 +145,7 @@ fn bad_device_lists_are_one_line_errors_before_any_work() {
         (
             "libtorch-cuda:0,libtorch-cuda:1",
             &[],
-            "no collective operations",
+            "launched by torchrun, srun or mpirun",
         ),
     ];
     for (k, (devices, sets, says)) in cases.into_iter().enumerate() {

@@ -18,8 +18,8 @@ pub struct Args {
     /// Override a config value, e.g. --set train.steps=100 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Data-parallel replicas, one per device, e.g. --devices cuda:0,cuda:1 (sets
-    /// train.devices; with --resume, a run continues on another number of devices).
+    /// Host replicas testing data parallelism in one process, e.g. --devices cpu,cpu (sets
+    /// train.devices); several GPUs train as one process each under torchrun/srun/mpirun.
     #[arg(long, value_delimiter = ',', value_name = "DEVICE,...")]
     devices: Vec<String>,
     /// Run folder [default: runs/<config name>] (`--run-dir` under torchrun, whose own

@@ -100,23 +100,3 @@ impl ParamWalker for MoveTo<'_> {
         replace(param, value);
     }
 }
-
-/// Marks every parameter for burn's distributed data parallel: their gradients are
-/// all-reduced across the devices of the running `DistributedContext` during `backward`.
-/// (The mark is not kept when a value is replaced, so the optimizer's update is followed by
-/// another pass.)
-pub struct MarkDistributed;
-
-fn mark<const D: usize>(param: &mut Param<Tensor<D>>) {
-    let (id, value, mapper) = param.clone().consume();
-    *param = Param::from_mapped_value(id, value.set_distributed(id), mapper);
-}
-
-impl ParamWalker for MarkDistributed {
-    fn matrix(&mut self, _name: &str, _kind: Matrix, param: &mut Param<Tensor<2>>) {
-        mark(param);
-    }
-    fn vector(&mut self, _name: &str, param: &mut Param<Tensor<1>>) {
-        mark(param);
-    }
-}

@@ -158,11 +158,10 @@ pub struct TrainSection {
     /// The device of a one-device run: `cpu` (the default CPU backend), `cuda[:i]` (feature
     /// `cuda`), `libtorch`, `libtorch-cuda[:i]` (feature `tch`).
     pub device: String,
-    /// Data-parallel replicas, one per device, e.g. `["cuda:0", "cuda:1"]` (`--devices
-    /// cuda:0,cuda:1`). When set it takes the place of `train.device`. `data.batch_size` stays
-    /// the global batch: each replica takes `batch_size / len` of its rows. Gradients are summed
-    /// by burn's all-reduce (NCCL) on CUDA; `["cpu", "cpu"]` runs replicas on the host, one
-    /// after another, to test the arithmetic (see `train::replicas`).
+    /// Host replicas for testing data parallelism in one process, e.g. `["cpu", "cpu"]`
+    /// (`--devices cpu,cpu`), one after another. When set it takes the place of `train.device`.
+    /// `data.batch_size` stays the global batch: each replica takes `batch_size / len` of its
+    /// rows (see `train::replicas`). Several GPUs train as one process each (`crate::dist`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
     /// `f32`, or `bf16` mixed precision (bf16 matrix products and activations, f32 weights,

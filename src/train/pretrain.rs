@@ -137,10 +137,10 @@ fn micro_steps(
     stream: &mut BatchStream,
     replicas: &mut Replicas,
     counts: &mut WindowCounts,
-) -> Result<(Vec<Grads>, Vec<Pending>, usize, usize)> {
+) -> Result<(Grads, Vec<Pending>, usize, usize)> {
     let cfg = inp.cfg;
     let cline = cfg.objective.kind.trains_on_triples();
-    let (mut grads, mut t) = (Vec::<Grads>::new(), Vec::new());
+    let (mut grads, mut t) = (None::<Grads>, Vec::new());
     let (mut masked, mut tokens) = (0, 0);
     for micro in 0..cfg.train.grad_accum {
         let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
@@ -168,17 +168,15 @@ fn micro_steps(
         };
         let objectives = replicas.objectives(&losses)?;
         let g = replicas.backward(&objectives)?;
-        if grads.is_empty() {
-            grads = g;
-        } else {
-            for (a, g) in grads.iter_mut().zip(g) {
-                a.accumulate(g);
-            }
+        match &mut grads {
+            None => grads = Some(g),
+            Some(a) => a.accumulate(g),
         }
         let mut values = terms::pending(&losses, &objectives);
         counts.add(std::mem::take(&mut values.counters));
         t.push(values);
     }
+    let grads = grads.expect("grad_accum is at least 1");
     Ok((grads, t, masked, tokens))
 }
 
@@ -290,7 +288,7 @@ fn save_checkpoint(
         run,
         state,
         &replicas.models[0].export(),
-        &replicas.opts[0].state(),
+        &replicas.opt.state(),
         keep,
     )
 }
@@ -378,10 +376,7 @@ pub fn pretrain_in(
     if opts.resume && main {
         truncate_metrics(&run.join(METRICS), start.step)?;
     }
-    // An explicit `train.devices` list of CUDA devices goes through burn's distributed data
-    // parallel (NCCL) even with one device: that is how a one-GPU machine checks the path.
-    let collective = !cfg.train.devices.is_empty() && crate::device::has_collectives(&names[0]);
-    let mut replicas = Replicas::new(model, opt, base_devices, collective)?;
+    let mut replicas = Replicas::new(model, opt, base_devices)?;
     replicas.join(group);
     replicas.broadcast_parameters()?;
     let files = if main {

@@ -1,5 +1,6 @@
-//! Data-parallel pre-training: one replica of the model per device of `train.devices`, all
-//! updated with the same summed gradients.
+//! Data-parallel pre-training: one replica of the model per device of `train.devices` (host
+//! replicas), or one per process of a data-parallel job, all updated with the same summed
+//! gradients.
 //!
 //! Each micro-step, the micro-batch of `data.batch_size` rows is masked on the host as it would
 //! be for one device, then split into k equal row shards. Replica r runs the forward pass of
@@ -11,17 +12,18 @@
 //! b rows train like one device × k·b rows (equal to f32 rounding where no random draw differs,
 //! i.e. dropout off and no generator sampling; `tests/parallel.rs`).
 //!
-//! burn sums the gradients:
-//! - CUDA devices: burn's distributed data parallel. The parameters are marked
-//!   ([`MarkDistributed`]), a `DistributedContext` runs for the replicas' devices, and the
-//!   replicas' `backward` passes (one thread each) all-reduce every gradient over NCCL as soon
-//!   as it is ready. Each replica then takes the same AdamW step with its own optimizer state,
-//!   so no parameters travel.
-//! - Host replicas (`["cpu", "cpu"]`): burn 0.22 has no collective operations on its CPU
-//!   backends (flex's `DistributedOps` is left unimplemented), so the backward passes run one
-//!   after another and their gradients are added with burn tensor operations. Replica 0 takes
-//!   the AdamW step and the others copy its parameters. Host replicas exist to test the
-//!   arithmetic of data parallelism where there is no GPU; they are not faster than one.
+//! The backward passes run one after another and their gradients are added with burn tensor
+//! operations on replica 0's device; replica 0 takes the AdamW step and the others copy its
+//! parameters. Several replicas in one process exist to test the arithmetic of data
+//! parallelism without LibTorch (the default build has no collectives); they are not faster
+//! than one. Several GPUs or nodes train as one process each, joined by c10d
+//! ([`crate::dist`], [`Replicas::join`]): there each process is one replica, and its share of
+//! the rows, seeds and loss is the same as here.
+//!
+//! (Until issue 33, CUDA replicas in one process summed their gradients with burn's own
+//! distributed data parallel over NCCL. On burn's CUDA backend one ELECTRA-Small-sized step
+//! takes 270 ms where LibTorch's takes 32 ms, so eight such GPUs did less than one LibTorch
+//! GPU; that path is gone, and `--devices` lists of GPUs now say to launch processes.)
 //!
 //! The forward passes run one after another from one thread: burn's random seed is one per
 //! process on every backend (flex, cubecl), so replicas drawing at the same time could not be
@@ -32,13 +34,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use burn::prelude::*;
-use burn::tensor::distributed::{DistributedConfig, DistributedContext, ReduceOperation};
 
 use super::model::PretrainModel;
 use super::optimizer::{AdamW, Grads};
 use crate::Result;
 use crate::dist::Group;
-use crate::model::params::{MarkDistributed, ShapeLister};
+use crate::model::params::ShapeLister;
 use crate::objective::StepLoss;
 use crate::objective::terms::{self, Counters, Pending, StepValues, WindowCounts};
 
@@ -54,15 +55,12 @@ pub fn replica_seed(step_seed: u64, r: usize) -> u64 {
 pub struct Replicas {
     /// One model per device; replica 0 is the one checkpoints are written from.
     pub models: Vec<PretrainModel>,
-    /// One optimizer per replica that takes the AdamW step: all of them with collectives,
-    /// replica 0's alone on the host.
-    pub opts: Vec<AdamW>,
+    /// Replica 0's optimizer (the others copy its parameters after each step).
+    pub opt: AdamW,
     /// The replicas' autodiff devices.
     pub devices: Vec<Device>,
     /// The same devices without autodiff (seeding).
     base: Vec<Device>,
-    /// Running while the replicas all-reduce their gradients with burn's collectives.
-    collective: Option<DistributedContext>,
     /// The processes of a data-parallel job (`crate::dist`): this process's replicas are
     /// replicas `rank·len .. (rank+1)·len` of `size·len`.
     pub group: Option<Arc<Group>>,
@@ -73,13 +71,8 @@ pub struct Replicas {
 
 impl Replicas {
     /// Replicas of `model` and `opt` (replica 0 is them) on `base` (devices without autodiff,
-    /// the first being `model`'s). `collective`: sum gradients with burn's all-reduce.
-    pub fn new(
-        model: PretrainModel,
-        opt: AdamW,
-        base: Vec<Device>,
-        collective: bool,
-    ) -> Result<Self> {
+    /// the first being `model`'s).
+    pub fn new(model: PretrainModel, opt: AdamW, base: Vec<Device>) -> Result<Self> {
         let devices: Vec<Device> = base.iter().map(|d| d.clone().autodiff()).collect();
         // burn initialises parameters lazily, on first use: draw them now, from the RNG state
         // `train.seed` left, so that every replica starts from the same values (and a run's
@@ -91,35 +84,11 @@ impl Replicas {
             let r = models[0].replica(d);
             models.push(r);
         }
-        let mut opts = vec![opt];
-        if collective {
-            let state = (opts[0].step > 0).then(|| opts[0].state());
-            for d in &devices[1..] {
-                let mut o = AdamW::new(opts[0].config.clone());
-                if let Some(s) = &state {
-                    o.load_state(opts[0].step, s, d)?;
-                }
-                opts.push(o);
-            }
-        }
-        let collective = collective.then(|| {
-            let ctx = DistributedContext::init(
-                devices.clone(),
-                DistributedConfig {
-                    all_reduce_op: ReduceOperation::Sum,
-                },
-            );
-            for m in &mut models {
-                m.walk(&mut MarkDistributed);
-            }
-            ctx
-        });
         Ok(Self {
             models,
-            opts,
+            opt,
             devices,
             base,
-            collective,
             group: None,
             #[cfg(feature = "tch")]
             overlap: None,
@@ -281,8 +250,8 @@ impl Replicas {
     }
 
     /// The backward passes of the replicas' `objectives`: the gradients summed over every
-    /// process's replicas, one set per optimizer (see [`Replicas::opts`]).
-    pub fn backward(&mut self, objectives: &[Tensor<1>]) -> Result<Vec<Grads>> {
+    /// process's replicas.
+    pub fn backward(&mut self, objectives: &[Tensor<1>]) -> Result<Grads> {
         #[cfg(feature = "tch")]
         if let (Some(o), Some(g)) = (&self.overlap, &self.group) {
             o.begin_backward(&self.base[0]);
@@ -292,35 +261,7 @@ impl Replicas {
             let (mut rest, done) = Grads::collect_except(&grads, |w| model.walk(w), &summed);
             rest.all_reduce(g)?;
             rest.entries.extend(done.entries);
-            return Ok(vec![rest]);
-        }
-        let mut grads = self.local_backward(objectives);
-        if let Some(g) = &self.group {
-            for set in &mut grads {
-                set.all_reduce(g)?;
-            }
-        }
-        Ok(grads)
-    }
-
-    fn local_backward(&mut self, objectives: &[Tensor<1>]) -> Vec<Grads> {
-        if self.collective.is_some() {
-            return std::thread::scope(|s| {
-                let passes: Vec<_> = objectives
-                    .iter()
-                    .zip(self.models.iter_mut())
-                    .map(|(o, m)| {
-                        s.spawn(move || {
-                            let g = o.backward();
-                            Grads::collect(&g, |w| m.walk(w))
-                        })
-                    })
-                    .collect();
-                passes
-                    .into_iter()
-                    .map(|p| p.join().expect("a replica's backward pass"))
-                    .collect()
-            });
+            return Ok(rest);
         }
         let mut sum: Option<Grads> = None;
         for (o, m) in objectives.iter().zip(self.models.iter_mut()) {
@@ -331,39 +272,31 @@ impl Replicas {
                 None => sum = Some(g),
             }
         }
-        vec![sum.expect("at least one replica")]
+        let mut sum = sum.expect("at least one replica");
+        if let Some(g) = &self.group {
+            sum.all_reduce(g)?;
+        }
+        Ok(sum)
     }
 
-    /// One optimizer step with the micro-steps' summed `grads` (one set per optimizer):
-    /// averaged over `grad_accum` micro-steps, clipped to `max_norm`, applied at `lr`.
-    /// Returns the gradient norm before clipping, on the device (`None` without gradients).
+    /// One optimizer step with the micro-steps' summed `grads`: averaged over `grad_accum`
+    /// micro-steps, clipped to `max_norm`, applied at `lr`. Returns the gradient norm before
+    /// clipping, on the device (`None` without gradients).
     pub fn update(
         &mut self,
-        grads: Vec<Grads>,
+        mut grads: Grads,
         grad_accum: usize,
         max_norm: f64,
         lr: f64,
     ) -> Option<Tensor<1>> {
-        let mut norm = None;
-        for (r, mut g) in grads.into_iter().enumerate() {
-            if grad_accum > 1 {
-                g.scale(1.0 / grad_accum as f64);
-            }
-            let n = g.clip_global_norm(max_norm);
-            if r == 0 {
-                norm = n;
-            }
-            let m = &mut self.models[r];
-            self.opts[r].update(lr, &g, |w| m.walk(w));
-
-            if self.collective.is_some() {
-                m.walk(&mut MarkDistributed);
-            }
+        if grad_accum > 1 {
+            grads.scale(1.0 / grad_accum as f64);
         }
-        if self.collective.is_none() {
-            for r in 1..self.len() {
-                self.models[r] = self.models[0].replica(&self.devices[r]);
-            }
+        let norm = grads.clip_global_norm(max_norm);
+        let m = &mut self.models[0];
+        self.opt.update(lr, &grads, |w| m.walk(w));
+        for r in 1..self.len() {
+            self.models[r] = self.models[0].replica(&self.devices[r]);
         }
         norm
     }
