@@ -8,13 +8,18 @@
 #   2. tiny BERT with SR (the GPU machines have no WordNet), dropout off, 20 steps on `libtorch-cuda`: one process without a group,
 #      torchrun with a world of one (NCCL), and torchrun with two processes sharing the GPU
 #      (Gloo on CUDA tensors; NCCL refuses two ranks on one GPU; `libtorch-cuda:0` overrides the
-#      LOCAL_RANK choice): the curves, and tokens/s.
+#      LOCAL_RANK choice): the curves, and tokens/s;
+#   3. the cost of a world of one at the ELECTRA-Small size (the `electra-small` preset, 128 ×
+#      128 tokens, Soft Regularization): one process without a group, torchrun with a world of
+#      one (NCCL, the all-reduce overlapped with the backward pass), and the same with
+#      TRUENEG_OVERLAP=0, alternating for ROUNDS rounds (default 3); tokens/s of steps 21–30
+#      (W1_SHARDS: shards at 128 tokens to use instead of the repository's text).
 # Everything it prints is also written under OUT (default $OUT, else /tmp/gpu-graph).
 #
-#   scripts/gpu-graph-check.sh BIN [PARTS]
+#   scripts/gpu-graph-check.sh BIN [PARTS]     (PARTS default "1 2 3")
 set -uo pipefail
 bin=$(realpath "$1")
-parts=${2:-1 2}
+parts=${2:-1 2 3}
 out=${OUT_DIR:-${OUT:-/tmp/gpu-graph}}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
@@ -84,6 +89,39 @@ for name, c in curves.items():
                     worst = max(worst, abs(a[k] - b[k]) / max(1.0, abs(a[k])))
     tps = sorted(m["tokens_per_s"] for m in c[2:])
     print(f"{name:6s} steps {len(c)} final loss {c[-1]['loss']:.6f} median tokens/s {tps[len(tps) // 2]:.0f} largest relative difference from plain {worst:.2e}")
+PY
+      ;;
+    3)
+      dir=$out/world1
+      rm -rf "$dir" && mkdir -p "$dir"
+      shards=${W1_SHARDS:-$dir/shards}
+      if [ -z "${W1_SHARDS:-}" ]; then
+        cat README.md BENCHMARKS.md docs/*.md >"$dir/corpus.txt"
+        "$bin" --quiet prepare --input "$dir/corpus.txt" --train-vocab 8000 --max-seq-len 128 --out "$shards" >/dev/null
+      fi
+      sets=(--set "data.shards=$shards" --set model.vocab_size=0 --set objective.kind=sr
+        --set "train.steps=${W1_STEPS:-30}" --set train.log_every=10 --set train.checkpoint_every=1000
+        --set "train.device=${W1_DEVICE:-libtorch-cuda}")
+      for round in $(seq "${ROUNDS:-3}"); do
+        "$bin" --quiet pretrain --config electra-small --run "$dir/plain-$round" "${sets[@]}" >"$dir/plain-$round.log" 2>&1
+        torchrun --nproc-per-node 1 --master-port 29513 --no-python "$bin" --quiet pretrain --config electra-small \
+          --run-dir "$dir/overlap-$round" "${sets[@]}" >"$dir/overlap-$round.log" 2>&1
+        TRUENEG_OVERLAP=0 torchrun --nproc-per-node 1 --master-port 29514 --no-python "$bin" --quiet pretrain \
+          --config electra-small --run-dir "$dir/after-$round" "${sets[@]}" >"$dir/after-$round.log" 2>&1
+      done
+      tail -n 3 "$dir"/*.log >"$out/world1-logs.txt" 2>&1
+      python3 - "$dir" <<'PY' | tee -a "$out/summary.txt"
+import json, pathlib, statistics, sys
+d = pathlib.Path(sys.argv[1])
+rates = {}
+for name in ("plain", "overlap", "after"):
+    for f in sorted(d.glob(f"{name}-*/metrics.jsonl")):
+        lines = [json.loads(l) for l in open(f)]
+        rates.setdefault(name, []).append(lines[-1]["tokens_per_s"] if lines else float("nan"))
+base = statistics.median(rates.get("plain", [float("nan")]))
+for name, r in rates.items():
+    m = statistics.median(r)
+    print(f"world of one, {name:7s}: tokens/s {' '.join(f'{x:.0f}' for x in r)}, median {m:.0f}, {m / base:.3f} of plain")
 PY
       ;;
   esac
