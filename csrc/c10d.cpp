@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -112,7 +113,11 @@ int trueneg_c10d_new(const char* host, int port, int rank, int world, int agent_
     o.waitWorkers = agent_store == 0;
     o.timeout = std::chrono::milliseconds(timeout_ms);
     auto tcp = c10::make_intrusive<c10d::TCPStore>(host, o);
-    auto store = c10::make_intrusive<c10d::PrefixStore>("trueneg/", tcp);
+    // torchrun's agent keeps its store across restarts of the workers: one prefix per attempt,
+    // so that no key of a failed attempt (world sizes, configurations, roll calls) is read.
+    const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    auto prefix = std::string("trueneg/") + (attempt != nullptr ? attempt : "0") + "/";
+    auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
     agree_on_world(*store, rank, world);
     auto backend = gloo_backend(store, rank, world, timeout_ms);
     *out = new Group{store, backend, {}, rank, world, timeout_ms};

@@ -160,15 +160,20 @@ mod processes {
             .port()
     }
 
-    fn rank(run: &Path, r: usize, size: usize, port: u16, extra: &[&str]) -> Command {
-        let sets: Vec<&str> = SETS.iter().chain(extra).copied().collect();
-        let mut c = pretrain_cmd(run, &sets);
+    /// `c` as rank `r` of `size` processes on this host, its store at `port`.
+    fn as_rank(c: &mut Command, r: usize, size: usize, port: u16) {
         c.env("RANK", r.to_string())
             .env("WORLD_SIZE", size.to_string())
             .env("LOCAL_RANK", r.to_string())
             .env("MASTER_ADDR", "127.0.0.1")
             .env("MASTER_PORT", port.to_string())
             .env("RAYON_NUM_THREADS", "1");
+    }
+
+    fn rank(run: &Path, r: usize, size: usize, port: u16, extra: &[&str]) -> Command {
+        let sets: Vec<&str> = SETS.iter().chain(extra).copied().collect();
+        let mut c = pretrain_cmd(run, &sets);
+        as_rank(&mut c, r, size, port);
         c
     }
 
@@ -231,12 +236,7 @@ mod processes {
         let port = free_port();
         let with_rank = |r: usize| {
             let mut c = command(r);
-            c.env("RANK", r.to_string())
-                .env("WORLD_SIZE", size.to_string())
-                .env("LOCAL_RANK", r.to_string())
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", port.to_string())
-                .env("RAYON_NUM_THREADS", "1");
+            as_rank(&mut c, r, size, port);
             c
         };
         let others: Vec<Child> = (1..size).map(|r| spawn(with_rank(r))).collect();
