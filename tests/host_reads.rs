@@ -28,8 +28,15 @@ const OBJECTIVES: [(&[&str], u64); 3] = [
     (&["model.kind=bert", "objective.kind=sr-sent"], 2),
 ];
 
-/// The reads of a run of `steps` steps of `objective` on `device`.
-fn reads_of_run(dir: &std::path::Path, device: &str, objective: &[&str], steps: u64) -> u64 {
+/// The reads of a run of `steps` steps of `objective` on `device` (as the only process of a
+/// torchrun job with `job`: its counts and gradients are summed over the group each step).
+fn reads_of_run(
+    dir: &std::path::Path,
+    device: &str,
+    objective: &[&str],
+    steps: u64,
+    job: bool,
+) -> u64 {
     let mut sets: Vec<String> = [
         format!("data.shards={}", common::shards().display()),
         format!("train.steps={steps}"),
@@ -43,13 +50,30 @@ fn reads_of_run(dir: &std::path::Path, device: &str, objective: &[&str], steps: 
     let cfg = PretrainConfig::load("tiny", &sets).unwrap();
     let shards = trueneg::text::shards::ShardSet::open(common::shards()).unwrap();
     let opts = RunOptions {
-        run_dir: dir.join(format!("{device}-{}-{steps}", objective.join("-"))),
+        run_dir: dir.join(format!("{device}-{}-{steps}-{job}", objective.join("-"))),
         resume: false,
         progress: Progress::Hidden,
         stop: None,
     };
+    let group = job.then(|| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let vars = [("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")];
+        let world = trueneg::dist::World::from_vars(|k| match k {
+            "MASTER_PORT" => Some(port.clone()),
+            _ => vars.iter().find(|v| v.0 == k).map(|v| v.1.to_string()),
+        })
+        .unwrap();
+        let timeout = std::time::Duration::from_secs(60);
+        let g = trueneg::dist::Group::join(&world, timeout).unwrap();
+        g.expect("a torchrun world of one joins a group")
+    });
     let before = trueneg::kernels::host_reads();
-    pretrain_in(&cfg, &shards, &opts, None).unwrap();
+    pretrain_in(&cfg, &shards, &opts, group).unwrap();
     trueneg::kernels::host_reads() - before
 }
 
@@ -58,7 +82,7 @@ fn steps_read_nothing(device: &str) {
     for (objective, per_line) in OBJECTIVES {
         let r: Vec<u64> = [8, 16, 24]
             .iter()
-            .map(|&s| reads_of_run(dir.path(), device, objective, s))
+            .map(|&s| reads_of_run(dir.path(), device, objective, s, false))
             .collect();
         assert_eq!(
             (r[1] - r[0], r[2] - r[1]),
@@ -68,9 +92,31 @@ fn steps_read_nothing(device: &str) {
     }
 }
 
+/// The same in a data-parallel job (a torchrun world of one: the counts that share out the
+/// objective and the gradients are summed over the group every step, on LibTorch where they
+/// are): 8 more steps add the same few reads of one logging step, never one a step.
+#[cfg(feature = "tch")]
+fn job_steps_read_nothing(device: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    for (objective, _) in &OBJECTIVES[..2] {
+        let r: Vec<u64> = [8, 16, 24]
+            .iter()
+            .map(|&s| reads_of_run(dir.path(), device, objective, s, true))
+            .collect();
+        let (a, b) = (r[1] - r[0], r[2] - r[1]);
+        assert!(
+            a == b && a < 8,
+            "{device} {objective:?} in a job: 8 more steps must add one logging step's reads (runs of 8/16/24 steps read {r:?})"
+        );
+    }
+}
+
 #[test]
 fn training_steps_read_nothing_back_between_logging_steps() {
     steps_read_nothing("cpu");
     #[cfg(feature = "tch")]
-    steps_read_nothing("libtorch");
+    {
+        steps_read_nothing("libtorch");
+        job_steps_read_nothing("libtorch");
+    }
 }

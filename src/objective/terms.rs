@@ -40,6 +40,14 @@ impl Count {
         }
     }
 
+    /// The count as a [1] tensor on `device` (a host count is uploaded; nothing is read).
+    fn tensor(&self, device: &Device) -> Tensor<1> {
+        match self {
+            Count::Host(n) => Tensor::from_floats([*n as f32], device),
+            Count::Device(t) => t.clone().detach().to_device(device),
+        }
+    }
+
     /// The same count without autodiff (device counts are plain values).
     fn detached(&self) -> Self {
         match self {
@@ -200,58 +208,59 @@ impl StepLoss {
 
     /// This replica's share of the micro-batch objective over `replicas` replicas:
     /// `Σ_t (n_t / N_t)·part_t + R / replicas`, where `n_t` is this replica's count of part t
-    /// and `N_t = totals[t]` the count over all replicas. The shares add up to the objective
-    /// of the whole micro-batch, so the summed gradients of the replicas are its gradient
-    /// whatever the split. One replica: the plain sum.
-    pub fn objective(&self, totals: &[f64], replicas: usize) -> Tensor<1> {
-        let share = |p: &Term, total: f64| {
-            if replicas == 1 {
-                p.value.clone()
-            } else {
-                let w = if total > 0.0 {
-                    p.count.value() / total
-                } else {
-                    0.0
-                };
-                p.value.clone().mul_scalar(w)
+    /// and `N_t = totals[t]` the count over all replicas ([`totals`], on the device: nothing is
+    /// read). The shares add up to the objective of the whole micro-batch, so the summed
+    /// gradients of the replicas are its gradient whatever the split. One replica (`totals`
+    /// `None`): the plain sum.
+    pub fn objective(&self, totals: Option<&Tensor<1>>, replicas: usize) -> Tensor<1> {
+        let share = |t: usize, p: &Term| match totals {
+            None => p.value.clone(),
+            Some(all) => {
+                let device = p.value.device();
+                let total = all.clone().slice(t..t + 1).to_device(&device);
+                // Counts are whole numbers: N_t = 0 means n_t = 0, and the share is 0.
+                p.value.clone() * (p.count.tensor(&device) / total.clamp_min(1.0))
             }
         };
-        let mut parts = self.parts.iter().zip(totals);
-        let (first, total) = parts.next().expect("an objective has a term");
-        let mut sum = share(first, *total);
-        for (p, total) in parts {
-            sum = sum + share(p, *total);
+        let mut sum = share(0, &self.parts[0]);
+        for (t, p) in self.parts.iter().enumerate().skip(1) {
+            sum = sum + share(t, p);
         }
         match &self.shared {
-            Some(r) if replicas == 1 => sum + r.clone(),
+            Some(r) if totals.is_none() => sum + r.clone(),
             Some(r) => sum + r.clone().div_scalar(replicas as f64),
             None => sum,
         }
     }
 }
 
-/// Each replica's share of the micro-batch objective (see [`StepLoss::objective`]). One
-/// replica needs no counts (nothing is read).
+/// Each replica's share of the micro-batch objective (see [`StepLoss::objective`]). Nothing is
+/// read: several replicas' counts are summed on the first one's device.
 pub fn objectives(losses: &[StepLoss]) -> Vec<Tensor<1>> {
     if losses.len() == 1 {
-        return vec![losses[0].objective(&vec![0.0; losses[0].parts.len()], 1)];
+        return vec![losses[0].objective(None, 1)];
     }
-    objectives_of(losses, &totals(losses), losses.len())
+    let device = losses[0].parts[0].value.device();
+    objectives_of(losses, &totals(losses, &device), losses.len())
 }
 
-/// Each term's count summed over the replicas `losses`.
-pub fn totals(losses: &[StepLoss]) -> Vec<f64> {
-    (0..losses[0].parts.len())
-        .map(|t| losses.iter().map(|l| l.parts[t].count.value()).sum())
-        .collect()
+/// Each term's count summed over the replicas `losses`: a [terms] tensor on `device`.
+pub fn totals(losses: &[StepLoss], device: &Device) -> Tensor<1> {
+    let per_term = (0..losses[0].parts.len())
+        .map(|t| {
+            let counts = losses.iter().map(|l| l.parts[t].count.tensor(device));
+            counts.reduce(|a, b| a + b).expect("at least one replica")
+        })
+        .collect();
+    Tensor::cat(per_term, 0)
 }
 
 /// The shares of `losses`, replicas among `replicas` in all whose terms count `totals`
 /// together (processes of a data-parallel job hold a few replicas each).
-pub fn objectives_of(losses: &[StepLoss], totals: &[f64], replicas: usize) -> Vec<Tensor<1>> {
+pub fn objectives_of(losses: &[StepLoss], totals: &Tensor<1>, replicas: usize) -> Vec<Tensor<1>> {
     losses
         .iter()
-        .map(|l| l.objective(totals, replicas))
+        .map(|l| l.objective(Some(totals), replicas))
         .collect()
 }
 

@@ -232,7 +232,7 @@ impl Grads {
 
 /// `flat` summed over the processes of `group`: a LibTorch tensor where it is, in place (NCCL
 /// on GPUs); others through one host buffer, read once and put back once.
-fn summed(group: &crate::dist::Group, flat: Tensor<1>) -> crate::Result<Tensor<1>> {
+pub(crate) fn summed(group: &crate::dist::Group, flat: Tensor<1>) -> crate::Result<Tensor<1>> {
     #[cfg(feature = "tch")]
     if let Some(t) = crate::kernels::tch_tensor(&flat) {
         group.sum_tensor(&t)?;

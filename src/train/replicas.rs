@@ -130,8 +130,8 @@ impl Replicas {
         let Some(g) = &self.group else {
             return Ok(terms::objectives(losses));
         };
-        let mut totals = terms::totals(losses);
-        g.sum_f64(&mut totals)?;
+        // Summed over the ranks where they are (LibTorch: in place, NCCL on GPUs): no read.
+        let totals = super::grads::summed(g, terms::totals(losses, &self.base[0]))?;
         Ok(terms::objectives_of(losses, &totals, self.global().1))
     }
 
