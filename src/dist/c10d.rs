@@ -103,8 +103,11 @@ impl Handle {
         let host = CString::new(w.master_addr.clone()).map_err(|e| e.to_string())?;
         let mut out = std::ptr::null_mut();
         let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
-        // The store's host serves on MASTER_ADDR's address only; the store owns the socket.
-        let listen_fd = if w.rank == 0 && !w.agent_store {
+        // The store's host serves on MASTER_ADDR's address only (the store owns the socket),
+        // unless TRUENEG_STORE_BIND=all (MASTER_ADDR a virtual address, e.g. a Kubernetes
+        // service, that rank 0's host cannot bind).
+        let all = std::env::var("TRUENEG_STORE_BIND").as_deref() == Ok("all");
+        let listen_fd = if w.rank == 0 && !w.agent_store && !all {
             store_socket(w)?.into_raw_fd()
         } else {
             -1
@@ -302,7 +305,7 @@ fn store_socket(w: &World) -> Result<TcpListener, String> {
         }
     }
     Err(format!(
-        "rank 0 hosts the store, but cannot listen on MASTER_ADDR={}:{} ({}): MASTER_ADDR must name an address of rank 0's host, and the port must be free",
+        "rank 0 hosts the store, but cannot listen on MASTER_ADDR={}:{} ({}): MASTER_ADDR must name an address of rank 0's host and the port must be free (TRUENEG_STORE_BIND=all listens on every interface, as c10d's own store does)",
         w.master_addr,
         w.master_port,
         last.unwrap_or_else(|| "no address".into())
