@@ -52,6 +52,34 @@ fn launcher_variables_give_the_world() {
         (s.master_addr.as_str(), s.master_port, s.agent_store),
         ("127.0.0.1", 29500, false)
     );
+    // A Slurm job on several nodes: task 0's host and a port from the job id, unless given.
+    let nodes = [
+        ("SLURM_PROCID", "9"),
+        ("SLURM_NTASKS", "16"),
+        ("SLURM_LOCALID", "1"),
+        ("SLURM_JOB_NODELIST", "gpu[07-08,11],cpu3"),
+        ("SLURM_JOB_ID", "123456"),
+    ];
+    let s = world(&nodes).unwrap();
+    assert_eq!((s.master_addr.as_str(), s.master_port), ("gpu07", 13456));
+    let given = [
+        nodes.as_slice(),
+        &[("MASTER_ADDR", "h0"), ("MASTER_PORT", "29400")],
+    ]
+    .concat();
+    let s = world(&given).unwrap();
+    assert_eq!((s.master_addr.as_str(), s.master_port), ("h0", 29400));
+    for (list, first) in [
+        ("n1", "n1"),
+        ("node[001-004]", "node001"),
+        ("r[1-2]-n[3-4],x", "r1-n3"),
+        ("a[5,7-9]b", "a5b"),
+    ] {
+        assert_eq!(
+            trueneg::dist::world::first_host(list).as_deref(),
+            Some(first)
+        );
+    }
     let m = world(&[
         ("OMPI_COMM_WORLD_RANK", "1"),
         ("OMPI_COMM_WORLD_SIZE", "2"),

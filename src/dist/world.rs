@@ -7,8 +7,10 @@
 //! - `mpirun`: Open MPI's `OMPI_COMM_WORLD_RANK` / `_SIZE` / `_LOCAL_RANK`, or MPICH's
 //!   `PMI_RANK`, `PMI_SIZE`, `MPI_LOCALRANKID`.
 //!
-//! With `srun` and `mpirun`, `MASTER_ADDR` names rank 0's host (default `127.0.0.1`: one node)
-//! and `MASTER_PORT` its store's port (default 29500).
+//! With `srun` and `mpirun`, `MASTER_ADDR` names rank 0's host and `MASTER_PORT` its store's
+//! port. Unset, under `srun` they are the first host of the job's node list (where task 0
+//! runs) and 10000 + the job id mod 20000 (two jobs sharing a node do not collide); otherwise
+//! `127.0.0.1` (one node) and 29500.
 
 use crate::{Error, Result};
 
@@ -40,6 +42,35 @@ const LAUNCHERS: [(&str, [&str; 3]); 4] = [
     ("mpirun", ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"]),
     ("srun", ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"]),
 ];
+
+/// Under `srun`: the first host of the job's node list and a port from the job id.
+fn slurm(launcher: &str, var: &impl Fn(&str) -> Option<String>) -> (Option<String>, Option<u16>) {
+    if launcher != "srun" {
+        return (None, None);
+    }
+    let nodes = var("SLURM_STEP_NODELIST").or_else(|| var("SLURM_JOB_NODELIST"));
+    let port = var("SLURM_JOB_ID")
+        .and_then(|id| id.trim().parse::<u64>().ok())
+        .map(|id| 10000 + (id % 20000) as u16);
+    (nodes.as_deref().and_then(first_host), port)
+}
+
+/// The first host of a Slurm host list (`gpu[01-04,07],cpu3` → `gpu01`; every bracket takes its
+/// first number, `r[1-2]-n[3-4]` → `r1-n3`).
+pub fn first_host(list: &str) -> Option<String> {
+    let (mut host, mut depth, mut skipping) = (String::new(), 0, false);
+    for c in list.trim().chars() {
+        match c {
+            ',' if depth == 0 => break,
+            '[' => (depth, skipping) = (depth + 1, false),
+            ']' => depth -= 1,
+            ',' | '-' if depth > 0 => skipping = true,
+            _ if depth > 0 && skipping => {}
+            _ => host.push(c),
+        }
+    }
+    (!host.is_empty()).then_some(host)
+}
 
 impl World {
     /// A world of one process.
@@ -82,12 +113,14 @@ impl World {
             rank: number(rank, None)?,
             size: number(size, None)?,
             local_rank: number(local, Some(0))?,
-            master_addr: var("MASTER_ADDR").unwrap_or_else(|| "127.0.0.1".into()),
+            master_addr: var("MASTER_ADDR")
+                .or_else(|| slurm(launcher, &var).0)
+                .unwrap_or_else(|| "127.0.0.1".into()),
             master_port: match var("MASTER_PORT") {
                 Some(p) => p.trim().parse().map_err(|_| {
                     Error::Config(format!("MASTER_PORT = {p:?} is not a port number"))
                 })?,
-                None => 29500,
+                None => slurm(launcher, &var).1.unwrap_or(29500),
             },
             agent_store: var("TORCHELASTIC_USE_AGENT_STORE").as_deref() == Some("True"),
             launcher,
