@@ -126,12 +126,7 @@ fn each_process_takes_its_share_of_the_cores() {
 
 #[test]
 fn a_world_of_one_joins_a_group_only_under_torchrun_with_the_engine() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = common::free_port().to_string();
     let timeout = std::time::Duration::from_secs(20);
     let join = |vars: &[(&str, &str)]| {
         trueneg::dist::Group::join(&world(vars).unwrap(), timeout)
@@ -171,7 +166,7 @@ mod processes {
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use super::common::{metrics, ok, pretrain_cmd, resume_cmd};
+    use super::common::{free_port, metrics, ok, pretrain_cmd, resume_cmd};
 
     /// ELECTRA with dropout and Hard Correction: every random draw and count is per replica.
     const SETS: [&str; 3] = [
@@ -179,14 +174,6 @@ mod processes {
         "train.steps=4",
         "train.checkpoint_every=2",
     ];
-
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
 
     /// `c` as rank `r` of `size` processes on this host, its store at `port`.
     fn as_rank(c: &mut Command, r: usize, size: usize, port: u16) {

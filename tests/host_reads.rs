@@ -56,12 +56,7 @@ fn reads_of_run(
         stop: None,
     };
     let group = job.then(|| {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-            .to_string();
+        let port = common::free_port().to_string();
         let vars = [("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")];
         let world = trueneg::dist::World::from_vars(|k| match k {
             "MASTER_PORT" => Some(port.clone()),

@@ -267,3 +267,12 @@ pub fn assert_close(name: &str, got: &[f32], want: &[f32], tol: f32) {
         });
     assert!(worst < tol, "{name}: worst relative difference {worst}");
 }
+
+/// A TCP port free on this host at the time of asking (for a test's rendezvous store).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
