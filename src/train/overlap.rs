@@ -11,9 +11,9 @@
 //! every parameter of a bucket has all its contributions, the bucket's all-reduce starts, on
 //! the device (NCCL on GPUs, Gloo on the CPU), while the backward pass goes on. Buckets start
 //! strictly in their order, so every rank starts the same all-reduces in the same order,
-//! whatever the order of the hooks. After the backward pass the remaining buckets start (a
-//! parameter whose layer took no part in the loss has a zero gradient), then all are waited
-//! on. The embeddings and heads, which are not watched, are summed after the backward pass as
+//! whatever the order of the hooks. After the backward pass the remaining buckets start, then
+//! all are waited on (a parameter the backward pass did not reach is left out of the step's
+//! gradients, as burn's own gradients would leave it). The embeddings and heads, which are not watched, are summed after the backward pass as
 //! before ([`Grads::all_reduce`](super::grads::Grads::all_reduce)).
 //!
 //! Sums are those of the unbucketed all-reduce: `0 + g` is `g`, and each float is summed over
