@@ -21,11 +21,9 @@ set -uo pipefail
 bin=$(realpath "$1")
 parts=${2:-1 2 3}
 out=${OUT_DIR:-${OUT:-/tmp/gpu-graph}}
-mkdir -p "$out"
 cd "$(dirname "$0")/.."
-torch_lib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib
-export LD_LIBRARY_PATH=$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+. scripts/gpu-common.sh
+gpu_setup "$out"
 
 for part in $parts; do
   case $part in
