@@ -145,33 +145,11 @@ int trueneg_c10d_allreduce_sum(void* group, void* data, int64_t n, int dbl, int6
   });
 }
 
-// Sums the `n` tensors at `tensors` (tch's handles: `at::Tensor*`, each a contiguous bucket
-// of one flat buffer) over the ranks, in place: every bucket's all-reduce is started, then
-// waited on. Host tensors go through Gloo; CUDA tensors through NCCL, or through a Gloo group
-// of their own with `gloo` (several processes sharing one GPU, which NCCL refuses). With NCCL
-// the wait only orders the current CUDA stream after the all-reduce: the host goes on.
-int trueneg_c10d_allreduce_tensors(void* group, void** tensors, int n, int gloo, char* err,
-                                   size_t err_len) {
-  return guarded(err, err_len, [&] {
-    auto* g = static_cast<Group*>(group);
-    if (n == 0) {
-      return;
-    }
-    auto backend = backend_for(*g, *static_cast<at::Tensor*>(tensors[0]), gloo != 0);
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (int i = 0; i < n; ++i) {
-      std::vector<at::Tensor> t{*static_cast<at::Tensor*>(tensors[i])};
-      works.push_back(backend->allreduce(t));
-    }
-    for (auto& w : works) {
-      w->wait();
-    }
-  });
-}
-
 // Starts summing the tensor `tensor` (tch's handle: `at::Tensor*`, contiguous) over the ranks,
 // in place, and returns its pending work in `work` (free it with trueneg_c10d_work_free after
-// trueneg_c10d_work_wait). Backends as trueneg_c10d_allreduce_tensors.
+// trueneg_c10d_work_wait). Host tensors go through Gloo; CUDA tensors through NCCL, or through
+// a Gloo group of their own with `gloo` (several processes sharing one GPU, which NCCL refuses).
+// With NCCL the wait only orders the current CUDA stream after the all-reduce.
 int trueneg_c10d_allreduce_start(void* group, void* tensor, int gloo, void** work, char* err,
                                  size_t err_len) {
   return guarded(err, err_len, [&] {

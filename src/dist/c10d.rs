@@ -30,14 +30,6 @@ unsafe extern "C" {
         err: *mut c_char,
         err_len: usize,
     ) -> c_int;
-    fn trueneg_c10d_allreduce_tensors(
-        group: *mut c_void,
-        tensors: *const *mut c_void,
-        n: c_int,
-        gloo: c_int,
-        err: *mut c_char,
-        err_len: usize,
-    ) -> c_int;
     fn trueneg_c10d_allreduce_start(
         group: *mut c_void,
         tensor: *mut c_void,
@@ -158,26 +150,20 @@ impl Handle {
     }
 
     /// Sums the LibTorch tensor `flat` (contiguous, 1-D) over the ranks, in place, in buckets
-    /// of `bucket` elements, on its device: host tensors by Gloo, CUDA tensors by NCCL (or by
-    /// Gloo with `gloo`). With NCCL nothing waits: the current CUDA stream is ordered after it.
+    /// of `bucket` elements, on its device: every bucket's all-reduce is started
+    /// ([`Handle::start_sum`]), then waited on. With NCCL nothing waits on the host: the current
+    /// CUDA stream is ordered after it.
     pub fn sum_tensor(&self, flat: &tch::Tensor, bucket: usize, gloo: bool) -> Result<(), String> {
         let n = flat.size1().map_err(|e| e.to_string())?;
         let bucket = bucket.max(1) as i64;
-        let buckets: Vec<tch::Tensor> = (0..n)
+        let started = (0..n)
             .step_by(bucket as usize)
-            .map(|at| flat.narrow(0, at, bucket.min(n - at)))
-            .collect();
-        let handles: Vec<*mut c_void> = buckets.iter().map(|b| b.as_ptr() as *mut c_void).collect();
-        checked(|err, len| unsafe {
-            trueneg_c10d_allreduce_tensors(
-                self.0,
-                handles.as_ptr(),
-                handles.len() as c_int,
-                gloo as c_int,
-                err,
-                len,
-            )
-        })
+            .map(|at| {
+                let view = flat.narrow(0, at, bucket.min(n - at));
+                Ok((self.start_sum(&view, gloo)?, view))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        started.iter().try_for_each(|(w, _)| w.wait())
     }
 
     /// Starts summing `t` (contiguous) over the ranks, in place, on its device; the host goes
