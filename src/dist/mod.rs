@@ -163,16 +163,17 @@ impl Group {
         self.inner
             .set(&key(self.world.rank), text.as_bytes())
             .map_err(failed)?;
+        let me = self.world.rank;
         for r in 0..self.world.size {
             let theirs = self.inner.get(&key(r)).map_err(failed)?;
             let theirs = String::from_utf8_lossy(&theirs);
-            if let Some(diff) = first_difference(&theirs, text) {
-                let (low, high) = (r.min(self.world.rank), r.max(self.world.rank));
-                let (a, b) = if r < self.world.rank {
-                    (diff.0, diff.1)
-                } else {
-                    (diff.1, diff.0)
-                };
+            // Told from the lower rank's side, the same on both.
+            let (low, high, first, second) = if r < me {
+                (r, me, theirs.as_ref(), text)
+            } else {
+                (me, r, text, theirs.as_ref())
+            };
+            if let Some((a, b)) = first_difference(first, second) {
                 return Err(self.world.error(&format!(
                     "rank {high}'s {what} differs from rank {low}'s: {b} where rank {low} has {a} (every rank must run the same configuration, data and build)"
                 )));

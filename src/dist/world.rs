@@ -109,18 +109,19 @@ impl World {
                 None => default.ok_or_else(|| Error::Config(format!("{name} is not set"))),
             }
         };
+        let (slurm_addr, slurm_port) = slurm(launcher, &var);
         let world = Self {
             rank: number(rank, None)?,
             size: number(size, None)?,
             local_rank: number(local, Some(0))?,
             master_addr: var("MASTER_ADDR")
-                .or_else(|| slurm(launcher, &var).0)
+                .or(slurm_addr)
                 .unwrap_or_else(|| "127.0.0.1".into()),
             master_port: match var("MASTER_PORT") {
                 Some(p) => p.trim().parse().map_err(|_| {
                     Error::Config(format!("MASTER_PORT = {p:?} is not a port number"))
                 })?,
-                None => slurm(launcher, &var).1.unwrap_or(29500),
+                None => slurm_port.unwrap_or(29500),
             },
             agent_store: var("TORCHELASTIC_USE_AGENT_STORE").as_deref() == Some("True"),
             launcher,
