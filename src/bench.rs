@@ -144,6 +144,7 @@ fn fixed_batch(spec: &BenchSpec, rng: &mut ChaCha8Rng) -> (Batch, Masked) {
         input_ids,
         positions,
         labels,
+        valid: None,
     };
     (b, m)
 }

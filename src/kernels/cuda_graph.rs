@@ -24,6 +24,19 @@ pub fn available() -> bool {
     cfg!(all(feature = "tch", trueneg_cuda))
 }
 
+/// Whether tensors on `device` can be rewritten in place ([`copy_into`]): LibTorch's devices.
+pub fn in_place(device: &Device) -> bool {
+    #[cfg(feature = "tch")]
+    {
+        super::libtorch::is_libtorch(device)
+    }
+    #[cfg(not(feature = "tch"))]
+    {
+        let _ = device;
+        false
+    }
+}
+
 /// Copies `src` into `dst`'s memory (same shape and dtype), on LibTorch devices: how new inputs
 /// reach a recorded step.
 pub fn copy_into<const D: usize, K>(dst: &Tensor<D, K>, src: &Tensor<D, K>)

@@ -19,7 +19,7 @@ pub use contrastive::{ClineContrast, ClineLossConfig, ClineOri, ClineRtd, ClineW
 pub use hard_correction::{CorrectionCounts, Prediction, correction_weights};
 pub use mlm::masked_cross_entropy;
 pub use rtd::replaced_token_loss;
-pub use terms::{Counters, DeviceCounters, Logged, StepLoss, Term};
+pub use terms::{Count, Counters, DeviceCounters, Logged, StepLoss, Term};
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -237,6 +237,11 @@ pub struct MlmStep<'a> {
     pub argmax: Tensor<1, Int>,
     /// ELECTRA: the generator's sampled replacements, [n].
     pub sampled: Option<Tensor<1, Int>>,
+    /// A fixed-shape step's slots that are masked positions (1) or padding (0), [n]
+    /// (`Masked::padded`); `None`: every slot is a masked position. On a padding slot the
+    /// argmax and the sample are the label, so that it changes no token and counts no
+    /// mismatch; a part that averages over the slots weights them by this.
+    pub valid: Option<Tensor<1>>,
     /// The token-embedding matrix the MLM head decodes with, [vocab, dim].
     pub words: Tensor<2>,
     /// The MLM model's encoder: inputs → hidden states [batch, len, hidden].
@@ -256,6 +261,8 @@ pub struct Predictions {
     pub labels: Tensor<1, Int>,
     pub argmax: Tensor<1, Int>,
     pub sampled: Option<Tensor<1, Int>>,
+    /// See [`MlmStep::valid`].
+    pub valid: Option<Tensor<1>>,
 }
 
 impl<'a> MlmStep<'a> {
@@ -281,6 +288,7 @@ impl<'a> MlmStep<'a> {
             labels: p.labels,
             argmax: p.argmax,
             sampled: p.sampled,
+            valid: p.valid,
             words,
             encode,
             discriminator_encode: None,
@@ -295,6 +303,31 @@ impl<'a> MlmStep<'a> {
     pub fn argmax_host(&self) -> &[u32] {
         self.argmax_host
             .get_or_init(|| crate::kernels::host_ids(self.argmax.clone()))
+    }
+
+    /// The number of masked positions: known on the host, or a fixed-shape step's, counted on
+    /// the device (its batch changes under a recorded step).
+    pub fn masked_count(&self) -> Count {
+        match &self.valid {
+            Some(v) => Count::Device(Box::new(v.clone().sum())),
+            None => Count::Host(self.masked.positions.len() as f64),
+        }
+    }
+
+    /// The number of real tokens, as [`MlmStep::masked_count`] counts.
+    pub fn real_tokens(&self) -> Count {
+        match &self.valid {
+            Some(_) => Count::Device(Box::new(self.attention_mask().float().sum())),
+            None => Count::Host(self.batch.real_tokens() as f64),
+        }
+    }
+
+    /// The mean of `values` [n] over the masked positions (padding slots aside).
+    pub fn mean_over_masked(&self, values: Tensor<1>) -> Tensor<1> {
+        match &self.valid {
+            Some(v) => (values * v.clone()).sum() / v.clone().sum().clamp_min(1.0),
+            None => values.mean(),
+        }
     }
 
     /// The attention mask `[batch, len]` on the device (1 for real tokens), from the inputs.

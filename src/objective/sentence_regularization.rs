@@ -115,7 +115,7 @@ impl Part for SentenceRegularization {
             SentTarget::Free => encode(&xs),
         };
         let value = sentence_regularization(encode(&xp), h_orig, real);
-        let term = Term::new(value, s.batch.real_tokens());
+        let term = Term::with(value, s.real_tokens());
         loss.add("sr_sent_loss", term, self.weight);
     }
 }

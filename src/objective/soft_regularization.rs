@@ -52,14 +52,23 @@ pub fn build(cfg: &ObjectiveConfig, _: &mut Setup) -> Result<Option<Box<dyn Part
 
 impl Part for WordRegularization {
     fn add_terms(&self, s: &MlmStep, loss: &mut StepLoss) {
-        let value = word_regularization(s.words.clone(), s.argmax.clone(), s.labels.clone());
-        let term = Term::new(value, s.masked.positions.len());
+        let distances = cosine_distances(s.words.clone(), s.argmax.clone(), s.labels.clone());
+        let term = Term::with(s.mean_over_masked(distances), s.masked_count());
         loss.add("sr_loss", term, self.weight);
     }
 }
 
 /// `embeddings` [vocab, dim]; `predicted`, `gold` [n]. Returns a [1] tensor.
 pub fn word_regularization(
+    embeddings: Tensor<2>,
+    predicted: Tensor<1, Int>,
+    gold: Tensor<1, Int>,
+) -> Tensor<1> {
+    cosine_distances(embeddings, predicted, gold).mean()
+}
+
+/// `1 − cos(e(predicted_k), e(gold_k))` for each k: [n].
+pub fn cosine_distances(
     embeddings: Tensor<2>,
     predicted: Tensor<1, Int>,
     gold: Tensor<1, Int>,
@@ -73,5 +82,5 @@ pub fn word_regularization(
     let dot = (a.clone() * b.clone()).sum_dim(1);
     let norms = (a.clone() * a).sum_dim(1) * (b.clone() * b).sum_dim(1);
     let cos = dot / norms.clamp_min(EPS * EPS).sqrt();
-    cos.neg().add_scalar(1.0).mean()
+    cos.neg().add_scalar(1.0).reshape([n])
 }

@@ -72,6 +72,11 @@ impl Term {
         }
     }
 
+    /// A term over `count` units, known on the host or counted on the device.
+    pub fn with(value: Tensor<1>, count: Count) -> Self {
+        Self { value, count }
+    }
+
     /// A term whose count the device holds ([1], e.g. the sum of its weights).
     pub fn counted(value: Tensor<1>, count: Tensor<1>) -> Self {
         Self {
@@ -96,7 +101,7 @@ pub enum Logged {
     /// micro-steps the mean.
     Mean(Term),
     /// `hits` right predictions out of `of`: both summed over replicas and micro-steps.
-    Rate { hits: Tensor<1>, of: f64 },
+    Rate { hits: Tensor<1>, of: Count },
     /// A vector (the weights a step used): the last micro-step's, replica 0's; logged as a
     /// number when it has one element, else as an array.
     Last(Tensor<1>),
@@ -268,20 +273,26 @@ pub fn objectives_of(losses: &[StepLoss], totals: &Tensor<1>, replicas: usize) -
 #[derive(Clone, Copy)]
 enum Kind {
     Mean,
-    Rate,
+    /// `device`: its total is read with the values (a device count).
+    Rate {
+        device: bool,
+    },
     Last(usize),
 }
 
 /// One replica's logged values of one micro-step: its objective share and values in one
 /// vector on the device, with the counts behind its means and the totals of its rates.
+#[derive(Clone)]
 struct ReplicaValues {
     row: Tensor<1>,
     counts: Vec<Count>,
-    of: Vec<f64>,
+    of: Vec<Count>,
 }
 
 /// One micro-step's logged values over this process's replicas, detached and still on the
-/// device: [`Pending::read`] reads them.
+/// device: [`Pending::read`] reads them. A copy shares the device memory (a recorded step's
+/// outputs, rewritten by each replay).
+#[derive(Clone)]
 pub struct Pending {
     names: Vec<&'static str>,
     kinds: Vec<Kind>,
@@ -298,7 +309,9 @@ pub fn pending(losses: &[StepLoss], objectives: &[Tensor<1>]) -> Pending {
         .iter()
         .map(|(_, v)| match v {
             Logged::Mean(_) => Kind::Mean,
-            Logged::Rate { .. } => Kind::Rate,
+            Logged::Rate { of, .. } => Kind::Rate {
+                device: matches!(of, Count::Device(_)),
+            },
             Logged::Last(t) => Kind::Last(t.dims()[0]),
         })
         .collect();
@@ -315,8 +328,14 @@ pub fn pending(losses: &[StepLoss], objectives: &[Tensor<1>]) -> Pending {
                         t.value.clone().inner().reshape([1])
                     }
                     Logged::Rate { hits, of: n } => {
-                        of.push(*n);
-                        hits.clone().inner().reshape([1])
+                        of.push(n.detached());
+                        let hits = hits.clone().inner().reshape([1]);
+                        match n {
+                            Count::Device(t) => {
+                                Tensor::cat(vec![hits, t.clone().inner().reshape([1])], 0)
+                            }
+                            Count::Host(_) => hits,
+                        }
                     }
                     Logged::Last(t) => t.clone().inner(),
                 });
@@ -412,11 +431,15 @@ impl Pending {
                     at += 1;
                     HostValue::Mean(v)
                 }
-                Kind::Rate => {
-                    let of = replicas.iter().map(|r| r.of[rate]).sum();
+                Kind::Rate { device } => {
                     let hits = rows.iter().map(|r| r[at]).sum();
+                    let of = if device {
+                        rows.iter().map(|r| r[at + 1]).sum()
+                    } else {
+                        replicas.iter().map(|r| r.of[rate].value()).sum()
+                    };
                     rate += 1;
-                    at += 1;
+                    at += 1 + device as usize;
                     HostValue::Rate { hits, of }
                 }
                 Kind::Last(n) => {

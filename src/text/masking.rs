@@ -35,11 +35,16 @@ impl Default for MaskingConfig {
 
 /// A masked batch: the corrupted ids, and per masked position its flat index `b * len + t`
 /// (ascending) and gold label.
+///
+/// A fixed-shape step's masking ([`Masked::padded`]) has the same number of slots in every
+/// sequence: the masked positions, then padding slots, which `valid` marks.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Masked {
     pub input_ids: Vec<u32>,
     pub positions: Vec<usize>,
     pub labels: Vec<u32>,
+    /// Per slot, whether it is a masked position (`None`: every slot is).
+    pub valid: Option<Vec<bool>>,
 }
 
 impl Masked {
@@ -56,6 +61,64 @@ impl Masked {
                 .map(|&p| p - span.start)
                 .collect(),
             labels: self.labels[first..end].to_vec(),
+            valid: self.valid.as_ref().map(|v| v[first..end].to_vec()),
+        }
+    }
+
+    /// The same masking with `slots` slots in each of `batch`'s sequences (at least as many as
+    /// any sequence has masked positions): a fixed-shape step's, whose tensors have the same
+    /// shapes every step (ELECTRA's `max_predictions_per_seq`). A padding slot points at a
+    /// position of its sequence that is not masked (a real token where there is one), with
+    /// that position's own token as its label, and is not `valid`: the step gives it weight 0
+    /// and leaves its token as it is.
+    pub fn padded(&self, batch: &Batch, slots: usize) -> Masked {
+        let len = batch.len;
+        let n = batch.batch * slots;
+        let (mut positions, mut labels) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut valid = Vec::with_capacity(n);
+        let mut k = 0;
+        for r in 0..batch.batch {
+            let span = r * len..(r + 1) * len;
+            let start = k;
+            while k < self.positions.len() && self.positions[k] < span.end {
+                k += 1;
+            }
+            let own = &self.positions[start..k];
+            assert!(
+                own.len() <= slots,
+                "sequence {r} has {} masked positions, more than {slots} slots",
+                own.len()
+            );
+            positions.extend_from_slice(own);
+            labels.extend_from_slice(&self.labels[start..k]);
+            valid.extend(std::iter::repeat_n(true, own.len()));
+            if own.len() < slots {
+                let free = |p: &usize| own.binary_search(p).is_err();
+                let pad = span
+                    .clone()
+                    .find(|p| free(p) && batch.attention_mask[*p] == 1)
+                    .or_else(|| span.clone().find(free))
+                    .expect("a sequence with fewer masked positions than tokens has a free one");
+                for _ in own.len()..slots {
+                    positions.push(pad);
+                    labels.push(batch.ids[pad]);
+                    valid.push(false);
+                }
+            }
+        }
+        Masked {
+            input_ids: self.input_ids.clone(),
+            positions,
+            labels,
+            valid: Some(valid),
+        }
+    }
+
+    /// The number of masked positions (padding slots aside).
+    pub fn count(&self) -> usize {
+        match &self.valid {
+            Some(v) => v.iter().filter(|&&x| x).count(),
+            None => self.positions.len(),
         }
     }
 }
@@ -118,5 +181,6 @@ pub fn mask_batch(
         input_ids,
         positions,
         labels,
+        valid: None,
     }
 }

@@ -263,7 +263,7 @@ pub fn cline_step_loss(
         "rtd_accuracy",
         Logged::Rate {
             hits: rtd_correct,
-            of: counted as f64,
+            of: crate::objective::Count::Host(counted as f64),
         },
     );
     loss.log("contrast_loss", Logged::Mean(contrast));

@@ -167,6 +167,21 @@ pub struct TrainSection {
     /// `f32`, or `bf16` mixed precision (bf16 matrix products and activations, f32 weights,
     /// optimizer state, softmax, LayerNorm and losses; see `model::precision`).
     pub precision: crate::model::Precision,
+    /// Fixed-shape steps (`train::fixed_step`): masking padded to `masking.max_predictions`
+    /// slots per sequence (weight 0 on the padding), every count on the device, and the batch,
+    /// parameters and optimizer moments kept in the same device memory from step to step. The
+    /// same training as without (the curve agrees to f32 rounding, dropout and sampling aside);
+    /// what a recorded step needs.
+    #[serde(skip_serializing_if = "is_false")]
+    pub static_shapes: bool,
+    /// Record the whole training step (forward, backward, AdamW) once as a CUDA graph after a
+    /// few steps and replay it every later step (`libtorch-cuda`; implies `static_shapes`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub cuda_graph: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Default for TrainSection {
@@ -184,6 +199,8 @@ impl Default for TrainSection {
             device: "cpu".into(),
             devices: Vec::new(),
             precision: crate::model::Precision::F32,
+            static_shapes: false,
+            cuda_graph: false,
         }
     }
 }
@@ -480,7 +497,8 @@ impl PretrainConfig {
                 &self.train,
                 &self.data,
                 self.replica_devices().len(),
-            ));
+            ))
+            .chain(super::fixed_step::rules(self));
         let bad = match rules.into_iter().find(|r| !r.ok) {
             Some(r) => Some((r.field.to_string(), r.value, r.why)),
             None => self.objective.validate().err(),

@@ -6,6 +6,7 @@ pub mod config;
 pub mod default_data;
 pub mod events;
 pub mod export;
+pub mod fixed_step;
 pub mod grads;
 pub mod heldout;
 pub mod memory;

@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use super::checkpoint::{self, TrainState, WindowTotals};
 use super::cline_step::cline_step_loss;
 use super::config::PretrainConfig;
+use super::fixed_step::FixedStep;
 use super::heldout::HeldOut;
 use super::model::PretrainModel;
 use super::optimizer::{AdamW, Grads, scheduled_lr};
@@ -121,11 +122,17 @@ fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
 }
 
 /// What one training step reads and draws from, besides the model.
-struct StepInputs<'a> {
-    cfg: &'a PretrainConfig,
-    objective: &'a Objective,
-    special: crate::text::tokenizer::SpecialIds,
-    vocab: usize,
+pub(super) struct StepInputs<'a> {
+    pub cfg: &'a PretrainConfig,
+    pub objective: &'a Objective,
+    pub special: crate::text::tokenizer::SpecialIds,
+    pub vocab: usize,
+}
+
+/// The seed of micro-step `micro` of step `step`: its masking, and its replicas' dropout and
+/// sampling (`Replicas::forward`).
+pub(super) fn micro_seed(cfg: &PretrainConfig, step: u64, micro: usize) -> u64 {
+    cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64
 }
 
 /// One step's micro-steps: masked micro-batches → each replica's loss → summed gradients.
@@ -143,7 +150,7 @@ fn micro_steps(
     let (mut grads, mut t) = (None::<Grads>, Vec::new());
     let (mut masked, mut tokens) = (0, 0);
     for micro in 0..cfg.train.grad_accum {
-        let step_seed = cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64;
+        let step_seed = micro_seed(cfg, step, micro);
         let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
         // The whole micro-batch is masked as one; each replica takes its rows.
         let losses = if cline {
@@ -489,14 +496,22 @@ fn run_steps(
     // The window's counters on the device; read into `window.counters` when it is read.
     let mut counts = WindowCounts::default();
     let mut last = None;
+    let mut fixed = FixedStep::new(cfg, &replicas)?;
     for step in start.step..total {
-        let (grads, micro, masked, tokens) =
-            micro_steps(&inputs, step, &mut stream, &mut replicas, &mut counts)?;
-        log.rate_tokens += tokens;
-        let done = step + 1;
         let o = &cfg.optimizer;
         let lr = scheduled_lr(o.lr, step, o.warmup_steps, total);
-        let grad_norm = replicas.update(grads, cfg.train.grad_accum, o.max_grad_norm, lr);
+        let (micro, grad_norm, masked, tokens) = match &mut fixed {
+            Some(f) => f.step(&inputs, step, lr, &mut stream, &mut replicas, &mut counts)?,
+            None => {
+                let (grads, micro, masked, tokens) =
+                    micro_steps(&inputs, step, &mut stream, &mut replicas, &mut counts)?;
+                let accum = cfg.train.grad_accum;
+                let norm = replicas.update(grads, accum, o.max_grad_norm, lr);
+                (micro, norm, masked, tokens)
+            }
+        };
+        log.rate_tokens += tokens;
+        let done = step + 1;
         window.masked += masked;
         window.steps += 1;
         let stopping = replicas.any(opts.stop.is_some_and(|s| s.load(Ordering::SeqCst)))?;

@@ -227,6 +227,44 @@ impl Replicas {
         &self,
         step_seed: u64,
         rows: usize,
+        forward: impl FnMut(&PretrainModel, &Device, Range<usize>) -> StepLoss,
+    ) -> Vec<StepLoss> {
+        self.forward_with(Some(step_seed), rows, forward)
+    }
+
+    /// This process's one replica's rows of a micro-batch of `rows` rows.
+    pub fn rows(&self, rows: usize) -> Range<usize> {
+        assert_eq!(self.len(), 1, "one replica per process");
+        let (first, all) = self.global();
+        let share = rows / all;
+        first * share..(first + 1) * share
+    }
+
+    /// Seeds the random draws of this process's one replica for the micro-step seeded
+    /// `step_seed`: what a recorded step's replay draws from.
+    pub fn seed(&self, step_seed: u64) {
+        assert_eq!(self.len(), 1, "one replica per process");
+        let (first, _) = self.global();
+        crate::model::seed(&self.base[0], replica_seed(step_seed, first));
+    }
+
+    /// [`Replicas::forward`] of this process's one replica, its draws seeded already
+    /// ([`Replicas::seed`]; seeding inside a recorded step is not allowed).
+    pub fn forward_seeded(
+        &self,
+        rows: usize,
+        forward: impl FnMut(&PretrainModel, &Device, Range<usize>) -> StepLoss,
+    ) -> Vec<StepLoss> {
+        assert_eq!(self.len(), 1, "one replica per process");
+        self.forward_with(None, rows, forward)
+    }
+
+    /// The replicas' forward passes, each seeded just before it (burn's seed is one per
+    /// process) unless `step_seed` is `None`.
+    fn forward_with(
+        &self,
+        step_seed: Option<u64>,
+        rows: usize,
         mut forward: impl FnMut(&PretrainModel, &Device, Range<usize>) -> StepLoss,
     ) -> Vec<StepLoss> {
         let (first, all) = self.global();
@@ -234,7 +272,9 @@ impl Replicas {
         (0..self.len())
             .map(|r| {
                 let g = first + r;
-                crate::model::seed(&self.base[r], replica_seed(step_seed, g));
+                if let Some(s) = step_seed {
+                    crate::model::seed(&self.base[r], replica_seed(s, g));
+                }
                 let rows = g * share..(g + 1) * share;
                 #[cfg(feature = "tch")]
                 if let Some(o) = &self.overlap {

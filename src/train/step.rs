@@ -28,12 +28,17 @@ pub(crate) fn ints1(values: impl Iterator<Item = i64>, device: &Device) -> Tenso
 
 /// The model inputs of `batch` with token ids `ids` (the batch's own, or a corrupted copy).
 pub(crate) fn inputs(batch: &Batch, ids: &[u32], device: &Device) -> Inputs {
+    with_mask(batch, ids, !batch.is_dense(), device)
+}
+
+/// [`inputs`], with the attention mask uploaded even where every token is real (`mask`): a
+/// fixed-shape step's inputs are the same tensors every step.
+fn with_mask(batch: &Batch, ids: &[u32], mask: bool, device: &Device) -> Inputs {
     let shape = [batch.batch, batch.len];
     Inputs {
         ids: device_ids(ids, shape, device),
         token_types: device_ids(&batch.token_types, shape, device),
-        attention_mask: (!batch.is_dense())
-            .then(|| device_ids(&batch.attention_mask, shape, device)),
+        attention_mask: mask.then(|| device_ids(&batch.attention_mask, shape, device)),
     }
 }
 
@@ -46,15 +51,52 @@ pub struct Uploaded {
     pub positions: Tensor<1, Int>,
     /// The gold tokens there, [n].
     pub labels: Tensor<1, Int>,
+    /// A fixed-shape step's: which slots are masked positions (1) or padding (0), [n]
+    /// (`Masked::padded`).
+    pub valid: Option<Tensor<1>>,
 }
 
-/// Uploads the masked micro-batch `batch`/`m` to `device`.
+/// Uploads the masked micro-batch `batch`/`m` to `device`. A fixed-shape masking
+/// (`Masked::padded`) uploads the attention mask always, and its slots' validity.
 pub fn upload(batch: &Batch, m: &Masked, device: &Device) -> Uploaded {
+    let fixed = m.valid.is_some();
     Uploaded {
-        x: inputs(batch, &m.input_ids, device),
+        x: with_mask(batch, &m.input_ids, fixed || !batch.is_dense(), device),
         positions: ints1(m.positions.iter().map(|&p| p as i64), device),
         labels: ints1(m.labels.iter().map(|&l| l as i64), device),
+        valid: m.valid.as_ref().map(|v| {
+            let w: Vec<f32> = v.iter().map(|&x| x as u8 as f32).collect();
+            Tensor::from_data(TensorData::new(w, [v.len()]), device)
+        }),
     }
+}
+
+impl Uploaded {
+    /// Copies `new` (the same shapes) into these tensors' memory, on LibTorch devices: how a
+    /// recorded step's inputs change (`kernels::cuda_graph`).
+    pub fn copy_from(&self, new: &Uploaded) {
+        use crate::kernels::cuda_graph::copy_into;
+        copy_into(&self.x.ids, &new.x.ids);
+        copy_into(&self.x.token_types, &new.x.token_types);
+        copy_into(&self.positions, &new.positions);
+        copy_into(&self.labels, &new.labels);
+        if let (Some(a), Some(b)) = (&self.x.attention_mask, &new.x.attention_mask) {
+            copy_into(a, b);
+        }
+        if let (Some(a), Some(b)) = (&self.valid, &new.valid) {
+            copy_into(a, b);
+        }
+    }
+}
+
+/// On padding slots (`valid` 0) the label instead of `predicted`.
+fn label_on_padding(
+    predicted: Tensor<1, Int>,
+    labels: &Tensor<1, Int>,
+    valid: &Tensor<1>,
+) -> Tensor<1, Int> {
+    let keep = valid.clone().int();
+    labels.clone() + (predicted - labels.clone()) * keep
 }
 
 /// Forward pass and loss of one masked micro-batch: `L_mlm` (weighted by the objective's
@@ -94,6 +136,7 @@ pub fn step_loss_uploaded(
         x,
         positions,
         labels,
+        valid,
     } = up;
 
     let (logits, words) = match &model.net {
@@ -106,13 +149,21 @@ pub fn step_loss_uploaded(
             e.embeddings.word_matrix(),
         ),
     };
-    let argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
+    let mut argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
     // ELECTRA's `masked_lm_accuracy`: the top prediction is the gold token.
-    let mlm_hits = argmax.clone().equal(labels.clone()).float().sum();
-    let sampled = match &model.net {
+    let hits = argmax.clone().equal(labels.clone()).float();
+    let mlm_hits = match &valid {
+        Some(v) => (hits * v.clone()).sum(),
+        None => hits.sum(),
+    };
+    let mut sampled = match &model.net {
         Net::Electra(_) => Some(crate::kernels::sampling::sample(&logits)),
         Net::Bert(_) => None,
     };
+    if let Some(v) = &valid {
+        argmax = label_on_padding(argmax, &labels, v);
+        sampled = sampled.map(|x| label_on_padding(x, &labels, v));
+    }
     let encode = |x: &Inputs| model.net.mlm_encode(x);
     let discriminator = |x: &Inputs| model.net.encode(x);
     let predictions = Predictions {
@@ -120,13 +171,15 @@ pub fn step_loss_uploaded(
         labels: labels.clone(),
         argmax,
         sampled,
+        valid: valid.clone(),
     };
     let mut s = MlmStep::new(batch, m, &x, predictions, words, &encode, device);
     s.discriminator_encode =
         matches!(model.net, Net::Electra(_)).then_some(&discriminator as &dyn Fn(&Inputs) -> _);
 
-    // A position is kept when every part that weights the positions keeps it.
-    let mut weights: Option<Tensor<1>> = None;
+    // A position is kept when every part that weights the positions keeps it (and a padding
+    // slot never is).
+    let mut weights: Option<Tensor<1>> = valid;
     let mut counters = DeviceCounters::new();
     for p in &objective.parts {
         if let Some((w, c)) = p.mlm_weights(&s) {
@@ -154,7 +207,7 @@ pub fn step_loss_uploaded(
         "mlm_accuracy",
         Logged::Rate {
             hits: mlm_hits,
-            of: m.positions.len() as f64,
+            of: s.masked_count(),
         },
     );
     for p in &objective.parts {
@@ -194,6 +247,11 @@ fn discriminator_loss(
     };
     let d_logits = e.discriminator_logits(&dx);
     let mask = s.attention_mask().reshape([n]);
+    if let Some(v) = &s.valid {
+        // A padding slot keeps its token's own weight (its sample is its label: no change).
+        let own = mask.clone().select(0, s.positions.clone());
+        kept = own.clone() + (kept - own) * v.clone().int();
+    }
     let target = s
         .at_positions(mask.zeros_like(), replaced)
         .reshape(shape)
@@ -209,8 +267,9 @@ fn discriminator_loss(
         * w.clone())
     .sum();
     let value = replaced_token_loss(d_logits, target, w.clone());
-    // Without a part that drops tokens the count is the real tokens, known on the host.
-    let disc = if drops {
+    // Without a part that drops tokens the count is the real tokens, known on the host (but
+    // for a fixed-shape step, whose batch changes under a recorded step).
+    let disc = if drops || s.valid.is_some() {
         Term::counted(value, w.sum())
     } else {
         Term::new(value, batch.real_tokens())
@@ -220,7 +279,7 @@ fn discriminator_loss(
         "disc_accuracy",
         Logged::Rate {
             hits: correct,
-            of: batch.real_tokens() as f64,
+            of: s.real_tokens(),
         },
     );
 }
