@@ -3,8 +3,9 @@
 # the cross-entropy as LibTorch calls, against burn's composed operations), tests/golden.rs
 # (the whole model against transformers, on burn's flex backend and on LibTorch) and
 # tests/distributed.rs (processes joined by LibTorch's c10d and Gloo; needs gloo's headers,
-# Debian's libgloo-dev) and tests/host_reads.rs (the training step reads nothing back from
-# LibTorch's device).
+# Debian's libgloo-dev), tests/host_reads.rs (the training step reads nothing back from
+# LibTorch's device) and tests/fixed_step.rs (the fixed-shape step rewritten in place; on
+# libtorch-cuda also recorded as a CUDA graph).
 #
 # Builds against PyTorch's wheel from PyPI (no dependencies installed), linked to its CPU
 # library only, so that no GPU and no CUDA libraries beyond the two that library loads
@@ -56,4 +57,4 @@ if [ -n "${CLIPPY:-}" ]; then
   cargo clippy --release --features tch --all-targets --target-dir target/tch -- -D warnings
 fi
 cargo test --release --features tch --target-dir target/tch --test libtorch --test golden --test optimizer \
-  --test distributed --test host_reads "$@"
+  --test distributed --test host_reads --test fixed_step "$@"

@@ -72,12 +72,15 @@ fn reads_of_run(
     trueneg::kernels::host_reads() - before
 }
 
-fn steps_read_nothing(device: &str) {
+/// With `extra` settings (the fixed-shape step: `train.static_shapes`, whose counts are all
+/// on the device, read with the values).
+fn steps_read_nothing(device: &str, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     for (objective, per_line) in OBJECTIVES {
+        let objective: Vec<&str> = objective.iter().chain(extra).copied().collect();
         let r: Vec<u64> = [8, 16, 24]
             .iter()
-            .map(|&s| reads_of_run(dir.path(), device, objective, s, false))
+            .map(|&s| reads_of_run(dir.path(), device, &objective, s, false))
             .collect();
         assert_eq!(
             (r[1] - r[0], r[2] - r[1]),
@@ -108,10 +111,12 @@ fn job_steps_read_nothing(device: &str) {
 
 #[test]
 fn training_steps_read_nothing_back_between_logging_steps() {
-    steps_read_nothing("cpu");
+    steps_read_nothing("cpu", &[]);
+    steps_read_nothing("cpu", &["train.static_shapes=true"]);
     #[cfg(feature = "tch")]
     {
-        steps_read_nothing("libtorch");
+        steps_read_nothing("libtorch", &[]);
+        steps_read_nothing("libtorch", &["train.static_shapes=true"]);
         job_steps_read_nothing("libtorch");
     }
 }
