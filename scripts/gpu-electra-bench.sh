@@ -6,7 +6,10 @@
 #      torch.compile(mode="reduce-overhead"), alternating;
 #   2. where the step's time goes, f32 against bf16 (`bench --sync-phases`), at batch 128 and
 #      512 (a gap that stays the same in ms as the batch grows is launch cost, not arithmetic);
-#   3. the `electra-small` preset end to end, f32 and bf16 (tokens/s of the last window).
+#   3. the `electra-small` preset end to end, f32 and bf16, recorded (`train.cuda_graph`) and
+#      not, alternating for ROUNDS rounds: the median tokens/s of the 10-step windows after the
+#      first two (PRESET_STEPS steps, default 60), and the model FLOP/s and MFU at ≈ 67 MFLOP per
+#      token against 989 TFLOP/s (H100 bf16 dense).
 # Everything it prints is also written under OUT_DIR (default $OUT, else /tmp/gpu-electra).
 #
 #   scripts/gpu-electra-bench.sh BIN SHARDS [ROUNDS] [PARTS]
@@ -44,15 +47,35 @@ for part in $parts; do
       done
       ;;
     3)
-      for prec in f32 bf16; do
-        run=$(mktemp -d)/run
-        "$bin" --quiet pretrain --config electra-small --run "$run" \
-          --set "data.shards=$shards" --set model.vocab_size=0 --set train.device=libtorch-cuda \
-          --set "train.precision=$prec" --set train.steps=40 --set train.log_every=10 \
-          >"$out/preset-$prec.log" 2>&1
-        echo "preset electra-small $prec rc=$? $(tail -1 "$run/metrics.jsonl" | grep -o '"tokens_per_s":[0-9.]*')" \
-          | tee -a "$out/preset.txt"
+      for round in $(seq "$rounds"); do
+        for prec in f32 bf16; do
+          for mode in plain graph; do
+            run=$out/preset/$prec-$mode-$round
+            rm -rf "$run"
+            "$bin" --quiet pretrain --config electra-small --run "$run" \
+              --set "data.shards=$shards" --set model.vocab_size=0 --set train.device=libtorch-cuda \
+              --set "train.precision=$prec" --set "train.steps=${PRESET_STEPS:-60}" --set train.log_every=10 \
+              --set train.checkpoint_every=100000 --set "train.cuda_graph=$([ $mode = graph ] && echo true || echo false)" \
+              >"$out/preset-$prec-$mode-$round.log" 2>&1
+            echo "preset electra-small $prec $mode round $round rc=$?" | tee -a "$out/preset.txt"
+          done
+        done
       done
+      python3 - "$out/preset" <<'PY' | tee -a "$out/preset.txt"
+import json, pathlib, statistics, sys
+d = pathlib.Path(sys.argv[1])
+for prec in ("f32", "bf16"):
+    for mode in ("plain", "graph"):
+        rates = []
+        for f in sorted(d.glob(f"{prec}-{mode}-*/metrics.jsonl")):
+            rates += [json.loads(l)["tokens_per_s"] for l in open(f)][2:]
+        if not rates:
+            print(f"preset {prec} {mode}: no windows"); continue
+        m = statistics.median(rates)
+        flops = m * 67e6
+        print(f"RESULT preset electra-small {prec} {mode}: median tokens/s {m:,.0f} over {len(rates)} windows, "
+              f"{flops / 1e12:.1f} TFLOP/s, MFU {100 * flops / 989e12:.2f} %")
+PY
       ;;
   esac
 done

@@ -14,12 +14,20 @@
 #      one (NCCL, the all-reduce overlapped with the backward pass), and the same with
 #      TRUENEG_OVERLAP=0, alternating for ROUNDS rounds (default 3); tokens/s of steps 21–30
 #      (W1_SHARDS: shards at 128 tokens to use instead of the repository's text).
+#   4. `pretrain` recorded (`train.cuda_graph`) against the same fixed-shape step unrecorded
+#      (`train.static_shapes`: the padded masking draws other samples than the usual step's,
+#      so that is the step a recording must repeat exactly), the `electra-small` preset
+#      (Soft Regularization; dropout and sampling on), CURVE_STEPS steps (default 50) with a
+#      line per step, f32 and bf16: every logged value of every step, same seeds (the first 3
+#      steps run unrecorded, the 4th is recorded, the rest are replays), and both runs resumed
+#      from their step-20 checkpoint must repeat their own curve. (CURVE_CONFIG, CURVE_DEVICE
+#      and CURVE_FLAG=train.static_shapes run the same comparison elsewhere, e.g. on the CPU.)
 # Everything it prints is also written under OUT (default $OUT, else /tmp/gpu-graph).
 #
-#   scripts/gpu-graph-check.sh BIN [PARTS]     (PARTS default "1 2 3")
+#   scripts/gpu-graph-check.sh BIN [PARTS]     (PARTS default "1 2 3 4")
 set -uo pipefail
 bin=$(realpath "$1")
-parts=${2:-1 2 3}
+parts=${2:-1 2 3 4}
 out=${OUT_DIR:-${OUT:-/tmp/gpu-graph}}
 cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
@@ -120,6 +128,60 @@ base = statistics.median(rates.get("plain", [float("nan")]))
 for name, r in rates.items():
     m = statistics.median(r)
     print(f"world of one, {name:7s}: tokens/s {' '.join(f'{x:.0f}' for x in r)}, median {m:.0f}, {m / base:.3f} of plain")
+PY
+      ;;
+    4)
+      dir=$out/curve
+      rm -rf "$dir" && mkdir -p "$dir"
+      shards=${W1_SHARDS:-$dir/shards}
+      if [ -z "${W1_SHARDS:-}" ]; then
+        cat README.md BENCHMARKS.md docs/*.md >"$dir/corpus.txt"
+        "$bin" --quiet prepare --input "$dir/corpus.txt" --train-vocab 8000 --max-seq-len 128 --out "$shards" >/dev/null
+      fi
+      for prec in f32 bf16; do
+        for mode in plain graph; do
+          run=$dir/$prec-$mode
+          "$bin" --quiet pretrain --config "${CURVE_CONFIG:-electra-small}" --run "$run" --set "data.shards=$shards" \
+            --set model.vocab_size=0 --set objective.kind=sr --set "train.steps=${CURVE_STEPS:-50}" \
+            --set train.log_every=1 --set train.checkpoint_every=20 --set train.keep_checkpoints=10 \
+            --set "train.device=${CURVE_DEVICE:-libtorch-cuda}" --set "train.precision=$prec" \
+            --set train.static_shapes=true --set "${CURVE_FLAG:-train.cuda_graph}=$([ $mode = graph ] && echo true || echo false)" \
+            >"$run.log" 2>&1
+          echo "curve $prec $mode rc=$?" | tee -a "$out/summary.txt"
+          # Resumed from step 20: the checkpoints after it are removed, the metrics kept aside.
+          cp "$run/metrics.jsonl" "$run.whole.jsonl"
+          find "$run/checkpoints" -mindepth 1 -maxdepth 1 ! -name step-00000020 -exec rm -rf {} +
+          "$bin" --quiet pretrain --resume "$run" >>"$run.log" 2>&1
+          echo "curve $prec $mode resumed rc=$?" | tee -a "$out/summary.txt"
+        done
+      done
+      tail -n 3 "$dir"/*.log >"$out/curve-logs.txt" 2>&1
+      python3 - "$dir" <<'PY' | tee -a "$out/summary.txt"
+import json, pathlib, sys
+d = pathlib.Path(sys.argv[1])
+def load(p):
+    return [json.loads(l) for l in open(p)] if p.exists() else []
+def gap(a, b):
+    worst, keys = 0.0, set()
+    for x, y in zip(a, b):
+        for k, v in x.items():
+            if k in ("tokens_per_s", "step") or not isinstance(v, (int, float)):
+                continue
+            w = y.get(k)
+            if w is None:
+                keys.add(k); continue
+            worst = max(worst, abs(v - w) / max(1.0, abs(v)))
+    return worst, keys
+for prec in ("f32", "bf16"):
+    plain, graph = load(d / f"{prec}-plain.whole.jsonl"), load(d / f"{prec}-graph.whole.jsonl")
+    worst, missing = gap(plain, graph)
+    same = sum(all(x.get(k) == y.get(k) for k in x if k != "tokens_per_s") for x, y in zip(plain, graph))
+    print(f"RESULT curve {prec}: {len(plain)} / {len(graph)} steps, {same} identical, largest relative difference {worst:.2e}"
+          + (f", missing {sorted(missing)}" if missing else ""))
+    for mode in ("plain", "graph"):
+        whole, resumed = load(d / f"{prec}-{mode}.whole.jsonl"), load(d / f"{prec}-{mode}" / "metrics.jsonl")
+        w, _ = gap(whole, resumed)
+        print(f"RESULT resume {prec} {mode}: {len(whole)} / {len(resumed)} steps, largest relative difference {w:.2e}")
 PY
       ;;
   esac

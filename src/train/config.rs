@@ -378,6 +378,51 @@ fn train_rules(t: &TrainSection, d: &DataSection, replicas: usize) -> Vec<Rule> 
     ]
 }
 
+/// What the fixed-shape and recorded steps (`train::fixed_step`) need of the configuration.
+fn fixed_step_rules(cfg: &PretrainConfig) -> Vec<Rule> {
+    let t = &cfg.train;
+    let key = ["train.static_shapes", "train.cuda_graph"][t.cuda_graph as usize];
+    let device = t.devices.first().unwrap_or(&t.device);
+    let on = |ok: bool| !(t.static_shapes || t.cuda_graph) || ok;
+    vec![
+        rule(
+            key,
+            "true",
+            on(!cfg.objective.kind.trains_on_triples()),
+            "trains the masked-LM step; CLINE's sentence triples take their own step (set it to false)",
+        ),
+        rule(
+            key,
+            "true",
+            on(!cfg.objective.hc.hc_multi_piece),
+            "needs every count on the device; objective.hc_multi_piece spells words on the host (set one of them to false)",
+        ),
+        rule(
+            key,
+            "true",
+            on(t.devices.len() <= 1),
+            "trains one replica per process; host replicas (train.devices) are for testing the unrecorded step",
+        ),
+        rule(
+            "train.cuda_graph",
+            "true",
+            !t.cuda_graph || device.starts_with("libtorch-cuda"),
+            format!(
+                "records on a libtorch-cuda device, not on {device:?} (train.static_shapes runs the same fixed-shape step anywhere)"
+            ),
+        ),
+        rule(
+            "train.cuda_graph",
+            "true",
+            !t.cuda_graph || t.grad_accum == 1,
+            format!(
+                "records one micro-step per step, but train.grad_accum = {}; set it to 1 (a larger data.batch_size, or train.cuda_graph = false)",
+                t.grad_accum
+            ),
+        ),
+    ]
+}
+
 impl PretrainConfig {
     /// The config of a trueneg run folder (its `config.toml`); a folder of another kind is
     /// named as what it is (a transformers folder, a missing folder).
@@ -498,7 +543,7 @@ impl PretrainConfig {
                 &self.data,
                 self.replica_devices().len(),
             ))
-            .chain(super::fixed_step::rules(self));
+            .chain(fixed_step_rules(self));
         let bad = match rules.into_iter().find(|r| !r.ok) {
             Some(r) => Some((r.field.to_string(), r.value, r.why)),
             None => self.objective.validate().err(),

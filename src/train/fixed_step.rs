@@ -30,11 +30,8 @@ use burn::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::config::PretrainConfig;
-use super::pretrain::{StepInputs, micro_seed};
 use super::replicas::Replicas;
-use super::step::{Uploaded, step_loss_uploaded, upload};
-use crate::error::{Rule, rule};
+use super::step::{StepInputs, Uploaded, micro_seed, step_loss_uploaded, upload};
 use crate::kernels::cuda_graph::{self, CudaGraph};
 use crate::objective::terms::{self, Pending, WindowCounts};
 use crate::text::batches::BatchStream;
@@ -44,57 +41,6 @@ use crate::{Error, Result};
 /// Steps run as they are before the step is recorded: LibTorch's lazy set-up, cuBLAS
 /// workspaces, the optimizer's flat buffers and Hard Correction's table exist by then.
 pub const WARMUP: usize = 3;
-
-/// What the fixed-shape and recorded steps need of the configuration: `Err` names the field.
-pub fn rules(cfg: &PretrainConfig) -> Vec<Rule> {
-    let t = &cfg.train;
-    if !(t.static_shapes || t.cuda_graph) {
-        return Vec::new();
-    }
-    let key = if t.cuda_graph {
-        "train.cuda_graph"
-    } else {
-        "train.static_shapes"
-    };
-    let device = t.devices.first().unwrap_or(&t.device);
-    vec![
-        rule(
-            key,
-            "true",
-            !cfg.objective.kind.trains_on_triples(),
-            "trains the masked-LM step; CLINE's sentence triples take their own step (set it to false)",
-        ),
-        rule(
-            key,
-            "true",
-            !cfg.objective.hc.hc_multi_piece,
-            "needs every count on the device; objective.hc_multi_piece spells words on the host (set one of them to false)",
-        ),
-        rule(
-            key,
-            "true",
-            t.devices.len() <= 1,
-            "trains one replica per process; host replicas (train.devices) are for testing the unrecorded step",
-        ),
-        rule(
-            "train.cuda_graph",
-            "true",
-            !t.cuda_graph || device.starts_with("libtorch-cuda"),
-            format!(
-                "records on a libtorch-cuda device, not on {device:?} (train.static_shapes runs the same fixed-shape step anywhere)"
-            ),
-        ),
-        rule(
-            "train.cuda_graph",
-            "true",
-            !t.cuda_graph || t.grad_accum == 1,
-            format!(
-                "records one micro-step per step, but train.grad_accum = {}; set it to 1 (a larger data.batch_size, or train.cuda_graph = false)",
-                t.grad_accum
-            ),
-        ),
-    ]
-}
 
 /// A step's outputs: the logged values of its micro-steps and the gradient norm, on the device.
 type Outputs = (Vec<Pending>, Option<Tensor<1>>);
@@ -116,7 +62,7 @@ pub struct FixedStep {
 
 impl FixedStep {
     /// The run's fixed-shape step (`None` when the config asks for none).
-    pub fn new(cfg: &PretrainConfig, replicas: &Replicas) -> Result<Option<Self>> {
+    pub fn new(cfg: &super::config::PretrainConfig, replicas: &Replicas) -> Result<Option<Self>> {
         let t = &cfg.train;
         if !(t.static_shapes || t.cuda_graph) {
             return Ok(None);
@@ -146,7 +92,7 @@ impl FixedStep {
     /// masked and padded, copied into the step's inputs; forward, backward and the update
     /// (recorded or replayed where the run records). Returns the micro-steps' logged values
     /// and the gradient norm (on the device), the masked positions and the tokens.
-    pub(super) fn step(
+    pub fn step(
         &mut self,
         inp: &StepInputs,
         step: u64,

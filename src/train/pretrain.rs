@@ -23,7 +23,7 @@ use super::model::PretrainModel;
 use super::optimizer::{AdamW, Grads, scheduled_lr};
 use super::replicas::Replicas;
 use super::start::{METRICS, Start, forget_unstarted, start_point, write_run_files};
-use super::step::step_loss;
+use super::step::{StepInputs, micro_seed, step_loss};
 use crate::dist::Group;
 use crate::objective::terms::{self, Pending, WindowCounts, add_counters};
 use crate::objective::{Objective, Setup};
@@ -121,20 +121,6 @@ fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
     Ok(())
 }
 
-/// What one training step reads and draws from, besides the model.
-pub(super) struct StepInputs<'a> {
-    pub cfg: &'a PretrainConfig,
-    pub objective: &'a Objective,
-    pub special: crate::text::tokenizer::SpecialIds,
-    pub vocab: usize,
-}
-
-/// The seed of micro-step `micro` of step `step`: its masking, and its replicas' dropout and
-/// sampling (`Replicas::forward`).
-pub(super) fn micro_seed(cfg: &PretrainConfig, step: u64, micro: usize) -> u64 {
-    cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64
-}
-
 /// One step's micro-steps: masked micro-batches → each replica's loss → summed gradients.
 /// Returns the gradients, the micro-steps' values (still on the device; their counters join
 /// the window's `counts`), the step's masked positions and its tokens.
@@ -185,6 +171,25 @@ fn micro_steps(
     }
     let grads = grads.expect("grad_accum is at least 1");
     Ok((grads, t, masked, tokens))
+}
+
+/// Step `step` at learning rate `lr`: the fixed-shape (or recorded) step where the run has one,
+/// else the micro-steps and the update. Returns the micro-steps' values and the gradient norm
+/// (on the device), the masked positions and the tokens.
+fn train_step(
+    inp: &StepInputs,
+    (step, lr): (u64, f64),
+    fixed: Option<&mut FixedStep>,
+    (stream, counts): (&mut BatchStream, &mut WindowCounts),
+    replicas: &mut Replicas,
+) -> Result<(Vec<Pending>, Option<burn::Tensor<1>>, usize, usize)> {
+    if let Some(f) = fixed {
+        return f.step(inp, step, lr, stream, replicas, counts);
+    }
+    let (grads, micro, masked, tokens) = micro_steps(inp, step, stream, replicas, counts)?;
+    let (accum, max_norm) = (inp.cfg.train.grad_accum, inp.cfg.optimizer.max_grad_norm);
+    let norm = replicas.update(grads, accum, max_norm, lr);
+    Ok((micro, norm, masked, tokens))
 }
 
 /// Progress of a run: `metrics.jsonl` lines, the bar or plain log lines, tokens/s over the
@@ -467,7 +472,6 @@ fn run_steps(
     mut replicas: Replicas,
 ) -> Result<RunSummary> {
     let run = &opts.run_dir;
-    let vocab = shards.manifest.vocab_size;
     let objective = Objective::build(
         &cfg.objective,
         &mut Setup {
@@ -490,7 +494,7 @@ fn run_steps(
         cfg,
         objective: &objective,
         special: shards.manifest.special_ids,
-        vocab,
+        vocab: shards.manifest.vocab_size,
     };
     let mut window = start.window;
     // The window's counters on the device; read into `window.counters` when it is read.
@@ -498,18 +502,10 @@ fn run_steps(
     let mut last = None;
     let mut fixed = FixedStep::new(cfg, &replicas)?;
     for step in start.step..total {
-        let o = &cfg.optimizer;
-        let lr = scheduled_lr(o.lr, step, o.warmup_steps, total);
-        let (micro, grad_norm, masked, tokens) = match &mut fixed {
-            Some(f) => f.step(&inputs, step, lr, &mut stream, &mut replicas, &mut counts)?,
-            None => {
-                let (grads, micro, masked, tokens) =
-                    micro_steps(&inputs, step, &mut stream, &mut replicas, &mut counts)?;
-                let accum = cfg.train.grad_accum;
-                let norm = replicas.update(grads, accum, o.max_grad_norm, lr);
-                (micro, norm, masked, tokens)
-            }
-        };
+        let lr = scheduled_lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
+        let feed = (&mut stream, &mut counts);
+        let (micro, grad_norm, masked, tokens) =
+            train_step(&inputs, (step, lr), fixed.as_mut(), feed, &mut replicas)?;
         log.rate_tokens += tokens;
         let done = step + 1;
         window.masked += masked;

@@ -42,6 +42,20 @@ fn with_mask(batch: &Batch, ids: &[u32], mask: bool, device: &Device) -> Inputs 
     }
 }
 
+/// What one training step reads and draws from, besides the model.
+pub struct StepInputs<'a> {
+    pub cfg: &'a PretrainConfig,
+    pub objective: &'a Objective,
+    pub special: crate::text::tokenizer::SpecialIds,
+    pub vocab: usize,
+}
+
+/// The seed of micro-step `micro` of step `step`: its masking, and its replicas' dropout and
+/// sampling (`Replicas::forward`).
+pub fn micro_seed(cfg: &PretrainConfig, step: u64, micro: usize) -> u64 {
+    cfg.train.seed.wrapping_mul(1_000_003) ^ (step << 8) ^ micro as u64
+}
+
 /// A masked micro-batch on the device: what the step uploads, and all it uploads.
 #[derive(Clone)]
 pub struct Uploaded {
