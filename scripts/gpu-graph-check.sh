@@ -33,6 +33,17 @@ cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
 gpu_setup "$out"
 
+# W1_SHARDS, or shards at 128 tokens made in folder $1 from the repository's text.
+shards_128() {
+  if [ -n "${W1_SHARDS:-}" ]; then
+    echo "$W1_SHARDS"
+    return
+  fi
+  cat README.md BENCHMARKS.md docs/*.md >"$1/corpus.txt"
+  "$bin" --quiet prepare --input "$1/corpus.txt" --train-vocab 8000 --max-seq-len 128 --out "$1/shards" >/dev/null
+  echo "$1/shards"
+}
+
 for part in $parts; do
   case $part in
     1)
@@ -100,11 +111,7 @@ PY
     3)
       dir=$out/world1
       rm -rf "$dir" && mkdir -p "$dir"
-      shards=${W1_SHARDS:-$dir/shards}
-      if [ -z "${W1_SHARDS:-}" ]; then
-        cat README.md BENCHMARKS.md docs/*.md >"$dir/corpus.txt"
-        "$bin" --quiet prepare --input "$dir/corpus.txt" --train-vocab 8000 --max-seq-len 128 --out "$shards" >/dev/null
-      fi
+      shards=$(shards_128 "$dir")
       sets=(--set "data.shards=$shards" --set model.vocab_size=0 --set objective.kind=sr
         --set "train.steps=${W1_STEPS:-30}" --set train.log_every=10 --set train.checkpoint_every=1000
         --set "train.device=${W1_DEVICE:-libtorch-cuda}")
@@ -133,11 +140,7 @@ PY
     4)
       dir=$out/curve
       rm -rf "$dir" && mkdir -p "$dir"
-      shards=${W1_SHARDS:-$dir/shards}
-      if [ -z "${W1_SHARDS:-}" ]; then
-        cat README.md BENCHMARKS.md docs/*.md >"$dir/corpus.txt"
-        "$bin" --quiet prepare --input "$dir/corpus.txt" --train-vocab 8000 --max-seq-len 128 --out "$shards" >/dev/null
-      fi
+      shards=$(shards_128 "$dir")
       for prec in f32 bf16; do
         for mode in plain graph; do
           run=$dir/$prec-$mode

@@ -82,6 +82,17 @@ fn padded_masking_keeps_the_positions_and_pads_with_unmasked_real_tokens() {
     assert_eq!(second.valid, Some(vec![true, false, false]));
 }
 
+/// Runs `sets` with the usual step and with the fixed-shape step and compares their curves.
+fn fixed_like_usual(dir: &Path, name: &str, sets: &[&str]) {
+    let fixed: Vec<&str> = sets
+        .iter()
+        .chain(&["train.static_shapes=true"])
+        .copied()
+        .collect();
+    let usual = run(dir, name, sets);
+    same_curves(&usual, &run(dir, &format!("{name}-fixed"), &fixed));
+}
+
 #[test]
 fn fixed_shapes_train_like_the_usual_step() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,44 +104,20 @@ fn fixed_shapes_train_like_the_usual_step() {
         "objective.kind=hc+sr",
         "objective.sr_sent_weight=0.5",
     ];
-    let fixed: Vec<&str> = bert
-        .iter()
-        .chain(&["train.static_shapes=true"])
-        .copied()
-        .collect();
-    same_curves(&run(d, "bert", &bert), &run(d, "bert-fixed", &fixed));
-    let sent = ["model.kind=bert", "objective.kind=sr-sent"];
-    let fixed: Vec<&str> = sent
-        .iter()
-        .chain(&["train.static_shapes=true"])
-        .copied()
-        .collect();
-    same_curves(&run(d, "sent", &sent), &run(d, "sent-fixed", &fixed));
+    fixed_like_usual(d, "bert", &bert);
+    fixed_like_usual(d, "sent", &["model.kind=bert", "objective.kind=sr-sent"]);
     // ELECTRA with every slot a masked position (5 of the about 9 a 64-token row would get;
-    // the generator samples one value per slot):
-    // the discriminator's targets, weights and counts on the device, HC dropping its tokens.
+    // the generator samples one value per slot): the discriminator's targets, weights and
+    // counts on the device, HC dropping its tokens.
     let electra = [
         "objective.kind=hc",
         "objective.hc_discriminator=ignore",
         "masking.max_predictions=5",
     ];
-    let fixed: Vec<&str> = electra
-        .iter()
-        .chain(&["train.static_shapes=true"])
-        .copied()
-        .collect();
-    same_curves(
-        &run(d, "electra", &electra),
-        &run(d, "electra-fixed", &fixed),
-    );
+    fixed_like_usual(d, "electra", &electra);
     // Two micro-steps per step.
     let accum = ["model.kind=bert", "objective.kind=hc", "train.grad_accum=2"];
-    let fixed: Vec<&str> = accum
-        .iter()
-        .chain(&["train.static_shapes=true"])
-        .copied()
-        .collect();
-    same_curves(&run(d, "accum", &accum), &run(d, "accum-fixed", &fixed));
+    fixed_like_usual(d, "accum", &accum);
 }
 
 /// ELECTRA with padding slots: the generator's samples are drawn per slot, so they differ from
@@ -154,20 +141,16 @@ fn electra_with_padding_slots_counts_the_masked_positions_only() {
     }
 }
 
-#[test]
-fn a_fixed_shape_run_resumes_exactly() {
-    // ELECTRA with dropout and the generator's sampling on, padding slots and Hard Correction:
-    // each step's draws are seeded by the step, so the resumed run draws what the
-    // uninterrupted one drew.
-    let dir = tempfile::tempdir().unwrap();
-    let sets = [
-        "objective.kind=hc",
-        "train.static_shapes=true",
-        "train.steps=6",
-        "train.checkpoint_every=3",
-    ];
+/// A run of `sets` (6 steps, checkpoints every 3) resumed from its step-3 checkpoint repeats
+/// the uninterrupted run's curve exactly.
+fn resumes_exactly(dir: &Path, sets: &[&str]) {
+    let sets: Vec<&str> = sets
+        .iter()
+        .chain(&["train.steps=6", "train.checkpoint_every=3"])
+        .copied()
+        .collect();
     let go = |name: &str| {
-        let r = dir.path().join(name);
+        let r = dir.join(name);
         ok(pretrain_cmd(&r, &sets).output().unwrap());
         r
     };
@@ -182,6 +165,18 @@ fn a_fixed_shape_run_resumes_exactly() {
     let (a, b) = (curve(&whole), curve(&part));
     assert_eq!(a.len(), 6);
     assert_eq!(a, b, "resumed curve = uninterrupted curve");
+}
+
+#[test]
+fn a_fixed_shape_run_resumes_exactly() {
+    // ELECTRA with dropout and the generator's sampling on, padding slots and Hard Correction:
+    // each step's draws are seeded by the step, so the resumed run draws what the
+    // uninterrupted one drew.
+    let dir = tempfile::tempdir().unwrap();
+    resumes_exactly(
+        dir.path(),
+        &["objective.kind=hc", "train.static_shapes=true"],
+    );
 }
 
 #[test]
@@ -258,29 +253,10 @@ fn on_libtorch_the_step_rewritten_in_place_trains_like_the_usual_one() {
     let mut sets = vec![
         "objective.kind=hc",
         "train.static_shapes=true",
-        "train.steps=6",
-        "train.checkpoint_every=3",
         device.as_str(),
     ];
     if name.starts_with("libtorch-cuda") {
         sets.push("train.cuda_graph=true");
     }
-    let go = |n: &str| {
-        let r = d.join(n);
-        ok(pretrain_cmd(&r, &sets).output().unwrap());
-        r
-    };
-    let (whole, part) = (go("whole"), go("part"));
-    std::fs::remove_dir_all(part.join("checkpoints/step-00000006")).unwrap();
-    ok(resume_cmd(&part).output().unwrap());
-    let curve = |r: &Path| {
-        let mut m = metrics(r);
-        m.iter_mut().for_each(|x| x.tokens_per_s = 0.0);
-        m
-    };
-    assert_eq!(
-        curve(&whole),
-        curve(&part),
-        "resumed curve = uninterrupted curve"
-    );
+    resumes_exactly(&d.join("resumed"), &sets);
 }
