@@ -42,8 +42,9 @@ use crate::{Error, Result};
 /// workspaces, the optimizer's flat buffers and Hard Correction's table exist by then.
 pub const WARMUP: usize = 3;
 
-/// A step's outputs: the logged values of its micro-steps and the gradient norm, on the device.
-type Outputs = (Vec<Pending>, Option<Tensor<1>>);
+/// A micro-step's outputs: its logged values and (the last micro-step's) the gradient norm,
+/// on the device.
+type Outputs = (Pending, Option<Tensor<1>>);
 
 /// The fixed-shape step of a run (see the module documentation).
 pub struct FixedStep {
@@ -83,11 +84,6 @@ impl FixedStep {
         }))
     }
 
-    /// Whether this process's steps are replays of a recorded one now.
-    pub fn replaying(&self) -> bool {
-        self.recorded.is_some()
-    }
-
     /// One training step at learning rate `lr`: the step's micro-batches read from `stream`,
     /// masked and padded, copied into the step's inputs; forward, backward and the update
     /// (recorded or replayed where the run records). Returns the micro-steps' logged values
@@ -124,36 +120,33 @@ impl FixedStep {
                 replicas.opt.stage(lr, &device);
             }
             let last = k + 1 == accum;
-            let mut run = |replicas: &mut Replicas| -> Result<(Pending, Option<Tensor<1>>)> {
+            let mut run = |replicas: &mut Replicas| -> Result<Outputs> {
                 let losses = replicas.forward_seeded(total, |model, device, _| {
                     step_loss_uploaded(model, cfg, inp.objective, &batch, &m, up.clone(), device)
                 });
                 let objectives = replicas.objectives(&losses)?;
                 let g = replicas.backward(&objectives)?;
                 let values = terms::pending(&losses, &objectives);
-                let g = match grads.take() {
-                    Some(mut a) => {
-                        a.accumulate(g);
-                        a
-                    }
-                    None => g,
-                };
+                match &mut grads {
+                    Some(a) => a.accumulate(g),
+                    None => grads = Some(g),
+                }
                 if !last {
-                    grads = Some(g);
                     return Ok((values, None));
                 }
+                let g = grads.take().expect("this micro-step's gradients");
                 let o = &cfg.optimizer;
                 Ok((values, replicas.update(g, accum, o.max_grad_norm, lr)))
             };
             let (values, n) = match (&self.graph, &self.recorded) {
-                (Some(g), Some((values, n))) => {
+                (Some(g), Some(outputs)) => {
                     g.replay()?;
-                    (values[0].clone(), n.clone())
+                    outputs.clone()
                 }
                 (Some(g), None) if self.done >= WARMUP => {
-                    let (values, n) = g.record(|| run(replicas))??;
-                    self.recorded = Some((vec![values.clone()], n.clone()));
-                    (values, n)
+                    let outputs = g.record(|| run(replicas))??;
+                    self.recorded = Some(outputs.clone());
+                    outputs
                 }
                 _ => run(replicas)?,
             };
@@ -167,12 +160,15 @@ impl FixedStep {
     /// The inputs the step runs on: the first step's tensors with `new` copied into them
     /// (LibTorch devices), else `new`.
     fn inputs_for(&mut self, new: Uploaded) -> Uploaded {
+        if !self.in_place {
+            return new;
+        }
         match &self.inputs {
-            Some(fixed) if self.in_place => {
+            Some(fixed) => {
                 fixed.copy_from(&new);
                 fixed.clone()
             }
-            _ => {
+            None => {
                 self.inputs = Some(new.clone());
                 new
             }
