@@ -1,6 +1,7 @@
-//! Compiles `csrc/c10d.cpp`, the bridge to LibTorch's distributed engine, with the `tch`
-//! feature: against the LibTorch that torch-sys links (`LIBTORCH`, or the `torch` of
-//! `python3` with `LIBTORCH_USE_PYTORCH`), and gloo's headers (Debian's `libgloo-dev`).
+//! Compiles, with the `tch` feature, `csrc/c10d.cpp` (the bridge to LibTorch's distributed
+//! engine) and `csrc/ops.cpp` (the operation counter of `bench --count-ops`): against the
+//! LibTorch that torch-sys links (`LIBTORCH`, or the `torch` of `python3` with
+//! `LIBTORCH_USE_PYTORCH`), and gloo's headers (Debian's `libgloo-dev`).
 
 #[cfg(feature = "tch")]
 use std::path::PathBuf;
@@ -74,6 +75,7 @@ fn main() {
     version_facts();
     println!("cargo:rerun-if-changed=csrc/c10d.cpp");
     println!("cargo:rerun-if-changed=csrc/cuda.cpp");
+    println!("cargo:rerun-if-changed=csrc/ops.cpp");
     println!("cargo:rerun-if-changed=csrc/guarded.h");
     println!("cargo:rerun-if-env-changed=CUDA_INCLUDE");
     println!("cargo::rustc-check-cfg=cfg(trueneg_cuda)");
@@ -97,6 +99,7 @@ fn bridge() {
     cc::Build::new()
         .cpp(true)
         .file("csrc/c10d.cpp")
+        .file("csrc/ops.cpp")
         .std("c++17")
         .define("USE_C10D_GLOO", None)
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())

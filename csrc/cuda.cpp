@@ -5,6 +5,7 @@
 // `err`.
 
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -52,10 +53,14 @@ int trueneg_graph_new(int device, void** out, char* err, size_t err_len) {
 }
 
 // Starts recording this thread's work on the side stream into the graph (allocations come
-// from the graph's private memory pool).
+// from the graph's private memory pool). The blocks the warm-up steps left cached go back to
+// the device first: the graph's pool cannot reuse them, so kept they would only add the
+// warm-up's working memory to the recorded step's.
 int trueneg_graph_begin(void* graph, char* err, size_t err_len) {
   return guarded(err, err_len, [&] {
     auto* g = static_cast<Graph*>(graph);
+    g->stream.synchronize();
+    c10::cuda::CUDACachingAllocator::emptyCache();
     g->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
   });
 }
@@ -67,6 +72,23 @@ int trueneg_graph_end(void* graph, char* err, size_t err_len) {
 // Launches the recorded work again, as one graph, on the side stream.
 int trueneg_graph_replay(void* graph, char* err, size_t err_len) {
   return guarded(err, err_len, [&] { static_cast<Graph*>(graph)->graph.replay(); });
+}
+
+// The caching allocator's peak bytes on `device` since the last reset, allocated to tensors
+// and reserved from the device (`torch.cuda.max_memory_allocated` / `max_memory_reserved`);
+// then resets both peaks when `reset` is not 0.
+int trueneg_cuda_memory_peaks(int device, int reset, int64_t* allocated, int64_t* reserved,
+                              char* err, size_t err_len) {
+  return guarded(err, err_len, [&] {
+    auto index = static_cast<c10::DeviceIndex>(device);
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+    auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    *allocated = stats.allocated_bytes[all].peak;
+    *reserved = stats.reserved_bytes[all].peak;
+    if (reset != 0) {
+      c10::cuda::CUDACachingAllocator::resetPeakStats(index);
+    }
+  });
 }
 
 // Waits for the side stream, makes the previous stream current again and frees the graph.

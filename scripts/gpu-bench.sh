@@ -3,7 +3,10 @@
 # trueneg variant and every PyTorch reference runs once, in the same order. Each run prints
 # `RESULT size=… impl=… ms=… peak_mib=…`: the median ms per step (the program's own
 # `ms_per_step=`) and the peak GPU memory the run added over the idle GPU (nvidia-smi, sampled
-# every 50 ms: the same measure for both sides, allocator caches included).
+# every 50 ms: the same measure for both sides, allocator caches included); then
+# `alloc_mib=`, the allocator's peak of the timed steps as each program prints it
+# (`peak_gpu_mib=`: torch.cuda.max_memory_allocated, trueneg's the same statistic of
+# LibTorch's allocator, a recorded step's pool included).
 #
 # Usage: scripts/gpu-bench.sh TRUENEG_BIN TORCH_BENCH_PY [ROUNDS] [STEPS]
 #   MODEL      bert (default; TORCH_BENCH_PY = torch_bench.py, run with --masked-head) or electra
@@ -63,7 +66,7 @@ used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | 
 measure() {
   local size=$1 impl=$2
   shift 2
-  local log sampler base peak ms
+  local log sampler base peak ms alloc
   log=$(mktemp)
   base=$(used_mib)
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 >"$log.mem" &
@@ -74,12 +77,13 @@ measure() {
   wait "$sampler" 2>/dev/null
   peak=$(sort -n "$log.mem" | tail -1)
   ms=$(grep -o 'ms_per_step=[0-9.]*' "$log" | tail -1 | cut -d= -f2)
+  alloc=$(grep -o 'peak_gpu_mib=[0-9]*' "$log" | tail -1 | cut -d= -f2)
   if [ $rc -ne 0 ] || [ -z "$ms" ]; then
     echo "FAILED size=$size impl=$impl rc=$rc"
     tail -5 "$log"
   else
     grep -E '^# ' "$log" | head -3
-    echo "RESULT size=$size impl=$impl ms=$ms peak_mib=$((peak - base))"
+    echo "RESULT size=$size impl=$impl ms=$ms peak_mib=$((peak - base)) alloc_mib=${alloc:-?}"
   fi
   rm -f "$log" "$log.mem"
 }

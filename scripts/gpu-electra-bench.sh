@@ -5,7 +5,8 @@
 #      torch_electra_bench.py eager f32, eager bf16 + fused AdamW, torch.compile and
 #      torch.compile(mode="reduce-overhead"), alternating;
 #   2. where the step's time goes, f32 against bf16 (`bench --sync-phases`), at batch 128 and
-#      512 (a gap that stays the same in ms as the batch grows is launch cost, not arithmetic);
+#      512 (a gap that stays the same in ms as the batch grows is launch cost, not arithmetic),
+#      and the kernels each launches per step (`bench --count-ops`, batch 128);
 #   3. the `electra-small` preset end to end, f32 and bf16, recorded (`train.cuda_graph`) and
 #      not, alternating for ROUNDS rounds: the median tokens/s of the 10-step windows after the
 #      first two (PRESET_STEPS steps, default 60), and the model FLOP/s and MFU at ≈ 67 MFLOP per
@@ -44,6 +45,12 @@ for part in $parts; do
             --batch "$batch" --precision "$prec" --sync-phases --steps 10 --warmup 4 2>&1 \
             | grep -E '^# |ms_per_step' | tee -a "$out/phases.txt"
         done
+      done
+      for prec in f32 bf16; do
+        echo "== operations precision=$prec" | tee -a "$out/phases.txt"
+        "$bin" --quiet bench --model electra --hc --device libtorch-cuda --layers 12 \
+          --batch 128 --precision "$prec" --count-ops --steps 2 --warmup 3 2>&1 \
+          | grep -E 'LibTorch operations|ops_per_step' | tee -a "$out/phases.txt"
       done
       ;;
     3)

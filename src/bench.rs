@@ -23,6 +23,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::kernels::cuda_graph::CudaGraph;
+use crate::kernels::op_count::{self, OpCounts};
 use crate::model::{EncoderConfig, Precision};
 use crate::objective::{Objective, ObjectiveKind, Setup, terms};
 use crate::text::SynonymTable;
@@ -54,6 +55,8 @@ pub struct BenchSpec {
     /// Record the step once as a CUDA graph after the warm-up and replay it
     /// (`kernels::cuda_graph`; `libtorch-cuda`, one objective).
     pub cuda_graph: bool,
+    /// Count the LibTorch operations of the first timed step (`kernels::op_count`).
+    pub count_ops: bool,
 }
 
 /// A synonym table shaped like WordNet's on a BERT vocabulary (about a third of the regular
@@ -76,6 +79,8 @@ pub struct BenchReport {
     pub median_ms: f64,
     /// Mean ms of the timed steps in forward + loss, backward (+ reading gradients), optimizer.
     pub phase_ms: [f64; 3],
+    /// The LibTorch operations of the first timed step, with `BenchSpec::count_ops`.
+    pub ops: Option<OpCounts>,
 }
 
 /// The pre-training config of the bench's model, computing in `spec.precision`, with
@@ -182,7 +187,12 @@ pub fn run_bench(
     let mut step_ms = vec![Vec::new(); objectives.len()];
     let mut losses = vec![Vec::new(); objectives.len()];
     let mut phase_ms = vec![[0.0; 3]; objectives.len()];
+    let mut ops = vec![None; objectives.len()];
     for step in 0..warmup + steps {
+        if step == warmup {
+            // Peaks of the timed steps only (and the recording), as torch_electra_bench.py's.
+            crate::kernels::cuda_graph::memory_peaks(device, true);
+        }
         for (j, (cfg, objective, model, opt)) in runners.iter_mut().enumerate() {
             let sync = || {
                 if spec.sync_phases {
@@ -194,7 +204,7 @@ pub fn run_bench(
             }
             let t0 = Instant::now();
             let (mut t_fwd, mut t_bwd) = (t0.elapsed(), t0.elapsed());
-            let mut run = || {
+            let run = || {
                 let up = uploaded.clone();
                 let l = step_loss_uploaded(model, cfg, objective, &batch, &masked, up, device);
                 let loss = terms::objectives(std::slice::from_ref(&l)).remove(0);
@@ -207,17 +217,19 @@ pub fn run_bench(
                 opt.update(5e-4, &grads, |w| model.walk(w));
                 loss
             };
+            // The first timed step's operations, recorded ones included.
+            let counting = spec.count_ops && step == warmup;
             let loss = match (&graph, &recorded) {
                 (Some(g), Some(loss)) => {
                     g.replay()?;
                     loss.clone()
                 }
                 (Some(g), None) if step >= warmup => {
-                    let loss = g.record(run)?;
+                    let loss = counted(counting, &mut ops[j], || g.record(run))??;
                     recorded = Some(loss.clone());
                     loss
                 }
-                _ => run(),
+                _ => counted(counting, &mut ops[j], run)?,
             };
             let value = loss.into_scalar::<f32>() as f64;
             let total = t0.elapsed();
@@ -241,13 +253,25 @@ pub fn run_bench(
         .into_iter()
         .zip(losses)
         .zip(phase_ms)
-        .map(|((step_ms, losses), phase_ms)| BenchReport {
+        .zip(ops)
+        .map(|(((step_ms, losses), phase_ms), ops)| BenchReport {
             median_ms: median(&step_ms),
             step_ms,
             losses,
             phase_ms,
+            ops,
         })
         .collect())
+}
+
+/// `work`'s result, its LibTorch operations counted into `ops` when `on`.
+fn counted<T>(on: bool, ops: &mut Option<OpCounts>, work: impl FnOnce() -> T) -> crate::Result<T> {
+    if !on {
+        return Ok(work());
+    }
+    let (out, counts) = op_count::count(work)?;
+    *ops = Some(counts);
+    Ok(out)
 }
 
 /// One model and optimizer per objective, from the same initial weights.

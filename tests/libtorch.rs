@@ -397,3 +397,39 @@ fn a_libtorch_run_resumed_from_a_checkpoint_repeats_its_curve() {
         "resumed curve = uninterrupted curve"
     );
 }
+
+/// The operation counter (`bench --count-ops`) sees each LibTorch call of a small computation
+/// once (a dtype cast as one operation), and the ELECTRA step in bf16 launches the casts that
+/// mixed precision adds where the f32 step launches none.
+#[test]
+fn the_operation_counter_sees_each_libtorch_call() {
+    use trueneg::kernels::op_count::{self, CAST};
+    let d = device();
+    let a = Tensor::<2>::from_data(TensorData::new(random(&[4, 5], 1), [4, 5]), &d);
+    let b = Tensor::<2>::from_data(TensorData::new(random(&[5, 3], 2), [5, 3]), &d);
+    let (y, ops) = op_count::count(|| (a.matmul(b).cast(FloatDType::BF16) + 1.0).sum()).unwrap();
+    assert_eq!(y.dims(), [1]);
+    eprintln!("{:?}", ops.by_name);
+    assert_eq!(ops.of(CAST), 1, "{:?}", ops.by_name);
+    assert_eq!(ops.of("aten::mm") + ops.of("aten::bmm"), 1, "{:?}", ops.by_name);
+
+    let step = |precision| {
+        let spec = trueneg::bench::BenchSpec {
+            model: trueneg::train::config::ModelKind::Electra,
+            layers: 1,
+            batch: 1,
+            precision,
+            multi_tensor: trueneg::train::optimizer::MultiTensor::On,
+            sync_phases: false,
+            cuda_graph: false,
+            count_ops: true,
+        };
+        let kinds = [trueneg::objective::ObjectiveKind::Hc];
+        let mut r = trueneg::bench::run_bench(&d, &spec, 1, 1, &kinds, |_, _, _, _, _| {});
+        r.unwrap().remove(0).ops.expect("the first timed step's operations")
+    };
+    let (f32, bf16) = (step(trueneg::model::Precision::F32), step(trueneg::model::Precision::Bf16));
+    eprintln!("f32 {} casts {}, bf16 {} casts {}", f32.launching(), f32.of(CAST), bf16.launching(), bf16.of(CAST));
+    assert!(f32.launching() > 100, "{:?}", f32.by_name);
+    assert!(bf16.of(CAST) > f32.of(CAST) + 20, "f32 {:?}\nbf16 {:?}", f32.by_name, bf16.by_name);
+}

@@ -44,6 +44,10 @@ pub struct Args {
     /// Record the step as a CUDA graph after the warm-up and replay it (`libtorch-cuda`).
     #[arg(long)]
     cuda_graph: bool,
+    /// Count the LibTorch operations (on a GPU: kernel launches) of the first timed step, by
+    /// name (`libtorch` or `libtorch-cuda`).
+    #[arg(long)]
+    count_ops: bool,
     /// `fused`: our fused CPU kernels and LibTorch's single calls where they serve; `composed`:
     /// burn's composed operations everywhere (what those bring).
     #[arg(long, default_value = "fused", value_parser = ["fused", "composed"])]
@@ -76,6 +80,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         multi_tensor,
         sync_phases,
         cuda_graph,
+        count_ops,
         kernels,
     } = a;
     if layers == 0 || batch == 0 {
@@ -96,6 +101,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         multi_tensor,
         sync_phases,
         cuda_graph,
+        count_ops,
     };
     let kinds = objective
         .split(',')
@@ -134,6 +140,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let [f, b, o] = r.phase_ms;
         println!("# {name}: mean ms forward+loss {f:.1}, backward {b:.1}, optimizer {o:.1}");
     }
+    for (name, r) in names.iter().zip(&reports) {
+        if let Some(ops) = &r.ops {
+            print_ops(name, ops);
+        }
+    }
+    if let Some((allocated, reserved)) = trueneg::kernels::cuda_graph::memory_peaks(&device, false)
+    {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        println!("# GPU memory reserved at the peak {:.0} MiB", mib(reserved));
+        println!("peak_gpu_mib={:.0}", mib(allocated));
+    }
     if let Some(kb) = trueneg::bench::peak_rss_kb() {
         println!("# peak RSS {:.0} MiB", kb as f64 / 1024.0);
     }
@@ -151,4 +168,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// One step's operations: how many launch a kernel (casts among them), how many do not, the
+/// most frequent, and `ops_per_step=` for scripts.
+fn print_ops(name: &str, ops: &trueneg::kernels::op_count::OpCounts) {
+    use trueneg::kernels::op_count::{CAST, OpCounts};
+    let top: Vec<String> = ops
+        .by_name
+        .iter()
+        .filter(|(n, _)| OpCounts::launches(n))
+        .take(12)
+        .map(|(n, c)| format!("{} {c}", n.trim_start_matches("aten::")))
+        .collect();
+    println!(
+        "# {name}: {} LibTorch operations per step launch a kernel ({} of them dtype casts), {} launch none (views, allocations); most frequent: {}",
+        ops.launching(),
+        ops.of(CAST),
+        ops.without_kernel(),
+        top.join(", ")
+    );
+    println!("ops_per_step[{name}]={}", ops.launching());
 }

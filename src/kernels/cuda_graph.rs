@@ -13,7 +13,10 @@
 //!   registers it, and each replay draws what the unrecorded step would have drawn.
 //!
 //! The steps before the recorded one (the warm-up: LibTorch's lazy set-up, cuBLAS workspaces)
-//! run on the graph's side stream too; every step after it is a replay.
+//! run on the graph's side stream too; every step after it is a replay. The blocks the warm-up
+//! left in LibTorch's caching allocator are given back to the GPU before recording (the
+//! graph's private pool cannot reuse them), so the run's peak is the larger of the warm-up's
+//! and the recorded step's, not their sum.
 
 use burn::prelude::*;
 
@@ -69,6 +72,43 @@ mod ffi {
         pub fn trueneg_graph_end(graph: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
         pub fn trueneg_graph_replay(graph: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
         pub fn trueneg_graph_free(graph: *mut c_void);
+        pub fn trueneg_cuda_memory_peaks(
+            device: c_int,
+            reset: c_int,
+            allocated: *mut i64,
+            reserved: *mut i64,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+    }
+}
+
+/// LibTorch's CUDA caching allocator on `device` (`libtorch-cuda[:i]` in a build with the CUDA
+/// bridge): the peak bytes allocated to tensors and reserved from the GPU since the last
+/// reset (PyTorch's `max_memory_allocated` / `max_memory_reserved`, the recorded step's
+/// private pool included); `reset` starts new peaks. `None` on other devices and builds.
+pub fn memory_peaks(device: &Device, reset: bool) -> Option<(u64, u64)> {
+    #[cfg(all(feature = "tch", trueneg_cuda))]
+    {
+        let index = super::libtorch::cuda_index(device)?;
+        let (mut allocated, mut reserved) = (0i64, 0i64);
+        checked("memory statistics", |err, len| unsafe {
+            ffi::trueneg_cuda_memory_peaks(
+                index as i32,
+                reset as i32,
+                &mut allocated,
+                &mut reserved,
+                err,
+                len,
+            )
+        })
+        .ok()?;
+        Some((allocated as u64, reserved as u64))
+    }
+    #[cfg(not(all(feature = "tch", trueneg_cuda)))]
+    {
+        let _ = (device, reset);
+        None
     }
 }
 

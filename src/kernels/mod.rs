@@ -34,6 +34,7 @@ pub mod layer_norm;
 #[cfg(feature = "tch")]
 mod libtorch;
 pub mod linear;
+pub mod op_count;
 pub mod sampling;
 
 use burn::backend::DispatchDevice;

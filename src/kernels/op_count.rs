@@ -1,0 +1,160 @@
+//! How many LibTorch operations a stretch of work dispatches (`bench --count-ops`), by name.
+//!
+//! On a GPU each operation that does arithmetic is at least one kernel launch, and a small
+//! model's step is bound by launching them (the CPU queues them one by one), so their count is
+//! what a recorded step (`kernels::cuda_graph`) saves and what mixed precision adds. The
+//! count comes from LibTorch itself (a RecordFunction callback, `csrc/ops.cpp`): every ATen
+//! call that makes no further ATen call is one operation (a dtype cast, `aten::_to_copy`,
+//! counts once). It is the same on LibTorch's CPU device as on a GPU except where LibTorch
+//! picks another kernel for the device (attention: the CPU's flash kernel for CUDA's), so it
+//! can be measured without a GPU.
+
+use crate::{Error, Result};
+
+/// Operations that launch no kernel on any device: views, shape queries, allocations.
+const NO_KERNEL: &[&str] = &[
+    "aten::_reshape_alias",
+    "aten::_unsafe_view",
+    "aten::alias",
+    "aten::as_strided",
+    "aten::chunk",
+    "aten::contiguous",
+    "aten::detach",
+    "aten::empty",
+    "aten::empty_like",
+    "aten::empty_strided",
+    "aten::expand",
+    "aten::expand_as",
+    "aten::flatten",
+    "aten::lift_fresh",
+    "aten::narrow",
+    "aten::permute",
+    "aten::reshape",
+    "aten::resize_",
+    "aten::result_type",
+    "aten::select",
+    "aten::set_",
+    "aten::slice",
+    "aten::split",
+    "aten::split_with_sizes",
+    "aten::squeeze",
+    "aten::t",
+    "aten::to",
+    "aten::transpose",
+    "aten::unbind",
+    "aten::unsqueeze",
+    "aten::view",
+    "aten::view_as",
+];
+
+/// The dtype cast: one kernel (after an allocation).
+pub const CAST: &str = "aten::_to_copy";
+
+/// Operations counted by name, most frequent first.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OpCounts {
+    pub by_name: Vec<(String, u64)>,
+}
+
+impl OpCounts {
+    /// Parses the bridge's "name count" lines.
+    #[cfg_attr(not(feature = "tch"), allow(dead_code))]
+    fn parse(text: &str) -> Self {
+        let mut by_name: Vec<(String, u64)> = text
+            .lines()
+            .filter_map(|l| {
+                let (name, n) = l.rsplit_once(' ')?;
+                Some((name.to_string(), n.parse().ok()?))
+            })
+            .collect();
+        by_name.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Self { by_name }
+    }
+
+    /// Whether `name` launches a kernel (see [`NO_KERNEL`]).
+    pub fn launches(name: &str) -> bool {
+        !NO_KERNEL.contains(&name)
+    }
+
+    /// Operations that launch a kernel.
+    pub fn launching(&self) -> u64 {
+        self.sum(|n| Self::launches(n))
+    }
+
+    /// Operations that launch none (views, allocations).
+    pub fn without_kernel(&self) -> u64 {
+        self.sum(|n| !Self::launches(n))
+    }
+
+    /// Operations called `name`.
+    pub fn of(&self, name: &str) -> u64 {
+        self.sum(|n| n == name)
+    }
+
+    fn sum(&self, keep: impl Fn(&str) -> bool) -> u64 {
+        self.by_name
+            .iter()
+            .filter(|(n, _)| keep(n))
+            .map(|(_, c)| c)
+            .sum()
+    }
+}
+
+#[cfg(feature = "tch")]
+mod ffi {
+    use std::ffi::{c_char, c_int};
+
+    unsafe extern "C" {
+        pub fn trueneg_ops_count_begin(err: *mut c_char, err_len: usize) -> c_int;
+        pub fn trueneg_ops_count_end(out: *mut c_char, out_len: usize) -> usize;
+    }
+}
+
+/// Runs `work` and counts the LibTorch operations it dispatches on this process's threads
+/// (`tch` builds; work on other backends dispatches none).
+pub fn count<T>(work: impl FnOnce() -> T) -> Result<(T, OpCounts)> {
+    #[cfg(feature = "tch")]
+    {
+        crate::error::bridge_call("failed", |err, len| unsafe {
+            ffi::trueneg_ops_count_begin(err, len)
+        })
+        .map_err(|e| Error::Config(format!("counting LibTorch operations: {e}")))?;
+        let out = work();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = unsafe { ffi::trueneg_ops_count_end(buf.as_mut_ptr().cast(), buf.len()) };
+            if n < buf.len() {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                return Ok((out, OpCounts::parse(&text)));
+            }
+            buf.resize(n + 1, 0);
+        }
+    }
+    #[cfg(not(feature = "tch"))]
+    {
+        let _ = work;
+        Err(Error::Config(
+            "counting operations needs a `tch` build (LibTorch counts them); this trueneg has none"
+                .into(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_parsed_sorted_and_split_by_kind() {
+        let c = OpCounts::parse("aten::view 7\naten::mm 3\naten::_to_copy 5\nbad line\n");
+        assert_eq!(
+            c.by_name,
+            vec![
+                ("aten::view".to_string(), 7),
+                ("aten::_to_copy".to_string(), 5),
+                ("aten::mm".to_string(), 3)
+            ]
+        );
+        assert_eq!((c.launching(), c.without_kernel(), c.of(CAST)), (8, 7, 5));
+    }
+}
