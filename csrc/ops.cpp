@@ -1,8 +1,12 @@
 // Counts the LibTorch operations a stretch of work dispatches (`bench --count-ops`): on a GPU
-// each operation that does arithmetic is at least one kernel launch, which is what bounds a
-// small model's step. A global RecordFunction callback sees every ATen call; a call that makes
-// no further ATen call inside it (a leaf) is counted by name. `aten::_to_copy` (a dtype cast:
-// an allocation and one copy kernel) is counted as one operation, its inner calls not.
+// each operation that does arithmetic is a kernel launch, which is what bounds a small model's
+// step. A global RecordFunction callback sees every ATen call. Calls that launch no kernel
+// themselves (views, allocations, conversions that turn out to be no-ops, autograd's wrappers)
+// are counted apart. Any other call is counted as one kernel unless it makes kernel-launching
+// calls inside it, which are counted instead (LibTorch composes many operations from others);
+// `aten::_to_copy` (a dtype cast: an allocation and one copy) counts once, whatever is inside.
+// Where an operation launches a kernel of its own beside the calls inside it, it is missed:
+// the count is a lower bound of the launches.
 
 #include <ATen/record_function.h>
 
@@ -12,13 +16,14 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace {
 
 struct Frame {
-  bool has_child;
+  bool kernel_inside;
   bool whole;  // counted as one operation, calls inside it not
 };
 
@@ -26,15 +31,27 @@ thread_local std::vector<Frame> frames;
 thread_local int inside_whole = 0;
 
 std::mutex counts_mutex;
-std::map<std::string, uint64_t> counts;
+// By name: (launches a kernel, count).
+std::map<std::string, std::pair<bool, uint64_t>> counts;
 at::CallbackHandle handle = 0;
 
 bool counted_whole(const char* name) { return std::strcmp(name, "aten::_to_copy") == 0; }
 
+// Calls that launch no kernel themselves.
+bool no_kernel(const char* name) {
+  static const std::set<std::string> names = {
+      "aten::_reshape_alias", "aten::_unsafe_view", "aten::alias", "aten::as_strided",
+      "aten::chunk", "aten::contiguous", "aten::detach", "aten::empty", "aten::empty_like",
+      "aten::empty_strided", "aten::expand", "aten::expand_as", "aten::flatten",
+      "aten::lift_fresh", "aten::narrow", "aten::permute", "aten::reshape", "aten::resize_",
+      "aten::resolve_conj", "aten::resolve_neg", "aten::result_type", "aten::select",
+      "aten::set_", "aten::slice", "aten::split", "aten::split_with_sizes", "aten::squeeze",
+      "aten::t", "aten::to", "aten::transpose", "aten::unbind", "aten::unsqueeze", "aten::view",
+      "aten::view_as", "detach"};
+  return std::strncmp(name, "autograd::", 10) == 0 || names.count(name) > 0;
+}
+
 std::unique_ptr<at::ObserverContext> enter(const at::RecordFunction& fn) {
-  if (!frames.empty()) {
-    frames.back().has_child = true;
-  }
   bool whole = counted_whole(fn.name());
   frames.push_back({false, whole});
   if (whole) {
@@ -52,11 +69,18 @@ void leave(const at::RecordFunction& fn, at::ObserverContext*) {
   if (f.whole) {
     --inside_whole;
   }
-  if (inside_whole > 0 || !(f.whole || !f.has_child)) {
+  bool kernel = f.whole || (!f.kernel_inside && !no_kernel(fn.name()));
+  if (!frames.empty() && (kernel || f.kernel_inside)) {
+    frames.back().kernel_inside = true;
+  }
+  // Inside a cast (counted with it), or counted as the kernels inside it.
+  if (inside_whole > 0 || (f.kernel_inside && !f.whole)) {
     return;
   }
   std::lock_guard<std::mutex> lock(counts_mutex);
-  ++counts[fn.name()];
+  auto& entry = counts[fn.name()];
+  entry.first = kernel;
+  ++entry.second;
 }
 
 }  // namespace
@@ -78,8 +102,8 @@ int trueneg_ops_count_begin(char* err, size_t err_len) {
   });
 }
 
-// Stops counting and writes the counts as "name count\n" lines into `out` (`out_len` bytes,
-// NUL-terminated); returns the text's length, which is `out_len` or more when it did not fit
+// Stops counting and writes the counts as "K name count\n" lines into `out` (`out_len` bytes,
+// NUL-terminated), K being `k` for a kernel and `-` for none; returns the text's length, which is `out_len` or more when it did not fit
 // (call again with a larger buffer: the counts are kept until the next begin).
 size_t trueneg_ops_count_end(char* out, size_t out_len) {
   if (handle != 0) {
@@ -89,8 +113,9 @@ size_t trueneg_ops_count_end(char* out, size_t out_len) {
   std::string text;
   {
     std::lock_guard<std::mutex> lock(counts_mutex);
-    for (const auto& [name, n] : counts) {
-      text += name + " " + std::to_string(n) + "\n";
+    for (const auto& [name, entry] : counts) {
+      text += std::string(entry.first ? "k " : "- ") + name + " " +
+              std::to_string(entry.second) + "\n";
     }
   }
   if (out != nullptr && out_len > 0) {

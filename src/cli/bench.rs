@@ -173,11 +173,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 /// One step's operations: how many launch a kernel (casts among them), how many do not, the
 /// most frequent, and `ops_per_step=` for scripts.
 fn print_ops(name: &str, ops: &trueneg::kernels::op_count::OpCounts) {
-    use trueneg::kernels::op_count::{CAST, OpCounts};
+    use trueneg::kernels::op_count::CAST;
     let top: Vec<String> = ops
         .by_name
         .iter()
-        .filter(|(n, _)| OpCounts::launches(n))
+        .filter(|(n, _)| ops.launches(n))
         .take(12)
         .map(|(n, c)| format!("{} {c}", n.trim_start_matches("aten::")))
         .collect();
@@ -189,4 +189,10 @@ fn print_ops(name: &str, ops: &trueneg::kernels::op_count::OpCounts) {
         top.join(", ")
     );
     println!("ops_per_step[{name}]={}", ops.launching());
+    if std::env::var_os("TRUENEG_OPS_ALL").is_some() {
+        for (n, c) in &ops.by_name {
+            let kind = if ops.launches(n) { "kernel" } else { "none" };
+            println!("# op {kind} {n} {c}");
+        }
+    }
 }

@@ -3,87 +3,60 @@
 //! On a GPU each operation that does arithmetic is at least one kernel launch, and a small
 //! model's step is bound by launching them (the CPU queues them one by one), so their count is
 //! what a recorded step (`kernels::cuda_graph`) saves and what mixed precision adds. The
-//! count comes from LibTorch itself (a RecordFunction callback, `csrc/ops.cpp`): every ATen
-//! call that makes no further ATen call is one operation (a dtype cast, `aten::_to_copy`,
-//! counts once). It is the same on LibTorch's CPU device as on a GPU except where LibTorch
-//! picks another kernel for the device (attention: the CPU's flash kernel for CUDA's), so it
-//! can be measured without a GPU.
+//! count comes from LibTorch itself (a RecordFunction callback, `csrc/ops.cpp`, which says
+//! which calls launch a kernel): an ATen call is one kernel unless it launches none itself
+//! (views, allocations) or makes kernel-launching calls inside it, which are counted instead;
+//! a dtype cast (`aten::_to_copy`) counts once. So it is a lower bound of the launches (an
+//! operation that launches its own kernel beside the calls inside it is missed). It is the
+//! same on LibTorch's CPU device as on a GPU except where LibTorch takes another route for the
+//! device (attention: CUDA's fused kernels, the CPU's composed one), so most of it can be
+//! measured without a GPU.
 
 use crate::{Error, Result};
-
-/// Operations that launch no kernel on any device: views, shape queries, allocations.
-const NO_KERNEL: &[&str] = &[
-    "aten::_reshape_alias",
-    "aten::_unsafe_view",
-    "aten::alias",
-    "aten::as_strided",
-    "aten::chunk",
-    "aten::contiguous",
-    "aten::detach",
-    "aten::empty",
-    "aten::empty_like",
-    "aten::empty_strided",
-    "aten::expand",
-    "aten::expand_as",
-    "aten::flatten",
-    "aten::lift_fresh",
-    "aten::narrow",
-    "aten::permute",
-    "aten::reshape",
-    "aten::resize_",
-    "aten::result_type",
-    "aten::select",
-    "aten::set_",
-    "aten::slice",
-    "aten::split",
-    "aten::split_with_sizes",
-    "aten::squeeze",
-    "aten::t",
-    "aten::to",
-    "aten::transpose",
-    "aten::unbind",
-    "aten::unsqueeze",
-    "aten::view",
-    "aten::view_as",
-];
 
 /// The dtype cast: one kernel (after an allocation).
 pub const CAST: &str = "aten::_to_copy";
 
-/// Operations counted by name, most frequent first.
+/// Operations counted by name, most frequent first, with whether they launch a kernel.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OpCounts {
     pub by_name: Vec<(String, u64)>,
+    kernels: std::collections::HashSet<String>,
 }
 
 impl OpCounts {
-    /// Parses the bridge's "name count" lines.
+    /// Parses the bridge's "K name count" lines (K: `k` for a kernel, `-` for none).
     #[cfg_attr(not(feature = "tch"), allow(dead_code))]
     fn parse(text: &str) -> Self {
+        let mut kernels = std::collections::HashSet::new();
         let mut by_name: Vec<(String, u64)> = text
             .lines()
             .filter_map(|l| {
-                let (name, n) = l.rsplit_once(' ')?;
+                let (kind, rest) = l.split_once(' ')?;
+                let (name, n) = rest.rsplit_once(' ')?;
+                if kind == "k" {
+                    kernels.insert(name.to_string());
+                }
                 Some((name.to_string(), n.parse().ok()?))
             })
             .collect();
         by_name.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Self { by_name }
+        Self { by_name, kernels }
     }
 
-    /// Whether `name` launches a kernel (see [`NO_KERNEL`]).
-    pub fn launches(name: &str) -> bool {
-        !NO_KERNEL.contains(&name)
+    /// Whether the operation `name` launches a kernel.
+    pub fn launches(&self, name: &str) -> bool {
+        self.kernels.contains(name)
     }
 
     /// Operations that launch a kernel.
     pub fn launching(&self) -> u64 {
-        self.sum(|n| Self::launches(n))
+        self.sum(|n| self.launches(n))
     }
 
     /// Operations that launch none (views, allocations).
     pub fn without_kernel(&self) -> u64 {
-        self.sum(|n| !Self::launches(n))
+        self.sum(|n| !self.launches(n))
     }
 
     /// Operations called `name`.
@@ -146,7 +119,7 @@ mod tests {
 
     #[test]
     fn counts_are_parsed_sorted_and_split_by_kind() {
-        let c = OpCounts::parse("aten::view 7\naten::mm 3\naten::_to_copy 5\nbad line\n");
+        let c = OpCounts::parse("- aten::view 7\nk aten::mm 3\nk aten::_to_copy 5\nbad\n");
         assert_eq!(
             c.by_name,
             vec![
