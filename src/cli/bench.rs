@@ -86,6 +86,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if layers == 0 || batch == 0 {
         anyhow::bail!("--layers and --batch must be > 0");
     }
+    if count_ops && !(trueneg::kernels::op_count::available() && device.starts_with("libtorch")) {
+        anyhow::bail!(
+            "--count-ops counts LibTorch's operations: it needs a `tch` build and --device libtorch or libtorch-cuda"
+        );
+    }
     trueneg::kernels::set_composed(kernels == "composed");
     let objective = match (objective, hc, model) {
         (Some(o), _, _) => o,

@@ -83,6 +83,11 @@ mod ffi {
     }
 }
 
+/// Whether this build can count operations (a `tch` build).
+pub fn available() -> bool {
+    cfg!(feature = "tch")
+}
+
 /// Runs `work` and counts the LibTorch operations it dispatches on this process's threads
 /// (`tch` builds; work on other backends dispatches none).
 pub fn count<T>(work: impl FnOnce() -> T) -> Result<(T, OpCounts)> {
