@@ -33,6 +33,9 @@ thread_local int inside_whole = 0;
 std::mutex counts_mutex;
 // By name: (launches a kernel, count).
 std::map<std::string, std::pair<bool, uint64_t>> counts;
+// Calls made from outside LibTorch (trueneg's, through burn): each costs host time, kernel or
+// not.
+uint64_t outer_calls = 0;
 at::CallbackHandle handle = 0;
 
 bool counted_whole(const char* name) { return std::strcmp(name, "aten::_to_copy") == 0; }
@@ -73,6 +76,10 @@ void leave(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!frames.empty() && (kernel || f.kernel_inside)) {
     frames.back().kernel_inside = true;
   }
+  if (frames.empty()) {
+    std::lock_guard<std::mutex> lock(counts_mutex);
+    ++outer_calls;
+  }
   // Inside a cast (counted with it), or counted as the kernels inside it.
   if (inside_whole > 0 || (f.kernel_inside && !f.whole)) {
     return;
@@ -93,6 +100,7 @@ int trueneg_ops_count_begin(char* err, size_t err_len) {
     {
       std::lock_guard<std::mutex> lock(counts_mutex);
       counts.clear();
+      outer_calls = 0;
     }
     if (handle == 0) {
       handle = at::addGlobalCallback(at::RecordFunctionCallback(enter, leave)
@@ -103,7 +111,8 @@ int trueneg_ops_count_begin(char* err, size_t err_len) {
 }
 
 // Stops counting and writes the counts as "K name count\n" lines into `out` (`out_len` bytes,
-// NUL-terminated), K being `k` for a kernel and `-` for none; returns the text's length, which is `out_len` or more when it did not fit
+// NUL-terminated), K being `k` for a kernel and `-` for none, after a line "= calls N" (the
+// calls made from outside LibTorch); returns the text's length, which is `out_len` or more when it did not fit
 // (call again with a larger buffer: the counts are kept until the next begin).
 size_t trueneg_ops_count_end(char* out, size_t out_len) {
   if (handle != 0) {
@@ -113,6 +122,7 @@ size_t trueneg_ops_count_end(char* out, size_t out_len) {
   std::string text;
   {
     std::lock_guard<std::mutex> lock(counts_mutex);
+    text += "= calls " + std::to_string(outer_calls) + "\n";
     for (const auto& [name, entry] : counts) {
       text += std::string(entry.first ? "k " : "- ") + name + " " +
               std::to_string(entry.second) + "\n";

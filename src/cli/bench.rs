@@ -187,13 +187,15 @@ fn print_ops(name: &str, ops: &trueneg::kernels::op_count::OpCounts) {
         .map(|(n, c)| format!("{} {c}", n.trim_start_matches("aten::")))
         .collect();
     println!(
-        "# {name}: {} LibTorch operations per step launch a kernel ({} of them dtype casts), {} launch none (views, allocations); most frequent: {}",
+        "# {name}: {} calls into LibTorch per step; {} operations launch a kernel ({} of them dtype casts), {} launch none (views, allocations); most frequent: {}",
+        ops.calls,
         ops.launching(),
         ops.of(CAST),
         ops.without_kernel(),
         top.join(", ")
     );
     println!("ops_per_step[{name}]={}", ops.launching());
+    println!("calls_per_step[{name}]={}", ops.calls);
     if std::env::var_os("TRUENEG_OPS_ALL").is_some() {
         for (n, c) in &ops.by_name {
             let kind = if ops.launches(n) { "kernel" } else { "none" };

@@ -21,16 +21,25 @@ pub const CAST: &str = "aten::_to_copy";
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OpCounts {
     pub by_name: Vec<(String, u64)>,
+    /// Calls into LibTorch from outside it (trueneg's, through burn), whatever they launch:
+    /// each costs host time (dispatch, burn's bookkeeping).
+    pub calls: u64,
     kernels: std::collections::HashSet<String>,
 }
 
 impl OpCounts {
-    /// Parses the bridge's "K name count" lines (K: `k` for a kernel, `-` for none).
+    /// Parses the bridge's "= calls N" line and "K name count" lines (K: `k` for a kernel,
+    /// `-` for none).
     #[cfg_attr(not(feature = "tch"), allow(dead_code))]
     fn parse(text: &str) -> Self {
         let mut kernels = std::collections::HashSet::new();
+        let calls = text
+            .lines()
+            .find_map(|l| l.strip_prefix("= calls ")?.parse().ok())
+            .unwrap_or(0);
         let mut by_name: Vec<(String, u64)> = text
             .lines()
+            .filter(|l| !l.starts_with('='))
             .filter_map(|l| {
                 let (kind, rest) = l.split_once(' ')?;
                 let (name, n) = rest.rsplit_once(' ')?;
@@ -41,7 +50,11 @@ impl OpCounts {
             })
             .collect();
         by_name.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Self { by_name, kernels }
+        Self {
+            by_name,
+            calls,
+            kernels,
+        }
     }
 
     /// Whether the operation `name` launches a kernel.
@@ -124,7 +137,8 @@ mod tests {
 
     #[test]
     fn counts_are_parsed_sorted_and_split_by_kind() {
-        let c = OpCounts::parse("- aten::view 7\nk aten::mm 3\nk aten::_to_copy 5\nbad\n");
+        let c =
+            OpCounts::parse("= calls 9\n- aten::view 7\nk aten::mm 3\nk aten::_to_copy 5\nbad\n");
         assert_eq!(
             c.by_name,
             vec![
@@ -134,5 +148,6 @@ mod tests {
             ]
         );
         assert_eq!((c.launching(), c.without_kernel(), c.of(CAST)), (8, 7, 5));
+        assert_eq!(c.calls, 9);
     }
 }
