@@ -141,17 +141,27 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             );
         },
     )?;
-    for (name, r) in names.iter().zip(&reports) {
+    print_summary(&names, &reports, &device);
+    Ok(())
+}
+
+/// What the timed steps came to: each objective's phases and operations, the memory peaks,
+/// and `ms_per_step=` (with several objectives, each one's ratios to the first).
+fn print_summary(
+    names: &[&str],
+    reports: &[trueneg::bench::BenchReport],
+    device: &burn::prelude::Device,
+) {
+    for (name, r) in names.iter().zip(reports) {
         let [f, b, o] = r.phase_ms;
         println!("# {name}: mean ms forward+loss {f:.1}, backward {b:.1}, optimizer {o:.1}");
     }
-    for (name, r) in names.iter().zip(&reports) {
+    for (name, r) in names.iter().zip(reports) {
         if let Some(ops) = &r.ops {
             print_ops(name, ops);
         }
     }
-    if let Some((allocated, reserved)) = trueneg::kernels::cuda_graph::memory_peaks(&device, false)
-    {
+    if let Some((allocated, reserved)) = trueneg::kernels::cuda_graph::memory_peaks(device, false) {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
         println!("# GPU memory reserved at the peak {:.0} MiB", mib(reserved));
         println!("peak_gpu_mib={:.0}", mib(allocated));
@@ -162,7 +172,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if reports.len() == 1 {
         println!("ms_per_step={:.3}", reports[0].median_ms);
     } else {
-        for (name, r) in names.iter().zip(&reports) {
+        for (name, r) in names.iter().zip(reports) {
             println!(
                 "ms_per_step[{name}]={:.3} ratio_to_{}={:.4} paired_ratio={:.4}",
                 r.median_ms,
@@ -172,7 +182,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             );
         }
     }
-    Ok(())
 }
 
 /// One step's operations: how many launch a kernel (casts among them), how many do not, the
