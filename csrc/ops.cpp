@@ -76,15 +76,19 @@ void leave(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!frames.empty() && (kernel || f.kernel_inside)) {
     frames.back().kernel_inside = true;
   }
-  if (frames.empty()) {
-    std::lock_guard<std::mutex> lock(counts_mutex);
-    ++outer_calls;
-  }
+  bool outer = frames.empty();
   // Inside a cast (counted with it), or counted as the kernels inside it.
-  if (inside_whole > 0 || (f.kernel_inside && !f.whole)) {
+  bool skip = inside_whole > 0 || (f.kernel_inside && !f.whole);
+  if (skip && !outer) {
     return;
   }
   std::lock_guard<std::mutex> lock(counts_mutex);
+  if (outer) {
+    ++outer_calls;
+  }
+  if (skip) {
+    return;
+  }
   auto& entry = counts[fn.name()];
   entry.first = kernel;
   ++entry.second;
@@ -110,10 +114,10 @@ int trueneg_ops_count_begin(char* err, size_t err_len) {
   });
 }
 
-// Stops counting and writes the counts as "K name count\n" lines into `out` (`out_len` bytes,
-// NUL-terminated), K being `k` for a kernel and `-` for none, after a line "= calls N" (the
-// calls made from outside LibTorch); returns the text's length, which is `out_len` or more when it did not fit
-// (call again with a larger buffer: the counts are kept until the next begin).
+// Stops counting and writes the counts into `out` (`out_len` bytes, NUL-terminated): a line
+// "= calls N" (the calls made from outside LibTorch), then "K name count" lines, K being `k`
+// for a kernel and `-` for none. Returns the text's length, which is `out_len` or more when it
+// did not fit (call again with a larger buffer: the counts are kept until the next begin).
 size_t trueneg_ops_count_end(char* out, size_t out_len) {
   if (handle != 0) {
     at::removeCallback(handle);

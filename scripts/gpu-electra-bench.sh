@@ -50,7 +50,7 @@ for part in $parts; do
         echo "== operations precision=$prec" | tee -a "$out/phases.txt"
         "$bin" --quiet bench --model electra --hc --device libtorch-cuda --layers 12 \
           --batch 128 --precision "$prec" --count-ops --steps 2 --warmup 3 2>&1 \
-          | grep -E 'LibTorch operations|ops_per_step' | tee -a "$out/phases.txt"
+          | grep -E 'calls into LibTorch|ops_per_step|calls_per_step' | tee -a "$out/phases.txt"
       done
       ;;
     3)
