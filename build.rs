@@ -1,5 +1,6 @@
 //! Compiles, with the `tch` feature, `csrc/c10d.cpp` (the bridge to LibTorch's distributed
-//! engine) and `csrc/ops.cpp` (the operation counter of `bench --count-ops`): against the
+//! engine), `csrc/ops.cpp` (the operation counter of `bench --count-ops`) and `csrc/autograd.cpp`
+//! (the backward pass of the LibTorch calls burn hands over): against the
 //! LibTorch that torch-sys links (`LIBTORCH`, or the `torch` of `python3` with
 //! `LIBTORCH_USE_PYTORCH`), and gloo's headers (Debian's `libgloo-dev`).
 
@@ -76,6 +77,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/c10d.cpp");
     println!("cargo:rerun-if-changed=csrc/cuda.cpp");
     println!("cargo:rerun-if-changed=csrc/ops.cpp");
+    println!("cargo:rerun-if-changed=csrc/autograd.cpp");
     println!("cargo:rerun-if-changed=csrc/guarded.h");
     println!("cargo:rerun-if-env-changed=CUDA_INCLUDE");
     println!("cargo::rustc-check-cfg=cfg(trueneg_cuda)");
@@ -100,6 +102,7 @@ fn bridge() {
         .cpp(true)
         .file("csrc/c10d.cpp")
         .file("csrc/ops.cpp")
+        .file("csrc/autograd.cpp")
         .std("c++17")
         .define("USE_C10D_GLOO", None)
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())

@@ -1,4 +1,4 @@
-// What both bridges (csrc/c10d.cpp, csrc/cuda.cpp) share: a C++ exception becomes a return
+// What the bridges (csrc/*.cpp) share: a C++ exception becomes a return
 // value of 1 and its text in `err` (a buffer of `err_len` bytes); 0 means success.
 #pragma once
 

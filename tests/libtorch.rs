@@ -458,3 +458,44 @@ fn the_operation_counter_sees_each_libtorch_call() {
         bf16.by_name
     );
 }
+
+/// The backward pass of LayerNorm and attention launches their own backward kernels and no
+/// others: LayerNorm's is not recorded again (no second forward kernel), no scalar
+/// `Σ y ⊙ ∂y` is built to start LibTorch's autograd from (a product, a sum, a tensor of ones
+/// and their backward kernels), and attention's query, key and value gradients are stacked in
+/// one kernel, not each written into a zero-filled copy of `qkv` and added up.
+#[test]
+fn layer_norm_and_attention_backward_passes_launch_only_their_own_kernels() {
+    use trueneg::kernels::op_count;
+    let d = device();
+    let (rows, width) = (10, 24);
+    let x = leaf(random(&[rows, width], 5), [rows, width], &d);
+    let gamma = leaf(random(&[width], 6), [width], &d);
+    let beta = leaf(random(&[width], 7), [width], &d);
+    let y = kernels::torch_layer_norm(x.clone(), gamma.clone(), beta.clone(), 1e-12);
+    let loss = y.sum();
+    let (grads, ops) = op_count::count(|| loss.backward()).unwrap();
+    assert!(x.grad(&grads).is_some() && gamma.grad(&grads).is_some());
+    assert!(beta.grad(&grads).is_some());
+    // Before: a second LayerNorm, `y ⊙ ∂y` and its backward product: 9 launches here, 4 now.
+    assert_eq!(ops.of("aten::native_layer_norm"), 0, "{:?}", ops.by_name);
+    assert_eq!(ops.of("aten::mul"), 0, "{:?}", ops.by_name);
+    assert!(ops.launching() <= 5, "{:?}", ops.by_name);
+
+    let qkv = leaf(random(&[B, L, 3 * H], 1), [B, L, 3 * H], &d);
+    let ctx = kernels::torch_attention(qkv.clone(), Some(padding(&d)), HEADS, 0.0);
+    let loss = ctx.sum();
+    let (grads, ops) = op_count::count(|| loss.backward()).unwrap();
+    assert!(qkv.grad(&grads).is_some());
+    // Before: three zero-filled copies of `qkv` added up, and the scalar's product: 19
+    // launches here, 8 now.
+    assert_eq!(ops.of("aten::add_"), 0, "{:?}", ops.by_name);
+    assert_eq!(ops.of("aten::mul"), 0, "{:?}", ops.by_name);
+    assert_eq!(
+        ops.of("aten::cat"),
+        1,
+        "the stacked gradients: {:?}",
+        ops.by_name
+    );
+    assert!(ops.launching() <= 10, "{:?}", ops.by_name);
+}

@@ -20,15 +20,17 @@
 //!
 //! The backward pass of attention and LayerNorm is LibTorch's autograd over that one call: the
 //! call runs with LibTorch's gradient tracking on, its inputs as fresh leaves that share the
-//! inputs' memory, and LibTorch is asked for the leaves' gradients of `Σ y ⊙ ∂y` (whose gradient
-//! with respect to `y` is the incoming `∂y`).
-//! - Attention records that graph in the forward pass and keeps it as the burn node's state
-//!   (the flash kernels keep their output for the backward pass anyway). The output handed to
-//!   burn is detached from the graph and shares its memory; the state keeps a handle on it, so
-//!   burn never reuses that memory in place.
-//! - LayerNorm keeps only its input, weight and bias, and records the call again in the backward
-//!   pass: one more LayerNorm kernel there, but its f32 output is not held until the backward
-//!   pass (under bf16 the next product keeps a bf16 copy of it, so nothing else would).
+//! inputs' memory, and the burn node keeps the call's gradient edges (`csrc/autograd.cpp`):
+//! LibTorch's backward node with what the call saved for it, not the output. The backward pass
+//! runs LibTorch's engine from that node with burn's incoming gradient, so it launches the
+//! call's own backward kernels and nothing else.
+//! - Attention's kernels keep their output for the backward pass (the flash and
+//!   memory-efficient kernels read it with the softmax's log-sum-exp); the output handed to
+//!   burn is detached from the graph and shares that memory, and the state keeps a handle on
+//!   it, so burn never reuses it in place.
+//! - LayerNorm's backward node keeps its input, weight, bias and the rows' mean and reciprocal
+//!   deviation, not its output: the f32 output is not held until the backward pass (under bf16
+//!   the next product keeps a bf16 copy of it, so nothing else does).
 //!
 //! Every state holds handles on the inputs the backward pass reads, so burn never writes into
 //! them in place. The cross-entropy keeps its log-softmax and not the logits, as LibTorch's own
@@ -39,7 +41,7 @@
 
 #![allow(deprecated)] // burn marks its LibTorch backend deprecated; it is our fastest on GPUs.
 
-use std::marker::PhantomData;
+use std::ffi::c_void;
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -109,7 +111,9 @@ fn attention(
     let split = qkv
         .reshape([b, l, 3, heads as i64, dh])
         .permute([2, 0, 3, 1, 4]);
-    let (q, k, v) = (split.get(0), split.get(1), split.get(2));
+    // One unbind, not three selects: its backward pass stacks the three gradients in one
+    // kernel, where each select's would fill a zero tensor of the whole `qkv` and add them up.
+    let [q, k, v]: [tch::Tensor; 3] = split.unbind(0).try_into().expect("three parts");
     // [b, len] → [b, 1, 1, len], broadcast over heads and queries, in the operands' dtype.
     let mask = key_bias.map(|m| m.reshape([b, 1, 1, l]).to_kind(qkv.kind()));
     let ctx = tch::Tensor::scaled_dot_product_attention(
@@ -182,21 +186,94 @@ impl TorchOps for LibTorch {
     }
 }
 
-/// One LibTorch call with its autograd graph: the leaves standing for the burn inputs, the
-/// attached output, and handles on the inputs and the output given to burn (so that burn does
-/// not write into memory the graph reads).
+/// The gradient edges of one LibTorch call run with gradient tracking (`csrc/autograd.cpp`):
+/// its backward node, with what the call saved for it, and its inputs' edges.
+#[derive(Debug)]
+struct Edges(std::ptr::NonNull<c_void>);
+
+// LibTorch's autograd nodes are reference counted and thread-safe; the edges are used once, by
+// the backward pass of the burn node that owns them.
+unsafe impl Send for Edges {}
+unsafe impl Sync for Edges {}
+
+mod bridge {
+    use std::ffi::{c_char, c_int, c_void};
+    unsafe extern "C" {
+        pub fn trueneg_autograd_keep(
+            output: *mut c_void,
+            inputs: *mut *mut c_void,
+            n: c_int,
+            recorded: *mut *mut c_void,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+        pub fn trueneg_autograd_backward(
+            recorded: *mut c_void,
+            grad: *mut c_void,
+            grads: *mut *mut c_void,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+        pub fn trueneg_autograd_free(recorded: *mut c_void);
+    }
+}
+
+/// The tch handle's `at::Tensor*`, as the bridge takes it.
+fn handle(t: &tch::Tensor) -> *mut c_void {
+    t.as_ptr() as *mut c_void
+}
+
+/// Panics with the bridge's message: the backward pass has no error path, and a failure here
+/// is a bug (a graph run twice, a gradient of another shape).
+fn expect_bridge(what: &str, f: impl FnOnce(*mut std::ffi::c_char, usize) -> i32) {
+    if let Err(e) = crate::error::bridge_call("failed", f) {
+        panic!("LibTorch autograd: {what}: {e}");
+    }
+}
+
+impl Edges {
+    fn keep(output: &tch::Tensor, inputs: &[tch::Tensor]) -> Self {
+        let mut handles: Vec<*mut c_void> = inputs.iter().map(handle).collect();
+        let mut recorded = std::ptr::null_mut();
+        expect_bridge("keeping the graph", |err, len| unsafe {
+            bridge::trueneg_autograd_keep(
+                handle(output),
+                handles.as_mut_ptr(),
+                handles.len() as i32,
+                &mut recorded,
+                err,
+                len,
+            )
+        });
+        Self(std::ptr::NonNull::new(recorded).expect("the bridge returned no graph"))
+    }
+}
+
+impl Drop for Edges {
+    fn drop(&mut self) {
+        unsafe { bridge::trueneg_autograd_free(self.0.as_ptr()) }
+    }
+}
+
+/// One LibTorch call's autograd graph: its edges, and handles on the tensors given to burn that
+/// the backward pass reads (so that burn does not write into their memory in place).
 #[derive(Clone, Debug)]
 struct Graph {
-    leaves: Vec<TchTensor>,
-    output: TchTensor,
+    edges: std::sync::Arc<Edges>,
+    inputs: usize,
+    /// The output's kind, which its gradient must have.
+    kind: Kind,
     _pinned: Vec<TchTensor>,
 }
 
 impl Graph {
     /// Runs `f` on leaves sharing `inputs`' memory, with LibTorch's gradient tracking on. The
-    /// result for burn (detached) and the graph.
+    /// result for burn (detached) and the graph, which keeps a handle on the result only when
+    /// `output_saved` (the call's backward pass reads its output: attention's kernels do,
+    /// LayerNorm's does not, so its output's memory is not held until the backward pass).
     fn record(
         inputs: &[&TchTensor],
+        output_saved: bool,
         f: impl FnOnce(&[tch::Tensor]) -> tch::Tensor,
     ) -> (TchTensor, Self) {
         let leaves: Vec<tch::Tensor> = inputs
@@ -206,76 +283,57 @@ impl Graph {
         let output = tch::with_grad(|| f(&leaves));
         let result = TchTensor::new(output.detach());
         let mut pinned: Vec<TchTensor> = inputs.iter().map(|&t| t.clone()).collect();
-        pinned.push(result.clone());
+        if output_saved {
+            pinned.push(result.clone());
+        }
         let graph = Graph {
-            leaves: leaves.into_iter().map(TchTensor::new).collect(),
-            output: TchTensor::new(output),
+            edges: std::sync::Arc::new(Edges::keep(&output, &leaves)),
+            inputs: leaves.len(),
+            kind: output.kind(),
             _pinned: pinned,
         };
         (result, graph)
     }
 
-    /// The leaves' gradients given the output's gradient `grad` (the graph is freed).
-    fn gradients(self, grad: &TchTensor) -> Vec<TchTensor> {
-        let out = &self.output.tensor;
-        let leaves: Vec<&tch::Tensor> = self.leaves.iter().map(|t| &t.tensor).collect();
-        let grads = tch::with_grad(|| {
-            let weighted = (out * grad.tensor.to_kind(out.kind())).sum(out.kind());
-            tch::Tensor::run_backward(&[weighted], &leaves, false, false)
+    /// The inputs' gradients given the output's gradient `grad` (the graph's saved tensors are
+    /// freed); `None` for an input that gets none.
+    fn gradients(self, grad: &TchTensor) -> Vec<Option<TchTensor>> {
+        let grad = grad.tensor.to_kind(self.kind);
+        let mut out = vec![std::ptr::null_mut::<c_void>(); self.inputs];
+        expect_bridge("backward pass", |err, len| unsafe {
+            bridge::trueneg_autograd_backward(
+                self.edges.0.as_ptr(),
+                handle(&grad),
+                out.as_mut_ptr(),
+                err,
+                len,
+            )
         });
-        grads.into_iter().map(TchTensor::new).collect()
-    }
-}
-
-/// What a graph step keeps: the graph recorded in the forward pass, or what records it again.
-trait Replay: Clone + Send + core::fmt::Debug + 'static {
-    fn graph(self) -> Graph;
-}
-
-impl Replay for Graph {
-    fn graph(self) -> Graph {
-        self
-    }
-}
-
-/// LayerNorm's input, weight, bias and ε: the call is recorded again in the backward pass.
-#[derive(Clone, Debug)]
-struct LayerNormInputs {
-    x: TchTensor,
-    gamma: TchTensor,
-    beta: TchTensor,
-    eps: f64,
-}
-
-impl Replay for LayerNormInputs {
-    fn graph(self) -> Graph {
-        let inputs = [&self.x, &self.gamma, &self.beta];
-        Graph::record(&inputs, |l| layer_norm(&l[0], &l[1], &l[2], self.eps)).1
+        out.into_iter()
+            .map(|p| {
+                (!p.is_null())
+                    .then(|| TchTensor::new(unsafe { tch::Tensor::from_ptr(p as *mut _) }))
+            })
+            .collect()
     }
 }
 
 /// The backward step of a call with `N` differentiable inputs, through LibTorch's autograd over
-/// the graph `S` keeps or records.
+/// the graph recorded in the forward pass.
 #[derive(Debug)]
-struct GraphStep<S>(PhantomData<S>);
+struct GraphStep;
 
-impl<S> GraphStep<S> {
-    fn new() -> Self {
-        Self(PhantomData)
-    }
-}
-
-impl<S: Replay, const N: usize> Backward<LibTorch, N> for GraphStep<S> {
-    type State = S;
+impl<const N: usize> Backward<LibTorch, N> for GraphStep {
+    type State = Graph;
 
     fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
         let grad = grads.consume::<LibTorch>(&ops.node);
         if ops.parents.iter().all(Option::is_none) {
             return;
         }
-        let leaf_grads = ops.state.graph().gradients(&grad);
-        for (parent, g) in ops.parents.into_iter().zip(leaf_grads) {
-            if let Some(node) = parent {
+        let input_grads = ops.state.gradients(&grad);
+        for (parent, g) in ops.parents.into_iter().zip(input_grads) {
+            if let (Some(node), Some(g)) = (parent, g) {
                 grads.register::<LibTorch>(node.id, g);
             }
         }
@@ -389,13 +447,9 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
         let qkv = qkv.into_primitive();
         // The padding bias is a constant: no gradient flows to it.
         let bias = key_bias.into_primitive();
-        match GraphStep::<Graph>::new()
-            .prepare::<C>(guards)
-            .compute_bound()
-            .stateful()
-        {
+        match GraphStep.prepare::<C>(guards).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
-                let (ctx, graph) = Graph::record(&[&qkv], |leaves| {
+                let (ctx, graph) = Graph::record(&[&qkv], true, |leaves| {
                     attention(&leaves[0], padded.then_some(&bias.tensor), heads, dropout)
                 });
                 prep.finish(graph, ctx)
@@ -432,20 +486,12 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
             gamma.into_primitive(),
             beta.into_primitive(),
         );
-        match GraphStep::<LayerNormInputs>::new()
-            .prepare::<C>(guards)
-            .compute_bound()
-            .stateful()
-        {
+        match GraphStep.prepare::<C>(guards).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
-                let y = LibTorch::torch_layer_norm(x.clone(), gamma.clone(), beta.clone(), eps);
-                let inputs = LayerNormInputs {
-                    x,
-                    gamma,
-                    beta,
-                    eps,
-                };
-                prep.finish(inputs, y)
+                let (y, graph) = Graph::record(&[&x, &gamma, &beta], false, |l| {
+                    layer_norm(&l[0], &l[1], &l[2], eps)
+                });
+                prep.finish(graph, y)
             }
             OpsKind::UnTracked(prep) => {
                 prep.finish(LibTorch::torch_layer_norm(x, gamma, beta, eps))
