@@ -162,7 +162,8 @@ pub fn torch_attention(
 ) -> Tensor<3> {
     let padded = key_bias.is_some();
     let [batch, len, _] = qkv.dims();
-    let key_bias = key_bias.unwrap_or_else(|| Tensor::zeros([batch, len], &qkv.device()));
+    // Unread without padding: an allocation, not a kernel filling it.
+    let key_bias = key_bias.unwrap_or_else(|| Tensor::empty([batch, len], &qkv.device()));
     Tensor::from_dispatch(torch_op!(torch_attention(
         qkv.into_dispatch(),
         key_bias.into_dispatch(),
