@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The recorded step's open GPU figures in one call sized for a short device lease: about 8
+# minutes on an H100 once the machine is up, the most wanted first. Each part runs under its
+# own time limit and writes under OUT as it ends, so a part cut short costs only itself.
+#   1. kernel launches per step, f32 and bf16 (`bench --count-ops`, ELECTRA-Small size:
+#      12 layers × batch 128, Hard Correction);
+#   2. that step, one round: trueneg bf16 and f32 recorded and bf16 not, against PyTorch eager
+#      bf16 + fused AdamW and torch.compile(mode="reduce-overhead"), ms per step and peak memory
+#      (`gpu-electra-bench.sh` part 1);
+#   3. the `electra-small` preset end to end, f32 and bf16, recorded and not, one round of
+#      PRESET_STEPS (default 40) steps: tokens/s and MFU (`gpu-electra-bench.sh` part 3);
+#   4. the preset recorded against the same fixed-shape step unrecorded, CURVE_STEPS (default
+#      30) steps with every logged value compared, and both resumed from step 20
+#      (`gpu-graph-check.sh` part 4).
+# The longer lists stay in gpu-electra-bench.sh and gpu-graph-check.sh.
+#
+#   scripts/gpu-quick.sh BIN SHARDS     (SHARDS: prepared at 128 tokens, e.g. WikiText-2's test
+#                                        split with --train-vocab 8000)
+set -uo pipefail
+bin=$(realpath "$1")
+shards=$(realpath "$2")
+out=${OUT_DIR:-${OUT:-/tmp/gpu-quick}}
+cd "$(dirname "$0")/.."
+. scripts/gpu-common.sh
+gpu_setup "$out"
+
+# part NAME SECONDS COMMAND...: runs COMMAND under a time limit and notes how it ended.
+part() {
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@"
+  echo "part $name rc=$? seconds=$((SECONDS - start))" | tee -a "$out/parts.txt"
+}
+
+count_ops() {
+  for prec in f32 bf16; do
+    echo "== operations precision=$prec"
+    "$bin" --quiet bench --model electra --hc --device libtorch-cuda --layers 12 --batch 128 \
+      --precision "$prec" --count-ops --steps 2 --warmup 3 2>&1 \
+      | grep -E 'calls into LibTorch|ops_per_step|calls_per_step|peak_gpu_mib'
+  done
+}
+
+export -f count_ops
+export bin
+part launches 90 bash -c count_ops 2>&1 | tee "$out/launches.txt"
+OUT_DIR=$out/step TRUENEG="libtorch-cuda:bf16:fused:graph libtorch-cuda:f32:fused:graph libtorch-cuda:bf16" \
+  TORCH="eager-bf16-fused compile-ro-bf16-fused" STEPS=20 WARMUP=8 \
+  part step 240 scripts/gpu-electra-bench.sh "$bin" "$shards" 1 1
+OUT_DIR=$out/preset PRESET_STEPS=${PRESET_STEPS:-40} \
+  part preset 150 scripts/gpu-electra-bench.sh "$bin" "$shards" 1 3
+OUT_DIR=$out/curve W1_SHARDS=$shards CURVE_STEPS=${CURVE_STEPS:-30} \
+  part curve 180 scripts/gpu-graph-check.sh "$bin" 4
+cat "$out/parts.txt"
