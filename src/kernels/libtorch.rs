@@ -115,7 +115,10 @@ fn attention(
     // kernel, where each select's would fill a zero tensor of the whole `qkv` and add them up.
     let [q, k, v]: [tch::Tensor; 3] = split.unbind(0).try_into().expect("three parts");
     // [b, len] → [b, 1, 1, len], broadcast over heads and queries, in the operands' dtype.
-    let mask = key_bias.map(|m| m.reshape([b, 1, 1, l]).to_kind(qkv.kind()));
+    let mask = key_bias.map(|m| {
+        let m = m.reshape([b, 1, 1, l]);
+        cast_to(&m, qkv.kind()).unwrap_or(m)
+    });
     let ctx = tch::Tensor::scaled_dot_product_attention(
         &q,
         &k,
@@ -146,6 +149,12 @@ fn cross_entropy(logits: &tch::Tensor, labels: &tch::Tensor) -> (tch::Tensor, Cr
         kind: logits.kind(),
     };
     (nll, saved)
+}
+
+/// `t` in `kind`: `None` when it already is (no LibTorch call at all: `to_kind` would be one,
+/// a cost in host time on every backward step), else the cast.
+fn cast_to(t: &tch::Tensor, kind: Kind) -> Option<tch::Tensor> {
+    (t.kind() != kind).then(|| t.to_kind(kind))
 }
 
 impl TorchOps for LibTorch {
@@ -298,12 +307,13 @@ impl Graph {
     /// The inputs' gradients given the output's gradient `grad` (the graph's saved tensors are
     /// freed); `None` for an input that gets none.
     fn gradients(self, grad: &TchTensor) -> Vec<Option<TchTensor>> {
-        let grad = grad.tensor.to_kind(self.kind);
+        let cast = cast_to(&grad.tensor, self.kind);
+        let grad = cast.as_ref().unwrap_or(&grad.tensor);
         let mut out = vec![std::ptr::null_mut::<c_void>(); self.inputs];
         expect_bridge("backward pass", |err, len| unsafe {
             bridge::trueneg_autograd_backward(
                 self.edges.0.as_ptr(),
-                handle(&grad),
+                handle(grad),
                 out.as_mut_ptr(),
                 err,
                 len,
@@ -376,7 +386,7 @@ impl Backward<LibTorch, 1> for CrossEntropyStep {
             let picked = grad.to_kind(Kind::Float).neg().unsqueeze(1);
             let d_lsm = lsm.zeros_like().scatter(1, &s.index.tensor, &picked);
             let dz = tch::Tensor::internal_log_softmax_backward_data(&d_lsm, lsm, 1, Kind::Float);
-            dz.to_kind(s.kind)
+            cast_to(&dz, s.kind).unwrap_or(dz)
         });
     }
 }
@@ -393,7 +403,8 @@ impl Backward<LibTorch, 3> for LinearStep {
         let grad = grads.consume::<LibTorch>(&ops.node);
         let [px, pw, pb] = ops.parents;
         let (x, w) = (&ops.state.0.tensor, &ops.state.1.tensor);
-        let g = grad.tensor.to_kind(x.kind());
+        let cast = cast_to(&grad.tensor, x.kind());
+        let g = cast.as_ref().unwrap_or(&grad.tensor);
         if let Some(node) = px {
             grads.register::<LibTorch>(node.id, TchTensor::new(g.mm(&w.transpose(0, 1))));
         }
@@ -416,7 +427,8 @@ impl Backward<LibTorch, 1> for GeluStep {
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         one_input(ops, grads, |x, grad| {
             let x = &x.tensor;
-            x.gelu_backward(&grad.to_kind(x.kind()), "none")
+            let cast = cast_to(grad, x.kind());
+            x.gelu_backward(cast.as_ref().unwrap_or(grad), "none")
         });
     }
 }
