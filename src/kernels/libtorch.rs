@@ -409,7 +409,7 @@ impl Backward<LibTorch, 3> for LinearStep {
             grads.register::<LibTorch>(node.id, TchTensor::new(g.mm(&w.transpose(0, 1))));
         }
         if let Some(node) = pw {
-            grads.register::<LibTorch>(node.id, TchTensor::new(x.transpose(0, 1).mm(&g)));
+            grads.register::<LibTorch>(node.id, TchTensor::new(x.transpose(0, 1).mm(g)));
         }
         if let Some(node) = pb {
             let db = g.sum_dim_intlist(0, false, g.kind());
