@@ -21,8 +21,9 @@ pub const CAST: &str = "aten::_to_copy";
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OpCounts {
     pub by_name: Vec<(String, u64)>,
-    /// Calls into LibTorch from outside it (trueneg's, through burn), whatever they launch:
-    /// each costs host time (dispatch, burn's bookkeeping).
+    /// Calls into LibTorch from outside any other counted call, whatever they launch: trueneg's
+    /// (through burn) and the autograd engine's evaluation of each backward node in the backward
+    /// passes handed to LibTorch. Each costs host time (dispatch, burn's bookkeeping).
     pub calls: u64,
     kernels: std::collections::HashSet<String>,
 }
