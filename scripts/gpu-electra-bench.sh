@@ -6,7 +6,8 @@
 #      torch.compile(mode="reduce-overhead"), alternating;
 #   2. where the step's time goes, f32 against bf16 (`bench --sync-phases`), at batch 128 and
 #      512 (a gap that stays the same in ms as the batch grows is launch cost, not arithmetic),
-#      and the kernels each launches per step (`bench --count-ops`, batch 128);
+#      and the kernels each launches per step (`bench --count-ops`, batch 128); PHASE_BATCHES
+#      (default "128 512") picks the batches of the phase runs, "" none;
 #   3. the `electra-small` preset end to end, f32 and bf16, recorded (`train.cuda_graph`) and
 #      not, alternating for ROUNDS rounds: the median tokens/s of the 10-step windows after the
 #      first two (PRESET_STEPS steps, default 60), and the model FLOP/s and MFU at ≈ 67 MFLOP per
@@ -38,7 +39,7 @@ for part in $parts; do
       grep RESULT "$out/bench.txt" | tee "$out/results.txt"
       ;;
     2)
-      for batch in 128 512; do
+      for batch in ${PHASE_BATCHES-128 512}; do
         for prec in f32 bf16; do
           echo "== phases batch=$batch precision=$prec" | tee -a "$out/phases.txt"
           "$bin" --quiet bench --model electra --hc --device libtorch-cuda --layers 12 \

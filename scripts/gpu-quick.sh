@@ -34,18 +34,7 @@ part() {
   echo "part $name rc=$? seconds=$((SECONDS - start))" | tee -a "$out/parts.txt"
 }
 
-count_ops() {
-  for prec in f32 bf16; do
-    echo "== operations precision=$prec"
-    "$bin" --quiet bench --model electra --hc --device libtorch-cuda --layers 12 --batch 128 \
-      --precision "$prec" --count-ops --steps 2 --warmup 3 2>&1 \
-      | grep -E 'calls into LibTorch|ops_per_step|calls_per_step|peak_gpu_mib'
-  done
-}
-
-export -f count_ops
-export bin
-part launches 75 bash -c count_ops 2>&1 | tee "$out/launches.txt"
+OUT_DIR=$out/launches PHASE_BATCHES= part launches 75 scripts/gpu-electra-bench.sh "$bin" "$shards" 1 2
 OUT_DIR=$out/step TRUENEG="libtorch-cuda:bf16:fused:graph libtorch-cuda:f32:fused:graph libtorch-cuda:bf16" \
   TORCH="eager-bf16-fused compile-ro-bf16-fused" STEPS=20 WARMUP=8 \
   part step 210 scripts/gpu-electra-bench.sh "$bin" "$shards" 1 1
