@@ -383,7 +383,8 @@ impl Backward<LibTorch, 1> for CrossEntropyStep {
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         one_input(ops, grads, |s, grad| {
             let lsm = &s.log_softmax.tensor;
-            let picked = grad.to_kind(Kind::Float).neg().unsqueeze(1);
+            let cast = cast_to(grad, Kind::Float);
+            let picked = cast.as_ref().unwrap_or(grad).neg().unsqueeze(1);
             let d_lsm = lsm.zeros_like().scatter(1, &s.index.tensor, &picked);
             let dz = tch::Tensor::internal_log_softmax_backward_data(&d_lsm, lsm, 1, Kind::Float);
             cast_to(&dz, s.kind).unwrap_or(dz)
