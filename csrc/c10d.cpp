@@ -11,6 +11,8 @@
 
 #include "guarded.h"
 
+#include <c10/util/Logging.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -33,6 +35,23 @@ struct Group {
 };
 
 using trueneg_bridge::guarded;
+
+// While a bridge call talks to the store, LibTorch's own warnings are off: when another rank
+// stopped (a refused configuration, a crash), the store logs a warning line of its own about
+// the closed connection before failing, and the error this call returns already says it, in
+// the one line a failed run prints. Errors are still logged.
+class QuietStore {
+ public:
+  QuietStore() : was_(FLAGS_caffe2_log_level) {
+    FLAGS_caffe2_log_level = std::max(was_, 2);  // 2: errors only
+  }
+  ~QuietStore() { FLAGS_caffe2_log_level = was_; }
+  QuietStore(const QuietStore&) = delete;
+  QuietStore& operator=(const QuietStore&) = delete;
+
+ private:
+  int was_;
+};
 
 // A Gloo backend of `world` ranks on `store`.
 c10::intrusive_ptr<c10d::Backend> gloo_backend(const c10::intrusive_ptr<c10d::Store>& store,
@@ -103,6 +122,7 @@ extern "C" {
 int trueneg_c10d_new(const char* host, int port, int rank, int world, int agent_store,
                      int listen_fd, int timeout_ms, void** out, char* err, size_t err_len) {
   return guarded(err, err_len, [&] {
+    QuietStore quiet;
     c10d::TCPStoreOptions o;
     o.port = static_cast<uint16_t>(port);
     o.isServer = rank == 0 && agent_store == 0;
@@ -190,6 +210,7 @@ int trueneg_c10d_broadcast(void* group, float* data, int64_t n, int root, char* 
 int trueneg_c10d_absent(void* group, int rank, int world, int wait_ms, int* absent,
                         int* n_absent, char* err, size_t err_len) {
   return guarded(err, err_len, [&] {
+    QuietStore quiet;
     auto* g = static_cast<Group*>(group);
     g->store->set("alive/" + std::to_string(rank), std::vector<uint8_t>{1});
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
@@ -212,6 +233,7 @@ int trueneg_c10d_absent(void* group, int rank, int world, int wait_ms, int* abse
 int trueneg_c10d_store_set(void* group, const char* key, const uint8_t* data, size_t len,
                            char* err, size_t err_len) {
   return guarded(err, err_len, [&] {
+    QuietStore quiet;
     static_cast<Group*>(group)->store->set(key, std::vector<uint8_t>(data, data + len));
   });
 }
@@ -221,6 +243,7 @@ int trueneg_c10d_store_set(void* group, const char* key, const uint8_t* data, si
 int trueneg_c10d_store_get(void* group, const char* key, uint8_t* data, size_t cap, size_t* len,
                            char* err, size_t err_len) {
   return guarded(err, err_len, [&] {
+    QuietStore quiet;
     auto value = static_cast<Group*>(group)->store->get(key);
     *len = value.size();
     std::memcpy(data, value.data(), std::min(cap, value.size()));

@@ -1,6 +1,9 @@
 // Counts the LibTorch operations a stretch of work dispatches (`bench --count-ops`): on a GPU
 // each operation that does arithmetic is a kernel launch, which is what bounds a small model's
-// step. A global RecordFunction callback sees every ATen call. Calls that launch no kernel
+// step. A thread-local RecordFunction callback sees every ATen call of the counting thread and
+// of the autograd engine's threads working for it (LibTorch hands a thread's callbacks to the
+// engine's worker threads with the rest of its thread-local state), and none of other threads
+// (tests running beside it). Calls that launch no kernel
 // themselves (views, allocations, conversions that turn out to be no-ops, autograd's wrappers)
 // are counted apart. Any other call is counted as one kernel unless it makes kernel-launching
 // calls inside it, which are counted instead (LibTorch composes many operations from others);
@@ -108,7 +111,7 @@ int trueneg_ops_count_begin(char* err, size_t err_len) {
       outer_calls = 0;
     }
     if (handle == 0) {
-      handle = at::addGlobalCallback(at::RecordFunctionCallback(enter, leave)
+      handle = at::addThreadLocalCallback(at::RecordFunctionCallback(enter, leave)
                                          .scopes({at::RecordScope::FUNCTION})
                                          .needsInputs(false));
     }

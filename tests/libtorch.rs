@@ -499,3 +499,82 @@ fn layer_norm_and_attention_backward_passes_launch_only_their_own_kernels() {
     );
     assert!(ops.launching() <= 10, "{:?}", ops.by_name);
 }
+
+/// Under bf16 the parameters that are slices of the optimizer's flat buffer are cast with one
+/// kernel for all of them (`kernels::param_cast`): the same values and gradients as each
+/// parameter's own cast; cast again after a new buffer is registered or the casts go stale; a
+/// tensor outside the buffer (or not contiguous in it) is cast on its own.
+#[test]
+fn bf16_parameters_are_slices_of_one_cast_of_their_flat_buffer() {
+    use trueneg::kernels::op_count::{self, CAST};
+    use trueneg::kernels::param_cast::{self, FlatParams};
+    let d = device();
+    let bf16 = FloatDType::BF16;
+    let flat_of = |seed| Tensor::<1>::from_data(TensorData::new(random(&[60], seed), [60]), &d);
+    // Three parameters laid out in the buffer as the optimizer leaves them.
+    let params = |flat: &Tensor<1>| {
+        [(0, [4, 6]), (24, [3, 8]), (48, [2, 6])].map(|(at, [r, c])| {
+            flat.clone()
+                .slice(at..at + r * c)
+                .reshape([r, c])
+                .detach()
+                .require_grad()
+        })
+    };
+    let flat = flat_of(21);
+    let casts = FlatParams::default();
+    casts.set(&flat);
+    let ws = params(&flat);
+    let (cast, ops) = op_count::count(|| ws.clone().map(|w| kernels::param_cast(w, bf16))).unwrap();
+    assert_eq!(ops.of(CAST), 1, "one cast for three: {:?}", ops.by_name);
+    // Values and gradients: those of each parameter's own cast.
+    let loss = |ys: [Tensor<2>; 3]| {
+        ys.into_iter()
+            .enumerate()
+            .map(|(i, y)| weighted(y.cast(FloatDType::F32), 30 + i as u64))
+            .reduce(|a, b| a + b)
+            .unwrap()
+    };
+    for (y, w) in cast.iter().zip(&ws) {
+        assert_eq!(y.dtype(), burn::tensor::DType::BF16);
+        assert_eq!(vec_of(y.clone()), vec_of(w.clone().cast(bf16)));
+    }
+    let grads = loss(cast).backward();
+    let own = params(&flat);
+    let grads_own = loss(own.clone().map(|w| w.cast(bf16))).backward();
+    for (w, o) in ws.iter().zip(&own) {
+        let (g, g_own) = (w.grad(&grads).unwrap(), o.grad(&grads_own).unwrap());
+        assert_eq!(g.dtype(), burn::tensor::DType::F32);
+        assert_eq!(vec_of(g), vec_of(g_own));
+    }
+
+    // The casts are kept until the parameters change: none more for a second use.
+    let (_, ops) = op_count::count(|| kernels::param_cast(ws[1].clone(), bf16)).unwrap();
+    assert_eq!(ops.of(CAST), 0, "{:?}", ops.by_name);
+    // A new buffer (the next update): cast again, the new values.
+    let flat = flat_of(22);
+    casts.set(&flat);
+    let ws = params(&flat);
+    let (y, ops) = op_count::count(|| kernels::param_cast(ws[2].clone(), bf16)).unwrap();
+    assert_eq!(ops.of(CAST), 1, "{:?}", ops.by_name);
+    assert_eq!(vec_of(y), vec_of(ws[2].clone().cast(bf16)));
+    // Rewritten in place (a replayed recorded step): stale, cast again.
+    param_cast::stale();
+    let (_, ops) = op_count::count(|| kernels::param_cast(ws[0].clone(), bf16)).unwrap();
+    assert_eq!(ops.of(CAST), 1, "{:?}", ops.by_name);
+
+    // Not contiguous in the buffer, or outside it, or the buffer unregistered: its own cast.
+    let transposed = ws[0].clone().transpose();
+    let outside = leaf(random(&[4, 6], 23), [4, 6], &d);
+    for (w, what) in [(transposed, "transposed"), (outside, "outside")] {
+        let (y, ops) = op_count::count(|| kernels::param_cast(w.clone(), bf16)).unwrap();
+        assert_eq!(ops.of(CAST), 1, "{what}: {:?}", ops.by_name);
+        assert_eq!(vec_of(y), vec_of(w.cast(bf16)), "{what}");
+    }
+    drop(casts);
+    let (_, ops) = op_count::count(|| ws.clone().map(|w| kernels::param_cast(w, bf16))).unwrap();
+    assert_eq!(ops.of(CAST), 3, "unregistered: {:?}", ops.by_name);
+    // f32 parameters in f32: no call at all.
+    let (_, ops) = op_count::count(|| kernels::param_cast(ws[0].clone(), FloatDType::F32)).unwrap();
+    assert_eq!(ops.launching(), 0, "{:?}", ops.by_name);
+}

@@ -156,6 +156,8 @@ impl CudaGraph {
     pub fn record<T>(&self, step: impl FnOnce() -> T) -> Result<T> {
         #[cfg(all(feature = "tch", trueneg_cuda))]
         {
+            // Casts made before recording would be missing from the replays.
+            super::param_cast::stale();
             checked("begin recording", |err, len| unsafe {
                 ffi::trueneg_graph_begin(self.handle, err, len)
             })?;
@@ -179,7 +181,10 @@ impl CudaGraph {
         {
             checked("replay", |err, len| unsafe {
                 ffi::trueneg_graph_replay(self.handle, err, len)
-            })
+            })?;
+            // The replay rewrote the parameters: casts made on the host are out of date.
+            super::param_cast::stale();
+            Ok(())
         }
         #[cfg(not(all(feature = "tch", trueneg_cuda)))]
         unreachable!("no CudaGraph exists in this build")

@@ -90,6 +90,9 @@ pub trait TorchOps: Backend {
     fn torch_dropout(x: FloatTensor<Self>, p: f64) -> FloatTensor<Self>;
     fn torch_cross_entropy(logits: FloatTensor<Self>, labels: IntTensor<Self>)
     -> FloatTensor<Self>;
+    /// A parameter in the dtype `bf16 ? bf16 : f32`: its slice of the cast of the flat buffer
+    /// it lives in (`kernels::param_cast`), else its own cast. The gradient is cast back.
+    fn torch_param_cast(x: FloatTensor<Self>, bf16: bool) -> FloatTensor<Self>;
 }
 
 /// The attention context of `qkv` (see [`TorchOps::torch_attention`]); `dropout` is applied
@@ -192,6 +195,15 @@ impl TorchOps for LibTorch {
         TchTensor::new(tch::no_grad(|| {
             cross_entropy(&logits.tensor, &labels.tensor).0
         }))
+    }
+
+    fn torch_param_cast(x: TchTensor, bf16: bool) -> TchTensor {
+        let kind = if bf16 { Kind::BFloat16 } else { Kind::Float };
+        if x.tensor.kind() == kind {
+            return x;
+        }
+        super::param_cast::registry::cast_of(&x.tensor, kind)
+            .unwrap_or_else(|| TchTensor::new(x.tensor.to_kind(kind)))
     }
 }
 
@@ -419,6 +431,20 @@ impl Backward<LibTorch, 3> for LinearStep {
     }
 }
 
+/// The cast's backward pass: the gradient in the parameter's kind.
+#[derive(Debug)]
+struct ParamCastStep;
+
+impl Backward<LibTorch, 1> for ParamCastStep {
+    type State = Kind;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        one_input(ops, grads, |kind, grad| {
+            cast_to(grad, *kind).unwrap_or_else(|| grad.shallow_clone())
+        });
+    }
+}
+
 #[derive(Debug)]
 struct GeluStep;
 
@@ -548,6 +574,21 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
                 prep.finish(saved, TchTensor::new(nll))
             }
             OpsKind::UnTracked(prep) => prep.finish(LibTorch::torch_cross_entropy(logits, labels)),
+        }
+    }
+
+    fn torch_param_cast(x: FloatTensor<Self>, bf16: bool) -> FloatTensor<Self> {
+        let guards = [x.node()];
+        let x = x.into_primitive();
+        let kind = x.tensor.kind();
+        let y = LibTorch::torch_param_cast(x, bf16);
+        match ParamCastStep
+            .prepare::<C>(guards)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(kind, y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }
 }

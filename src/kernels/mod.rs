@@ -35,6 +35,7 @@ pub mod layer_norm;
 mod libtorch;
 pub mod linear;
 pub mod op_count;
+pub mod param_cast;
 pub mod sampling;
 
 use burn::backend::DispatchDevice;
@@ -209,6 +210,22 @@ pub fn torch_dropout<const D: usize>(x: Tensor<D>, p: f64) -> Tensor<D> {
     Tensor::from_dispatch(torch_op!(torch_dropout(x.into_dispatch(), p)))
 }
 
+/// Parameter `w` in `dtype` (f32 or bf16), its gradient cast back: on LibTorch devices its
+/// slice of one cast of the flat buffer the optimizer keeps the parameters in (see
+/// [`param_cast`](mod@param_cast)), elsewhere (or for a tensor outside such a buffer) its own
+/// cast.
+pub fn param_cast<const D: usize>(w: Tensor<D>, dtype: burn::tensor::FloatDType) -> Tensor<D> {
+    let bf16 = match dtype {
+        burn::tensor::FloatDType::F32 => false,
+        burn::tensor::FloatDType::BF16 => true,
+        _ => return w.cast(dtype),
+    };
+    if w.dtype() == DType::from(dtype) || !torch(&w.device()) {
+        return w.cast(dtype);
+    }
+    Tensor::from_dispatch(torch_op!(torch_param_cast(w.into_dispatch(), bf16)))
+}
+
 /// Per-row `lse(z) − z[y]` `[n]` of logits `[n, vocab]`, in f32. Only where [`torch`] holds.
 pub fn torch_cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
     Tensor::from_dispatch(torch_op!(torch_cross_entropy(
@@ -378,7 +395,7 @@ pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Option<Tensor<1>>) -> Tensor<2> {
     let dtype = burn::tensor::FloatDType::from(x.dtype());
     match b {
         Some(b) if fused(&x.device(), x.dtype()) => fused_ops::linear(x, w, b),
-        Some(b) if torch(&x.device()) => torch_linear(x, w, b.cast(dtype)),
+        Some(b) if torch(&x.device()) => torch_linear(x, w, param_cast(b, dtype)),
         Some(b) => x.matmul(w) + b.cast(dtype).unsqueeze::<2>(),
         None => x.matmul(w),
     }
@@ -392,7 +409,7 @@ pub fn linear_transposed(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> 
         return fused_ops::linear_transposed(x, w, b);
     }
     let dtype = burn::tensor::FloatDType::from(x.dtype());
-    let y = x.matmul(w.cast(dtype).transpose());
+    let y = x.matmul(param_cast(w, dtype).transpose());
     y.cast(burn::tensor::FloatDType::F32) + b.unsqueeze::<2>()
 }
 

@@ -102,11 +102,14 @@ pub fn available() -> bool {
     cfg!(feature = "tch")
 }
 
-/// Runs `work` and counts the LibTorch operations it dispatches on this process's threads
-/// (`tch` builds; work on other backends dispatches none).
+/// Runs `work` and counts the LibTorch operations it dispatches: this thread's, and those of
+/// LibTorch's autograd engine working for it; not other threads' (`tch` builds; work on other
+/// backends dispatches none). Counts on several threads take turns.
 pub fn count<T>(work: impl FnOnce() -> T) -> Result<(T, OpCounts)> {
     #[cfg(feature = "tch")]
     {
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         crate::error::bridge_call("failed", |err, len| unsafe {
             ffi::trueneg_ops_count_begin(err, len)
         })

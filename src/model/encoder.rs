@@ -177,11 +177,15 @@ impl Layer {
     /// [`kernels::attention`] on the packed result.
     fn attention(&self, x: &Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Tensor<3> {
         let [b, l, _] = x.dims();
+        // Each weight in the compute dtype before the concatenation: under bf16 on LibTorch
+        // devices a slice of one cast of all the parameters, and the gradient's three parts
+        // come back contiguous (a cast each) instead of as column slices of one f32 gradient.
+        let p = self.precision;
         let w = Tensor::cat(
             vec![
-                self.query.weight.val(),
-                self.key.weight.val(),
-                self.value.weight.val(),
+                p.param(self.query.weight.val()),
+                p.param(self.key.weight.val()),
+                p.param(self.value.weight.val()),
             ],
             1,
         );

@@ -42,6 +42,12 @@ impl Precision {
         x.cast(self.dtype())
     }
 
+    /// Parameter `w` in the compute dtype (no-op when it already is); on LibTorch devices a
+    /// slice of one cast of all the parameters (`kernels::param_cast`) where it can be.
+    pub fn param<const D: usize>(self, w: Tensor<D>) -> Tensor<D> {
+        kernels::param_cast(w, self.dtype())
+    }
+
     /// `x @ W + b` with bf16 operands under `Bf16` (result in the compute dtype).
     ///
     /// The leading dimensions are folded into rows first, so the product is one 2-D matrix
@@ -62,7 +68,7 @@ impl Precision {
         let mut dims = x.dims();
         let d_in = dims[D - 1];
         let rows = dims[..D - 1].iter().product::<usize>();
-        let w = self.compute(w);
+        let w = self.param(w);
         let x = self.compute(x).reshape([rows, d_in]);
         let y = kernels::linear(x, w, b);
         dims[D - 1] = y.dims()[1];

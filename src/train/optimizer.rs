@@ -100,6 +100,9 @@ pub struct AdamW {
     flat: Option<Flat>,
     /// Set by [`AdamW::stage`]: the update of a recorded (CUDA-graph) step.
     graph: Option<Staged>,
+    /// The multi-tensor path's flat parameter buffer, registered for one bf16 cast of all the
+    /// parameters per step (`kernels::param_cast`).
+    casts: kernels::param_cast::FlatParams,
 }
 
 /// The state of an update that a CUDA graph records ([`AdamW::stage`]).
@@ -217,6 +220,7 @@ impl AdamW {
             moments: HashMap::new(),
             flat: None,
             graph: None,
+            casts: Default::default(),
         }
     }
 
@@ -292,6 +296,7 @@ impl AdamW {
             return;
         }
         self.unflatten();
+        self.casts.clear();
         let mut stepper = Stepper {
             opt: self,
             grads,
@@ -398,6 +403,7 @@ impl AdamW {
             None => step,
         };
         let p = flat.keep(self.graph.as_mut(), m, v, p - step);
+        self.casts.set(&p);
 
         // Pass 2: every parameter becomes its slice of the updated buffer.
         let mut setter = SetFlat {
