@@ -4,7 +4,9 @@
 //! PyTorch's CUDA autocast:
 //! - matrix products (every `Linear`, the attention scores `QKᵀ` and context `PV`, the MLM
 //!   decoder) take bf16 operands — each f32 weight is cast on use, so the parameters, their
-//!   gradients (the cast's backward casts them back) and the optimizer state stay f32;
+//!   gradients (the cast's backward casts them back) and the optimizer state stay f32 (on
+//!   LibTorch devices the weights are slices of one cast of all the parameters per step where
+//!   the optimizer keeps them in one flat buffer: `kernels::param_cast`);
 //! - what runs after a product in the same block (the attention scaling, GELU, dropout) stays
 //!   bf16, so the activations kept for the backward pass are half the size;
 //! - softmax (attention and the MLM cross-entropy), LayerNorm and the residual sums run in f32:

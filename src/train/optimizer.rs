@@ -279,6 +279,9 @@ impl AdamW {
         if self.graph.is_none() {
             self.step += 1;
         }
+        // The parameters' casts are done with (the backward pass has run): their memory is free
+        // for the update's temporaries.
+        self.casts.clear();
         let c = self.config.clone();
         let (bc1, bc2_sqrt) = self.bias_corrections();
         let multi = self.graph.is_some()
@@ -296,7 +299,6 @@ impl AdamW {
             return;
         }
         self.unflatten();
-        self.casts.clear();
         let mut stepper = Stepper {
             opt: self,
             grads,
