@@ -49,6 +49,7 @@ use rayon::prelude::*;
 pub use adamw::AdamWStep;
 #[cfg(feature = "tch")]
 pub(crate) use libtorch::{cuda_index, tch_tensor};
+pub use param_cast::cast as param_cast;
 
 pub use attention::{Dims, DropMask};
 
@@ -208,22 +209,6 @@ pub fn torch_gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 /// training only. Only where [`torch`] holds.
 pub fn torch_dropout<const D: usize>(x: Tensor<D>, p: f64) -> Tensor<D> {
     Tensor::from_dispatch(torch_op!(torch_dropout(x.into_dispatch(), p)))
-}
-
-/// Parameter `w` in `dtype` (f32 or bf16), its gradient cast back: on LibTorch devices its
-/// slice of one cast of the flat buffer the optimizer keeps the parameters in (see
-/// [`param_cast`](mod@param_cast)), elsewhere (or for a tensor outside such a buffer) its own
-/// cast.
-pub fn param_cast<const D: usize>(w: Tensor<D>, dtype: burn::tensor::FloatDType) -> Tensor<D> {
-    let bf16 = match dtype {
-        burn::tensor::FloatDType::F32 => false,
-        burn::tensor::FloatDType::BF16 => true,
-        _ => return w.cast(dtype),
-    };
-    if w.dtype() == DType::from(dtype) || !torch(&w.device()) {
-        return w.cast(dtype);
-    }
-    Tensor::from_dispatch(torch_op!(torch_param_cast(w.into_dispatch(), bf16)))
 }
 
 /// Per-row `lse(z) − z[y]` `[n]` of logits `[n, vocab]`, in f32. Only where [`torch`] holds.

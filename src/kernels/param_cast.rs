@@ -16,6 +16,36 @@
 //! and each replay repeats it. LibTorch devices only (feature `tch`); elsewhere a parameter
 //! is cast on its own.
 
+use burn::prelude::*;
+use burn::tensor::{DType, FloatDType};
+
+/// Parameter `w` in `dtype` (f32 or bf16), its gradient cast back: on LibTorch devices its
+/// slice of one cast of the registered flat buffer it lies in, elsewhere (or for a tensor
+/// outside such a buffer) its own cast. `kernels::param_cast`.
+pub fn cast<const D: usize>(w: Tensor<D>, dtype: FloatDType) -> Tensor<D> {
+    let bf16 = match dtype {
+        FloatDType::F32 => false,
+        FloatDType::BF16 => true,
+        _ => return w.cast(dtype),
+    };
+    if w.dtype() == DType::from(dtype) || !super::torch(&w.device()) {
+        return w.cast(dtype);
+    }
+    #[cfg(feature = "tch")]
+    {
+        use super::libtorch::TorchOps;
+        Tensor::from_dispatch(burn::backend::Dispatch::torch_param_cast(
+            w.into_dispatch(),
+            bf16,
+        ))
+    }
+    #[cfg(not(feature = "tch"))]
+    {
+        let _ = bf16;
+        unreachable!("only LibTorch devices take this path")
+    }
+}
+
 /// The owner of one registered flat buffer (an optimizer); dropping it unregisters it.
 #[derive(Debug)]
 pub struct FlatParams {
@@ -36,10 +66,10 @@ impl Default for FlatParams {
 impl FlatParams {
     /// Registers `flat` (1-D, contiguous) as the buffer this owner's parameters are slices
     /// of, replacing the owner's last one; its casts are made on first use.
-    pub fn set(&self, flat: &burn::prelude::Tensor<1>) {
+    pub fn set(&self, flat: &Tensor<1>) {
         #[cfg(feature = "tch")]
         if let Some(t) = super::tch_tensor(flat) {
-            registry::set(self.id, t);
+            super::libtorch::casts::set(self.id, t);
         }
         #[cfg(not(feature = "tch"))]
         let _ = flat;
@@ -48,7 +78,7 @@ impl FlatParams {
     /// Unregisters this owner's buffer (its parameters no longer live in one).
     pub fn clear(&self) {
         #[cfg(feature = "tch")]
-        registry::remove(self.id);
+        super::libtorch::casts::remove(self.id);
     }
 }
 
@@ -62,89 +92,5 @@ impl Drop for FlatParams {
 /// step replayed), so the next use casts them again.
 pub fn stale() {
     #[cfg(feature = "tch")]
-    registry::stale();
-}
-
-#[cfg(feature = "tch")]
-pub(super) mod registry {
-    #![allow(deprecated)] // burn marks its LibTorch backend deprecated.
-
-    use std::sync::Mutex;
-
-    use burn::backend::libtorch::TchTensor;
-    use tch::Kind;
-
-    struct Entry {
-        owner: u64,
-        flat: tch::Tensor,
-        /// The buffer's address range in bytes.
-        start: usize,
-        end: usize,
-        casts: Vec<(Kind, TchTensor)>,
-    }
-
-    static ENTRIES: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
-
-    fn entries() -> std::sync::MutexGuard<'static, Vec<Entry>> {
-        ENTRIES.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn set(owner: u64, flat: tch::Tensor) {
-        let mut all = entries();
-        all.retain(|e| e.owner != owner);
-        if flat.kind() != Kind::Float || flat.dim() != 1 || !flat.is_contiguous() {
-            return;
-        }
-        let start = flat.data_ptr() as usize;
-        let end = start + flat.numel() * 4;
-        all.push(Entry {
-            owner,
-            flat,
-            start,
-            end,
-            casts: Vec::new(),
-        });
-    }
-
-    pub(crate) fn remove(owner: u64) {
-        entries().retain(|e| e.owner != owner);
-    }
-
-    pub(crate) fn stale() {
-        for e in entries().iter_mut() {
-            e.casts.clear();
-        }
-    }
-
-    /// `x` in `kind` as a slice of its registered buffer's cast (made now if this is the
-    /// buffer's first cast to `kind`); `None` when `x` is not a contiguous f32 slice of a
-    /// registered buffer.
-    pub(crate) fn cast_of(x: &tch::Tensor, kind: Kind) -> Option<TchTensor> {
-        if x.kind() != Kind::Float || !x.is_contiguous() {
-            return None;
-        }
-        let (at, len) = (x.data_ptr() as usize, x.numel());
-        let mut all = entries();
-        let e = all
-            .iter_mut()
-            .find(|e| e.start <= at && at + len * 4 <= e.end && e.flat.device() == x.device())?;
-        let whole = match e.casts.iter().find(|(k, _)| *k == kind) {
-            Some((_, c)) => c,
-            None => {
-                let c = TchTensor::new(tch::no_grad(|| e.flat.to_kind(kind)));
-                e.casts.push((kind, c));
-                &e.casts.last().expect("just pushed").1
-            }
-        };
-        // One view call: `x`'s shape with contiguous strides, at `x`'s offset in the buffer.
-        let size = x.size();
-        let mut stride = vec![1i64; size.len()];
-        for d in (1..size.len()).rev() {
-            stride[d - 1] = stride[d] * size[d];
-        }
-        let offset = ((at - e.start) / 4) as i64;
-        let slice = whole.tensor.as_strided(&size, &stride, offset);
-        // A view of the shared cast: burn never writes into it in place.
-        Some(TchTensor::partial(slice, whole.storage.clone()))
-    }
+    super::libtorch::casts::stale();
 }

@@ -137,32 +137,40 @@ struct Flat {
 }
 
 impl Flat {
-    /// Keeps the new moments `m`, `v` and returns the parameters' new flat buffer `p`: a
-    /// staged update ([`AdamW::stage`]) writes them into the memory the last one used.
+    /// Keeps the new moments `m`, `v` and returns the parameters' new flat buffer `p`,
+    /// registered with `casts` (the next step's bf16 casts come from it): a staged update
+    /// ([`AdamW::stage`]) writes them into the memory the last one used.
     fn keep(
         &mut self,
         staged: Option<&mut Staged>,
+        casts: &kernels::param_cast::FlatParams,
         m: Tensor<1>,
         v: Tensor<1>,
         p: Tensor<1>,
     ) -> Tensor<1> {
-        let Some(g) = staged else {
-            self.m = m;
-            self.v = v;
-            return p;
-        };
-        kernels::cuda_graph::copy_into(&self.m, &m);
-        kernels::cuda_graph::copy_into(&self.v, &v);
-        match &g.params {
-            Some(fixed) => {
-                kernels::cuda_graph::copy_into(fixed, &p);
-                fixed.clone()
-            }
+        let p = match staged {
             None => {
-                g.params = Some(p.clone());
+                self.m = m;
+                self.v = v;
                 p
             }
-        }
+            Some(g) => {
+                kernels::cuda_graph::copy_into(&self.m, &m);
+                kernels::cuda_graph::copy_into(&self.v, &v);
+                match &g.params {
+                    Some(fixed) => {
+                        kernels::cuda_graph::copy_into(fixed, &p);
+                        fixed.clone()
+                    }
+                    None => {
+                        g.params = Some(p.clone());
+                        p
+                    }
+                }
+            }
+        };
+        casts.set(&p);
+        p
     }
 
     /// Builds the per-element factors of the learning-rate `scales` (one per slot) and of the
@@ -404,8 +412,7 @@ impl AdamW {
             Some(s) => step * s.clone(),
             None => step,
         };
-        let p = flat.keep(self.graph.as_mut(), m, v, p - step);
-        self.casts.set(&p);
+        let p = flat.keep(self.graph.as_mut(), &self.casts, m, v, p - step);
 
         // Pass 2: every parameter becomes its slice of the updated buffer.
         let mut setter = SetFlat {
