@@ -70,14 +70,9 @@ pub(crate) fn cast_of(x: &tch::Tensor, kind: Kind) -> Option<TchTensor> {
             &e.casts.last().expect("just pushed").1
         }
     };
-    // One view call: `x`'s shape with contiguous strides, at `x`'s offset in the buffer.
-    let size = x.size();
-    let mut stride = vec![1i64; size.len()];
-    for d in (1..size.len()).rev() {
-        stride[d - 1] = stride[d] * size[d];
-    }
+    // One view call: `x`'s shape and strides, at `x`'s offset in the buffer.
     let offset = ((at - e.start) / 4) as i64;
-    let slice = whole.tensor.as_strided(&size, &stride, offset);
+    let slice = whole.tensor.as_strided(x.size(), x.stride(), offset);
     // A view of the shared cast: burn never writes into it in place.
     Some(TchTensor::partial(slice, whole.storage.clone()))
 }
