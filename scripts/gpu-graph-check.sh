@@ -22,6 +22,8 @@
 #      steps run unrecorded, the 4th is recorded, the rest are replays), and both runs resumed
 #      from their step-20 checkpoint must repeat their own curve. (CURVE_CONFIG, CURVE_DEVICE
 #      and CURVE_FLAG=train.static_shapes run the same comparison elsewhere, e.g. on the CPU.)
+# Parts 2 and 3 compare unrecorded steps: their one-process runs set train.cuda_graph = false
+# (unset, one process on libtorch-cuda records; a world of several processes does not).
 # Everything it prints is also written under OUT (default $OUT, else /tmp/gpu-graph).
 #
 #   scripts/gpu-graph-check.sh BIN [PARTS]     (PARTS default "1 2 3 4")
@@ -77,7 +79,7 @@ PY
       sets=(--set "data.shards=$dir/shards" --set model.kind=bert --set objective.kind=sr
         --set model.hidden_dropout_prob=0 --set model.attention_probs_dropout_prob=0
         --set data.batch_size=32 --set train.steps=20 --set train.log_every=1
-        --set train.device=libtorch-cuda)
+        --set train.device=libtorch-cuda --set train.cuda_graph=false)
       "$bin" --quiet pretrain --config tiny --run "$dir/plain" "${sets[@]}" >"$dir/plain.log" 2>&1
       echo "plain rc=$?" | tee -a "$out/summary.txt"
       torchrun --nproc-per-node 1 --master-port 29511 --no-python "$bin" --quiet pretrain --config tiny \
@@ -114,7 +116,7 @@ PY
       shards=$(shards_128 "$dir")
       sets=(--set "data.shards=$shards" --set model.vocab_size=0 --set objective.kind=sr
         --set "train.steps=${W1_STEPS:-30}" --set train.log_every=10 --set train.checkpoint_every=1000
-        --set "train.device=${W1_DEVICE:-libtorch-cuda}")
+        --set "train.device=${W1_DEVICE:-libtorch-cuda}" --set train.cuda_graph=false)
       for round in $(seq "${ROUNDS:-3}"); do
         "$bin" --quiet pretrain --config electra-small --run "$dir/plain-$round" "${sets[@]}" >"$dir/plain-$round.log" 2>&1
         torchrun --nproc-per-node 1 --master-port 29513 --no-python "$bin" --quiet pretrain --config electra-small \

@@ -219,6 +219,48 @@ fn recording_and_fixed_shapes_refuse_what_they_cannot_train() {
     }
 }
 
+/// Unset, `train.cuda_graph` records wherever the recorded step can run (one `libtorch-cuda`
+/// device, no gradient accumulation, the masked-LM step) and nowhere else, without an error;
+/// set, it is what it says. The run folder's config keeps it unset, so a resumed run decides
+/// again on its own device.
+#[test]
+fn unset_cuda_graph_records_on_libtorch_cuda_only_where_the_step_can_be_recorded() {
+    use trueneg::train::PretrainConfig;
+    use trueneg::train::fixed_step::records;
+    let load = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        PretrainConfig::load("electra-small", &sets).unwrap()
+    };
+    let cases: [(&[&str], bool); 8] = [
+        (&[], false),
+        (&["train.device=libtorch"], false),
+        (&["train.device=libtorch-cuda"], true),
+        (&["train.device=libtorch-cuda:1"], true),
+        (&["train.device=libtorch-cuda", "train.grad_accum=2"], false),
+        (
+            &["train.device=libtorch-cuda", "objective.kind=cline"],
+            false,
+        ),
+        (
+            &["train.device=libtorch-cuda", "train.cuda_graph=false"],
+            false,
+        ),
+        (
+            &["train.device=libtorch-cuda", "train.cuda_graph=true"],
+            true,
+        ),
+    ];
+    for (sets, want) in cases {
+        assert_eq!(records(&load(sets)), want, "{sets:?}");
+    }
+    let unset = load(&["train.device=libtorch-cuda"]);
+    assert_eq!(unset.train.cuda_graph, None);
+    let saved = toml::to_string(&unset).unwrap();
+    assert!(!saved.contains("cuda_graph"), "{saved}");
+    let off = toml::to_string(&load(&["train.cuda_graph=false"])).unwrap();
+    assert!(off.contains("cuda_graph = false"), "{off}");
+}
+
 /// On LibTorch's device (`TRUENEG_LIBTORCH_DEVICE`, else its CPU device) the fixed-shape step
 /// rewrites its inputs, parameters and AdamW moments in place, as a recorded step must; it
 /// still trains like the usual step and resumes exactly. On `libtorch-cuda` the step is also

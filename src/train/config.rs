@@ -176,8 +176,11 @@ pub struct TrainSection {
     pub static_shapes: bool,
     /// Record the whole training step (forward, backward, AdamW) once as a CUDA graph after a
     /// few steps and replay it every later step (`libtorch-cuda`; implies `static_shapes`).
-    #[serde(skip_serializing_if = "is_false")]
-    pub cuda_graph: bool,
+    /// Unset, a run records wherever it can (`train::fixed_step::records`): on one
+    /// `libtorch-cuda` device in a world of one process, the masked-LM step, no gradient
+    /// accumulation. `true` asks for it (an error where it cannot), `false` turns it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_graph: Option<bool>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -200,7 +203,7 @@ impl Default for TrainSection {
             devices: Vec::new(),
             precision: crate::model::Precision::F32,
             static_shapes: false,
-            cuda_graph: false,
+            cuda_graph: None,
         }
     }
 }
@@ -381,9 +384,10 @@ fn train_rules(t: &TrainSection, d: &DataSection, replicas: usize) -> Vec<Rule> 
 /// What the fixed-shape and recorded steps (`train::fixed_step`) need of the configuration.
 fn fixed_step_rules(cfg: &PretrainConfig) -> Vec<Rule> {
     let t = &cfg.train;
-    let key = ["train.static_shapes", "train.cuda_graph"][t.cuda_graph as usize];
+    let records = t.cuda_graph == Some(true);
+    let key = ["train.static_shapes", "train.cuda_graph"][records as usize];
     let device = t.devices.first().unwrap_or(&t.device);
-    let on = |ok: bool| !(t.static_shapes || t.cuda_graph) || ok;
+    let on = |ok: bool| !(t.static_shapes || records) || ok;
     vec![
         rule(
             key,
@@ -406,7 +410,7 @@ fn fixed_step_rules(cfg: &PretrainConfig) -> Vec<Rule> {
         rule(
             "train.cuda_graph",
             "true",
-            !t.cuda_graph || device.starts_with("libtorch-cuda"),
+            !records || device.starts_with("libtorch-cuda"),
             format!(
                 "records on a libtorch-cuda device, not on {device:?} (train.static_shapes runs the same fixed-shape step anywhere)"
             ),
@@ -414,7 +418,7 @@ fn fixed_step_rules(cfg: &PretrainConfig) -> Vec<Rule> {
         rule(
             "train.cuda_graph",
             "true",
-            !t.cuda_graph || t.grad_accum == 1,
+            !records || t.grad_accum == 1,
             format!(
                 "records one micro-step per step, but train.grad_accum = {}; set it to 1 (a larger data.batch_size, or train.cuda_graph = false)",
                 t.grad_accum

@@ -61,24 +61,49 @@ pub struct FixedStep {
     done: usize,
 }
 
+/// Whether a run records its step as a CUDA graph (`train.cuda_graph`): as set, or, unset,
+/// wherever the recorded step can run: one `libtorch-cuda` device, the masked-LM step with
+/// every count on the device, no gradient accumulation (and, [`FixedStep::new`], a world of
+/// one process).
+pub fn records(cfg: &super::config::PretrainConfig) -> bool {
+    let t = &cfg.train;
+    t.cuda_graph.unwrap_or_else(|| {
+        t.devices.len() <= 1
+            && t.devices
+                .first()
+                .unwrap_or(&t.device)
+                .starts_with("libtorch-cuda")
+            && t.grad_accum == 1
+            && !cfg.objective.kind.trains_on_triples()
+            && !cfg.objective.hc.hc_multi_piece
+    })
+}
+
 impl FixedStep {
     /// The run's fixed-shape step (`None` when the config asks for none).
     pub fn new(cfg: &super::config::PretrainConfig, replicas: &Replicas) -> Result<Option<Self>> {
         let t = &cfg.train;
-        if !(t.static_shapes || t.cuda_graph) {
+        // Unset, `train.cuda_graph` records in a world of one process only.
+        let records = records(cfg) && (t.cuda_graph.is_some() || replicas.group.is_none());
+        if !(t.static_shapes || records) {
             return Ok(None);
         }
-        if t.cuda_graph && replicas.group.is_some() {
+        if records && replicas.group.is_some() {
             return Err(Error::Config(
                 "field `train.cuda_graph`: a recorded step runs in a world of one process for now; a job of several processes trains with train.cuda_graph = false (train.static_shapes = true keeps the fixed shapes)".into(),
             ));
+        }
+        if records {
+            tracing::info!(
+                "the training step is recorded as a CUDA graph after {WARMUP} steps and replayed (train.cuda_graph = false turns this off)"
+            );
         }
         let device = &replicas.devices[0];
         Ok(Some(Self {
             slots: cfg.masking.max_predictions.min(cfg.data.max_seq_len),
             inputs: None,
             in_place: cuda_graph::in_place(device),
-            graph: t.cuda_graph.then(|| CudaGraph::new(device)).transpose()?,
+            graph: records.then(|| CudaGraph::new(device)).transpose()?,
             recorded: None,
             done: 0,
         }))

@@ -430,11 +430,11 @@ struct StepRead {
     micro: Vec<Pending>,
     grad_norm: Option<burn::Tensor<1>>,
     lr: f64,
-    tokens_per_s: f64,
 }
 
 /// Reads step `done`'s values and the window's counters (`counts` into `window`) and makes its
-/// metrics; a loss that is not finite stops the run (`run`'s last checkpoint is named).
+/// metrics (their `tokens_per_s` is the caller's, timed after this read); a loss that is not
+/// finite stops the run (`run`'s last checkpoint is named).
 fn read_step(
     r: StepRead,
     replicas: &Replicas,
@@ -459,7 +459,7 @@ fn read_step(
             .grad_norm
             .map_or(0.0, |n| crate::kernels::read_floats(n)[0]),
         masked: window.masked,
-        tokens_per_s: r.tokens_per_s,
+        tokens_per_s: 0.0,
     })
 }
 
@@ -523,10 +523,12 @@ fn run_steps(
             micro,
             grad_norm,
             lr,
-            tokens_per_s: log.tokens_per_s(),
         };
         let window_now = (&mut counts, &mut window);
         let mut metrics = read_step(read, &replicas, &objective, window_now, (run, done))?;
+        // Timed once the read has waited for the device: the host queues a recorded step's
+        // replay without waiting, so a clock read before it would miss the window's last steps.
+        metrics.tokens_per_s = log.tokens_per_s();
         if let Some(h) = heldout
             .as_ref()
             .filter(|_| done % cfg.train.eval_every == 0)
