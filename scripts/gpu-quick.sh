@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The recorded step's open GPU figures in one call sized for a short device lease: about 8
-# minutes on an H100 once the machine is up, the most wanted first. Each part runs under its
+# The recorded step's GPU figures in one call sized for a short device lease (157 s on an H200
+# in the tenth session, once the machine was up), the most wanted first. Each part runs under its
 # own time limit (together 565 s, under the 600 s a lent machine gives one command) and writes
 # under OUT as it ends, so a part cut short costs only itself.
 #   1. kernel launches per step, f32 and bf16 (`bench --count-ops`, ELECTRA-Small size:
@@ -17,6 +17,7 @@
 #
 #   scripts/gpu-quick.sh BIN SHARDS     (SHARDS: prepared at 128 tokens, e.g. WikiText-2's test
 #                                        split with --train-vocab 8000)
+# TORCH_ELECTRA_BENCH names torch_electra_bench.py where ../shared/bench is not beside the checkout.
 set -uo pipefail
 bin=$(realpath "$1")
 shards=$(realpath "$2")
