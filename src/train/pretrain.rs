@@ -433,8 +433,10 @@ struct StepRead {
 }
 
 /// Reads step `done`'s values and the window's counters (`counts` into `window`) and makes its
-/// metrics (their `tokens_per_s` is the caller's, timed after this read); a loss that is not
-/// finite stops the run (`run`'s last checkpoint is named).
+/// metrics (their `tokens_per_s` is the caller's, timed after this read, which waits for the
+/// device: a recorded step's replay is queued without waiting, so a clock read before it would
+/// miss the window's last step); a loss that is not finite stops the run (`run`'s last
+/// checkpoint is named).
 fn read_step(
     r: StepRead,
     replicas: &Replicas,
@@ -526,9 +528,7 @@ fn run_steps(
         };
         let window_now = (&mut counts, &mut window);
         let mut metrics = read_step(read, &replicas, &objective, window_now, (run, done))?;
-        // Timed once the read has waited for the device: the host queues a recorded step's
-        // replay without waiting, so a clock read before it would miss the window's last steps.
-        metrics.tokens_per_s = log.tokens_per_s();
+        metrics.tokens_per_s = log.tokens_per_s(); // after the read waited for the device
         if let Some(h) = heldout
             .as_ref()
             .filter(|_| done % cfg.train.eval_every == 0)
