@@ -219,14 +219,15 @@ fn recording_and_fixed_shapes_refuse_what_they_cannot_train() {
     }
 }
 
-/// Unset, `train.cuda_graph` records wherever the recorded step can run (one `libtorch-cuda`
-/// device, no gradient accumulation, the masked-LM step) and nowhere else, without an error;
-/// set, it is what it says. The run folder's config keeps it unset, so a resumed run decides
-/// again on its own device.
+/// Unset, `train.cuda_graph` records wherever the build can record and the recorded step can
+/// run (one `libtorch-cuda` device, no gradient accumulation, the masked-LM step) and nowhere
+/// else, without an error; set, it is what it says. The run folder's config keeps it unset, so
+/// a resumed run decides again on its own device.
 #[test]
 fn unset_cuda_graph_records_on_libtorch_cuda_only_where_the_step_can_be_recorded() {
+    use trueneg::kernels::cuda_graph::available;
     use trueneg::train::PretrainConfig;
-    use trueneg::train::fixed_step::records;
+    use trueneg::train::fixed_step::{records, records_where};
     let load = |sets: &[&str]| {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         PretrainConfig::load("electra-small", &sets).unwrap()
@@ -251,7 +252,12 @@ fn unset_cuda_graph_records_on_libtorch_cuda_only_where_the_step_can_be_recorded
         ),
     ];
     for (sets, want) in cases {
-        assert_eq!(records(&load(sets)), want, "{sets:?}");
+        let cfg = load(sets);
+        assert_eq!(records_where(&cfg, true), want, "{sets:?}");
+        // A build without CUDA graphs records only where asked to (and then says it cannot).
+        let asked = cfg.train.cuda_graph == Some(true);
+        assert_eq!(records_where(&cfg, false), asked, "{sets:?}");
+        assert_eq!(records(&cfg), records_where(&cfg, available()), "{sets:?}");
     }
     let unset = load(&["train.device=libtorch-cuda"]);
     assert_eq!(unset.train.cuda_graph, None);

@@ -62,13 +62,20 @@ pub struct FixedStep {
 }
 
 /// Whether a run records its step as a CUDA graph (`train.cuda_graph`): as set, or, unset,
-/// wherever the recorded step can run: one `libtorch-cuda` device, the masked-LM step with
-/// every count on the device, no gradient accumulation (and, [`FixedStep::new`], a world of
-/// one process).
+/// wherever this build can record ([`cuda_graph::available`]) and the recorded step can run
+/// (see [`records_where`]).
 pub fn records(cfg: &super::config::PretrainConfig) -> bool {
+    records_where(cfg, cuda_graph::available())
+}
+
+/// [`records`] for a build that can record CUDA graphs or not (`graphs`): unset, one
+/// `libtorch-cuda` device, the masked-LM step with every count on the device, no gradient
+/// accumulation (and, [`FixedStep::new`], a world of one process).
+pub fn records_where(cfg: &super::config::PretrainConfig, graphs: bool) -> bool {
     let t = &cfg.train;
     t.cuda_graph.unwrap_or_else(|| {
-        t.devices.len() <= 1
+        graphs
+            && t.devices.len() <= 1
             && t.devices
                 .first()
                 .unwrap_or(&t.device)
