@@ -174,11 +174,8 @@ pub struct TrainSection {
     /// what a recorded step needs.
     #[serde(skip_serializing_if = "is_false")]
     pub static_shapes: bool,
-    /// Record the whole training step (forward, backward, AdamW) once as a CUDA graph after a
-    /// few steps and replay it every later step (`libtorch-cuda`; implies `static_shapes`).
-    /// Unset, a run records wherever it can (`train::fixed_step::records`): on one
-    /// `libtorch-cuda` device in a world of one process, the masked-LM step, no gradient
-    /// accumulation. `true` asks for it (an error where it cannot), `false` turns it off.
+    /// Record the training step (forward, backward, AdamW) once as a CUDA graph, replay it after
+    /// (implies `static_shapes`); unset: wherever it can (`train::fixed_step::records`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_graph: Option<bool>,
 }
@@ -381,10 +378,9 @@ fn train_rules(t: &TrainSection, d: &DataSection, replicas: usize) -> Vec<Rule> 
     ]
 }
 
-/// What the fixed-shape and recorded steps (`train::fixed_step`) need of the configuration.
-fn fixed_step_rules(cfg: &PretrainConfig) -> Vec<Rule> {
+/// What the fixed-shape and recorded (`records`) steps (`train::fixed_step`) need of a config.
+fn fixed_step_rules(cfg: &PretrainConfig, records: bool) -> Vec<Rule> {
     let t = &cfg.train;
-    let records = t.cuda_graph == Some(true);
     let key = ["train.static_shapes", "train.cuda_graph"][records as usize];
     let device = t.devices.first().unwrap_or(&t.device);
     let on = |ok: bool| !(t.static_shapes || records) || ok;
@@ -428,6 +424,11 @@ fn fixed_step_rules(cfg: &PretrainConfig) -> Vec<Rule> {
 }
 
 impl PretrainConfig {
+    /// Whether the recorded step can train this config (what `train.cuda_graph = true` needs).
+    pub fn recordable(&self) -> bool {
+        fixed_step_rules(self, true).iter().all(|r| r.ok)
+    }
+
     /// The config of a trueneg run folder (its `config.toml`); a folder of another kind is
     /// named as what it is (a transformers folder, a missing folder).
     pub fn of_run(run: &Path) -> Result<Self> {
@@ -547,7 +548,7 @@ impl PretrainConfig {
                 &self.data,
                 self.replica_devices().len(),
             ))
-            .chain(fixed_step_rules(self));
+            .chain(fixed_step_rules(self, self.train.cuda_graph == Some(true)));
         let bad = match rules.into_iter().find(|r| !r.ok) {
             Some(r) => Some((r.field.to_string(), r.value, r.why)),
             None => self.objective.validate().err(),

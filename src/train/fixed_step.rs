@@ -68,22 +68,14 @@ pub fn records(cfg: &super::config::PretrainConfig) -> bool {
     records_where(cfg, cuda_graph::available())
 }
 
-/// [`records`] for a build that can record CUDA graphs or not (`graphs`): unset, one
-/// `libtorch-cuda` device, the masked-LM step with every count on the device, no gradient
-/// accumulation (and, [`FixedStep::new`], a world of one process).
+/// [`records`] for a build that can record CUDA graphs or not (`graphs`): unset, where the
+/// recorded step can train the config (`PretrainConfig::recordable`: one `libtorch-cuda`
+/// device, the masked-LM step with every count on the device, no gradient accumulation; and,
+/// [`FixedStep::new`], a world of one process).
 pub fn records_where(cfg: &super::config::PretrainConfig, graphs: bool) -> bool {
-    let t = &cfg.train;
-    t.cuda_graph.unwrap_or_else(|| {
-        graphs
-            && t.devices.len() <= 1
-            && t.devices
-                .first()
-                .unwrap_or(&t.device)
-                .starts_with("libtorch-cuda")
-            && t.grad_accum == 1
-            && !cfg.objective.kind.trains_on_triples()
-            && !cfg.objective.hc.hc_multi_piece
-    })
+    cfg.train
+        .cuda_graph
+        .unwrap_or_else(|| graphs && cfg.recordable())
 }
 
 impl FixedStep {

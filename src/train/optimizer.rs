@@ -137,9 +137,8 @@ struct Flat {
 }
 
 impl Flat {
-    /// Keeps the new moments `m`, `v` and returns the parameters' new flat buffer `p`,
-    /// registered with `casts` (the next step's bf16 casts come from it): a staged update
-    /// ([`AdamW::stage`]) writes them into the memory the last one used.
+    /// [`Flat::store`], then registers the parameters' new flat buffer with `casts` (the next
+    /// step's bf16 casts come from it).
     fn keep(
         &mut self,
         staged: Option<&mut Staged>,
@@ -148,29 +147,37 @@ impl Flat {
         v: Tensor<1>,
         p: Tensor<1>,
     ) -> Tensor<1> {
-        let p = match staged {
-            None => {
-                self.m = m;
-                self.v = v;
-                p
-            }
-            Some(g) => {
-                kernels::cuda_graph::copy_into(&self.m, &m);
-                kernels::cuda_graph::copy_into(&self.v, &v);
-                match &g.params {
-                    Some(fixed) => {
-                        kernels::cuda_graph::copy_into(fixed, &p);
-                        fixed.clone()
-                    }
-                    None => {
-                        g.params = Some(p.clone());
-                        p
-                    }
-                }
-            }
-        };
+        let p = self.store(staged, m, v, p);
         casts.set(&p);
         p
+    }
+
+    /// Keeps the new moments `m`, `v` and returns the parameters' new flat buffer `p`: a
+    /// staged update ([`AdamW::stage`]) writes them into the memory the last one used.
+    fn store(
+        &mut self,
+        staged: Option<&mut Staged>,
+        m: Tensor<1>,
+        v: Tensor<1>,
+        p: Tensor<1>,
+    ) -> Tensor<1> {
+        let Some(g) = staged else {
+            self.m = m;
+            self.v = v;
+            return p;
+        };
+        kernels::cuda_graph::copy_into(&self.m, &m);
+        kernels::cuda_graph::copy_into(&self.v, &v);
+        match &g.params {
+            Some(fixed) => {
+                kernels::cuda_graph::copy_into(fixed, &p);
+                fixed.clone()
+            }
+            None => {
+                g.params = Some(p.clone());
+                p
+            }
+        }
     }
 
     /// Builds the per-element factors of the learning-rate `scales` (one per slot) and of the
