@@ -62,18 +62,39 @@ c10::intrusive_ptr<c10d::Backend> gloo_backend(const c10::intrusive_ptr<c10d::St
 }
 
 // Every rank states its world size; rank 0 checks everyone's, the others rank 0's, so that a
-// process launched for another job size is refused before the ranks connect pairwise.
+// process launched for another job size is refused before the ranks connect pairwise. Rank 0
+// hosts the store, so before it stops over a mismatch it waits until the ranks it heard from
+// have read its size (each says so): each refused rank then gives the reason, not a closed
+// connection.
 void agree_on_world(c10d::Store& store, int rank, int world) {
   auto key = [](int r) { return "world/" + std::to_string(r); };
+  auto read = [](int r) { return "world-read/" + std::to_string(r); };
   auto text = std::to_string(world);
   store.set(key(rank), std::vector<uint8_t>(text.begin(), text.end()));
+  std::string refused;
   for (int r = rank == 0 ? 1 : 0; r < (rank == 0 ? world : 1); ++r) {
     auto theirs = store.get(key(r));
     auto said = std::string(theirs.begin(), theirs.end());
-    if (said != text) {
-      throw std::runtime_error("rank " + std::to_string(r) + " was launched for a world of " +
-                               said + " processes, rank " + std::to_string(rank) + " for " + text);
+    if (said != text && refused.empty()) {
+      refused = "rank " + std::to_string(r) + " was launched for a world of " + said +
+                " processes, rank " + std::to_string(rank) + " for " + text;
     }
+  }
+  if (rank != 0) {
+    store.set(read(rank), std::vector<uint8_t>{1});
+  } else if (!refused.empty()) {
+    std::vector<std::string> others;
+    for (int r = 1; r < world; ++r) {
+      others.push_back(read(r));
+    }
+    try {
+      store.wait(others, std::chrono::seconds(5));
+    } catch (const std::exception&) {
+      // A rank that never reads: the refusal below is still the reason to give.
+    }
+  }
+  if (!refused.empty()) {
+    throw std::runtime_error(refused);
   }
 }
 
