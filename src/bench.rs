@@ -332,7 +332,11 @@ fn median(v: &[f64]) -> f64 {
 
 /// Peak resident memory of this process (Linux `VmHWM`), in KiB.
 pub fn peak_rss_kb() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let status = crate::io::read::read_text(
+        std::path::Path::new("/proc/self/status"),
+        crate::io::limit::SMALL,
+    )
+    .ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }

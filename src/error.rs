@@ -34,6 +34,27 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// The longest error line printed; a longer one keeps its start and its end around "…".
+pub const MAX_LINE: usize = 500;
+
+/// `text` as one line of at most [`MAX_LINE`] characters: line breaks become "; " (a
+/// library's message may span lines), and the middle of a longer text is cut.
+pub fn one_line(text: &str) -> String {
+    let joined: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let line = joined.join("; ");
+    let n = line.chars().count();
+    if n <= MAX_LINE {
+        return line;
+    }
+    let head: String = line.chars().take(MAX_LINE * 3 / 4).collect();
+    let tail: String = line.chars().skip(n - MAX_LINE / 4 + 1).collect();
+    format!("{head}…{tail}")
+}
+
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
@@ -41,60 +62,6 @@ impl Error {
             source,
         }
     }
-}
-
-/// `std::fs::read` with the path in the error.
-pub fn read(path: &std::path::Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::io(path, e))
-}
-
-/// Reads and parses a JSON file; the error names the file.
-pub fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
-    serde_json::from_slice(&read(path)?)
-        .map_err(|e| Error::Input(format!("{}: {e}", path.display())))
-}
-
-/// Writes `value` as pretty JSON with [`write_atomic`].
-pub fn write_json<T: serde::Serialize>(path: &std::path::Path, value: &T) -> Result<()> {
-    write_atomic(
-        path,
-        serde_json::to_string_pretty(value)
-            .expect("json")
-            .as_bytes(),
-    )
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync, rename.
-/// A reader never sees a half-written file, and a crash leaves the old file in place.
-pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
-    ));
-    if path.is_dir() {
-        return Err(Error::io(
-            path,
-            std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a folder, not a file"),
-        ));
-    }
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            f.sync_all()
-        })
-        .map_err(|e| Error::io(&tmp, e))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
-    if written.is_err() {
-        // Disk full or a bad target: no temporary file stays behind.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
 }
 
 /// One part's check of a flattened config section (see [`check_flat_section`]).

@@ -65,14 +65,18 @@ fn main() -> ExitCode {
         .init();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
-        // A bad command line is one line (clap's usage hints follow it); `--help` and
-        // `--version` print as clap prints them.
+        // A bad command line is one line: clap's message with what it lists (the missing
+        // arguments, a tip), without the usage that follows; `--help` and `--version` print
+        // as clap prints them.
         Err(e) if e.use_stderr() => {
             let text = e.to_string();
-            eprintln!(
-                "{}",
-                text.lines().next().unwrap_or("error: bad command line")
-            );
+            let message: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            eprintln!("{}", trueneg::error::one_line(&message.join(" ")));
             return ExitCode::from(2);
         }
         Err(e) => e.exit(),
@@ -85,7 +89,7 @@ fn main() -> ExitCode {
     match on_worker_thread(|| cli::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", trueneg::error::one_line(&e.to_string()));
             match e.downcast_ref::<trueneg::Error>() {
                 // The shell's code for a run stopped by a signal.
                 Some(trueneg::Error::Interrupted(_)) => ExitCode::from(130),

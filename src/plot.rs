@@ -16,7 +16,7 @@ fn font_available() -> bool {
     static INIT: Once = Once::new();
     static mut OK: bool = false;
     INIT.call_once(|| {
-        if let Ok(bytes) = std::fs::read(FONT) {
+        if let Ok(bytes) = crate::io::read::read(Path::new(FONT), crate::io::limit::SMALL) {
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
             let ok = plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok();
             // SAFETY: written once inside `call_once`, read only after it.
@@ -216,7 +216,7 @@ pub fn line_plot(
     )
 }
 
-/// Renders into `path` through a temporary file, atomically: SVG when `path` ends in `.svg`
+/// Renders into `path` atomically ([`crate::io::write::produce`]): SVG when `path` ends in `.svg`
 /// (`svg`), else PNG (`png`); each drawer is told whether text can be drawn (the font).
 fn write_plot(
     path: &Path,
@@ -227,28 +227,23 @@ fn write_plot(
     let is_svg = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
-    let tmp = path.with_extension(if is_svg { "tmp.svg" } else { "tmp.png" });
     let text = font_available();
-    let drawn = if is_svg {
-        let root = SVGBackend::new(&tmp, size).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| e.to_string())
-            .and_then(|()| svg(&root, text))
-            .and_then(|()| root.present().map_err(|e| e.to_string()))
-    } else {
-        let root = BitMapBackend::new(&tmp, size).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| e.to_string())
-            .and_then(|()| png(&root, text))
-            .and_then(|()| root.present().map_err(|e| e.to_string()))
-    };
-    let drawn = drawn
-        .map_err(|e| Error::Input(format!("{}: drawing failed ({e})", path.display())))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
-    if drawn.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    drawn
+    crate::io::write::produce(path, |tmp| {
+        let drawn = if is_svg {
+            let root = SVGBackend::new(tmp, size).into_drawing_area();
+            root.fill(&WHITE)
+                .map_err(|e| e.to_string())
+                .and_then(|()| svg(&root, text))
+                .and_then(|()| root.present().map_err(|e| e.to_string()))
+        } else {
+            let root = BitMapBackend::new(tmp, size).into_drawing_area();
+            root.fill(&WHITE)
+                .map_err(|e| e.to_string())
+                .and_then(|()| png(&root, text))
+                .and_then(|()| root.present().map_err(|e| e.to_string()))
+        };
+        drawn.map_err(|e| Error::Input(format!("{}: drawing failed ({e})", path.display())))
+    })
 }
 
 /// What [`line_plot`] draws.
@@ -359,7 +354,7 @@ fn draw_lines<DB: DrawingBackend>(
 /// when no line has the field.
 pub fn metric_series(run: &Path, metric: &str) -> Result<Option<Series>> {
     let path = run.join("metrics.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let text = crate::io::read::read_text(&path, crate::io::limit::DATA)?;
     let mut points = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let v: serde_json::Value = serde_json::from_str(line)
@@ -380,7 +375,8 @@ pub fn metric_series(run: &Path, metric: &str) -> Result<Option<Series>> {
 
 /// The objective of a run (`[objective] kind` of its `config.toml`), when it can be read.
 fn run_objective(run: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(run.join("config.toml")).ok()?;
+    let text =
+        crate::io::read::read_text(&run.join("config.toml"), crate::io::limit::SMALL).ok()?;
     let table: toml::Table = toml::from_str(&text).ok()?;
     Some(table.get("objective")?.get("kind")?.as_str()?.to_string())
 }
@@ -389,7 +385,7 @@ fn run_objective(run: &Path) -> Option<String> {
 /// in order of name.
 fn loss_fields(run: &Path) -> Result<Vec<String>> {
     let path = run.join("metrics.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let text = crate::io::read::read_text(&path, crate::io::limit::DATA)?;
     let mut names = std::collections::BTreeSet::new();
     for line in text.lines() {
         if let Ok(serde_json::Value::Object(m)) = serde_json::from_str(line) {

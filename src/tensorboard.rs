@@ -134,7 +134,7 @@ pub fn read_events(bytes: &[u8]) -> std::result::Result<Vec<Event>, String> {
 /// An event file being written; every event is flushed as it is written, so TensorBoard sees
 /// a run as it goes.
 pub struct EventWriter {
-    file: std::fs::File,
+    file: crate::io::File,
     path: PathBuf,
 }
 
@@ -144,15 +144,12 @@ pub fn is_event_file(name: &str) -> bool {
 }
 
 /// The event files of folder `dir`.
-pub fn event_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        if is_event_file(&e.file_name().to_string_lossy()) {
-            out.push(e.path());
-        }
-    }
-    Ok(out)
+pub fn event_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    Ok(crate::io::read::names(dir)
+        .into_iter()
+        .filter(|n| is_event_file(n))
+        .map(|n| dir.join(n))
+        .collect())
 }
 
 impl EventWriter {
@@ -167,11 +164,7 @@ impl EventWriter {
             std::process::id()
         );
         let path = dir.join(name);
-        let file = std::fs::OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        let file = crate::io::write::create_new(&path)?;
         let mut w = Self { file, path };
         w.write(0, Some(What::FileVersion("brain.Event:2".into())))?;
         Ok(w)

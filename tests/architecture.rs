@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 /// The layers of `src/`, bottom first. A module may import from the layers below its own only.
 const LAYERS: &[&[&str]] = &[
     &["error"],
-    &["device", "dist", "lock", "output", "plot", "tensorboard"],
+    &["io"],
+    &["device", "dist", "plot", "stop", "tensorboard"],
     &["kernels"],
     &["model", "lexicon", "tasks"],
     &["interop", "text"],
@@ -591,4 +592,66 @@ fn the_checker_finds_an_upward_import_and_a_circle() {
         "{}",
         v[1]
     );
+}
+
+/// What names the file system directly: only `src/io/` may (every file goes through its doors).
+const FILE_SYSTEM: &[&str] = &[
+    "std::fs",
+    "fs::",
+    "File::open",
+    "File::create",
+    "OpenOptions",
+    "Mmap::map",
+    "read_dir(",
+];
+
+/// The files of `src` outside `io/` that name the file system, with what they name.
+fn file_system_outside_io(src: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in source_files(src) {
+        if f.module[0] == "io" {
+            continue;
+        }
+        for (n, line) in f.code.lines().enumerate() {
+            if let Some(word) = FILE_SYSTEM.iter().find(|w| line.contains(**w)) {
+                let rel = f.path.strip_prefix(src).expect("under src").display();
+                out.push(format!("{rel}:{}: names `{word}`", n + 1));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn only_the_io_module_touches_the_file_system() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let v = file_system_outside_io(&src);
+    assert!(
+        v.is_empty(),
+        "open, read and write files through crate::io:\n{}",
+        v.join("\n")
+    );
+}
+
+/// The check finds a direct open outside `io/` and leaves comments, strings and `io/` alone.
+#[test]
+fn the_file_system_check_finds_a_direct_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    let write = |p: &str, t: &str| {
+        let p = src.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, t).unwrap();
+    };
+    write("lib.rs", "pub mod io;\npub mod text;\n");
+    write(
+        "io/mod.rs",
+        "pub fn open() { let _ = std::fs::File::open(\"x\"); }\n",
+    );
+    write(
+        "text/mod.rs",
+        "// std::fs in a comment\nconst S: &str = \"std::fs\";\nfn f() {\n    let _ = std::fs::read(\"y\");\n}\n",
+    );
+    let v = file_system_outside_io(src);
+    assert_eq!(v, ["text/mod.rs:4: names `std::fs`"], "{v:#?}");
 }

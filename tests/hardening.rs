@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use trueneg::lock::{FolderLock, LOCK_FILE};
+use trueneg::io::lock::{FolderLock, LOCK_FILE};
 
 fn wait_for(path: &Path, child: &mut Child) {
     let t0 = Instant::now();
@@ -332,25 +332,32 @@ fn prepare_never_overwrites_a_users_folder_and_restarts_after_a_kill() {
 
 #[test]
 fn finetune_output_folders_are_claimed_not_overwritten() {
-    use trueneg::finetune::seeds::claim_out;
+    use trueneg::finetune::out_folder::claim_out;
     let dir = tempfile::tempdir().unwrap();
     let default = dir.path().join("model/finetune/SST-2");
-    let (a, lock_a) = claim_out(None, &default).unwrap();
+    let settings = serde_json::json!({"task": "SST-2"});
+    let claimed = claim_out(None, &default, &settings).unwrap();
+    let (a, lock_a) = (claimed.dir, claimed.lock);
     assert_eq!(a, default);
     std::fs::write(a.join("results.json"), "{}").unwrap();
     drop(lock_a);
     // The default is taken: the next run writes beside it.
-    let (b, _lock_b) = claim_out(None, &default).unwrap();
+    let claimed_b = claim_out(None, &default, &settings).unwrap();
+    let b = claimed_b.dir.clone();
     assert_eq!(b, dir.path().join("model/finetune/SST-2-2"));
     // An explicit --out that holds results is refused and left as it was.
-    let e = claim_out(Some(&a), &default).unwrap_err().to_string();
+    let e = claim_out(Some(&a), &default, &settings)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not empty"), "{e}");
     assert_eq!(
         std::fs::read_to_string(a.join("results.json")).unwrap(),
         "{}"
     );
     // One that another process is writing is refused, naming it.
-    let e = claim_out(Some(&b), &default).unwrap_err().to_string();
+    let e = claim_out(Some(&b), &default, &settings)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("trueneg finetune"), "{e}");
 }
 
@@ -389,7 +396,7 @@ fn plots_refuse_a_folder_and_leave_no_temporary_file() {
         .to_string();
     assert!(e.contains("folder"), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    let e = trueneg::error::write_atomic(dir.path(), b"x")
+    let e = trueneg::io::write_atomic(dir.path(), b"x")
         .unwrap_err()
         .to_string();
     assert!(e.contains("folder"), "{e}");

@@ -4,7 +4,7 @@
 mod common;
 use common::{bin, fails, ok, pretrain_cmd};
 
-use trueneg::output::{Outputs, RECORD};
+use trueneg::io::outputs::{Outputs, RECORD};
 
 /// `compare --out` over a run's own config.toml is refused and the file kept; the plot
 /// `compare` wrote itself is replaced on a rerun; `--force` replaces anything.

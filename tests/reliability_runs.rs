@@ -50,7 +50,7 @@ fn a_run_on_a_non_utf8_path_resumes_and_exports() {
     assert!(out.join("discriminator/config.json").exists());
 }
 
-/// Item 16: `--resume` with another model shape names the tensor and says why, instead of
+/// Item 16: `--resume` with another model shape names the setting and says why, instead of
 /// calling every checkpoint damaged.
 #[test]
 fn resuming_with_another_model_shape_says_so() {
@@ -69,7 +69,9 @@ fn resuming_with_another_model_shape_says_so() {
             .unwrap(),
     );
     assert!(
-        e.contains("has shape") && e.contains("model section differs") && !e.contains("damaged"),
+        e.contains("model.intermediate_size")
+            && e.contains("[model] section")
+            && !e.contains("damaged"),
         "{e}"
     );
 }

@@ -280,7 +280,7 @@ fn ids_from_the_training_pass_equal_encode() {
     for (text, line) in texts.iter().zip(&ids) {
         let want: Vec<Vec<u32>> = split_sentences(text)
             .iter()
-            .map(|s| tok.encode(s))
+            .map(|s| tok.encode_text(s))
             .collect();
         assert_eq!(line, &want, "{text}");
         sentences += want.len();

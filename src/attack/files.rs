@@ -78,7 +78,7 @@ pub fn write_attacked(
                 .collect::<Result<Vec<_>>>()?;
             for (f, text) in files.iter().zip(texts) {
                 let dst = out.join(f.file_name().expect("file name"));
-                crate::error::write_atomic(&dst, text.as_bytes())?;
+                crate::io::write_atomic(&dst, text.as_bytes())?;
                 written.push(dst);
             }
         }

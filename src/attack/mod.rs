@@ -241,7 +241,7 @@ pub fn write_squad(path: &Path, examples: &[SquadExample]) -> Result<()> {
         start = i;
     }
     let doc = serde_json::json!({"version": "1.1", "data": articles});
-    crate::error::write_atomic(path, doc.to_string().as_bytes())
+    crate::io::write_atomic(path, doc.to_string().as_bytes())
 }
 
 /// SwapSynWordNet on a GLUE file: text columns transformed, every other byte of the file kept
@@ -255,7 +255,7 @@ pub fn attack_glue_file(task: GlueTask, path: &Path, wn: &WordNet, seed: u64) ->
     }
     // Validates the file first, so that malformed rows are reported with their line.
     crate::tasks::glue::read_glue(task, path)?;
-    let bytes = crate::error::read(path)?;
+    let bytes = crate::io::read::read(path, crate::io::limit::DATA)?;
     let text = String::from_utf8_lossy(&bytes);
     let (bom, body) = match text.strip_prefix('\u{feff}') {
         Some(b) => ("\u{feff}", b),

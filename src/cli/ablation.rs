@@ -119,12 +119,14 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         stats_corpus: a.stats_corpus,
         stats_batches: a.stats_batches,
     };
+    trueneg::stop::watch();
     let (_, md) = ablation(&AblationOptions {
         spec,
         out: a.out.clone(),
         keep_models: a.keep_models,
         progress: ui.progress,
-    })?;
+    })
+    .map_err(|e| trueneg::stop::continued_by_rerun(e, &a.out))?;
     print!("{md}");
     println!("wrote {}", a.out.join("report.md").display());
     Ok(())

@@ -63,6 +63,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         .filter_map(|(i, s)| triplet(s, &wn, 1, i as u64))
         .collect();
     triplets.truncate(a.hits_max);
+    trueneg::stop::watch();
     let (_, md) = compare(&CompareOptions {
         base_run: a.base_run,
         cline_data: a.cline_data,
@@ -77,7 +78,8 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         triplets,
         out: a.out.clone(),
         progress: ui.progress,
-    })?;
+    })
+    .map_err(|e| trueneg::stop::continued_by_rerun(e, &a.out))?;
     print!("{md}");
     println!("wrote {}", a.out.join("report.md").display());
     Ok(())

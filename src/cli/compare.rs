@@ -23,7 +23,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let outputs = trueneg::output::Outputs::new("compare", a.force);
+    let outputs = trueneg::io::outputs::Outputs::new("compare", a.force);
     outputs.check(std::slice::from_ref(&a.out))?;
     let mut series = Vec::new();
     for r in &a.runs {

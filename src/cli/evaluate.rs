@@ -61,7 +61,7 @@ fn show_scores(s: &trueneg::finetune::classify::Scores) -> String {
 /// .json, with every example's prediction in contrast-<set>-predictions.tsv.
 fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
     use trueneg::tasks::contrast::consistency_table;
-    let outputs = trueneg::output::Outputs::new("evaluate", a.force);
+    let outputs = trueneg::io::outputs::Outputs::new("evaluate", a.force);
     let run =
         trueneg::eval::evaluate::evaluate_contrast(&a.model, set, &a.split, &a.device, ui.bars())?;
     let kind_name = serde_json::to_value(run.kind)?
@@ -105,7 +105,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     }
     let data = a.data.clone().expect("clap requires --data");
     // Every file this call writes is checked before the first is written.
-    let outputs = trueneg::output::Outputs::new("evaluate", a.force);
+    let outputs = trueneg::io::outputs::Outputs::new("evaluate", a.force);
     let kind = a
         .attack
         .as_deref()

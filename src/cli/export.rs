@@ -25,7 +25,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let outputs = trueneg::output::Outputs::new("export", a.force);
+    let outputs = trueneg::io::outputs::Outputs::new("export", a.force);
     let dirs = match (&a.run, &a.model) {
         (Some(run), _) => trueneg::train::export::export_run(run, a.step, &a.out, &outputs)?,
         (None, Some(model)) => vec![trueneg::finetune::export::export_finetuned(

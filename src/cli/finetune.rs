@@ -220,16 +220,51 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         opts.max_seq_len = positions;
     }
     opts.check_model(&pre.config)?;
-    let (out, _lock) = runner::claim_out(a.out.as_deref(), &runner::default_out(&a.model, name))?;
+    // What decides the results: a run stopped before them continues under the same command.
+    let settings = serde_json::json!({
+        "task": name,
+        "model": std::path::absolute(&a.model)?,
+        "data": std::path::absolute(&a.data)?,
+        "seeds": a.seeds,
+        "options": opts,
+        "max_train_examples": a.max_train_examples,
+        "max_eval_examples": a.max_eval_examples,
+        "doc_stride": a.doc_stride,
+    });
+    let claimed = trueneg::finetune::out_folder::claim_out(
+        a.out.as_deref(),
+        &trueneg::finetune::out_folder::default_out(&a.model, name),
+        &settings,
+    )?;
+    trueneg::stop::watch();
+    let out = claimed.dir.clone();
+    match tune(&a, task, &pre, &opts, &out, ui) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            claimed.forget_unstarted();
+            Err(e)
+        }
+    }
+}
+
+/// Fine-tunes and scores every seed of `task` into `out`, and writes the results.
+fn tune(
+    a: &Args,
+    task: Task,
+    pre: &trueneg::finetune::pretrained::PretrainedEncoder,
+    opts: &trueneg::finetune::recipe::FinetuneOptions,
+    out: &std::path::Path,
+    ui: Ui,
+) -> anyhow::Result<()> {
     let mut report = |line: String| println!("{line}");
     let result = if let Some(glue) = task.classification() {
         runner::finetune_glue(
             glue,
-            &pre,
+            pre,
             &a.data,
-            &opts,
+            opts,
             &a.seeds,
-            &out,
+            out,
             ui.bars(),
             &mut report,
         )?
@@ -242,18 +277,18 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
             ..qa::QaOptions::default()
         };
         runner::finetune_qa(
-            &pre,
+            pre,
             &train,
             &dev,
-            &opts,
+            opts,
             &qa_opts,
             &a.seeds,
-            &out,
+            out,
             ui.bars(),
             &mut report,
         )?
     };
-    print!("{}", runner::write_results(&out, &result)?);
+    print!("{}", runner::write_results(out, &result)?);
     println!(
         "train {:.1} examples/s, evaluate {:.1} examples/s -> {}",
         result.train_examples_per_s,

@@ -36,7 +36,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let outputs = trueneg::output::Outputs::new("hits", a.force);
+    let outputs = trueneg::io::outputs::Outputs::new("hits", a.force);
     let files = a
         .out
         .as_ref()

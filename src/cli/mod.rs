@@ -97,11 +97,15 @@ pub fn at_least(min: u64) -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(min..)
 }
 
-/// A share option in [0, 1].
-pub fn share(s: &str) -> Result<f64, String> {
+/// A share in (0, 1] of the words CLINE replaces: each sentence with a candidate has at least
+/// one word replaced on each side, so 0 would not mean "none" and is refused.
+pub fn replaced_share(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
-        _ => Err(format!("{s}: expected a number in [0, 1]")),
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        Ok(0.0) => Err(format!(
+            "{s}: out of range; every sentence has at least one word replaced on each side, so 0 is not possible (expected a number in (0, 1])"
+        )),
+        _ => Err(format!("{s}: expected a number in (0, 1]")),
     }
 }
 
@@ -112,6 +116,7 @@ fn wordnet_dir(path: &Option<PathBuf>) -> PathBuf {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    trueneg::stop::install();
     let ui = Ui {
         progress: if cli.quiet {
             Progress::Hidden

@@ -45,13 +45,13 @@ pub struct Args {
     #[arg(long)]
     cline: bool,
     /// CLINE: share of a sentence's words replaced in the synonym sentence.
-    #[arg(long, default_value_t = ClineConfig::default().syn_ratio, requires = "cline", value_parser = super::share)]
+    #[arg(long, default_value_t = ClineConfig::default().syn_ratio, requires = "cline", value_parser = super::replaced_share)]
     syn_ratio: f64,
     /// CLINE: share of a sentence's words replaced in the antonym sentence.
-    #[arg(long, default_value_t = ClineConfig::default().ant_ratio, requires = "cline", value_parser = super::share)]
+    #[arg(long, default_value_t = ClineConfig::default().ant_ratio, requires = "cline", value_parser = super::replaced_share)]
     ant_ratio: f64,
     /// CLINE: at most this share of the candidate words is replaced (the authors' code: 0.5).
-    #[arg(long, default_value_t = ClineConfig::default().cap, requires = "cline", value_parser = super::share)]
+    #[arg(long, default_value_t = ClineConfig::default().cap, requires = "cline", value_parser = super::replaced_share)]
     cap: f64,
     /// CLINE: also take antonyms of a word's synonyms (the authors' code).
     #[arg(long, requires = "cline")]

@@ -1,7 +1,6 @@
 //! `trueneg pretrain`: a new run from a config, or `--resume` of a run folder.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use trueneg::text::shards::ShardSet;
 use trueneg::train::run::RunFolder;
@@ -13,7 +12,7 @@ use super::Ui;
 #[derive(clap::Args)]
 pub struct Args {
     /// A preset (tiny, electra-small, electra-base, bert-base) or a TOML file.
-    #[arg(long, required_unless_present = "resume")]
+    #[arg(long, required_unless_present = "resume", conflicts_with = "resume")]
     config: Option<String>,
     /// Override a config value, e.g. --set train.steps=100 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -39,9 +38,6 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     wordnet: Option<PathBuf>,
 }
-
-/// Raised by Ctrl-C / SIGTERM: the run finishes its step, saves a checkpoint and stops.
-static STOP: AtomicBool = AtomicBool::new(false);
 
 pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
     if let Some(dir) = &a.wordnet {
@@ -86,12 +82,7 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
     }
     let shards = ShardSet::open(&shards_dir)?;
     // A second signal stops at once (the checkpoints on disk are whole either way).
-    ctrlc::set_handler(|| {
-        if STOP.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-        eprintln!("stopping after this step (a second Ctrl-C stops at once)");
-    })?;
+    trueneg::stop::watch();
     let s = pretrain_in(
         cfg,
         &shards,
@@ -99,7 +90,7 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
             run_dir: run_dir.clone(),
             resume,
             progress: ui.progress,
-            stop: Some(&STOP),
+            stop: Some(trueneg::stop::flag()),
         },
         group,
     )?;

@@ -30,7 +30,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let run = &a.checkpoints;
     // A folder of another kind is named as such before anything else is read.
     trueneg::train::config::PretrainConfig::of_run(run)?;
-    let tok = trueneg::text::WordPieceTokenizer::load(&run.join("tokenizer.json"))?;
+    let tok = trueneg::train::run::run_tokenizer(run)?;
     let table = match a
         .lexicon
         .or_else(|| Some(run.join("lexicon.safetensors")).filter(|p| p.exists()))
@@ -41,6 +41,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if !a.force {
         trueneg::train::stats::check_earlier_lexicon(run, &table.source)?;
     }
+    // Files of the user's with these names are not replaced (nor anything with --force
+    // that another command wrote): checked before the checkpoints are measured.
+    let outputs = trueneg::io::outputs::Outputs::new("stats", a.force);
+    let [png, json_file, md_file] =
+        ["png", "json", "md"].map(|e| run.join(format!("correction-stats.{e}")));
+    outputs.check(&[png.clone(), json_file.clone(), md_file.clone()])?;
     let stats =
         trueneg::train::stats::correction_stats(run, &a.corpus, &table, a.batches, a.batch_size)?;
     let mut md = format!(
@@ -53,7 +59,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         md += &format!("\n**Note.** {note}.\n");
     }
     print!("{md}");
-    let png = run.join("correction-stats.png");
     let series = vec![
         Series {
             name: "prediction level (corrected / mismatched)".into(),
@@ -80,11 +85,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &series,
         false,
     )?;
+    outputs.record(&png)?;
     let json = serde_json::to_string_pretty(
         &serde_json::json!({"lexicon": table.source, "checkpoints": stats}),
     )?;
-    trueneg::error::write_atomic(&run.join("correction-stats.json"), json.as_bytes())?;
-    trueneg::error::write_atomic(&run.join("correction-stats.md"), md.as_bytes())?;
+    outputs.write(&json_file, json.as_bytes())?;
+    outputs.write(&md_file, md.as_bytes())?;
     println!("wrote {}", png.display());
     Ok(())
 }

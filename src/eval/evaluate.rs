@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::finetune::classify::{Scores, load_finetuned, predict, score_file};
 use crate::finetune::seeds::{squad_scores, write_predictions};
 use crate::finetune::span::{load_qa, predict_squad};
-use crate::output::Outputs;
+use crate::io::outputs::Outputs;
 use crate::tasks::glue::GlueTask;
 use crate::{Error, Result};
 
@@ -117,7 +117,7 @@ pub fn evaluate_model(
 ) -> Result<Vec<Evaluation>> {
     use crate::attack::{attack_glue_file, attack_squad};
     let device = crate::device::device_for(device)?;
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    crate::io::write::folder(out)?;
     let task = crate::finetune::span::finetuned_task(model)?;
     let tag = attack_tag(attack.map(|(k, _, _)| k));
     outputs.check(&evaluation_files(
@@ -167,6 +167,9 @@ pub fn evaluate_model(
         };
         if ex.is_empty() {
             return Err(Error::Input(format!("{}: no examples", f.display())));
+        }
+        if ex.iter().all(|e| e.label.is_some()) {
+            crate::finetune::classify::check_metric_defined(ft.task, &f, &ex)?;
         }
         let (pred, rate) = predict(&ft, &tok, &ex, max_len, 64, &device, progress);
         let written = submission_file(out, ft.task, &f, &tag);

@@ -284,7 +284,7 @@ pub fn hits_table(r: &HitsReport) -> String {
 
 /// The sentences of a file: a `sentence` column of a .tsv, else every non-empty line.
 pub fn read_sentences(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::io(path, e))?;
+    let text = crate::io::read::read_text(path, crate::io::limit::DATA)?;
     let mut lines = text.lines();
     if path.extension().is_some_and(|e| e == "tsv") {
         let header: Vec<&str> = lines.next().unwrap_or("").split('\t').collect();

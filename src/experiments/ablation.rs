@@ -42,32 +42,7 @@ use crate::{Error, Result};
 
 /// A stage's output when it is there and whole (else the stage runs again).
 fn finished<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
-    crate::error::read_json(path).ok()
-}
-
-/// `experiment.json`: written by the first call, compared by every later one.
-fn claim_spec(spec: &AblationSpec, out: &Path) -> Result<()> {
-    let path = out.join("experiment.json");
-    if path.exists() {
-        let saved: serde_json::Value = crate::error::read_json(&path)?;
-        let now = serde_json::to_value(spec).expect("spec as JSON");
-        if saved != now {
-            let fields: Vec<String> = now
-                .as_object()
-                .expect("object")
-                .iter()
-                .filter(|(k, v)| saved.get(k.as_str()) != Some(v))
-                .map(|(k, _)| k.clone())
-                .collect();
-            return Err(Error::Config(format!(
-                "{}: this folder holds an experiment with other settings ({}); continue it with the same options or choose another --out",
-                path.display(),
-                fields.join(", ")
-            )));
-        }
-        return Ok(());
-    }
-    crate::error::write_json(&path, spec)
+    crate::io::read_json(path).ok()
 }
 
 /// The pre-training config of one run: the experiment's config and overrides, the objective,
@@ -123,7 +98,7 @@ fn pretrain_run(
             run_dir: dir,
             resume: folder.resume,
             progress: o.progress,
-            stop: None,
+            stop: Some(crate::stop::flag()),
         },
     )?;
     Ok(!s.already_finished)
@@ -131,23 +106,17 @@ fn pretrain_run(
 
 /// Table 8 over the run's checkpoints, with the run's own synonym table.
 fn run_stats(run: &Path, corpus: &Path, batches: usize) -> Result<Vec<CheckpointStats>> {
-    let tok = crate::text::WordPieceTokenizer::load(&run.join("tokenizer.json"))?;
+    let tok = crate::train::run::run_tokenizer(run)?;
     let table = SynonymTable::load_for(&run.join("lexicon.safetensors"), &tok.fingerprint())?;
     correction_stats(run, corpus, &table, batches, 32)
 }
 
 fn remove_models(dir: &Path) -> Result<()> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(());
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        if name.starts_with("seed-") && e.path().is_dir() {
+    for name in crate::io::read::names(dir) {
+        let seed = dir.join(&name);
+        if name.starts_with("seed-") && crate::io::read::is_folder(&seed) {
             // Predictions stay; the weights go.
-            let p = e.path().join("model.safetensors");
-            if p.exists() {
-                std::fs::remove_file(&p).map_err(|err| Error::io(&p, err))?;
-            }
+            crate::io::write::remove_file(&seed.join("model.safetensors"))?;
         }
     }
     Ok(())
@@ -156,7 +125,7 @@ fn remove_models(dir: &Path) -> Result<()> {
 /// A folder for a stage that starts again: what a killed attempt left is removed.
 fn fresh(dir: &Path) -> Result<()> {
     if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        crate::io::write::remove_folder(dir)?;
     }
     Ok(())
 }
@@ -255,7 +224,7 @@ fn stats_stage(
         return Ok((s, false));
     }
     let s = run_stats(run, corpus, batches)?;
-    crate::error::write_json(path, &s)?;
+    crate::io::write_json(path, &s)?;
     Ok((s, true))
 }
 
@@ -317,7 +286,7 @@ fn squad_run(
     if !o.keep_models {
         remove_models(dir)?;
     }
-    crate::error::write_json(&path, &r)?;
+    crate::io::write_json(&path, &r)?;
     Ok((r, true))
 }
 
@@ -326,9 +295,10 @@ pub fn ablation(
 ) -> Result<(crate::experiments::ablation_report::AblationReport, String)> {
     let spec = &o.spec;
     spec.validate()?;
-    std::fs::create_dir_all(&o.out).map_err(|e| Error::io(&o.out, e))?;
-    let _lock = crate::lock::FolderLock::acquire(&o.out, "trueneg ablation")?;
-    claim_spec(spec, &o.out)?;
+    crate::io::write::folder(&o.out)?;
+    let _lock = crate::io::lock::FolderLock::acquire(&o.out, "trueneg ablation")?;
+    let settings = serde_json::to_value(spec).expect("spec as JSON");
+    crate::io::outputs::claim_folder(&o.out, "experiment.json", &settings)?;
 
     // One corpus for every run: the config's shards, or the embedded default prepared once.
     let base = PretrainConfig::load(&spec.config, &spec.overrides)?;

@@ -430,8 +430,8 @@ pub fn markdown(r: &AblationReport) -> String {
 /// Writes `report.md`, `report.json` and the PNGs into `out`; returns the Markdown.
 pub fn write(r: &AblationReport, out: &Path) -> Result<String> {
     let md = markdown(r);
-    crate::error::write_atomic(&out.join("report.md"), md.as_bytes())?;
-    crate::error::write_json(&out.join("report.json"), r)?;
+    crate::io::write_atomic(&out.join("report.md"), md.as_bytes())?;
+    crate::io::write_json(&out.join("report.json"), r)?;
     for png in plots(r, out)? {
         tracing::debug!("wrote {}", png.display());
     }

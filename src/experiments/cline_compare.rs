@@ -147,7 +147,7 @@ fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<
             run_dir: dir.to_path_buf(),
             resume: folder.resume,
             progress: o.progress,
-            stop: None,
+            stop: Some(crate::stop::flag()),
         },
     )?;
     Ok(())
@@ -155,7 +155,7 @@ fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<
 
 /// A stage's output when it is there and whole (else the stage runs again).
 fn finished<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
-    crate::error::read_json(path).ok()
+    crate::io::read_json(path).ok()
 }
 
 /// What the comparison reads, checked before anything is trained or written: the task data is
@@ -171,7 +171,7 @@ fn check_inputs(o: &CompareOptions) -> Result<()> {
         ))
     })?;
     let run_tok = o.base_run.join("tokenizer.json");
-    let fingerprint = crate::text::WordPieceTokenizer::load(&run_tok)?.fingerprint();
+    let fingerprint = crate::train::run::run_tokenizer(&o.base_run)?.fingerprint();
     let triples = ShardSet::open(&o.cline_data)?;
     if triples.manifest.tokenizer_fingerprint != fingerprint {
         return Err(Error::Input(format!(
@@ -192,6 +192,21 @@ fn check_inputs(o: &CompareOptions) -> Result<()> {
     Ok(())
 }
 
+/// The settings a continued comparison must keep (`comparison.json`).
+fn settings(o: &CompareOptions) -> serde_json::Value {
+    serde_json::json!({
+        "base_run": o.base_run,
+        "cline_data": o.cline_data,
+        "steps": o.steps,
+        "overrides": o.overrides,
+        "pretrain_seeds": o.pretrain_seeds,
+        "finetune_seeds": o.finetune_seeds,
+        "task_data": o.task_data,
+        "contrast": o.contrast,
+        "split": o.split,
+    })
+}
+
 /// Runs (or continues) the comparison and writes `report.md` / `report.json` into `out`.
 pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     crate::experiments::bootstrap::check_seeds("--pretrain-seeds", &o.pretrain_seeds)?;
@@ -203,8 +218,9 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     }
     o.finetune.validate()?;
     check_inputs(o)?;
-    std::fs::create_dir_all(&o.out).map_err(|e| Error::io(&o.out, e))?;
-    let _lock = crate::lock::FolderLock::acquire(&o.out, "trueneg cline-compare")?;
+    crate::io::write::folder(&o.out)?;
+    let _lock = crate::io::lock::FolderLock::acquire(&o.out, "trueneg cline-compare")?;
+    crate::io::outputs::claim_folder(&o.out, "comparison.json", &settings(o))?;
     let mut stages = Stages::new(
         "cline-compare",
         ARMS.len() * o.pretrain_seeds.len() * 3,
@@ -269,8 +285,8 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
         difference,
     };
     let md = report_table(&report, o);
-    crate::error::write_atomic(&o.out.join("report.md"), md.as_bytes())?;
-    crate::error::write_json(&o.out.join("report.json"), &report)?;
+    crate::io::write_atomic(&o.out.join("report.md"), md.as_bytes())?;
+    crate::io::write_json(&o.out.join("report.json"), &report)?;
     Ok((report, md))
 }
 
@@ -315,7 +331,7 @@ fn finetuned(o: &CompareOptions, run: &Path, ft: &Path) -> Result<TaskResult> {
         return Ok(r);
     }
     if ft.exists() {
-        std::fs::remove_dir_all(ft).map_err(|e| Error::io(ft, e))?;
+        crate::io::write::remove_folder(ft)?;
     }
     let pre = load_pretrained(run)?;
     let r = finetune_glue(
@@ -338,7 +354,7 @@ fn contrast_of(o: &CompareOptions, seed_dir: &Path, path: &Path) -> Result<Consi
         return Ok(c);
     }
     let c = evaluate_contrast(seed_dir, &o.contrast, &o.split, &o.finetune.device, false)?.scores;
-    crate::error::write_json(path, &c)?;
+    crate::io::write_json(path, &c)?;
     Ok(c)
 }
 
@@ -348,7 +364,7 @@ fn hits_of(o: &CompareOptions, run: &Path, path: &Path) -> Result<HitsReport> {
         return Ok(h);
     }
     let h = hits(&load_pretrained(run)?, &o.triplets, 32, 128)?;
-    crate::error::write_json(path, &h)?;
+    crate::io::write_json(path, &h)?;
     Ok(h)
 }
 

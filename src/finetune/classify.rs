@@ -553,7 +553,31 @@ pub fn read_task(task: GlueTask, data: &Path) -> Result<(Vec<GlueExample>, DevSe
                 ex.iter().filter(|e| e.label.is_some()).count()
             )));
         }
+        check_metric_defined(task, &f, &ex)?;
         dev.push((f, ex));
     }
     Ok((train, dev))
+}
+
+/// Refuses a dev set on which the task's metric is undefined, instead of reporting 0: MCC
+/// (CoLA) needs both classes among the gold labels, Pearson and Spearman (STS-B) two
+/// different gold scores.
+pub fn check_metric_defined(task: GlueTask, file: &Path, dev: &[GlueExample]) -> Result<()> {
+    let (metric, needs) = match task {
+        GlueTask::Cola => ("MCC", "both classes"),
+        GlueTask::Stsb => ("Pearson and Spearman", "two different scores"),
+        _ => return Ok(()),
+    };
+    let labels: std::collections::BTreeSet<String> = dev
+        .iter()
+        .filter_map(|e| e.label.map(|l| format!("{l:?}")))
+        .collect();
+    if labels.len() < 2 {
+        return Err(Error::Input(format!(
+            "{}: {metric} undefined on these {} rows: the gold labels need {needs}",
+            file.display(),
+            dev.len()
+        )));
+    }
+    Ok(())
 }

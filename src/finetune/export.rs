@@ -16,8 +16,8 @@ use super::span::{QaInfo, finetuned_task};
 use crate::interop::HfConfig;
 use crate::interop::hub::{check_folders, write_folder};
 use crate::interop::tensors::{HostTensor, read_safetensors};
+use crate::io::outputs::Outputs;
 use crate::model::EncoderConfig;
-use crate::output::Outputs;
 use crate::tasks::glue::GlueTask;
 use crate::tasks::task::Task;
 use crate::{Error, Result};
@@ -28,6 +28,10 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
     let tokenizer = model.join("tokenizer.json");
     check_folders(out, &[out.to_path_buf()], tokenizer.exists(), outputs)?;
     let task = finetuned_task(model)?;
+    if tokenizer.exists() {
+        // The file shipped must be the one the model was fine-tuned with.
+        super::folder::model_tokenizer(model)?;
+    }
     let weights_file = model.join("model.safetensors");
     let mut weights = read_safetensors(&weights_file)?.tensors;
     let (prefix, encoder, fields) = match task {
@@ -137,8 +141,7 @@ fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
     let results: Option<TaskResult> = model
         .parent()
         .map(|p| p.join("results.json"))
-        .and_then(|p| std::fs::read(p).ok())
-        .and_then(|b| serde_json::from_slice(&b).ok());
+        .and_then(|p| crate::io::read_json(&p).ok());
     let seed = model
         .file_name()
         .and_then(|n| n.to_str())

@@ -1,5 +1,6 @@
 //! A fine-tuned model's folder: `model.safetensors` (transformers names), `finetuned.json`
-//! (what the task needs to use the model again) and `tokenizer.json`.
+//! (what the task needs to use the model again, and the fingerprint of its tokenizer) and
+//! `tokenizer.json`, checked against that fingerprint whenever the folder is read.
 
 use std::path::Path;
 
@@ -20,13 +21,19 @@ pub(crate) fn write_model_folder<I: Serialize>(
     info: &I,
     tokenizer: &WordPieceTokenizer,
 ) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    crate::io::write::folder(dir)?;
     let mut ex = Exporter::default();
     walk(&mut ex);
     write_safetensors(&dir.join("model.safetensors"), &ex.tensors, None)?;
-    crate::error::write_atomic(
+    let mut record = serde_json::to_value(info).expect("json");
+    if let Some(fields) = record.as_object_mut() {
+        fields.insert(FINGERPRINT.into(), tokenizer.fingerprint().into());
+    }
+    crate::io::write_atomic(
         &dir.join("finetuned.json"),
-        serde_json::to_string_pretty(info).expect("json").as_bytes(),
+        serde_json::to_string_pretty(&record)
+            .expect("json")
+            .as_bytes(),
     )?;
     tokenizer.save(&dir.join("tokenizer.json"))
 }
@@ -45,9 +52,30 @@ pub(crate) fn load_weights(
 
 /// The `finetuned.json` of a fine-tuned model folder, parsed as `I`.
 pub(crate) fn read_model_info<I: DeserializeOwned>(dir: &Path) -> Result<I> {
+    use crate::io::folder_kind::{FolderKind, expect};
+    expect(
+        dir,
+        &[FolderKind::Finetuned],
+        "--model",
+        "a fine-tuned model (finetuned.json)",
+    )?;
     let path = dir.join("finetuned.json");
-    serde_json::from_slice(&crate::error::read(&path)?)
+    serde_json::from_slice(&crate::io::read::read(&path, crate::io::limit::SMALL)?)
         .map_err(|e| Error::Input(format!("{}: {e}", path.display())))
+}
+
+/// The field of `finetuned.json` that records the tokenizer's fingerprint.
+const FINGERPRINT: &str = "tokenizer_fingerprint";
+
+/// The fine-tuned model folder's `tokenizer.json`, checked against the fingerprint its
+/// `finetuned.json` records (folders written before it was recorded are read as they are).
+pub(crate) fn model_tokenizer(dir: &Path) -> Result<WordPieceTokenizer> {
+    let record: serde_json::Value = read_model_info(dir)?;
+    let path = dir.join("tokenizer.json");
+    match record.get(FINGERPRINT).and_then(|f| f.as_str()) {
+        Some(f) => WordPieceTokenizer::load_checked(&path, f, &dir.join("finetuned.json")),
+        None => WordPieceTokenizer::load(&path),
+    }
 }
 
 /// Reads what [`write_model_folder`] wrote: the info, the weights and the tokenizer.
@@ -56,6 +84,6 @@ pub(crate) fn read_model_folder<I: DeserializeOwned>(
 ) -> Result<(I, TensorMap, WordPieceTokenizer)> {
     let info = read_model_info(dir)?;
     let weights = read_safetensors(&dir.join("model.safetensors"))?;
-    let tokenizer = WordPieceTokenizer::load(&dir.join("tokenizer.json"))?;
+    let tokenizer = model_tokenizer(dir)?;
     Ok((info, weights, tokenizer))
 }

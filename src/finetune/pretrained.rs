@@ -61,6 +61,13 @@ fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
 /// Face cache.
 pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
     let model = &crate::interop::hub_cache::model_dir(model)?;
+    use crate::io::folder_kind::{FolderKind, expect};
+    expect(
+        model,
+        &[FolderKind::PretrainRun, FolderKind::Transformers],
+        "--model",
+        "a pre-trained model (a run's config.toml, or a transformers folder's config.json)",
+    )?;
     if model.join("config.toml").exists() {
         let cfg = PretrainConfig::load_file(&model.join("config.toml"), &[])?;
         let (step, dir) = checkpoint::list(model)
@@ -76,7 +83,7 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
             .get(&format!("{prefix}.embeddings.word_embeddings.weight"))
             .map(|t| t.shape[0])
             .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", dir.display())))?;
-        let tokenizer = find_tokenizer(&[model])?;
+        let tokenizer = crate::train::run::run_tokenizer(model)?;
         return Ok(PretrainedEncoder {
             config: cfg.model.encoder(vocab),
             weights,

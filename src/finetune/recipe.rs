@@ -487,6 +487,11 @@ pub fn train_epochs<M: Trainable>(
             seed ^ ((epoch as u64 + 1) << 32),
         ));
         for chunk in order.chunks(opts.batch_size) {
+            if crate::stop::requested() {
+                return Err(Error::Interrupted(format!(
+                    "stopped by a signal at fine-tuning step {step} of {total}"
+                )));
+            }
             let loss = loss_of(model, chunk);
             let value: f32 = loss.clone().into_scalar::<f32>();
             if !value.is_finite() {

@@ -3,7 +3,7 @@
 //! `results.md` (the layout of the paper's Table 2 for GLUE, Table 3 for SQuAD).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -162,9 +162,9 @@ pub fn results_table(results: &[TaskResult]) -> String {
 /// Writes `results.json` and `results.md` into `out`.
 pub fn write_results(out: &Path, result: &TaskResult) -> Result<String> {
     let md = results_table(std::slice::from_ref(result));
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    crate::error::write_atomic(&out.join("results.md"), md.as_bytes())?;
-    crate::error::write_json(&out.join("results.json"), result)?;
+    crate::io::write::folder(out)?;
+    crate::io::write_atomic(&out.join("results.md"), md.as_bytes())?;
+    crate::io::write_json(&out.join("results.json"), result)?;
     Ok(md)
 }
 
@@ -208,7 +208,13 @@ pub fn run_seeds(
     let (mut train_rate, mut eval_rate) = (0.0, 0.0);
     for &seed in seeds {
         let dir = out.join(format!("seed-{seed}"));
-        train_rate += run.train(seed, &dir)? / seeds.len() as f64;
+        train_rate += train_once(run, seed, &dir).map_err(|e| match e {
+            Error::Interrupted(why) => Error::Interrupted(format!(
+                "{why} (seed {seed}); the finished seeds are kept in {}: the same command continues",
+                out.display()
+            )),
+            e => e,
+        })? / seeds.len() as f64;
         let (s, rate) = run.score(seed, &dir, report)?;
         eval_rate += rate / seeds.len() as f64;
         per_seed.push(s);
@@ -218,6 +224,30 @@ pub fn run_seeds(
     result.examples = Some(run.examples());
     result.model = Some(run.encoder().source.clone());
     Ok(result)
+}
+
+/// A seed folder's record that its model is complete, with the training rate.
+pub(crate) const TRAINED: &str = "training.json";
+
+/// Trains seed `seed` into `dir` unless an earlier, stopped call finished it; the training
+/// rate in examples/s.
+fn train_once(run: &dyn SeedRun, seed: u64, dir: &Path) -> Result<f64> {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Trained {
+        train_examples_per_s: f64,
+    }
+    let record = dir.join(TRAINED);
+    if let Ok(t) = crate::io::read_json::<Trained>(&record) {
+        return Ok(t.train_examples_per_s);
+    }
+    let rate = run.train(seed, dir)?;
+    crate::io::write_json(
+        &record,
+        &Trained {
+            train_examples_per_s: rate,
+        },
+    )?;
+    Ok(rate)
 }
 
 /// A classification / regression task's run: its train examples and dev files.
@@ -477,44 +507,10 @@ pub fn write_predictions(
     answers: &std::collections::HashMap<String, String>,
 ) -> Result<()> {
     let sorted: BTreeMap<&String, &String> = answers.iter().collect();
-    crate::error::write_atomic(
+    crate::io::write_atomic(
         path,
         serde_json::to_string_pretty(&sorted)
             .expect("json")
             .as_bytes(),
     )
-}
-
-/// The default output folder of a fine-tuning run.
-pub fn default_out(model: &Path, task: &str) -> PathBuf {
-    model.join("finetune").join(task)
-}
-
-/// The output folder of a fine-tuning run, locked for this process: `out` when given (it must
-/// be new or empty: results and `seed-N/` of an earlier run are never overwritten), else
-/// `default` or the first free `default-2`, `default-3`, … beside it.
-pub fn claim_out(out: Option<&Path>, default: &Path) -> Result<(PathBuf, crate::lock::FolderLock)> {
-    use crate::lock::{FolderLock, has_content};
-    let dir = match out {
-        Some(o) => o.to_path_buf(),
-        None => (1..)
-            .map(|i| {
-                if i == 1 {
-                    default.to_path_buf()
-                } else {
-                    let name = default.file_name().unwrap_or_default().to_string_lossy();
-                    default.with_file_name(format!("{name}-{i}"))
-                }
-            })
-            .find(|d| !has_content(d))
-            .expect("a free name"),
-    };
-    let lock = FolderLock::acquire(&dir, "trueneg finetune")?;
-    if has_content(&dir) {
-        return Err(Error::Config(format!(
-            "{}: not empty (an earlier fine-tuning run?); choose another --out, nothing was changed",
-            dir.display()
-        )));
-    }
-    Ok((dir, lock))
 }

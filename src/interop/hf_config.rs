@@ -21,7 +21,7 @@ pub struct HfConfig {
 
 /// Reads `config.json`; errors name the file and the field.
 pub fn read_hf_config(path: &Path) -> Result<HfConfig> {
-    let bytes = crate::error::read(path)?;
+    let bytes = crate::io::read::read(path, crate::io::limit::SMALL)?;
     let v: Value = serde_json::from_slice(&bytes)
         .map_err(|e| Error::Config(format!("{}: invalid JSON ({e})", path.display())))?;
     let field = |name: &str| -> Result<usize> {
@@ -127,5 +127,5 @@ pub fn write_hf_config(path: &Path, cfg: &HfConfig) -> Result<()> {
         v[k] = x.clone();
     }
     let text = serde_json::to_string_pretty(&v).expect("json") + "\n";
-    crate::error::write_atomic(path, text.as_bytes())
+    crate::io::write_atomic(path, text.as_bytes())
 }

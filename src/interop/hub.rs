@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::hf_config::{HfConfig, write_hf_config};
 use super::tensors::{HostTensor, write_safetensors};
-use crate::output::Outputs;
+use crate::io::outputs::Outputs;
 use crate::{Error, Result};
 
 /// The tokenizer's files in a Hub folder.
@@ -71,13 +71,16 @@ pub fn write_folder(
     card: &str,
     outputs: &Outputs,
 ) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    crate::io::write::folder(dir)?;
     let meta = HashMap::from([("format".to_string(), "pt".to_string())]);
     let weights = dir.join("model.safetensors");
     write_safetensors(&weights, tensors, Some(meta))?;
     outputs.record(&weights)?;
     if let Some(tokenizer) = tokenizer {
-        outputs.write(&dir.join("tokenizer.json"), &crate::error::read(tokenizer)?)?;
+        outputs.write(
+            &dir.join("tokenizer.json"),
+            &crate::io::read::read(tokenizer, crate::io::limit::TOKENIZER)?,
+        )?;
         let class = if hf.model_type == "electra" {
             "ElectraTokenizer"
         } else {
@@ -112,8 +115,11 @@ pub fn tokenizer_files(
     class: &str,
 ) -> Result<Vec<(&'static str, Vec<u8>)>> {
     let bad = |why: &str| Error::Input(format!("{}: {why}", tokenizer.display()));
-    let t: Value = serde_json::from_slice(&crate::error::read(tokenizer)?)
-        .map_err(|e| bad(&format!("not JSON ({e})")))?;
+    let t: Value = serde_json::from_slice(&crate::io::read::read(
+        tokenizer,
+        crate::io::limit::TOKENIZER,
+    )?)
+    .map_err(|e| bad(&format!("not JSON ({e})")))?;
     let model = &t["model"];
     if model["type"] != "WordPiece" {
         return Err(bad("not a WordPiece tokenizer (model.type)"));

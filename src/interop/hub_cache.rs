@@ -49,7 +49,7 @@ fn repo_dir(cache: &Path, id: &str) -> PathBuf {
 fn snapshot_in(cache: &Path, id: &str) -> Result<PathBuf> {
     let repo = repo_dir(cache, id);
     let refs = repo.join("refs/main");
-    let commit = std::fs::read_to_string(&refs).map_err(|_| {
+    let commit = crate::io::read::read_text(&refs, 4096).map_err(|_| {
         Error::Input(format!(
             "{id}: no such folder, and not a model in the Hugging Face cache ({} absent); \
              fetch it once with `huggingface-cli download {id}` (or set HF_HOME / \
@@ -57,7 +57,8 @@ fn snapshot_in(cache: &Path, id: &str) -> Result<PathBuf> {
             refs.display()
         ))
     })?;
-    let snapshot = repo.join("snapshots").join(commit.trim());
+    let snapshot =
+        crate::io::place::inside(&repo.join("snapshots"), commit.trim(), &refs, "commit")?;
     if !snapshot.join("config.json").exists() {
         return Err(Error::Input(format!(
             "{id}: the Hugging Face cache's snapshot {} has no config.json",

@@ -59,9 +59,12 @@ pub struct TensorMap {
 }
 
 /// Integer tensors (ids, masks) are kept apart from the float ones.
+///
+/// The file's header is checked against its length before anything is read
+/// ([`crate::io::tensor_file`]), and the tensors are read from a memory map.
 pub fn read_safetensors(path: &Path) -> Result<TensorMap> {
-    let bytes = crate::error::read(path)?;
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| {
+    let file = crate::io::tensor_file::open(path)?;
+    let st = SafeTensors::deserialize(&file.map).map_err(|e| {
         Error::Checkpoint(format!(
             "{}: not a valid safetensors file ({e})",
             path.display()
@@ -84,10 +87,25 @@ pub fn read_safetensors(path: &Path) -> Result<TensorMap> {
             },
         );
     }
+    if let Some(name) = non_finite(&tensors) {
+        return Err(Error::Checkpoint(format!(
+            "{}: tensor `{name}` holds a non-finite value (NaN or infinity)",
+            path.display()
+        )));
+    }
     Ok(TensorMap {
         tensors,
         source: path.to_path_buf(),
     })
+}
+
+/// The first tensor holding a NaN or an infinity: such a tensor is never written as a model
+/// nor loaded as one.
+fn non_finite(tensors: &BTreeMap<String, HostTensor>) -> Option<&str> {
+    tensors
+        .iter()
+        .find(|(_, t)| t.values.iter().any(|v| !v.is_finite()))
+        .map(|(k, _)| k.as_str())
 }
 
 fn to_f32(view: &TensorView<'_>) -> Option<Vec<f32>> {
@@ -123,6 +141,12 @@ pub fn write_safetensors(
     tensors: &BTreeMap<String, HostTensor>,
     metadata: Option<std::collections::HashMap<String, String>>,
 ) -> Result<()> {
+    if let Some(name) = non_finite(tensors) {
+        return Err(Error::Diverged(format!(
+            "{}: tensor `{name}` holds a non-finite value (NaN or infinity); not written",
+            path.display()
+        )));
+    }
     let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = tensors
         .iter()
         .map(|(k, t)| {
@@ -144,7 +168,7 @@ pub fn write_safetensors(
         .collect();
     let data = safetensors::serialize(views, metadata)
         .map_err(|e| Error::Checkpoint(format!("{}: {e}", path.display())))?;
-    crate::error::write_atomic(path, &data)
+    crate::io::write_atomic(path, &data)
 }
 
 /// Sets every parameter a model walks from a [`TensorMap`]; collects the first error.

@@ -19,7 +19,7 @@ pub struct WordVectors {
 /// Reads word2vec text (`N D` header), GloVe text (no header) or word2vec binary (`N D` header
 /// then `word␠` + D little-endian f32 per entry). Only words in `keep` are stored (lower case).
 pub fn read_vectors(path: &Path, keep: &dyn Fn(&str) -> bool) -> Result<WordVectors> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let f = crate::io::read::open(path)?;
     let mut r = BufReader::new(f);
     let mut first = Vec::new();
     r.read_until(b'\n', &mut first)

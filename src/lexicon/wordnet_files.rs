@@ -44,7 +44,8 @@ pub fn read(dir: &Path) -> Result<Database> {
         if !path.exists() {
             return Err(missing(&path));
         }
-        let text = String::from_utf8_lossy(&crate::error::read(&path)?).into_owned();
+        let text = String::from_utf8_lossy(&crate::io::read::read(&path, crate::io::limit::DATA)?)
+            .into_owned();
         for (n, line) in text.lines().enumerate() {
             if line.starts_with("  ") || line.is_empty() {
                 continue;
@@ -59,7 +60,9 @@ pub fn read(dir: &Path) -> Result<Database> {
         }
         let exc = dir.join(format!("{pos}.exc"));
         if exc.exists() {
-            let text = String::from_utf8_lossy(&crate::error::read(&exc)?).into_owned();
+            let text =
+                String::from_utf8_lossy(&crate::io::read::read(&exc, crate::io::limit::DATA)?)
+                    .into_owned();
             for line in text.lines() {
                 let mut it = line.split_whitespace();
                 if let Some(inflected) = it.next() {

@@ -163,8 +163,8 @@ pub fn consistency_table(rows: &[(String, String, Consistency)]) -> String {
     md
 }
 
-pub(crate) fn tsv_reader(path: &Path) -> Result<csv::Reader<std::fs::File>> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+pub(crate) fn tsv_reader(path: &Path) -> Result<csv::Reader<crate::io::File>> {
+    let f = crate::io::read::open(path)?;
     Ok(csv::ReaderBuilder::new()
         .delimiter(b'\t')
         .flexible(true)
@@ -174,7 +174,7 @@ pub(crate) fn tsv_reader(path: &Path) -> Result<csv::Reader<std::fs::File>> {
 /// Rows of a delimited file with a header: (line, fields by column name).
 pub(crate) fn rows(
     path: &Path,
-    mut reader: csv::Reader<std::fs::File>,
+    mut reader: csv::Reader<crate::io::File>,
     columns: &[&str],
 ) -> Result<Vec<(u64, Vec<String>)>> {
     let header = reader
@@ -408,7 +408,7 @@ struct BoolqPerturbed {
 
 /// The BoolQ contrast set: (question, passage) pairs labelled TRUE / FALSE.
 pub fn read_boolq_contrast(path: &Path) -> Result<Vec<Group>> {
-    let bytes = crate::error::read(path)?;
+    let bytes = crate::io::read::read(path, crate::io::limit::DATA)?;
     let f: BoolqFile = serde_json::from_slice(&bytes).map_err(|e| {
         Error::Input(format!(
             "{}: not the BoolQ contrast JSON ({e})",
@@ -465,7 +465,7 @@ pub fn read_boolq_contrast(path: &Path) -> Result<Vec<Group>> {
 /// The PERSPECTRUM contrast set: (claim, perspective) pairs labelled by stance (`pos` / `neg`,
 /// as in the file).
 pub fn read_perspectrum_contrast(path: &Path) -> Result<Vec<Group>> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let f = crate::io::read::open(path)?;
     let reader = csv::ReaderBuilder::new().from_reader(f);
     let cols = [
         "original_claim",

@@ -79,7 +79,7 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
         GlueTask::Perspectrum => return crate::tasks::task_formats::read_perspectrum(path),
         _ => {}
     }
-    let bytes = crate::error::read(path)?;
+    let bytes = crate::io::read::read(path, crate::io::limit::DATA)?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|e| Error::Input(format!("{}: invalid UTF-8 ({e})", path.display())))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -174,16 +174,24 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
     Ok(out)
 }
 
-/// Row `n`'s label `v`: a finite score (STS-B) or one of the task's labels.
+/// The range of STS-B's similarity scores.
+pub const SCORE_RANGE: std::ops::RangeInclusive<f64> = 0.0..=5.0;
+
+/// Row `n`'s label `v`: a score in [`SCORE_RANGE`] (STS-B) or one of the task's labels.
 fn parse_label(task: GlueTask, v: &str, path: &Path, n: usize) -> Result<Label> {
     if task.is_regression() {
         let score = v.trim().parse::<f64>().ok().filter(|s| s.is_finite());
-        return score.map(Label::Score).ok_or_else(|| {
-            Error::Input(format!(
+        return match score {
+            Some(s) if SCORE_RANGE.contains(&s) => Ok(Label::Score(s)),
+            Some(_) => Err(Error::Input(format!(
+                "{}:{n}: label {v:?} out of range (similarity scores are 0 to 5)",
+                path.display()
+            ))),
+            None => Err(Error::Input(format!(
                 "{}:{n}: label {v:?} is not a finite number",
                 path.display()
-            ))
-        });
+            ))),
+        };
     }
     let class = task.labels().iter().position(|l| *l == v.trim());
     class.map(Label::Class).ok_or_else(|| {

@@ -49,7 +49,7 @@ struct Answer {
 }
 
 pub fn read_squad(path: &Path) -> Result<Vec<SquadExample>> {
-    let bytes = crate::error::read(path)?;
+    let bytes = crate::io::read::read(path, crate::io::limit::DATA)?;
     let f: File = serde_json::from_slice(&bytes)
         .map_err(|e| Error::Input(format!("{}: not SQuAD JSON ({e})", path.display())))?;
     let mut out = Vec::new();
@@ -126,12 +126,8 @@ pub fn evaluate_squad(
 
 /// The `.json` files of folder `dir`, in name order (SQuAD's files, or a split of them).
 pub fn json_files(dir: &std::path::Path) -> crate::Result<Vec<std::path::PathBuf>> {
-    let mut json: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| crate::Error::io(dir, e))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    json.sort();
-    Ok(json)
+    Ok(crate::io::read::list(dir)?
+        .into_iter()
+        .filter(|p| crate::io::read::is_file(p) && p.extension().is_some_and(|x| x == "json"))
+        .collect())
 }

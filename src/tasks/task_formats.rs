@@ -50,7 +50,7 @@ struct BoolqRow {
 
 /// A BoolQ JSONL file (labels optional, as in a test file).
 pub fn read_boolq(path: &Path) -> Result<Vec<GlueExample>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::io::read::read_text(path, crate::io::limit::DATA)?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
@@ -109,10 +109,10 @@ pub fn read_perspectrum(split_path: &Path) -> Result<Vec<GlueExample>> {
     }
     let claims_path = dir.join("perspectrum_with_answers_v1.0.json");
     let pool_path = dir.join("perspective_pool_v1.0.json");
-    let claims: Vec<Claim> = crate::error::read_json(&claims_path)?;
-    let pool: Vec<Perspective> = crate::error::read_json(&pool_path)?;
+    let claims: Vec<Claim> = crate::io::read_json(&claims_path)?;
+    let pool: Vec<Perspective> = crate::io::read_json(&pool_path)?;
     let splits: HashMap<String, String> =
-        crate::error::read_json(&dir.join("dataset_split_v1.0.json"))?;
+        crate::io::read_json(&dir.join("dataset_split_v1.0.json"))?;
     let pool: HashMap<u64, String> = pool.into_iter().map(|p| (p.id, p.text)).collect();
     let mut out = Vec::new();
     for (i, c) in claims.iter().enumerate() {

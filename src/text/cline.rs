@@ -313,7 +313,7 @@ impl<'a> ClineGenerator<'a> {
                 None if candidates.contains(&(a, b)) => (&ori[a..b], 0),
                 None => (&ori[a..b], IGNORE),
             };
-            for id in tokenizer.encode(text) {
+            for id in tokenizer.encode_text(text) {
                 ids.push(id);
                 labels.push(l);
                 words.push(w);

@@ -3,7 +3,6 @@
 //! format). One document per row: the text of a chosen string column (`text` unless chosen),
 //! read a record batch at a time.
 
-use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
@@ -44,7 +43,7 @@ impl ColumnReader {
     /// columns it has.
     pub fn open(path: &Path, field: &str) -> Result<Self> {
         let bad = |why: String| Error::Input(format!("{}: {why}", path.display()));
-        let open = || File::open(path).map_err(|e| Error::io(path, e));
+        let open = || crate::io::read::open(path);
         let magic = {
             let mut m = [0u8; 6];
             let n = std::io::Read::read(&mut open()?, &mut m).map_err(|e| Error::io(path, e))?;

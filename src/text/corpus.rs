@@ -40,7 +40,7 @@ impl Document {
 pub fn paragraph_ids(text: &str, tokenizer: &WordPieceTokenizer) -> Vec<Vec<u32>> {
     split_sentences(text)
         .into_iter()
-        .map(|s| tokenizer.encode(s))
+        .map(|s| tokenizer.encode_text(s))
         .collect()
 }
 
@@ -85,8 +85,8 @@ fn list_into(
 ) -> Result<(Vec<PathBuf>, Vec<String>)> {
     let (mut out, mut notes) = (Vec::new(), Vec::new());
     for p in inputs {
-        if p.is_dir() {
-            let real = std::fs::canonicalize(p).map_err(|e| Error::io(p, e))?;
+        if crate::io::read::is_folder(p) {
+            let real = crate::io::read::canonical(p)?;
             if !seen.insert(real.clone()) {
                 notes.push(format!(
                     "skipped {}: the folder {} was read already (a link back up the tree?)",
@@ -95,17 +95,15 @@ fn list_into(
                 ));
                 continue;
             }
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| Error::io(p, e))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
+            let entries: Vec<PathBuf> = crate::io::read::list(p)?
+                .into_iter()
                 .filter(|p| {
                     !p.file_name()
                         .is_some_and(|n| n.to_string_lossy().starts_with('.'))
                 })
                 .collect();
-            entries.sort();
             for e in entries {
-                if e.is_dir() {
+                if crate::io::read::is_folder(&e) {
                     let (more, more_notes) = list_into(std::slice::from_ref(&e), seen)?;
                     out.extend(more);
                     notes.extend(more_notes);
@@ -119,7 +117,9 @@ fn list_into(
                     ));
                 }
             }
-        } else if p.is_file() {
+        } else if crate::io::read::exists(p) {
+            // A FIFO, a device or a dangling link is refused here, naming what it is.
+            crate::io::read::regular_file(p)?;
             out.push(p.clone());
         } else {
             return Err(Error::Input(format!(
@@ -186,7 +186,7 @@ impl CorpusReader {
     pub fn open_field(path: &Path, field: &str) -> Result<Self> {
         let read = Arc::new(AtomicU64::new(0));
         let f = Counted {
-            inner: std::fs::File::open(path).map_err(|e| Error::io(path, e))?,
+            inner: crate::io::read::open(path)?,
             read: read.clone(),
         };
         let (stem, gz) = suffixes(path);
@@ -201,7 +201,7 @@ impl CorpusReader {
         let columns = columnar
             .then(|| super::columnar::ColumnReader::open(path, field))
             .transpose()?;
-        let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let file_len = crate::io::read::file_len(path)?;
         let inner: Box<dyn Read + Send> = if gz {
             Box::new(flate2::read::MultiGzDecoder::new(f))
         } else {

@@ -20,7 +20,7 @@ pub fn write_wordnet_glosses(wordnet: &Path, out: &Path) -> Result<usize> {
                 path.display()
             )));
         }
-        let bytes = crate::error::read(&path)?;
+        let bytes = crate::io::read::read(&path, crate::io::limit::DATA)?;
         for line in String::from_utf8_lossy(&bytes).lines() {
             if line.starts_with("  ") {
                 continue; // licence header
@@ -35,7 +35,7 @@ pub fn write_wordnet_glosses(wordnet: &Path, out: &Path) -> Result<usize> {
             }
         }
     }
-    crate::error::write_atomic(out, text.as_bytes())?;
+    crate::io::write_atomic(out, text.as_bytes())?;
     Ok(count)
 }
 

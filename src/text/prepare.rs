@@ -102,9 +102,9 @@ fn is_output(name: &str) -> bool {
 }
 
 fn remove_outputs(dir: &Path) {
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if is_output(&e.file_name().to_string_lossy()) {
-            let _ = std::fs::remove_file(e.path());
+    for name in crate::io::read::names(dir) {
+        if is_output(&name) {
+            let _ = crate::io::write::remove_file(&dir.join(name));
         }
     }
 }
@@ -126,11 +126,11 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
         )));
     }
     let existed = opts.out.exists();
-    let lock = crate::lock::FolderLock::acquire(&opts.out, "trueneg prepare")?;
+    let lock = crate::io::lock::FolderLock::acquire(&opts.out, "trueneg prepare")?;
     if lock.stale.is_some() {
         remove_outputs(&opts.out);
     }
-    if crate::lock::has_content(&opts.out) {
+    if crate::io::lock::has_content(&opts.out) {
         return Err(Error::Input(format!(
             "{}: not empty and not a prepared corpus; choose a new or empty --out (nothing was changed)",
             opts.out.display()
@@ -141,7 +141,7 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
         remove_outputs(&opts.out);
         drop(lock);
         if !existed {
-            let _ = std::fs::remove_dir(&opts.out);
+            crate::io::write::remove_empty_folder(&opts.out);
         }
     }
     r
@@ -230,7 +230,7 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     }
     let total_bytes = input_bytes(&files);
     let (tokenizer, trained_ids) = tokenizer(opts, &files)?;
-    std::fs::create_dir_all(&opts.out).map_err(|e| Error::io(&opts.out, e))?;
+    crate::io::write::folder(&opts.out)?;
     let bar = bytes_bar(opts, &files, "prepare");
     if let Some(c) = &opts.cline {
         return prepare_cline(opts, c, &tokenizer, &files, bar, start, total_bytes);
@@ -442,7 +442,7 @@ fn prepare_cline(
         "# CLINE triples: samples\n\nEvery 100th triple of {} (triple number in bold), as text before tokenization.\n\n",
         input_list(files)
     );
-    crate::error::write_atomic(
+    crate::io::write_atomic(
         &opts.out.join(CLINE_SAMPLES),
         (header + &samples.concat()).as_bytes(),
     )?;
@@ -544,7 +544,7 @@ fn finish(
         cline,
     };
     let json = serde_json::to_string_pretty(&manifest).expect("json") + "\n";
-    crate::error::write_atomic(&opts.out.join(MANIFEST), json.as_bytes())?;
+    crate::io::write_atomic(&opts.out.join(MANIFEST), json.as_bytes())?;
     Ok(PrepareReport {
         manifest,
         seconds: timing.0.elapsed().as_secs_f64(),

@@ -102,7 +102,7 @@ impl Manifest {
 
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST);
-        let bytes = crate::error::read(&path)?;
+        let bytes = crate::io::read::read(&path, crate::io::limit::SMALL)?;
         let m: Manifest = serde_json::from_slice(&bytes)
             .map_err(|e| Error::Input(format!("{}: invalid manifest ({e})", path.display())))?;
         if m.format_version != FORMAT_VERSION {
@@ -112,7 +112,60 @@ impl Manifest {
                 m.format_version
             )));
         }
+        m.check_itself()
+            .map_err(|why| Error::Input(format!("{}: {why}", path.display())))?;
         Ok(m)
+    }
+
+    /// What the manifest claims, checked against itself: at least one shard, each file named
+    /// once, each shard and the corpus non-empty, sizes that fit a record, and five distinct
+    /// special ids inside the vocabulary.
+    fn check_itself(&self) -> std::result::Result<(), String> {
+        if self.shards.is_empty() || self.examples == 0 {
+            return Err("lists no examples (field `shards` is empty or `examples` 0); prepare the corpus again".into());
+        }
+        let mut files = std::collections::BTreeSet::new();
+        for s in &self.shards {
+            if !files.insert(s.file.as_str()) {
+                return Err(format!(
+                    "field `shards` names {:?} twice",
+                    crate::io::short(&s.file)
+                ));
+            }
+            if s.examples == 0 {
+                return Err(format!(
+                    "field `shards`: {:?} holds 0 examples",
+                    crate::io::short(&s.file)
+                ));
+            }
+        }
+        if !(8..=u16::MAX as usize).contains(&self.max_seq_len) {
+            return Err(format!(
+                "field `max_seq_len` is {}, out of range (8 to 65535)",
+                self.max_seq_len
+            ));
+        }
+        let fits = match self.token_bytes {
+            2 => self.vocab_size <= 1 << 16,
+            4 => true,
+            _ => false,
+        };
+        if !fits {
+            return Err(format!(
+                "field `token_bytes` is {} for a vocabulary of {} (2 holds up to 65536 ids, 4 any)",
+                self.token_bytes, self.vocab_size
+            ));
+        }
+        let s = &self.special_ids;
+        let ids = [s.pad, s.unk, s.cls, s.sep, s.mask];
+        let distinct: std::collections::BTreeSet<u32> = ids.into_iter().collect();
+        if distinct.len() != ids.len() || ids.iter().any(|&i| i as usize >= self.vocab_size) {
+            return Err(format!(
+                "field `special_ids` ({ids:?} for pad, unk, cls, sep, mask) must be five distinct ids below `vocab_size` {}",
+                self.vocab_size
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -183,7 +236,7 @@ impl<'a, R> ShardWriter<'a, R> {
 
     fn write(&mut self) -> Result<()> {
         let file = format!("shard-{:05}.bin", self.shards.len());
-        crate::error::write_atomic(&self.dir.join(&file), &self.bytes)?;
+        crate::io::write_atomic(&self.dir.join(&file), &self.bytes)?;
         self.shards.push(ShardInfo {
             file,
             examples: std::mem::take(&mut self.count),
@@ -258,11 +311,10 @@ impl ShardSet {
         let mut maps = Vec::new();
         let mut starts = Vec::new();
         let mut total = 0;
+        let manifest_path = dir.join(MANIFEST);
         for s in &manifest.shards {
-            let path = dir.join(&s.file);
-            let f = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
-            // SAFETY: shards are written once (temp file + rename) and never modified in place.
-            let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&path, e))?;
+            let path = crate::io::place::inside(dir, &s.file, &manifest_path, "shards[].file")?;
+            let map = crate::io::read::map(&path)?;
             if map.len() != s.examples * rec {
                 return Err(Error::Input(format!(
                     "{}: {} bytes, the manifest says {} examples of {rec} bytes (truncated shard?)",
@@ -401,13 +453,25 @@ fn check_tokenizer(dir: &Path, manifest: &Manifest) -> Result<()> {
             path.display()
         )));
     }
-    let found = crate::text::WordPieceTokenizer::load(&path)?.fingerprint();
+    let tokenizer = crate::text::WordPieceTokenizer::load(&path)?;
+    let found = tokenizer.fingerprint();
     if found != manifest.tokenizer_fingerprint {
         return Err(Error::Input(format!(
             "{}: not the tokenizer the shards were made with (fingerprint {}, the manifest says {}); put the original back or prepare again",
             path.display(),
             &found[..12.min(found.len())],
             &manifest.tokenizer_fingerprint[..12.min(manifest.tokenizer_fingerprint.len())]
+        )));
+    }
+    // The fingerprint names the tokenizer; the manifest's own copies of its facts must agree.
+    let (vocab, special) = (tokenizer.vocab_size(), tokenizer.special);
+    if manifest.vocab_size != vocab || manifest.special_ids != special {
+        return Err(Error::Input(format!(
+            "{}: fields `vocab_size` {} / `special_ids` {:?} disagree with its tokenizer.json ({vocab} / {:?}); prepare the corpus again",
+            dir.join(MANIFEST).display(),
+            manifest.vocab_size,
+            manifest.special_ids,
+            special
         )));
     }
     Ok(())

@@ -166,11 +166,11 @@ impl SynonymTable {
         ]);
         let bytes = safetensors::serialize(views, Some(meta))
             .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-        crate::error::write_atomic(path, &bytes)
+        crate::io::write_atomic(path, &bytes)
     }
 
     pub fn load(path: &Path) -> Result<Self> {
-        let bytes = crate::error::read(path)?;
+        let bytes = crate::io::read::read(path, crate::io::limit::DATA)?;
         let bad =
             |why: String| Error::Input(format!("{}: not a synonym table ({why})", path.display()));
         let (_, meta) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;

@@ -32,6 +32,8 @@ pub struct SpecialIds {
 pub struct WordPieceTokenizer {
     pub inner: Tokenizer,
     pub special: SpecialIds,
+    /// `inner` reading special-token strings as text ([`encode_text`](Self::encode_text)).
+    as_text: std::sync::OnceLock<Tokenizer>,
 }
 
 fn tok_err(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -54,22 +56,43 @@ fn bert_pipeline(model: WordPiece) -> Tokenizer {
 impl WordPieceTokenizer {
     /// Loads `tokenizer.json` (any file ending in `.json`) or a WordPiece `vocab.txt`.
     pub fn load(path: &Path) -> Result<Self> {
-        if !path.exists() {
+        if !crate::io::read::exists(path) {
             return Err(Error::Input(format!(
                 "{}: tokenizer file not found",
                 path.display()
             )));
         }
+        let bytes = crate::io::read::read(path, crate::io::limit::TOKENIZER)?;
         let inner = if path.extension().is_some_and(|e| e == "json") {
-            Tokenizer::from_file(path).map_err(|e| tok_err(path, e))?
+            Tokenizer::from_bytes(&bytes).map_err(|e| tok_err(path, e))?
         } else {
-            check_vocab_lines(path)?;
-            let wp = WordPiece::from_file(&path.to_string_lossy())
+            check_vocab_lines(path, &bytes)?;
+            let vocab = WordPiece::read_bytes(&bytes).map_err(|e| tok_err(path, e))?;
+            let wp = WordPiece::builder()
+                .vocab(vocab)
                 .build()
                 .map_err(|e| tok_err(path, e))?;
             bert_pipeline(wp)
         };
         Self::from_tokenizer(inner, path)
+    }
+
+    /// Loads `path` and checks that it is the tokenizer whose fingerprint `expected` was
+    /// recorded in `record` (a checkpoint's state, a fine-tuned model's `finetuned.json`): ids
+    /// mean nothing with another vocabulary, even one of the same size.
+    pub fn load_checked(path: &Path, expected: &str, record: &Path) -> Result<Self> {
+        let t = Self::load(path)?;
+        let found = t.fingerprint();
+        if found != expected {
+            return Err(Error::Input(format!(
+                "{}: not the tokenizer {} records (fingerprint {}, recorded {}); put the original back",
+                path.display(),
+                record.display(),
+                &found[..12.min(found.len())],
+                &expected[..12.min(expected.len())]
+            )));
+        }
+        Ok(t)
     }
 
     fn from_tokenizer(mut inner: Tokenizer, source: &Path) -> Result<Self> {
@@ -83,13 +106,33 @@ impl WordPieceTokenizer {
                 vocab.len()
             )));
         }
+        let model = inner.get_model();
         let id = |tok: &str| {
-            inner.token_to_id(tok).ok_or_else(|| {
+            let id = inner.token_to_id(tok).ok_or_else(|| {
                 Error::Input(format!(
                     "{}: vocabulary has no `{tok}` token",
                     source.display()
                 ))
-            })
+            })?;
+            // An added token's id must not be another entry of the WordPiece vocabulary (nor
+            // differ from the vocabulary's own id for it): text would then share its id.
+            let clash = match (model.id_to_token(id), model.token_to_id(tok)) {
+                (Some(other), _) if other != tok => Some(format!(
+                    "the WordPiece vocabulary gives id {id} to `{}`",
+                    crate::io::short(&other)
+                )),
+                (_, Some(own)) if own != id => {
+                    Some(format!("the WordPiece vocabulary has it at id {own}"))
+                }
+                _ => None,
+            };
+            match clash {
+                Some(why) => Err(Error::Input(format!(
+                    "{}: `{tok}` has id {id} but {why}; a special token needs one id of its own",
+                    source.display()
+                ))),
+                None => Ok(id),
+            }
         };
         let special = SpecialIds {
             pad: id("[PAD]")?,
@@ -102,7 +145,11 @@ impl WordPieceTokenizer {
             ("[SEP]".into(), special.sep),
             ("[CLS]".into(), special.cls),
         )));
-        Ok(Self { inner, special })
+        Ok(Self {
+            inner,
+            special,
+            as_text: std::sync::OnceLock::new(),
+        })
     }
 
     /// Trains an uncased WordPiece vocabulary of `vocab_size` on `texts` (deterministic: see
@@ -168,13 +215,13 @@ impl WordPieceTokenizer {
                     .zip(js)
                     .map(|(s, j)| {
                         if s.contains('[') {
-                            return t.encode(s);
+                            return t.encode_text(s);
                         }
                         let mut ids = Vec::new();
                         for w in j.split(' ').filter(|w| !w.is_empty()) {
                             match pieces.get(w) {
                                 Some(p) => ids.extend_from_slice(p),
-                                None => return t.encode(s),
+                                None => return t.encode_text(s),
                             }
                         }
                         ids
@@ -221,6 +268,21 @@ impl WordPieceTokenizer {
             .unwrap_or_default()
     }
 
+    /// As [`encode`](Self::encode), for raw corpus text: a special token's string written in
+    /// the text (`[MASK]`, `[CLS]`, …) is text, tokenised as the words and punctuation it is
+    /// made of, never a special id in the middle of a sequence. (Task inputs keep transformers'
+    /// reading through [`encode`](Self::encode).)
+    pub fn encode_text(&self, text: &str) -> Vec<u32> {
+        let t = self.as_text.get_or_init(|| {
+            let mut t = self.inner.clone();
+            t.set_encode_special_tokens(true);
+            t
+        });
+        t.encode_fast(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .unwrap_or_default()
+    }
+
     /// How many of this tokenizer's tokens have another id, or none, in `other` (and the
     /// difference in size): 0 when the two map every token to the same id.
     pub fn vocab_differences(&self, other: &Self) -> usize {
@@ -253,7 +315,7 @@ impl WordPieceTokenizer {
     }
 
     pub fn save(&self, path: &Path) -> Result<()> {
-        crate::error::write_atomic(path, self.to_json().as_bytes())
+        crate::io::write_atomic(path, self.to_json().as_bytes())
     }
 }
 
@@ -262,13 +324,13 @@ impl WordPieceTokenizer {
 pub fn tokenizer_in(dirs: &[&Path]) -> Option<std::path::PathBuf> {
     dirs.iter()
         .flat_map(|d| ["tokenizer.json", "vocab.txt"].map(|n| d.join(n)))
-        .find(|p| p.exists())
+        .find(|p| crate::io::read::exists(p))
 }
 
 /// A BERT `vocab.txt` names each token once: a repeated line would give two ids to one token
 /// and leave an id past the vocabulary's size.
-fn check_vocab_lines(path: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+fn check_vocab_lines(path: &Path, bytes: &[u8]) -> Result<()> {
+    let text = String::from_utf8_lossy(bytes);
     let mut seen = std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let token = line.trim_end_matches('\r');

@@ -77,17 +77,16 @@ const FILES: [&str; 2] = ["model.safetensors", "state.json"];
 /// The checkpoints of a run that hold weights and state (`optimizer.safetensors` may be
 /// missing), oldest first.
 pub fn list(run: &Path) -> Vec<(u64, PathBuf)> {
-    let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(checkpoints_dir(run))
+    let root = checkpoints_dir(run);
+    let mut out: Vec<(u64, PathBuf)> = crate::io::read::names(&root)
         .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().to_string();
+        .filter_map(|name| {
             let step = name.strip_prefix("step-")?.parse().ok()?;
+            let dir = root.join(&name);
             FILES
                 .iter()
-                .all(|f| e.path().join(f).is_file())
-                .then(|| (step, e.path()))
+                .all(|f| crate::io::read::is_file(&dir.join(f)))
+                .then_some((step, dir))
         })
         .collect();
     out.sort();
@@ -98,21 +97,16 @@ pub fn list(run: &Path) -> Vec<(u64, PathBuf)> {
 /// (`.step-N.tmp`) and folders being deleted (`.step-N.del`), the names this program marks;
 /// nothing else (saving goes through `.tmp` + rename and never leaves a partial `step-N`).
 pub fn clean_leftovers(run: &Path) -> Result<()> {
-    for e in std::fs::read_dir(checkpoints_dir(run))
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-    {
-        let name = e.file_name().to_string_lossy().to_string();
+    let root = checkpoints_dir(run);
+    for name in crate::io::read::names(&root) {
         let leftover = name.starts_with('.') && (name.ends_with(".tmp") || name.ends_with(".del"));
         if leftover {
-            let p = e.path();
-            let r = if p.is_dir() {
-                std::fs::remove_dir_all(&p)
+            let p = root.join(&name);
+            if crate::io::read::is_folder(&p) {
+                crate::io::write::remove_folder(&p)?;
             } else {
-                std::fs::remove_file(&p)
-            };
-            r.map_err(|e| Error::io(&p, e))?;
+                crate::io::write::remove_file(&p)?;
+            }
         }
     }
     Ok(())
@@ -123,8 +117,8 @@ pub fn clean_leftovers(run: &Path) -> Result<()> {
 fn remove(dir: &Path) -> Result<()> {
     let name = dir.file_name().unwrap_or_default().to_string_lossy();
     let gone = dir.with_file_name(format!(".{name}.del"));
-    std::fs::rename(dir, &gone).map_err(|e| Error::io(dir, e))?;
-    std::fs::remove_dir_all(&gone).map_err(|e| Error::io(&gone, e))
+    crate::io::write::rename(dir, &gone)?;
+    crate::io::write::remove_folder(&gone)
 }
 
 pub fn save(
@@ -139,22 +133,22 @@ pub fn save(
     let tmp = root.join(format!(".{name}.tmp"));
     let dir = root.join(&name);
     clean_leftovers(run)?;
-    std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    crate::io::write::folder(&tmp)?;
     let written = (|| {
         write_safetensors(&tmp.join("model.safetensors"), model, None)?;
         write_safetensors(&tmp.join("optimizer.safetensors"), optimizer, None)?;
         let json = serde_json::to_string_pretty(state).expect("json");
-        crate::error::write_atomic(&tmp.join("state.json"), json.as_bytes())
+        crate::io::write_atomic(&tmp.join("state.json"), json.as_bytes())
     })();
     if let Err(e) = written {
         // Disk full: no half checkpoint stays behind to fill it further.
-        let _ = std::fs::remove_dir_all(&tmp);
+        let _ = crate::io::write::remove_folder(&tmp);
         return Err(e);
     }
     if dir.exists() {
         remove(&dir)?;
     }
-    std::fs::rename(&tmp, &dir).map_err(|e| Error::io(&dir, e))?;
+    crate::io::write::rename(&tmp, &dir)?;
     let all = list(run);
     if keep > 0 && all.len() > keep {
         for (_, old) in &all[..all.len() - keep] {
@@ -164,14 +158,18 @@ pub fn save(
     Ok(dir)
 }
 
-pub fn load(dir: &Path) -> Result<Checkpoint> {
+/// The `state.json` of the checkpoint folder `dir`.
+pub fn read_state(dir: &Path) -> Result<TrainState> {
     let state_path = dir.join("state.json");
-    let bytes = crate::error::read(&state_path)?;
-    let state: TrainState = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::Checkpoint(format!("{}: {e}", state_path.display())))?;
+    let bytes = crate::io::read::read(&state_path, crate::io::limit::SMALL)?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Error::Checkpoint(format!("{}: {e}", state_path.display())))
+}
+
+pub fn load(dir: &Path) -> Result<Checkpoint> {
     Ok(Checkpoint {
         dir: dir.to_path_buf(),
-        state,
+        state: read_state(dir)?,
         model: read_safetensors(&dir.join("model.safetensors"))?.tensors,
         optimizer: match dir.join("optimizer.safetensors") {
             p if p.exists() => Some(read_safetensors(&p)?.tensors),

@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::optimizer::AdamWConfig;
-use crate::device::DEVICE_NAMES;
-use crate::error::{Rule, below_one, count, non_negative, positive, rule, unit};
 use crate::model::EncoderConfig;
 use crate::objective::ObjectiveConfig;
 use crate::text::masking::MaskingConfig;
@@ -224,211 +222,7 @@ fn parse_value(value: &str) -> toml::Value {
         .unwrap_or_else(|| toml::Value::String(value.to_string()))
 }
 
-/// The `[model]` section's rules.
-fn model_rules(md: &ModelSection) -> Vec<Rule> {
-    let generator = md.generator(1);
-    let (gen_hidden, gen_heads) = (generator.hidden_size, generator.num_attention_heads);
-    let e = &md.encoder;
-    let mut rules: Vec<Rule> = e.rules().into_iter().map(|r| r.under("model.")).collect();
-    rules.extend([
-        rule(
-            "model.type_vocab_size",
-            e.type_vocab_size,
-            e.type_vocab_size >= 2,
-            "must be >= 2 (examples have two segments)",
-        ),
-        rule(
-            "model.generator_size",
-            md.generator_size,
-            md.generator_size > 0.0 && md.generator_size <= 1.0,
-            "must be in (0, 1]",
-        ),
-        rule(
-            "model.generator_size",
-            md.generator_size,
-            md.kind == ModelKind::Bert || gen_hidden.is_multiple_of(gen_heads),
-            format!(
-                "gives a generator of {gen_hidden} hidden units and {gen_heads} heads, which do not divide"
-            ),
-        ),
-    ]);
-    rules
-}
-
-/// The `[data]` section's rules (its length against the model's positions).
-fn data_rules(d: &DataSection, md: &ModelSection) -> Vec<Rule> {
-    vec![
-        count("data.batch_size", d.batch_size),
-        rule(
-            "data.max_seq_len",
-            d.max_seq_len,
-            (8..=md.encoder.max_position_embeddings).contains(&d.max_seq_len),
-            format!(
-                "must be in [8, model.max_position_embeddings = {}]",
-                md.encoder.max_position_embeddings
-            ),
-        ),
-        rule(
-            "data.default_corpus_vocab",
-            d.default_corpus_vocab,
-            d.default_corpus_vocab >= 100,
-            "must be >= 100",
-        ),
-    ]
-}
-
-/// The `[masking]` section's rules.
-fn masking_rules(m: &MaskingConfig) -> Vec<Rule> {
-    vec![
-        rule(
-            "masking.prob",
-            m.prob,
-            m.prob > 0.0 && m.prob <= 1.0,
-            "must be in (0, 1]",
-        ),
-        unit("masking.mask_frac", m.mask_frac),
-        rule(
-            "masking.random_frac",
-            m.random_frac,
-            (0.0..=1.0).contains(&m.random_frac) && m.mask_frac + m.random_frac <= 1.0 + 1e-9,
-            "must be in [0, 1], with masking.mask_frac + masking.random_frac <= 1",
-        ),
-        count("masking.max_predictions", m.max_predictions),
-    ]
-}
-
-/// The `[optimizer]` section's rules.
-fn optimizer_rules(o: &AdamWConfig) -> Vec<Rule> {
-    vec![
-        positive("optimizer.lr", o.lr),
-        below_one("optimizer.beta1", o.beta1),
-        below_one("optimizer.beta2", o.beta2),
-        positive("optimizer.eps", o.eps),
-        non_negative("optimizer.weight_decay", o.weight_decay),
-        rule(
-            "optimizer.max_grad_norm",
-            o.max_grad_norm,
-            o.max_grad_norm.is_finite() && o.max_grad_norm >= 0.0,
-            "must be >= 0 (0 = no clipping)",
-        ),
-    ]
-}
-
-/// The `[train]` section's rules, and the global batch against the number of devices.
-fn train_rules(t: &TrainSection, d: &DataSection, replicas: usize) -> Vec<Rule> {
-    // The first name of `train.devices` that is not a device, and why.
-    let bad_device = t
-        .devices
-        .iter()
-        .find_map(|n| match crate::device::parse_name(n) {
-            Err(Error::Config(why)) => Some(why),
-            _ => None,
-        });
-    vec![
-        count("train.steps", t.steps as usize),
-        count("train.grad_accum", t.grad_accum),
-        non_negative("train.disc_weight", t.disc_weight),
-        count("train.checkpoint_every", t.checkpoint_every as usize),
-        count("train.log_every", t.log_every as usize),
-        count("train.eval_batches", t.eval_batches),
-        rule(
-            "train.eval_every",
-            t.eval_every.to_string(),
-            t.eval_every.is_multiple_of(t.log_every.max(1)),
-            format!("must be a multiple of train.log_every = {}", t.log_every),
-        ),
-        rule(
-            "train.eval_every",
-            t.eval_every.to_string(),
-            t.eval_every == 0 || d.eval_shards.is_some(),
-            "needs data.eval_shards (a folder `prepare` wrote with the run's tokenizer)",
-        ),
-        rule(
-            "train.device",
-            format!("{:?}", t.device),
-            crate::device::parse_name(&t.device).is_ok(),
-            format!(
-                "must be one of {} (GPUs with an index, e.g. cuda:1)",
-                DEVICE_NAMES.join(", ")
-            ),
-        ),
-        rule(
-            "train.devices",
-            format!("{:?}", t.devices),
-            bad_device.is_none(),
-            bad_device.clone().unwrap_or_default(),
-        ),
-        rule(
-            "train.devices",
-            format!("{:?}", t.devices),
-            t.devices.is_empty() || t.device == "cpu" || t.devices[0] == t.device,
-            format!(
-                "takes the place of train.device = {:?}; set one of them",
-                t.device
-            ),
-        ),
-        rule(
-            "data.batch_size",
-            d.batch_size,
-            d.batch_size.is_multiple_of(replicas),
-            format!(
-                "must be divisible by the number of devices ({replicas}): each replica takes an equal share of the global batch"
-            ),
-        ),
-    ]
-}
-
-/// What the fixed-shape and recorded (`records`) steps (`train::fixed_step`) need of a config.
-fn fixed_step_rules(cfg: &PretrainConfig, records: bool) -> Vec<Rule> {
-    let t = &cfg.train;
-    let key = ["train.static_shapes", "train.cuda_graph"][records as usize];
-    let device = t.devices.first().unwrap_or(&t.device);
-    let on = |ok: bool| !(t.static_shapes || records) || ok;
-    vec![
-        rule(
-            key,
-            "true",
-            on(!cfg.objective.kind.trains_on_triples()),
-            "trains the masked-LM step; CLINE's sentence triples take their own step (set it to false)",
-        ),
-        rule(
-            key,
-            "true",
-            on(!cfg.objective.hc.hc_multi_piece),
-            "needs every count on the device; objective.hc_multi_piece spells words on the host (set one of them to false)",
-        ),
-        rule(
-            key,
-            "true",
-            on(t.devices.len() <= 1),
-            "trains one replica per process; host replicas (train.devices) are for testing the unrecorded step",
-        ),
-        rule(
-            "train.cuda_graph",
-            "true",
-            !records || device.starts_with("libtorch-cuda"),
-            format!(
-                "records on a libtorch-cuda device, not on {device:?} (train.static_shapes runs the same fixed-shape step anywhere)"
-            ),
-        ),
-        rule(
-            "train.cuda_graph",
-            "true",
-            !records || t.grad_accum == 1,
-            format!(
-                "records one micro-step per step, but train.grad_accum = {}; set it to 1 (a larger data.batch_size, or train.cuda_graph = false)",
-                t.grad_accum
-            ),
-        ),
-    ]
-}
-
 impl PretrainConfig {
-    /// Whether the recorded step can train this config (what `train.cuda_graph = true` needs).
-    pub fn recordable(&self) -> bool {
-        fixed_step_rules(self, true).iter().all(|r| r.ok)
-    }
-
     /// The config of a trueneg run folder (its `config.toml`); a folder of another kind is
     /// named as what it is (a transformers folder, a missing folder).
     pub fn of_run(run: &Path) -> Result<Self> {
@@ -471,7 +265,7 @@ impl PretrainConfig {
 
     /// Loads a TOML file (any path, UTF-8 or not), then applies `key=value` overrides.
     pub fn load_file(path: &Path, overrides: &[String]) -> Result<Self> {
-        let bytes = crate::error::read(path)?;
+        let bytes = crate::io::read::read(path, crate::io::limit::SMALL)?;
         let text = String::from_utf8(bytes)
             .map_err(|e| Error::Config(format!("{}: not UTF-8 text ({e})", path.display())))?;
         Self::from_text(&text, &path.display().to_string(), overrides)
@@ -535,32 +329,6 @@ impl PretrainConfig {
         Ok(cfg)
     }
 
-    /// Checks every value against its range; the error names the first bad field, its value
-    /// and the rule.
-    pub fn validate(&self, origin: &str) -> Result<()> {
-        let rules = model_rules(&self.model)
-            .into_iter()
-            .chain(data_rules(&self.data, &self.model))
-            .chain(masking_rules(&self.masking))
-            .chain(optimizer_rules(&self.optimizer))
-            .chain(train_rules(
-                &self.train,
-                &self.data,
-                self.replica_devices().len(),
-            ))
-            .chain(fixed_step_rules(self, self.train.cuda_graph == Some(true)));
-        let bad = match rules.into_iter().find(|r| !r.ok) {
-            Some(r) => Some((r.field.to_string(), r.value, r.why)),
-            None => self.objective.validate().err(),
-        };
-        match bad {
-            Some((field, value, why)) => Err(Error::Config(format!(
-                "{origin}: field `{field}` = {value} {why}"
-            ))),
-            None => Ok(()),
-        }
-    }
-
     /// Makes the config's paths (`data.shards`, `model.init_from`, `objective.lexicon`)
     /// absolute, so that a run resumes from any working directory; a `model.init_from` that is
     /// a transformers id becomes its snapshot folder in the Hugging Face cache.
@@ -577,7 +345,7 @@ impl PretrainConfig {
         paths.extend(self.objective.paths_mut());
         for p in paths.into_iter().flatten() {
             if p.is_relative() {
-                *p = std::fs::canonicalize(&*p)
+                *p = crate::io::read::canonical(&*p)
                     .or_else(|_| std::path::absolute(&*p))
                     .map_err(|e| Error::io(&*p, e))?;
             }

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use super::config::PretrainConfig;
 use super::metrics::{StepMetrics, read_metrics};
+use crate::Result;
 use crate::tensorboard::{EventWriter, event_files};
-use crate::{Error, Result};
 
 /// The scalars of one metrics line: each numeric field under its `metrics.jsonl` name, a
 /// vector's entries as `name/i`.
@@ -37,8 +37,8 @@ pub fn scalars(m: &StepMetrics) -> Vec<(String, f64)> {
 /// from the run's `metrics.jsonl`.
 pub fn open(run: &Path, resume: bool, cfg: &PretrainConfig) -> Result<EventWriter> {
     if resume {
-        for f in event_files(run).map_err(|e| Error::io(run, e))? {
-            std::fs::remove_file(&f).map_err(|e| Error::io(&f, e))?;
+        for f in event_files(run)? {
+            crate::io::write::remove_file(&f)?;
         }
     }
     let mut w = EventWriter::create(run)?;

@@ -12,8 +12,8 @@ use super::config::{ModelKind, PretrainConfig};
 use crate::interop::hf_config::HfConfig;
 use crate::interop::hub::{check_folders, write_folder};
 use crate::interop::tensors::HostTensor;
+use crate::io::outputs::Outputs;
 use crate::model::electra::GENERATOR_PREFIX;
-use crate::output::Outputs;
 use crate::{Error, Result};
 
 /// Exports checkpoint `step` (the latest when `None`) of `run` to `out`; returns the folders
@@ -34,6 +34,10 @@ pub fn export_run(
     };
     let tokenizer = run.join("tokenizer.json");
     check_folders(out, &subs, tokenizer.exists(), outputs)?;
+    if tokenizer.exists() {
+        // The file shipped must be the one the weights were trained with.
+        super::run::run_tokenizer(run)?;
+    }
     let mut ck = load_checkpoint(run, step)?;
     // CLINE's detection head, pooler and loss weights have no place in transformers' classes.
     ck.model

@@ -54,6 +54,7 @@ impl HeldOut {
                 dir.display()
             )));
         }
+        check_held_out(&shards.manifest, train, dir)?;
         let size = cfg.data.batch_size;
         let n = (shards.len() / size).min(cfg.train.eval_batches);
         if n == 0 {
@@ -101,4 +102,32 @@ impl HeldOut {
         out.insert("eval_loss".into(), serde_json::json!(total.mean_loss()));
         Ok(out)
     }
+}
+
+/// A held-out loss means something only on other text cut as the training text is: refuses
+/// evaluation shards that are the training shards (or a copy), share an input file with
+/// them, or hold examples of another length.
+fn check_held_out(eval: &Manifest, train: &Manifest, dir: &std::path::Path) -> Result<()> {
+    let refuse = |why: String| {
+        Err(Error::Config(format!(
+            "field `data.eval_shards`: {} {why}",
+            dir.display()
+        )))
+    };
+    if eval.content_fingerprint() == train.content_fingerprint() {
+        return refuse("holds the training shards themselves; a held-out loss needs text the run does not train on".into());
+    }
+    if let Some(shared) = eval.inputs.iter().find(|i| train.inputs.contains(i)) {
+        return refuse(format!(
+            "was prepared from {}, which the training shards were made from too; a held-out loss needs text the run does not train on",
+            crate::io::short(shared)
+        ));
+    }
+    if eval.max_seq_len != train.max_seq_len {
+        return refuse(format!(
+            "holds {}-token examples, the training shards {}-token ones; prepare it with --max-seq-len {}",
+            eval.max_seq_len, train.max_seq_len, train.max_seq_len
+        ));
+    }
+    Ok(())
 }

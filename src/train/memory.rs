@@ -76,7 +76,11 @@ pub fn estimate(cfg: &PretrainConfig, vocab: usize) -> f64 {
 /// Bytes of memory this process may still take: the kernel's `MemAvailable`, lowered to the
 /// cgroup's limit less its usage when there is one. `None` where neither can be read.
 pub fn available() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
+    let meminfo = crate::io::read::read_text(
+        std::path::Path::new("/proc/meminfo"),
+        crate::io::limit::SMALL,
+    )
+    .ok();
     let mem = meminfo.as_deref().and_then(|m| {
         m.lines()
             .find_map(|l| l.strip_prefix("MemAvailable:"))
@@ -84,9 +88,12 @@ pub fn available() -> Option<u64> {
             .map(|kb| kb * 1024)
     });
     let read = |f: &str| {
-        std::fs::read_to_string(format!("/sys/fs/cgroup/{f}"))
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
+        crate::io::read::read_text(
+            std::path::Path::new(&format!("/sys/fs/cgroup/{f}")),
+            crate::io::limit::SMALL,
+        )
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
     };
     let cgroup =
         read("memory.max").map(|max| max.saturating_sub(read("memory.current").unwrap_or(0)));

@@ -61,7 +61,7 @@ impl StepMetrics {
 
 /// The lines of `run`'s `metrics.jsonl` that parse, in order; none when it cannot be read.
 pub fn read_metrics(run: &Path) -> Vec<StepMetrics> {
-    std::fs::read_to_string(run.join(super::start::METRICS))
+    crate::io::read::read_text(&run.join(super::start::METRICS), crate::io::limit::DATA)
         .map(|text| {
             text.lines()
                 .filter_map(|l| serde_json::from_str(l).ok())

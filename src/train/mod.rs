@@ -3,6 +3,7 @@
 pub mod checkpoint;
 pub mod cline_step;
 pub mod config;
+pub mod config_rules;
 pub mod default_data;
 pub mod events;
 pub mod export;

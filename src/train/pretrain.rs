@@ -71,7 +71,7 @@ fn clock(seconds: f64) -> String {
 
 /// Truncates `metrics.jsonl` to the lines with step ≤ `step` (after a resume).
 fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = crate::io::read::read_text(path, crate::io::limit::DATA) else {
         return Ok(());
     };
     let kept: String = text
@@ -79,7 +79,7 @@ fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
         .filter(|l| serde_json::from_str::<StepMetrics>(l).is_ok_and(|m| m.step <= step))
         .map(|l| format!("{l}\n"))
         .collect();
-    crate::error::write_atomic(path, kept.as_bytes())
+    crate::io::write_atomic(path, kept.as_bytes())
 }
 
 /// Refuses shards the config cannot train on (vocabulary, length, packed examples or CLINE
@@ -196,7 +196,7 @@ fn train_step(
 /// steps of this process since the previous line.
 struct Log {
     /// `metrics.jsonl` (rank 0 only: the other ranks of a job write nothing).
-    file: Option<std::fs::File>,
+    file: Option<crate::io::File>,
     /// The TensorBoard event file beside it (rank 0 only).
     events: Option<crate::tensorboard::EventWriter>,
     path: PathBuf,
@@ -214,11 +214,7 @@ impl Log {
         let total = cfg.train.steps;
         let path = opts.run_dir.join(METRICS);
         let (file, events) = if main {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| Error::io(&path, e))?;
+            let f = crate::io::write::append(&path)?;
             let events = super::events::open(&opts.run_dir, opts.resume, cfg)?;
             (Some(f), Some(events))
         } else {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::config::PretrainConfig;
-use crate::lock::FolderLock;
+use crate::io::lock::FolderLock;
 use crate::{Error, Result};
 
 /// What makes a folder a run; a new run refuses a folder that holds any of them. (A run killed
@@ -21,12 +21,39 @@ pub struct RunFolder {
     pub lock: FolderLock,
 }
 
-/// Claims `dir` (created if needed) for a new run of `config`.
+/// The other files a run writes into its folder (event files aside, named by
+/// [`crate::tensorboard::is_event_file`]): a new run refuses a folder holding one, the user's
+/// or an earlier run's, rather than mix its files with them or replace them.
+const RUN_WRITES: [&str; 8] = [
+    "tokenizer.json",
+    super::start::VERSION_FILE,
+    "loss.png",
+    "loss.svg",
+    "lexicon.safetensors",
+    "correction-stats.json",
+    "correction-stats.md",
+    "correction-stats.png",
+];
+
+/// Claims `dir` (created if needed) for a new run of `config`: refused when it holds a file of
+/// the names a run writes ([`RUN_FILES`], [`RUN_WRITES`], event files); the user's other files
+/// stay as they are. What a new run that failed before its first step left is removed first,
+/// so the same command can be retried.
 pub fn new_run(config: PretrainConfig, dir: &Path) -> Result<RunFolder> {
     let lock = FolderLock::acquire(dir, "trueneg pretrain")?;
+    super::start::forget_unstarted(dir);
     if let Some(f) = RUN_FILES.iter().find(|f| dir.join(f).exists()) {
         return Err(Error::Config(format!(
             "{}: holds an earlier run (its {f}); pass --resume to continue it or choose another run folder",
+            dir.display()
+        )));
+    }
+    let taken = crate::io::read::names(dir)
+        .into_iter()
+        .find(|n| RUN_WRITES.contains(&n.as_str()) || crate::tensorboard::is_event_file(n));
+    if let Some(name) = taken {
+        return Err(Error::Config(format!(
+            "{}: holds {name}, which a run writes (a file of yours, or of an earlier run); choose a new or empty run folder (nothing was changed)",
             dir.display()
         )));
     }
@@ -56,10 +83,50 @@ pub fn resume_run(dir: &Path, overrides: &[String]) -> Result<RunFolder> {
     }
     let lock = FolderLock::acquire(dir, "trueneg pretrain --resume")?;
     let config = PretrainConfig::load_file(&cfg_path, overrides)?;
+    run_tokenizer(dir)?;
+    let saved = PretrainConfig::load_file(&cfg_path, &[])?;
+    if let Some(key) = changed_model_key(&saved, &config) {
+        return Err(Error::Config(format!(
+            "--set model.{key}: the run in {} was trained with another value; its checkpoints hold that model, so a resumed run keeps the [model] section (start a new run, or set model.init_from to start from its weights)",
+            dir.display()
+        )));
+    }
     Ok(RunFolder {
         dir: dir.to_path_buf(),
         config,
         resume: true,
         lock,
     })
+}
+
+/// The first key of the `[model]` section that differs between `a` and `b`, dropout rates aside
+/// (they change no weight's shape) and `init_from` (read by a new run only).
+fn changed_model_key(a: &PretrainConfig, b: &PretrainConfig) -> Option<String> {
+    let (a, b) = (
+        serde_json::to_value(&a.model).expect("a config serialises"),
+        serde_json::to_value(&b.model).expect("a config serialises"),
+    );
+    let a = a.as_object()?;
+    b.as_object()?
+        .iter()
+        .filter(|(k, _)| !k.contains("dropout") && k.as_str() != "init_from")
+        .find(|(k, v)| a.get(k.as_str()) != Some(v))
+        .map(|(k, _)| k.clone())
+}
+
+/// The tokenizer of the run in `run` (its `tokenizer.json`), checked against the fingerprint
+/// its newest checkpoint recorded: every command that reads a run's ids takes it from here.
+pub fn run_tokenizer(run: &Path) -> Result<crate::text::WordPieceTokenizer> {
+    let path = run.join("tokenizer.json");
+    match super::checkpoint::list(run).pop() {
+        Some((_, dir)) => {
+            let state = super::checkpoint::read_state(&dir)?;
+            crate::text::WordPieceTokenizer::load_checked(
+                &path,
+                &state.tokenizer_fingerprint,
+                &dir.join("state.json"),
+            )
+        }
+        None => crate::text::WordPieceTokenizer::load(&path),
+    }
 }

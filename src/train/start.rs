@@ -162,18 +162,18 @@ pub fn start_point(
 
 /// The run folder's `config.toml` (resolved) and `tokenizer.json` (the shards').
 pub fn write_run_files(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> Result<()> {
-    std::fs::create_dir_all(run).map_err(|e| Error::io(run, e))?;
-    crate::error::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
+    crate::io::write::folder(run)?;
+    crate::io::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
     // What made the run (a resumed run records the build that continued it).
-    crate::error::write_atomic(
+    crate::io::write_atomic(
         &run.join(VERSION_FILE),
         format!("{}\n", crate::VERSION).as_bytes(),
     )?;
     let tokenizer = shards.dir.join("tokenizer.json");
     if tokenizer.exists() {
-        crate::error::write_atomic(
+        crate::io::write_atomic(
             &run.join("tokenizer.json"),
-            &crate::error::read(&tokenizer)?,
+            &crate::io::read::read(&tokenizer, crate::io::limit::TOKENIZER)?,
         )?;
     }
     Ok(())
@@ -190,14 +190,14 @@ pub const METRICS: &str = "metrics.jsonl";
 /// `--resume`).
 pub fn forget_unstarted(run: &Path) {
     let metrics = run.join(METRICS);
-    let logged = std::fs::metadata(&metrics).is_ok_and(|m| m.len() > 0);
+    let logged = crate::io::read::file_len(&metrics).is_ok_and(|n| n > 0);
     if logged || checkpoint::list(run).last().is_some() {
         return;
     }
     for f in ["config.toml", "tokenizer.json", VERSION_FILE, METRICS] {
-        let _ = std::fs::remove_file(run.join(f));
+        let _ = crate::io::write::remove_file(&run.join(f));
     }
     for f in crate::tensorboard::event_files(run).unwrap_or_default() {
-        let _ = std::fs::remove_file(f);
+        let _ = crate::io::write::remove_file(&f);
     }
 }

@@ -39,7 +39,7 @@ pub struct CheckpointStats {
 /// `metrics.jsonl`'s window counts); `None` when the run logs no Hard Correction counts.
 pub fn run_correction_totals(run: &Path) -> Result<Option<(u64, u64)>> {
     let path = run.join("metrics.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let text = crate::io::read::read_text(&path, crate::io::limit::DATA)?;
     let mut totals: Option<(u64, u64)> = None;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(line)
@@ -96,7 +96,7 @@ pub fn corpus_examples(
 /// (one that records none, from before the lexicon was recorded, may be replaced).
 pub fn check_earlier_lexicon(run: &Path, source: &str) -> Result<()> {
     let path = run.join("correction-stats.json");
-    let earlier: Option<serde_json::Value> = std::fs::read(&path)
+    let earlier: Option<serde_json::Value> = crate::io::read::read(&path, crate::io::limit::SMALL)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     match earlier.as_ref().and_then(|v| v["lexicon"].as_str()) {
@@ -118,7 +118,7 @@ pub fn correction_stats(
     batch_size: usize,
 ) -> Result<Vec<CheckpointStats>> {
     let cfg = PretrainConfig::of_run(run)?;
-    let tokenizer = WordPieceTokenizer::load(&run.join("tokenizer.json"))?;
+    let tokenizer = super::run::run_tokenizer(run)?;
     if table.fingerprint != tokenizer.fingerprint() {
         return Err(Error::Input(format!(
             "{}: the lexicon was built for another tokenizer",

@@ -90,13 +90,13 @@ impl Outputs {
             return Ok(());
         }
         written.insert(name, self.command.clone());
-        crate::error::write_json(&record, &written)
+        crate::io::write_json(&record, &written)
     }
 
     /// Checks `path`, writes `bytes` there atomically and records it.
     pub fn write(&self, path: &Path, bytes: &[u8]) -> Result<()> {
         self.check(&[path.to_path_buf()])?;
-        crate::error::write_atomic(path, bytes)?;
+        crate::io::write_atomic(path, bytes)?;
         self.record(path)
     }
 
@@ -105,4 +105,37 @@ impl Outputs {
         let json = serde_json::to_string_pretty(value).expect("serialisable") + "\n";
         self.write(path, json.as_bytes())
     }
+}
+
+/// Claims `dir` for a command that is continued by calling it again (`ablation`,
+/// `cline-compare`): the first call takes a new or empty folder only, everything in it then
+/// being the command's to write, and records its `settings` in `dir/<marker>`; a later call
+/// continues only with the same settings, and names the ones that differ.
+pub fn claim_folder(dir: &Path, marker: &str, settings: &serde_json::Value) -> Result<()> {
+    let path = dir.join(marker);
+    if !super::read::exists(&path) {
+        if super::lock::has_content(dir) {
+            return Err(Error::Config(format!(
+                "{}: not empty and not this command's folder (no {marker}); choose a new or empty --out (nothing was changed)",
+                dir.display()
+            )));
+        }
+        return super::write_json(&path, settings);
+    }
+    let saved: serde_json::Value = super::read_json(&path)?;
+    if &saved == settings {
+        return Ok(());
+    }
+    let fields: Vec<String> = settings
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| saved.get(k.as_str()) != Some(v))
+        .map(|(k, _)| k.clone())
+        .collect();
+    Err(Error::Config(format!(
+        "{}: this folder holds work with other settings ({}); continue it with the same options or choose another --out",
+        path.display(),
+        fields.join(", ")
+    )))
 }

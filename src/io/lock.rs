@@ -48,7 +48,7 @@ impl FolderLock {
     /// Creates `dir` if needed and takes its lock for `what` (e.g. "pretrain"); fails, naming the
     /// holder, when another live process has it.
     pub fn acquire(dir: &Path, what: &str) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        super::write::folder(dir)?;
         let path = dir.join(LOCK_FILE);
         loop {
             let existed = path.exists();

@@ -1,0 +1,37 @@
+//! Every file trueneg reads or writes goes through this module, and only this one touches the
+//! file system (`tests/architecture.rs` checks it).
+//!
+//! - [`read`], the door in: what a path is and how large it may be, checked before reading;
+//! - [`place`]: paths written inside files stay inside their folder;
+//! - [`tensor_file`]: a safetensors file's header checked against the file before it is mapped;
+//! - [`write`], the door out: atomic writes, folders, removal, append-only logs;
+//! - [`outputs`]: a command replaces only the files it wrote itself (or with `--force`);
+//! - [`lock`]: one writer per output folder;
+//! - [`folder_kind`]: what a folder given on the command line is.
+
+pub mod folder_kind;
+pub mod lock;
+pub mod outputs;
+pub mod place;
+pub mod read;
+pub mod tensor_file;
+pub mod write;
+
+pub use read::{limit, read_json};
+/// An open file, as the doors hand it out.
+pub use std::fs::File;
+pub use write::{write_atomic, write_json};
+
+/// `text` shortened to at most 120 characters for an error line (its end kept after "…").
+pub fn short(text: &str) -> String {
+    const MAX: usize = 120;
+    if text.chars().count() <= MAX {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(MAX - 20).collect();
+    let tail: String = {
+        let t: Vec<char> = text.chars().rev().take(19).collect();
+        t.into_iter().rev().collect()
+    };
+    format!("{head}…{tail}")
+}

@@ -1,0 +1,118 @@
+//! A safetensors file, checked before any tensor is read: its 8-byte header length and JSON
+//! header are read alone (bounded), every tensor's byte range is checked against the file's real
+//! length and against its dtype and shape, and only then is the file mapped. A file extended
+//! with zeros, a device or a header that points past the end is refused without reading it.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// What the header says of one tensor.
+#[derive(Clone, Debug)]
+pub struct TensorEntry {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
+}
+
+/// A checked safetensors file: its header's entries and the mapped bytes.
+pub struct TensorFile {
+    pub entries: Vec<TensorEntry>,
+    pub map: memmap2::Mmap,
+}
+
+fn bad(path: &Path, why: impl std::fmt::Display) -> Error {
+    Error::Checkpoint(format!(
+        "{}: not a valid safetensors file ({why})",
+        path.display()
+    ))
+}
+
+/// Bytes per element of a safetensors dtype name; `None` for one trueneg does not know.
+fn dtype_bytes(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "BOOL" | "U8" | "I8" | "F8_E4M3" | "F8_E5M2" => 1,
+        "U16" | "I16" | "F16" | "BF16" => 2,
+        "U32" | "I32" | "F32" => 4,
+        "U64" | "I64" | "F64" => 8,
+        _ => return None,
+    })
+}
+
+/// Reads and checks the header of `path` (see the module's doc), then maps the file.
+pub fn open(path: &Path) -> Result<TensorFile> {
+    let mut f = super::read::open(path)?;
+    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    let mut n = [0u8; 8];
+    f.read_exact(&mut n).map_err(|_| {
+        bad(
+            path,
+            format!("{len} bytes, shorter than its 8-byte header length"),
+        )
+    })?;
+    let header_len = u64::from_le_bytes(n);
+    if header_len > super::limit::TENSOR_HEADER || header_len > len - 8 {
+        return Err(bad(
+            path,
+            format!("a header of {header_len} bytes in a file of {len}"),
+        ));
+    }
+    let mut header = vec![0u8; header_len as usize];
+    f.read_exact(&mut header).map_err(|e| Error::io(path, e))?;
+    let json: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&header).map_err(|e| bad(path, format!("header: {e}")))?;
+    let data_len = len - 8 - header_len;
+    let mut entries = Vec::new();
+    let mut covered = 0u64;
+    for (name, v) in &json {
+        if name == "__metadata__" {
+            continue;
+        }
+        let entry: RawEntry = serde_json::from_value(v.clone())
+            .map_err(|e| bad(path, format!("tensor `{}`: {e}", super::short(name))))?;
+        let (start, end) = (entry.data_offsets[0], entry.data_offsets[1]);
+        let elems = entry
+            .shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d as u64));
+        let bytes = dtype_bytes(&entry.dtype)
+            .zip(elems)
+            .and_then(|(b, e)| b.checked_mul(e));
+        if start > end || end > data_len || bytes.is_some_and(|b| b != end - start) {
+            return Err(bad(
+                path,
+                format!(
+                    "tensor `{}` claims bytes {start}..{end} for {} {:?}, the data holds {data_len}",
+                    super::short(name),
+                    entry.dtype,
+                    entry.shape
+                ),
+            ));
+        }
+        covered = covered.max(end);
+        entries.push(TensorEntry {
+            name: name.clone(),
+            dtype: entry.dtype,
+            shape: entry.shape,
+        });
+    }
+    if covered != data_len {
+        return Err(bad(
+            path,
+            format!("its tensors end at byte {covered} of a data section of {data_len} bytes"),
+        ));
+    }
+    let map = super::read::map(path)?;
+    if map.len() as u64 != len {
+        return Err(bad(path, "the file changed while it was read"));
+    }
+    Ok(TensorFile { entries, map })
+}
+
+#[derive(serde::Deserialize)]
+struct RawEntry {
+    dtype: String,
+    shape: Vec<usize>,
+    data_offsets: [u64; 2],
+}
