@@ -27,6 +27,7 @@ pub mod interop;
 pub mod io;
 pub mod kernels;
 pub mod lexicon;
+pub mod memory;
 pub mod model;
 pub mod objective;
 pub mod plot;

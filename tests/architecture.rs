@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["error"],
     &["io"],
-    &["device", "dist", "plot", "stop", "tensorboard"],
+    &["device", "dist", "memory", "plot", "stop", "tensorboard"],
     &["kernels"],
     &["model", "lexicon", "tasks"],
     &["interop", "text"],

@@ -505,6 +505,7 @@ pub fn load_finetuned(
     device: &Device,
 ) -> Result<(FineTuned, WordPieceTokenizer, usize)> {
     let (info, weights, tokenizer) = read_model_folder::<FineTunedInfo>(dir)?;
+    super::pretrained::check_model_fits(&info.config, &dir.join("finetuned.json"))?;
     let mut model = Classifier::new(
         &info.config.clone().without_dropout(),
         info.task.num_labels(),

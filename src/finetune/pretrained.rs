@@ -55,6 +55,23 @@ fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
     }
 }
 
+/// Refuses a model whose weights alone cannot fit in memory (a mistyped `hidden_size` or
+/// `num_hidden_layers` in `source`), before anything is allocated.
+pub fn check_model_fits(e: &EncoderConfig, source: &Path) -> Result<()> {
+    crate::memory::check(
+        crate::model::footprint::weights_bytes(e),
+        &format!(
+            "{}: a model of hidden_size {} × num_hidden_layers {} (intermediate_size {}, vocab_size {})",
+            source.display(),
+            e.hidden_size,
+            e.num_hidden_layers,
+            e.intermediate_size,
+            e.vocab_size
+        ),
+        "are these fields right?",
+    )
+}
+
 /// Loads a trueneg run directory (its latest checkpoint; ELECTRA's discriminator) or a
 /// transformers directory (`config.json` + `model.safetensors`; an ELECTRA export's
 /// `discriminator/` is used when present), or a transformers model id in the local Hugging
@@ -98,6 +115,7 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
         model.to_path_buf()
     };
     let hf = read_hf_config(&dir.join("config.json"))?;
+    check_model_fits(&hf.encoder, &dir.join("config.json"))?;
     let weights = read_safetensors(&dir.join("model.safetensors"))?;
     let tokenizer = find_tokenizer(&[&dir, model])?;
     if tokenizer.vocab_size() != hf.encoder.vocab_size {

@@ -334,6 +334,20 @@ fn merge_dev_scores(dev: &DevSets, scores: Vec<Scores>) -> Scores {
     Scores { metrics, score }
 }
 
+/// Refuses fine-tuning whose step cannot fit in memory (a batch of `opts.batch_size` rows, at
+/// most the `rows` examples there are, of `opts.max_seq_len` tokens), before any training.
+fn check_training_fits(pre: &PretrainedEncoder, opts: &FinetuneOptions, rows: usize) -> Result<()> {
+    let batch = opts.batch_size.min(rows.max(1));
+    crate::memory::check(
+        crate::model::footprint::training_bytes(&pre.config, batch, opts.max_seq_len),
+        &format!(
+            "fine-tuning with batches of {batch} × {} tokens (model {} × {} layers)",
+            opts.max_seq_len, pre.config.hidden_size, pre.config.num_hidden_layers
+        ),
+        "lower --batch-size or --max-seq-len",
+    )
+}
+
 /// Fine-tunes a GLUE task once per seed (models in `out/seed-N`), scores the dev file(s).
 #[allow(clippy::too_many_arguments)]
 pub fn finetune_glue(
@@ -347,6 +361,7 @@ pub fn finetune_glue(
     report: Report,
 ) -> Result<TaskResult> {
     let (train, dev) = read_task(task, data)?;
+    check_training_fits(pre, opts, train.len())?;
     let run = GlueRun {
         task,
         pre,
@@ -477,6 +492,7 @@ pub fn finetune_qa(
     progress: bool,
     report: Report,
 ) -> Result<TaskResult> {
+    check_training_fits(pre, opts, train.len())?;
     let run = SquadRun {
         pre,
         train,

@@ -444,6 +444,7 @@ pub fn load_qa(dir: &Path, device: &Device) -> Result<(QaModel, WordPieceTokeniz
             String::from(info.task)
         )));
     }
+    super::pretrained::check_model_fits(&info.config, &dir.join("finetuned.json"))?;
     let mut model = SpanExtractor::new(&info.config.clone().without_dropout(), device);
     load_weights(&weights, device, |l| model.walk(&info.prefix, l))?;
     Ok((

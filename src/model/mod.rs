@@ -4,6 +4,7 @@ pub mod bert;
 pub mod config;
 pub mod electra;
 pub mod encoder;
+pub mod footprint;
 pub mod heads;
 pub mod params;
 pub mod precision;

@@ -1,0 +1,87 @@
+//! One memory estimate before any allocation: a model or a batch that cannot fit is refused in
+//! one line with the figures and the remedy, under every limit that applies (here the
+//! process's own address-space limit, set with `prlimit`), and leaves nothing behind.
+
+mod common;
+use common::{bin, data, fails};
+
+use std::path::Path;
+use std::process::Command;
+
+/// `trueneg` under an address-space limit of `bytes`.
+fn limited(bytes: u64) -> Command {
+    let mut c = Command::new("prlimit");
+    c.arg(format!("--as={bytes}"))
+        .arg(env!("CARGO_BIN_EXE_trueneg"))
+        .arg("--quiet");
+    c
+}
+
+/// The golden ELECTRA discriminator with `field` of its config.json set to `value`.
+fn model_with(dir: &Path, field: &str, value: u64) -> std::path::PathBuf {
+    let model = common::transformers_folder(dir, "electra_discriminator");
+    let path = model.join("config.json");
+    let mut c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    c[field] = value.into();
+    std::fs::write(&path, serde_json::to_string(&c).unwrap()).unwrap();
+    model
+}
+
+#[test]
+fn a_model_too_large_for_memory_is_refused_from_its_config() {
+    for (field, value) in [
+        ("hidden_size", 1_000_000_000),
+        ("num_hidden_layers", 1_000_000),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let model = model_with(dir.path(), field, value);
+        let out = dir.path().join("ft");
+        let mut c = bin();
+        c.args(["finetune", "--task", "rte", "--data"])
+            .arg(data("glue/RTE"))
+            .arg("--model")
+            .arg(&model)
+            .arg("--out")
+            .arg(&out);
+        let e = fails(c.output().unwrap());
+        assert!(
+            e.contains("config.json") && e.contains(field) && e.contains("of memory"),
+            "{e}"
+        );
+        assert!(!out.exists(), "nothing written: {e}");
+    }
+}
+
+#[test]
+fn a_batch_too_large_for_the_address_space_limit_is_refused_before_training() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::transformers_folder(dir.path(), "electra_discriminator");
+    let out = dir.path().join("ft");
+    let mut c = limited(4_000_000_000);
+    c.args(["finetune", "--task", "sst2", "--data"])
+        .arg(data("glue/SST-2"))
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(&out)
+        .args(["--batch-size", "65536", "--max-seq-len", "32"]);
+    let e = fails(c.output().unwrap());
+    assert!(
+        e.contains("--batch-size") && e.contains("address-space limit"),
+        "{e}"
+    );
+    assert!(!out.exists(), "nothing written: {e}");
+    // Pre-training's estimate answers to the same limit.
+    let mut c = limited(4_000_000_000);
+    c.args(["pretrain", "--config", "tiny", "--run"])
+        .arg(dir.path().join("run"))
+        .arg("--set")
+        .arg(format!("data.shards={}", common::shards().display()))
+        .args(["--set", "data.batch_size=200000"]);
+    let e = fails(c.output().unwrap());
+    assert!(
+        e.contains("data.batch_size") && e.contains("address-space limit"),
+        "{e}"
+    );
+}
