@@ -543,3 +543,30 @@ fn a_special_token_whose_id_is_a_word_piece_is_refused() {
     );
     assert!(!dir.path().join("out").exists());
 }
+
+#[test]
+fn a_text_file_of_one_long_line_is_read_in_bounded_pieces() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one-line.txt");
+    // 3 MiB of words without a line break, with a multi-byte character at every place.
+    let words: Vec<String> = (0..400_000).map(|i| format!("wörd{}", i % 97)).collect();
+    let text = words.join(" ");
+    std::fs::write(&path, &text).unwrap();
+    let mut r = trueneg::text::corpus::CorpusReader::open(&path).unwrap();
+    let mut pieces = Vec::new();
+    loop {
+        let batch = r.next_batch(1 << 20).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        pieces.extend(batch);
+    }
+    assert!(pieces.len() >= 3, "{} pieces", pieces.len());
+    assert!(pieces.iter().all(|p| p.text.len() <= 1 << 20));
+    assert!(pieces.iter().all(|p| p.doc == 0), "one document");
+    let back: Vec<&str> = pieces
+        .iter()
+        .flat_map(|p| p.text.split_whitespace())
+        .collect();
+    assert_eq!(back, words, "every word once, none cut");
+}

@@ -172,7 +172,19 @@ pub struct CorpusReader {
     in_doc: bool,
     read: Arc<AtomicU64>,
     buf: Vec<u8>,
+    /// The rest of a text line cut at [`TEXT_PIECE`], read first by the next call.
+    carry: Vec<u8>,
+    /// The last piece read ended inside its line.
+    mid_line: bool,
 }
+
+/// The longest piece of a text line handed on at once: a longer line (a file that is one line)
+/// is cut at white space, so that the memory of tokenising it stays bounded whatever the line
+/// length. Each piece is a paragraph of the same document.
+const TEXT_PIECE: usize = 1 << 20;
+
+/// The longest `.jsonl` line: a JSON document cannot be cut.
+const JSON_LINE: usize = 256 << 20;
 
 /// The field of a `.jsonl` line read as its document unless another is chosen.
 pub const TEXT_FIELD: &str = "text";
@@ -219,6 +231,8 @@ impl CorpusReader {
             in_doc: false,
             read,
             buf: Vec::new(),
+            carry: Vec::new(),
+            mid_line: false,
         })
     }
 
@@ -260,9 +274,14 @@ impl CorpusReader {
             return Ok(out);
         }
         while bytes < budget.max(1) {
+            let continued = self.mid_line;
             let Some(line) = self.next_line()? else {
                 break;
             };
+            if continued && line.trim().is_empty() {
+                // White space inside a long line: no paragraph break.
+                continue;
+            }
             if self.jsonl {
                 let before = out.len();
                 out.extend(
@@ -297,17 +316,56 @@ impl CorpusReader {
         Ok(out)
     }
 
-    /// The next line without its end of line, checked as text.
+    /// Reads into `buf` up to the end of the line or `max` bytes; whether the line ended.
+    fn read_piece(&mut self, max: usize) -> Result<bool> {
+        loop {
+            let avail = self.reader.fill_buf().map_err(|e| Error::io(&self.path, e))?;
+            if avail.is_empty() {
+                return Ok(true);
+            }
+            let room = max.saturating_sub(self.buf.len());
+            if room == 0 {
+                return Ok(false);
+            }
+            let take = avail.len().min(room);
+            let (n, ended) = match avail[..take].iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (take, false),
+            };
+            self.buf.extend_from_slice(&avail[..n]);
+            self.reader.consume(n);
+            if ended {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The next line without its end of line, checked as text; a text line longer than
+    /// [`TEXT_PIECE`] comes in pieces cut at white space (or between characters).
     fn next_line(&mut self) -> Result<Option<String>> {
         self.buf.clear();
-        let n = self
-            .reader
-            .read_until(b'\n', &mut self.buf)
-            .map_err(|e| Error::io(&self.path, e))?;
-        if n == 0 {
+        self.buf.append(&mut self.carry);
+        let max = if self.jsonl { JSON_LINE } else { TEXT_PIECE };
+        let ended = self.read_piece(max)?;
+        if self.buf.is_empty() {
             return Ok(None);
         }
-        self.line_no += 1;
+        if !self.mid_line {
+            self.line_no += 1;
+        }
+        self.mid_line = !ended;
+        if !ended && self.jsonl {
+            return Err(Error::Input(format!(
+                "{}:{}: a JSON line longer than {} MiB; one document a line is expected",
+                self.path.display(),
+                self.line_no,
+                JSON_LINE >> 20
+            )));
+        }
+        if !ended {
+            let cut = cut_point(&self.buf);
+            self.carry = self.buf.split_off(cut);
+        }
         let (path, line_no) = (self.path.display(), self.line_no);
         let line = std::str::from_utf8(&self.buf).map_err(|e| {
             Error::Input(format!(
@@ -321,6 +379,22 @@ impl CorpusReader {
         }
         Ok(Some(line.trim_end_matches(['\n', '\r']).to_string()))
     }
+}
+
+/// Where to cut a piece of a long line: after its last ASCII white space, else at the last
+/// character boundary (a UTF-8 sequence is never split).
+fn cut_point(buf: &[u8]) -> usize {
+    if let Some(i) = buf.iter().rposition(|b| b.is_ascii_whitespace())
+        && i > 0
+    {
+        return i + 1;
+    }
+    let mut k = buf.len();
+    while k > 1 && (buf[k - 1] & 0xC0) == 0x80 {
+        k -= 1;
+    }
+    // `k - 1` starts the last (possibly incomplete) character: cut before it.
+    if k > 1 && buf[k - 1] >= 0xC0 { k - 1 } else { buf.len() }
 }
 
 /// The non-empty lines (trimmed) of a `.jsonl` line's `text` field; none for a blank line.
