@@ -328,3 +328,32 @@ fn a_stopped_finetune_continues_with_the_same_command_keeping_finished_seeds() {
         "the finished seed is kept"
     );
 }
+
+#[test]
+fn a_corpus_of_special_token_strings_trains_and_a_run_that_died_before_its_first_step_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("c.txt");
+    std::fs::write(&corpus, "[MASK] [CLS] [SEP] [PAD]\n\n".repeat(300)).unwrap();
+    let shards = dir.path().join("s");
+    ok(bin()
+        .args(["prepare", "--input"])
+        .arg(&corpus)
+        .args(["--train-vocab", "100", "--max-seq-len", "16", "--out"])
+        .arg(&shards)
+        .output()
+        .unwrap());
+    let run = dir.path().join("run");
+    // What a process killed before its first step leaves: the run's files, no metrics line.
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("config.toml"), "[model]\n").unwrap();
+    std::fs::copy(shards.join("tokenizer.json"), run.join("tokenizer.json")).unwrap();
+    let out = ok(bin()
+        .args(["pretrain", "--config", "tiny", "--run"])
+        .arg(&run)
+        .arg("--set")
+        .arg(format!("data.shards={}", shards.display()))
+        .args(["--set", "data.max_seq_len=16", "--set", "train.steps=3"])
+        .output()
+        .unwrap());
+    assert!(out.contains("pre-trained 3 steps"), "{out}");
+}

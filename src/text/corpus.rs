@@ -319,7 +319,10 @@ impl CorpusReader {
     /// Reads into `buf` up to the end of the line or `max` bytes; whether the line ended.
     fn read_piece(&mut self, max: usize) -> Result<bool> {
         loop {
-            let avail = self.reader.fill_buf().map_err(|e| Error::io(&self.path, e))?;
+            let avail = self
+                .reader
+                .fill_buf()
+                .map_err(|e| Error::io(&self.path, e))?;
             if avail.is_empty() {
                 return Ok(true);
             }
@@ -394,7 +397,11 @@ fn cut_point(buf: &[u8]) -> usize {
         k -= 1;
     }
     // `k - 1` starts the last (possibly incomplete) character: cut before it.
-    if k > 1 && buf[k - 1] >= 0xC0 { k - 1 } else { buf.len() }
+    if k > 1 && buf[k - 1] >= 0xC0 {
+        k - 1
+    } else {
+        buf.len()
+    }
 }
 
 /// The non-empty lines (trimmed) of a `.jsonl` line's `text` field; none for a blank line.
