@@ -45,20 +45,20 @@ pub fn available() -> Option<Available> {
         .and_then(|m| kb_field(&m, "MemAvailable:"))
         .map(|bytes| Available {
             bytes,
-            source: "available (MemAvailable)",
+            source: "the kernel's MemAvailable",
         });
     let cg =
         |f: &str| read(&format!("/sys/fs/cgroup/{f}")).and_then(|s| s.trim().parse::<u64>().ok());
     let cgroup = cg("memory.max").map(|max| Available {
         bytes: max.saturating_sub(cg("memory.current").unwrap_or(0)),
-        source: "left under the cgroup's memory.max",
+        source: "under the cgroup's memory.max",
     });
     let mapped = read("/proc/self/status").and_then(|s| kb_field(&s, "VmSize:"));
     let address = read("/proc/self/limits")
         .and_then(|l| address_space_limit(&l))
         .map(|limit| Available {
             bytes: limit.saturating_sub(mapped.unwrap_or(0)),
-            source: "left under the process's address-space limit (ulimit -v)",
+            source: "under the process's address-space limit, ulimit -v",
         });
     [mem, cgroup, address]
         .into_iter()
@@ -85,7 +85,7 @@ pub fn check(need: f64, what: &str, remedy: &str) -> Result<()> {
     );
     if need > have.bytes as f64 {
         return Err(Error::Config(format!(
-            "{what} needs at least {} of memory, {} is {}: {remedy}",
+            "{what} needs at least {} of memory, {} available ({}): {remedy}",
             gib(need),
             gib(have.bytes as f64),
             have.source
