@@ -448,3 +448,12 @@ fn best_span_respects_order_and_length() {
     // rule): with n_best 2 the starts are positions 0 and 5, neither a context token.
     assert_eq!(best_span(&f, &start, &end, 2, 30), None);
 }
+
+#[test]
+fn rows_without_an_index_column_are_numbered_from_zero_as_glue_submissions_are() {
+    use trueneg::tasks::glue::{GlueTask, read_glue};
+    let ex = read_glue(GlueTask::Sst2, &common::data("glue/SST-2/dev.tsv")).unwrap();
+    let ids: Vec<String> = ex.iter().map(|e| e.id.clone()).collect();
+    let want: Vec<String> = (0..ex.len()).map(|i| i.to_string()).collect();
+    assert_eq!(ids, want);
+}

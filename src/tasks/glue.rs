@@ -125,6 +125,9 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
         if line.is_empty() {
             continue;
         }
+        // Without an `index` column, rows are numbered as GLUE's submission files number them:
+        // 0 to N − 1 in file order.
+        let row = out.len();
         let f: Vec<&str> = line.split('\t').collect();
         // Every row has the header's columns (CoLA, without a header: its four). A missing or
         // extra tab would shift the label into the text, or the text into the label.
@@ -163,7 +166,7 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
         let id = iid
             .and_then(|i| f.get(i))
             .map(|s| s.to_string())
-            .unwrap_or_else(|| n.to_string());
+            .unwrap_or_else(|| row.to_string());
         out.push(GlueExample {
             id,
             text_a,
