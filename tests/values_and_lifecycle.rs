@@ -357,3 +357,25 @@ fn a_corpus_of_special_token_strings_trains_and_a_run_that_died_before_its_first
         .unwrap());
     assert!(out.contains("pre-trained 3 steps"), "{out}");
 }
+
+#[test]
+fn a_checkpoint_whose_state_names_another_step_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    ok(pretrain_cmd(&run, &["train.steps=6"]).output().unwrap());
+    let state = run.join("checkpoints/step-00000006/state.json");
+    let mut s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    s["step"] = 5.into();
+    std::fs::write(&state, s.to_string()).unwrap();
+    let out = resume_cmd(&run)
+        .args(["--set", "train.steps=9"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("field `step` is 5, the folder is step 6"),
+        "{err}"
+    );
+}

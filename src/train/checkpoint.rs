@@ -158,12 +158,26 @@ pub fn save(
     Ok(dir)
 }
 
-/// The `state.json` of the checkpoint folder `dir`.
+/// The `state.json` of the checkpoint folder `dir`, checked against the folder's name: the
+/// state of `step-N` is the state after step N.
 pub fn read_state(dir: &Path) -> Result<TrainState> {
     let state_path = dir.join("state.json");
     let bytes = crate::io::read::read(&state_path, crate::io::limit::SMALL)?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| Error::Checkpoint(format!("{}: {e}", state_path.display())))
+    let state: TrainState = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::Checkpoint(format!("{}: {e}", state_path.display())))?;
+    let named = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("step-"))
+        .and_then(|n| n.parse::<u64>().ok());
+    if let Some(named) = named.filter(|&n| n != state.step) {
+        return Err(Error::Checkpoint(format!(
+            "{}: field `step` is {}, the folder is step {named}",
+            state_path.display(),
+            state.step
+        )));
+    }
+    Ok(state)
 }
 
 pub fn load(dir: &Path) -> Result<Checkpoint> {

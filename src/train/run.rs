@@ -115,18 +115,20 @@ fn changed_model_key(a: &PretrainConfig, b: &PretrainConfig) -> Option<String> {
 }
 
 /// The tokenizer of the run in `run` (its `tokenizer.json`), checked against the fingerprint
-/// its newest checkpoint recorded: every command that reads a run's ids takes it from here.
+/// its newest readable checkpoint state recorded (a damaged one is reported where the
+/// checkpoints are loaded): every command that reads a run's ids takes it from here.
 pub fn run_tokenizer(run: &Path) -> Result<crate::text::WordPieceTokenizer> {
     let path = run.join("tokenizer.json");
-    match super::checkpoint::list(run).pop() {
-        Some((_, dir)) => {
-            let state = super::checkpoint::read_state(&dir)?;
-            crate::text::WordPieceTokenizer::load_checked(
-                &path,
-                &state.tokenizer_fingerprint,
-                &dir.join("state.json"),
-            )
-        }
+    let recorded = super::checkpoint::list(run)
+        .into_iter()
+        .rev()
+        .find_map(|(_, dir)| Some((super::checkpoint::read_state(&dir).ok()?, dir)));
+    match recorded {
+        Some((state, dir)) => crate::text::WordPieceTokenizer::load_checked(
+            &path,
+            &state.tokenizer_fingerprint,
+            &dir.join("state.json"),
+        ),
         None => crate::text::WordPieceTokenizer::load(&path),
     }
 }
