@@ -551,16 +551,19 @@ fn modules_import_only_from_layers_below_and_files_form_no_circle() {
     assert!(v.is_empty(), "architecture of src/:\n{}", v.join("\n"));
 }
 
+/// Writes `text` to `src/path`, making its folders.
+fn write_file(src: &Path, path: &str, text: &str) {
+    let p = src.join(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
 /// The checker itself finds an upward import and a circle in a small tree.
 #[test]
 fn the_checker_finds_an_upward_import_and_a_circle() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
-    let write = |p: &str, t: &str| {
-        let p = src.join(p);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, t).unwrap();
-    };
+    let write = |p: &str, t: &str| write_file(src, p, t);
     write(
         "lib.rs",
         "pub mod kernels;\npub mod model;\npub use error::{Error, Result};\n",
@@ -638,11 +641,7 @@ fn only_the_io_module_touches_the_file_system() {
 fn the_file_system_check_finds_a_direct_open() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
-    let write = |p: &str, t: &str| {
-        let p = src.join(p);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, t).unwrap();
-    };
+    let write = |p: &str, t: &str| write_file(src, p, t);
     write("lib.rs", "pub mod io;\npub mod text;\n");
     write(
         "io/mod.rs",

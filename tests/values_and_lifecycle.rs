@@ -92,6 +92,19 @@ fn a_dev_set_on_which_the_metric_is_undefined_is_refused_not_scored_zero() {
     }
 }
 
+/// `corpus` prepared beside it (in `s/`) with a vocabulary of `vocab` and `len`-token examples.
+fn prepared(corpus: &Path, vocab: &str, len: &str) -> std::path::PathBuf {
+    let out = corpus.with_file_name("s");
+    ok(bin()
+        .args(["prepare", "--input"])
+        .arg(corpus)
+        .args(["--train-vocab", vocab, "--max-seq-len", len, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap());
+    out
+}
+
 #[test]
 fn special_token_strings_in_raw_text_are_text() {
     let dir = tempfile::tempdir().unwrap();
@@ -101,14 +114,7 @@ fn special_token_strings_in_raw_text_are_text() {
         text += &format!("The word [MASK] and [CLS] or [SEP] with [PAD] appear in line {i}.\n\n");
     }
     std::fs::write(&corpus, text).unwrap();
-    let out = dir.path().join("s");
-    ok(bin()
-        .args(["prepare", "--input"])
-        .arg(&corpus)
-        .args(["--train-vocab", "200", "--max-seq-len", "32", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap());
+    let out = prepared(&corpus, "200", "32");
     let set = trueneg::text::shards::ShardSet::open(&out).unwrap();
     let s = set.manifest.special_ids;
     for i in 0..set.len() {
@@ -334,14 +340,7 @@ fn a_corpus_of_special_token_strings_trains_and_a_run_that_died_before_its_first
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("c.txt");
     std::fs::write(&corpus, "[MASK] [CLS] [SEP] [PAD]\n\n".repeat(300)).unwrap();
-    let shards = dir.path().join("s");
-    ok(bin()
-        .args(["prepare", "--input"])
-        .arg(&corpus)
-        .args(["--train-vocab", "100", "--max-seq-len", "16", "--out"])
-        .arg(&shards)
-        .output()
-        .unwrap());
+    let shards = prepared(&corpus, "100", "16");
     let run = dir.path().join("run");
     // What a process killed before its first step leaves: the run's files, no metrics line.
     std::fs::create_dir_all(&run).unwrap();
