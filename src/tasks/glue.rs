@@ -69,7 +69,9 @@ enum Col {
     Pos(usize),
 }
 
-/// Reads one GLUE file. Labels are optional (GLUE's test files have none).
+/// Reads one GLUE file. Labels are optional (GLUE's test files have none). An example's id is
+/// its `index` (or `id`) column; without one, rows are numbered as GLUE's submission files
+/// number them, 0 to N − 1 in file order.
 pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
     match task {
         GlueTask::CadSentiment | GlueTask::CadNli => {
@@ -125,8 +127,6 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
         if line.is_empty() {
             continue;
         }
-        // Without an `index` column, rows are numbered as GLUE's submission files number them:
-        // 0 to N − 1 in file order.
         let row = out.len();
         let f: Vec<&str> = line.split('\t').collect();
         // Every row has the header's columns (CoLA, without a header: its four). A missing or
