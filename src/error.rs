@@ -45,13 +45,18 @@ pub fn one_line(text: &str) -> String {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    let line = joined.join("; ");
-    let n = line.chars().count();
-    if n <= MAX_LINE {
-        return line;
+    shorten(&joined.join("; "), MAX_LINE)
+}
+
+/// `text` cut to at most `max` characters (`max` ≥ 4): its first three quarters and its last
+/// quarter around "…", so that both a long value's start and its end stay readable.
+pub fn shorten(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_string();
     }
-    let head: String = line.chars().take(MAX_LINE * 3 / 4).collect();
-    let tail: String = line.chars().skip(n - MAX_LINE / 4 + 1).collect();
+    let head: String = text.chars().take(max * 3 / 4).collect();
+    let tail: String = text.chars().skip(n - (max - max * 3 / 4) + 1).collect();
     format!("{head}…{tail}")
 }
 
@@ -182,4 +187,20 @@ pub(crate) fn bridge_call(
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     let text = String::from_utf8_lossy(&buf[..end]);
     Err(text.lines().next().unwrap_or(fallback).trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_text_keeps_its_start_and_end_within_the_bound() {
+        let text: String = (0..1000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let s = super::shorten(&text, 120);
+        assert_eq!(s.chars().count(), 120);
+        assert!(s.starts_with(&text[..90]) && s.ends_with(&text[text.len() - 29..]));
+        assert_eq!(super::shorten("short", 120), "short");
+        let lines = super::one_line("first\n\n  second  \nthird");
+        assert_eq!(lines, "first; second; third");
+    }
 }

@@ -22,16 +22,7 @@ pub use read::{limit, read_json};
 pub use std::fs::File;
 pub use write::{write_atomic, write_json};
 
-/// `text` shortened to at most 120 characters for an error line (its end kept after "…").
+/// `text` (a value read from a file) shortened to at most 120 characters for an error line.
 pub fn short(text: &str) -> String {
-    const MAX: usize = 120;
-    if text.chars().count() <= MAX {
-        return text.to_string();
-    }
-    let head: String = text.chars().take(MAX - 20).collect();
-    let tail: String = {
-        let t: Vec<char> = text.chars().rev().take(19).collect();
-        t.into_iter().rev().collect()
-    };
-    format!("{head}…{tail}")
+    crate::error::shorten(text, 120)
 }
