@@ -63,8 +63,8 @@ pub struct TensorMap {
 /// The file's header is checked against its length before anything is read
 /// ([`crate::io::tensor_file`]), and the tensors are read from a memory map.
 pub fn read_safetensors(path: &Path) -> Result<TensorMap> {
-    let file = crate::io::tensor_file::open(path)?;
-    let st = SafeTensors::deserialize(&file.map).map_err(|e| {
+    let map = crate::io::tensor_file::open(path)?;
+    let st = SafeTensors::deserialize(&map).map_err(|e| {
         Error::Checkpoint(format!(
             "{}: not a valid safetensors file ({e})",
             path.display()

@@ -8,20 +8,6 @@ use std::path::Path;
 
 use crate::{Error, Result};
 
-/// What the header says of one tensor.
-#[derive(Clone, Debug)]
-pub struct TensorEntry {
-    pub name: String,
-    pub dtype: String,
-    pub shape: Vec<usize>,
-}
-
-/// A checked safetensors file: its header's entries and the mapped bytes.
-pub struct TensorFile {
-    pub entries: Vec<TensorEntry>,
-    pub map: memmap2::Mmap,
-}
-
 fn bad(path: &Path, why: impl std::fmt::Display) -> Error {
     Error::Checkpoint(format!(
         "{}: not a valid safetensors file ({why})",
@@ -41,7 +27,7 @@ fn dtype_bytes(dtype: &str) -> Option<u64> {
 }
 
 /// Reads and checks the header of `path` (see the module's doc), then maps the file.
-pub fn open(path: &Path) -> Result<TensorFile> {
+pub fn open(path: &Path) -> Result<memmap2::Mmap> {
     let mut f = super::read::open(path)?;
     let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
     let mut n = [0u8; 8];
@@ -63,7 +49,6 @@ pub fn open(path: &Path) -> Result<TensorFile> {
     let json: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&header).map_err(|e| bad(path, format!("header: {e}")))?;
     let data_len = len - 8 - header_len;
-    let mut entries = Vec::new();
     let mut covered = 0u64;
     for (name, v) in &json {
         if name == "__metadata__" {
@@ -91,11 +76,6 @@ pub fn open(path: &Path) -> Result<TensorFile> {
             ));
         }
         covered = covered.max(end);
-        entries.push(TensorEntry {
-            name: name.clone(),
-            dtype: entry.dtype,
-            shape: entry.shape,
-        });
     }
     if covered != data_len {
         return Err(bad(
@@ -107,7 +87,7 @@ pub fn open(path: &Path) -> Result<TensorFile> {
     if map.len() as u64 != len {
         return Err(bad(path, "the file changed while it was read"));
     }
-    Ok(TensorFile { entries, map })
+    Ok(map)
 }
 
 #[derive(serde::Deserialize)]
