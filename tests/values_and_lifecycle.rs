@@ -207,6 +207,17 @@ fn held_out_shards_must_be_other_text_of_the_same_length() {
     }
 }
 
+/// Resumes `run` to step 9, which must succeed; its stderr.
+fn resumed_to_step_nine(run: &Path) -> String {
+    let out = resume_cmd(run)
+        .args(["--set", "train.steps=9"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    err
+}
+
 #[test]
 fn a_checkpoint_holding_nan_is_skipped_on_resume_and_never_written() {
     let dir = tempfile::tempdir().unwrap();
@@ -244,12 +255,7 @@ fn a_checkpoint_holding_nan_is_skipped_on_resume_and_never_written() {
     )
     .unwrap();
     std::fs::write(&last, st).unwrap();
-    let out = resume_cmd(&run)
-        .args(["--set", "train.steps=9"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let err = resumed_to_step_nine(&run);
     assert!(
         err.contains("non-finite") && err.contains("step-00000006"),
         "{err}"
@@ -367,12 +373,7 @@ fn a_checkpoint_whose_state_names_another_step_is_skipped() {
         serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
     s["step"] = 5.into();
     std::fs::write(&state, s.to_string()).unwrap();
-    let out = resume_cmd(&run)
-        .args(["--set", "train.steps=9"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let err = resumed_to_step_nine(&run);
     assert!(
         err.contains("field `step` is 5, the folder is step 6"),
         "{err}"
