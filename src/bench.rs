@@ -12,7 +12,7 @@
 //!   adds Hard Correction on `L_G`.
 //!
 //! Both: AdamW (lr 5e-4, wd 0.01 on all parameters, ε 1e-6). One step = the training step
-//! `pretrain` runs (`train::step::step_loss`: forward + loss) + backward + optimizer update +
+//! `pretrain` runs (`MaskedLmStep::loss_on_device`: forward + loss) + backward + optimizer update +
 //! reading the loss.
 
 use std::time::Instant;
@@ -32,12 +32,21 @@ use crate::text::masking::Masked;
 use crate::train::config::{ModelKind, ModelSection, PretrainConfig};
 use crate::train::model::PretrainModel;
 use crate::train::optimizer::{AdamW, AdamWConfig, Grads, MultiTensor};
-use crate::train::step::{step_loss_uploaded, upload};
+use crate::train::steps::masked_lm::{MaskedLmStep, MaskingContext};
+use crate::train::steps::upload::upload;
 
 pub const VOCAB: usize = 30522;
 pub const BATCH: usize = 16;
 pub const SEQ: usize = 128;
 pub const MASKED_PER_SEQ: usize = 19;
+/// BERT's special ids in its 30522-token vocabulary.
+const BENCH_SPECIAL: crate::text::tokenizer::SpecialIds = crate::text::tokenizer::SpecialIds {
+    pad: 0,
+    unk: 100,
+    cls: 101,
+    sep: 102,
+    mask: 103,
+};
 
 /// The sizes `torch_bench.py` takes: `--layers`, `--batch` (and `--amp bf16` ↔ `Bf16`).
 #[derive(Clone, Copy, Debug)]
@@ -155,7 +164,7 @@ fn fixed_batch(spec: &BenchSpec, rng: &mut ChaCha8Rng) -> (Batch, Masked) {
 }
 
 /// Runs `warmup` untimed and `steps` timed steps of each objective on `device` (an autodiff
-/// device): the training step `pretrain` runs ([`step_loss`]), on one fixed batch. With several
+/// device): the training step `pretrain` runs ([`MaskedLmStep`]), on one fixed batch. With several
 /// objectives, each has its own model and optimizer (same initial weights) and their steps are
 /// interleaved, so slow drifts of the machine hit all alike.
 pub fn run_bench(
@@ -193,7 +202,12 @@ pub fn run_bench(
             // Peaks of the timed steps only (and the recording), as torch_electra_bench.py's.
             crate::kernels::cuda_graph::memory_peaks(device, true);
         }
-        for (j, (cfg, objective, model, opt)) in runners.iter_mut().enumerate() {
+        for (j, r) in runners.iter_mut().enumerate() {
+            let Runner {
+                step: train,
+                model,
+                opt,
+            } = r;
             let sync = || {
                 if spec.sync_phases {
                     device.sync().expect("device sync");
@@ -206,7 +220,7 @@ pub fn run_bench(
             let (mut t_fwd, mut t_bwd) = (t0.elapsed(), t0.elapsed());
             let run = || {
                 let up = uploaded.clone();
-                let l = step_loss_uploaded(model, cfg, objective, &batch, &masked, up, device);
+                let l = train.loss_on_device(model, &batch, &masked, up, device);
                 let loss = terms::objectives(std::slice::from_ref(&l)).remove(0);
                 sync();
                 t_fwd = t0.elapsed();
@@ -274,13 +288,20 @@ fn counted<T>(on: bool, ops: &mut Option<OpCounts>, work: impl FnOnce() -> T) ->
     Ok(out)
 }
 
-/// One model and optimizer per objective, from the same initial weights.
+/// One objective's masked-LM step, model and optimizer.
+struct Runner {
+    step: MaskedLmStep,
+    model: PretrainModel,
+    opt: AdamW,
+}
+
+/// One runner per objective, from the same initial weights.
 fn runners(
     device: &Device,
     spec: &BenchSpec,
     objectives: &[ObjectiveKind],
     table: &SynonymTable,
-) -> crate::Result<Vec<(PretrainConfig, Objective, PretrainModel, AdamW)>> {
+) -> crate::Result<Vec<Runner>> {
     let mut runners = Vec::new();
     for &kind in objectives {
         let cfg = bench_pretrain_config(spec, kind);
@@ -303,7 +324,14 @@ fn runners(
             ..Default::default()
         });
         let model = PretrainModel::new(&cfg, VOCAB, device);
-        runners.push((cfg, objective, model, opt));
+        // The batch is masked once by `fixed_batch`: the step's own masking is not used.
+        let context = MaskingContext {
+            masking: cfg.masking.clone(),
+            special: BENCH_SPECIAL,
+            vocab: VOCAB,
+        };
+        let step = MaskedLmStep::new(context, objective, cfg.train.disc_weight);
+        runners.push(Runner { step, model, opt });
     }
     Ok(runners)
 }

@@ -17,7 +17,7 @@ use trueneg::text::masking::mask_batch;
 use trueneg::text::shards::ShardSet;
 use trueneg::train::config::PretrainConfig;
 use trueneg::train::model::PretrainModel;
-use trueneg::train::step::step_loss;
+use trueneg::train::steps::masked_lm::{MaskedLmStep, MaskingContext};
 
 /// The toy: `L_toy = mean_k |E[y_k]|²` over the masked positions (the squared norm of the gold
 /// tokens' embedding rows), in the loss as `+ weight · L_toy`, logged as `toy_loss`; it counts
@@ -81,6 +81,11 @@ fn a_new_objective_is_one_part_and_the_loop_handles_its_terms() {
     let objective = Objective {
         parts: vec![Box::new(EmbeddingNorm { weight: 0.25 })],
     };
+    let step = MaskedLmStep::new(
+        MaskingContext::of(&cfg, &shards),
+        objective,
+        cfg.train.disc_weight,
+    );
     let mut stream = BatchStream::new(&shards, 1, 8, DataPosition::default());
     let batch = stream.next_batch().unwrap();
     let special = shards.manifest.special_ids;
@@ -93,7 +98,7 @@ fn a_new_objective_is_one_part_and_the_loop_handles_its_terms() {
     );
 
     // One replica: the term is logged by name and joins the loss with its weight.
-    let whole = step_loss(&model, &cfg, &objective, &batch, &m, &device);
+    let whole = step.loss_of(&model, &batch, &m, &device);
     let names: Vec<&str> = whole.logged.iter().map(|(n, _)| *n).collect();
     assert_eq!(names, ["mlm_loss", "mlm_accuracy", "toy_loss"]);
     let objective_value = terms::objectives(std::slice::from_ref(&whole)).remove(0);
@@ -126,7 +131,7 @@ fn a_new_objective_is_one_part_and_the_loop_handles_its_terms() {
         .into_iter()
         .map(|rows| {
             let mr = m.rows(batch.len, rows.clone());
-            step_loss(&model, &cfg, &objective, &batch.rows(rows), &mr, &device)
+            step.loss_of(&model, &batch.rows(rows), &mr, &device)
         })
         .collect();
     let shares = terms::objectives(&halves);
@@ -141,7 +146,7 @@ fn a_new_objective_is_one_part_and_the_loop_handles_its_terms() {
     assert_eq!(split.counters, v.counters);
 
     // The window's values come from the part itself.
-    let w = objective.window_metrics(&v.counters);
+    let w = step.objective.window_metrics(&v.counters);
     let even = m.labels.iter().filter(|&&y| y % 2 == 0).count() as f64;
     assert_eq!(w["toy_even_share"], even / m.labels.len() as f64);
 }

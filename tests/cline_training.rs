@@ -261,7 +261,7 @@ fn the_code_variants_run_on_bert_and_bad_combinations_are_refused() {
     c.arg("--set")
         .arg(format!("data.shards={}", cline_data().display()));
     let e = fails(c.output().unwrap());
-    assert!(e.contains("objective.kind = \"cline\""), "{e}");
+    assert!(e.contains("holds sentence triples"), "{e}");
 }
 
 #[test]
@@ -581,9 +581,9 @@ fn cline_on_two_replicas_trains_like_one_device() {
 
 #[test]
 fn the_papers_detection_labels_every_real_token() {
-    use trueneg::text::batches::ClineBatch;
     use trueneg::text::shards::ClineRecord;
-    use trueneg::train::cline_step::every_token_labels;
+    use trueneg::train::steps::cline::every_token_labels;
+    use trueneg::train::steps::triples::TripleBatch;
     // [CLS] a b [SEP] / [CLS] a c d [SEP]: one candidate replaced in each side.
     let r = ClineRecord {
         ori: vec![2, 10, 11, 3],
@@ -592,7 +592,7 @@ fn the_papers_detection_labels_every_real_token() {
         syn_labels: vec![-100, 0, 1, -100],
         ant_labels: vec![-100, 2, -100, -100, -100],
     };
-    let cb = ClineBatch::new(&[r], 0);
+    let cb = TripleBatch::new(&[r], 0);
     assert_eq!(
         cb.labels,
         vec![-100, 0, 1, -100, -100, -100, 2, -100, -100, -100]

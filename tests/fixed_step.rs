@@ -185,7 +185,7 @@ fn recording_and_fixed_shapes_refuse_what_they_cannot_train() {
     let cases: [(&[&str], &str); 5] = [
         (
             &["train.static_shapes=true", "objective.kind=cline"],
-            "field `train.static_shapes` = true trains the masked-LM step",
+            "field `train.static_shapes` = true needs a step with a fixed-shape form",
         ),
         (
             &["train.cuda_graph=true"],

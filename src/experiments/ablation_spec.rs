@@ -108,7 +108,11 @@ impl AblationSpec {
                 "--objectives: include baseline (the reference of every paired difference)".into(),
             );
         }
-        if let Some(k) = self.objectives.iter().find(|k| k.trains_on_triples()) {
+        if let Some(k) = self
+            .objectives
+            .iter()
+            .find(|k| k.data() == crate::text::shards::DataKind::Triples)
+        {
             return bad(format!(
                 "--objectives: {} trains on sentence triples; compare it with `trueneg cline-compare`",
                 k.name()

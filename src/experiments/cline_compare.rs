@@ -122,7 +122,8 @@ fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<
         if cfg.optimizer.warmup_steps >= o.steps {
             cfg.optimizer.warmup_steps = o.steps / 10;
         }
-        if arm == "baseline" && cfg.objective.kind.trains_on_triples() {
+        if arm == "baseline" && cfg.objective.kind.data() == crate::text::shards::DataKind::Triples
+        {
             return Err(Error::Config(format!(
                 "{}: the base run is a CLINE run; start from a run of another objective",
                 o.base_run.display()

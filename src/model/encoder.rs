@@ -23,7 +23,7 @@ pub(crate) fn normal_init() -> Initializer {
     }
 }
 
-pub(crate) fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
+pub fn linear(d_in: usize, d_out: usize, device: &Device) -> Linear {
     Linear {
         weight: normal_init().init([d_in, d_out], device),
         bias: Some(Param::from_tensor(Tensor::zeros([d_out], device))),

@@ -71,7 +71,7 @@ impl RtdHead {
         Self::with_outputs(c, 1, device)
     }
 
-    /// The same head with `outputs` logits per token (CLINE's three-way detection).
+    /// The same head with `outputs` logits per token (a three-way detection).
     pub fn with_outputs(c: &super::EncoderConfig, outputs: usize, device: &Device) -> Self {
         Self {
             dense: linear(c.hidden_size, c.hidden_size, device),
@@ -100,54 +100,6 @@ impl RtdHead {
             &format!("{prefix}.dense_prediction"),
             &mut self.prediction,
         );
-    }
-}
-
-/// Name prefix of CLINE's own parameters in a checkpoint (left out of exports).
-pub const CLINE_PREFIX: &str = "cline.";
-
-/// CLINE's parameters beside the encoder: a detection head (dense → GELU → 1 or 3 logits per
-/// token; absent when an ELECTRA discriminator's own head does binary detection), a tanh pooler
-/// on [CLS] (the `bce` contrast only) and the learned loss weights s_i (`learned` only).
-#[derive(Module, Debug)]
-pub struct ClineHeads {
-    pub detection: Option<RtdHead>,
-    pub pooler: Option<Linear>,
-    pub loss_weights: Option<Param<Tensor<1>>>,
-}
-
-impl ClineHeads {
-    /// `outputs`: detection logits per token, `None` for no head of its own.
-    pub fn new(
-        c: &super::EncoderConfig,
-        outputs: Option<usize>,
-        pooler: bool,
-        learned_weights: bool,
-        device: &Device,
-    ) -> Self {
-        Self {
-            detection: outputs.map(|n| RtdHead::with_outputs(c, n, device)),
-            pooler: pooler.then(|| linear(c.hidden_size, c.hidden_size, device)),
-            loss_weights: learned_weights.then(|| Param::from_tensor(Tensor::zeros([3], device))),
-        }
-    }
-
-    /// tanh(W·h + b) of [batch, hidden] rows.
-    pub fn pool(&self, cls: Tensor<2>) -> Tensor<2> {
-        let pooler = self.pooler.as_ref().expect("a pooler for the bce contrast");
-        pooler.forward(cls).tanh()
-    }
-
-    pub fn walk(&mut self, w: &mut dyn ParamWalker) {
-        if let Some(d) = &mut self.detection {
-            d.walk_as("cline.detection", w);
-        }
-        if let Some(p) = &mut self.pooler {
-            walk_linear(w, "cline.pooler.dense", p);
-        }
-        if let Some(s) = &mut self.loss_weights {
-            w.vector("cline.loss_weights", s);
-        }
     }
 }
 

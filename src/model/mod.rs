@@ -8,6 +8,7 @@ pub mod footprint;
 pub mod heads;
 pub mod params;
 pub mod precision;
+pub mod step_heads;
 
 pub use crate::kernels::dropout::seed;
 pub(crate) use crate::kernels::host_ids;

@@ -19,8 +19,6 @@
 //! s_i per term, `L = Σ_i exp(−s_i) L_i + max(s_i, 0)`, trained with the model. `fixed`:
 //! L = λ1 L_MLM + λ2 L_RTD + λ3 L_cts.
 
-use crate::model::EncoderConfig;
-use crate::model::heads::ClineHeads;
 use burn::prelude::*;
 use burn::tensor::activation::{log_softmax, relu};
 use serde::{Deserialize, Serialize};
@@ -101,23 +99,6 @@ impl Default for ClineLossConfig {
 }
 
 impl ClineLossConfig {
-    /// CLINE's heads beside an `encoder`: a detection head of its own unless an ELECTRA
-    /// discriminator's head does the binary detection, the pooler for `bce`, the learned weights.
-    pub fn heads(&self, encoder: &EncoderConfig, electra: bool, device: &Device) -> ClineHeads {
-        let outputs = match self.cline_rtd {
-            ClineRtd::ThreeWay => Some(3),
-            ClineRtd::Binary | ClineRtd::BinaryAll if electra => None,
-            ClineRtd::Binary | ClineRtd::BinaryAll => Some(1),
-        };
-        ClineHeads::new(
-            encoder,
-            outputs,
-            self.cline_contrast == ClineContrast::Bce,
-            self.cline_weights == ClineWeights::Learned,
-            device,
-        )
-    }
-
     pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
         let l = &self.cline_lambdas;
         if l.iter().all(|l| l.is_finite() && *l >= 0.0) && l.iter().any(|l| *l > 0.0) {

@@ -1,6 +1,6 @@
 //! Training objectives, one file each with its formula in its doc comment, and their registry.
 //!
-//! The masked-LM step (BERT's MLM, ELECTRA's generator and discriminator, `train::step`)
+//! The masked-LM step (BERT's MLM, ELECTRA's generator and discriminator, `train::steps::masked_lm`)
 //! computes `L_mlm` and, for ELECTRA, `λ·L_D`; a true-negative objective is a [`Part`] of that
 //! step: it may weight the masked positions of `L_mlm` (Hard Correction), add terms to the loss
 //! (Soft Regularization), relabel the discriminator's tokens, and report its own counts. Its
@@ -32,7 +32,7 @@ use crate::model::Inputs;
 use crate::text::SynonymTable;
 use crate::text::batches::Batch;
 use crate::text::masking::Masked;
-use crate::text::shards::ShardSet;
+use crate::text::shards::{DataKind, ShardSet};
 use crate::{Error, Result};
 
 /// Which objective a run trains with (`objective.kind`).
@@ -50,7 +50,7 @@ pub enum ObjectiveKind {
     #[serde(rename = "hc+sr")]
     HcSr,
     /// CLINE (Wang et al., 2021): MLM + detection + contrast on synonym / antonym sentences
-    /// (needs a corpus from `prepare --cline`; its own step, `train::cline_step`).
+    /// (needs a corpus from `prepare --cline`; its own step, `train::steps::cline`).
     #[serde(rename = "cline")]
     Cline,
 }
@@ -122,10 +122,14 @@ impl ObjectiveKind {
         self.has(hard_correction::NAME)
     }
 
-    /// Whether the kind trains on sentence triples (`prepare --cline`) with a step of its own
-    /// (CLINE's, `train::cline_step`) instead of the masked-LM step and its parts.
-    pub fn trains_on_triples(self) -> bool {
-        self == Self::Cline
+    /// The data the kind trains on: packed examples (the masked-LM step and its parts), or
+    /// sentence triples (`prepare --cline`) with a step of their own (`train::steps`).
+    pub fn data(self) -> DataKind {
+        if self == Self::Cline {
+            DataKind::Triples
+        } else {
+            DataKind::Packed
+        }
     }
 }
 
@@ -185,19 +189,6 @@ impl ObjectiveConfig {
         self.sr.validate()?;
         self.sr_sent.validate()?;
         self.cline.validate()
-    }
-
-    /// The heads the objective adds beside the network (CLINE's, for a step on triples), for
-    /// an encoder `encoder` of an ELECTRA model (`electra`) or a BERT one.
-    pub fn heads(
-        &self,
-        encoder: &crate::model::EncoderConfig,
-        electra: bool,
-        device: &Device,
-    ) -> Option<crate::model::heads::ClineHeads> {
-        self.kind
-            .trains_on_triples()
-            .then(|| self.cline.heads(encoder, electra, device))
     }
 
     /// The paths among the values, to be made absolute with the rest of the config.

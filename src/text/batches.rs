@@ -6,7 +6,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::examples::Example;
-use super::shards::{ClineRecord, ShardSet};
+use super::shards::ShardSet;
 
 /// Host-side batch, row-major [batch, len], padded with `pad` to the longest example.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,9 +104,14 @@ impl<'a> BatchStream<'a> {
         self.order.shuffle(&mut rng);
     }
 
+    /// The corpus it reads.
+    pub fn shards(&self) -> &'a ShardSet {
+        self.shards
+    }
+
     /// The example indices of the next batch (wrapping into a new, reshuffled epoch when one
     /// runs out).
-    fn next_indices(&mut self) -> Vec<usize> {
+    pub fn next_indices(&mut self) -> Vec<usize> {
         let mut out = Vec::with_capacity(self.batch_size);
         while out.len() < self.batch_size {
             if self.position.index >= self.order.len() {
@@ -133,78 +138,5 @@ impl<'a> BatchStream<'a> {
             &examples,
             self.shards.manifest.special_ids.pad,
         ))
-    }
-
-    /// The next batch of a CLINE corpus (each record checked).
-    pub fn next_cline_batch(&mut self) -> crate::Result<ClineBatch> {
-        let records = self
-            .next_indices()
-            .into_iter()
-            .map(|i| self.shards.check(i).map(|()| self.shards.get_cline(i)))
-            .collect::<crate::Result<Vec<ClineRecord>>>()?;
-        Ok(ClineBatch::new(
-            &records,
-            self.shards.manifest.special_ids.pad,
-        ))
-    }
-}
-
-/// A CLINE batch: x_ori, x_syn and x_ant of the same sentences, all padded to one length.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ClineBatch {
-    pub ori: Batch,
-    pub syn: Batch,
-    pub ant: Batch,
-    /// Detection labels of the x_syn rows then the x_ant rows, [2 · batch, len]: 0 / 1 / 2,
-    /// −100 on special tokens, non-candidates and padding.
-    pub labels: Vec<i64>,
-}
-
-impl ClineBatch {
-    /// Triples `rows` of the batch (a data-parallel replica's share), at the same length.
-    pub fn rows(&self, rows: std::ops::Range<usize>) -> ClineBatch {
-        let (n, len) = (self.ori.batch, self.ori.len);
-        let labels =
-            |from: usize| self.labels[(from + rows.start) * len..(from + rows.end) * len].to_vec();
-        ClineBatch {
-            ori: self.ori.rows(rows.clone()),
-            syn: self.syn.rows(rows.clone()),
-            ant: self.ant.rows(rows.clone()),
-            labels: [labels(0), labels(n)].concat(),
-        }
-    }
-
-    pub fn new(records: &[ClineRecord], pad: u32) -> Self {
-        let len = records
-            .iter()
-            .flat_map(|r| [r.ori.len(), r.syn.len(), r.ant.len()])
-            .max()
-            .unwrap_or(0);
-        let side = |f: fn(&ClineRecord) -> &Vec<u32>| {
-            let ex: Vec<Example> = records
-                .iter()
-                .map(|r| Example {
-                    tokens: f(r).clone(),
-                    segment_a_len: f(r).len(),
-                })
-                .collect();
-            Batch::padded_to(&ex, pad, len)
-        };
-        let mut labels = vec![-100i64; 2 * records.len() * len];
-        let rows = records.iter().map(|r| &r.syn_labels);
-        for (row, lab) in rows
-            .chain(records.iter().map(|r| &r.ant_labels))
-            .enumerate()
-        {
-            for (t, &l) in lab.iter().enumerate() {
-                labels[row * len + t] = l as i64;
-            }
-        }
-        Self {
-            ori: side(|r| &r.ori),
-            syn: side(|r| &r.syn),
-            ant: side(|r| &r.ant),
-            labels,
-        }
     }
 }

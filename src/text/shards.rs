@@ -22,6 +22,25 @@ use crate::{Error, Result};
 pub const MANIFEST: &str = "manifest.json";
 pub const FORMAT_VERSION: u32 = 1;
 
+/// What a corpus's records hold, and so which training step trains on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataKind {
+    /// Packed examples of one or two segments (`prepare`).
+    Packed,
+    /// Sentence triples: a sentence, its synonym and its antonym version (`prepare --cline`).
+    Triples,
+}
+
+impl DataKind {
+    /// What it is, and the command that makes it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Packed => "packed examples (`trueneg prepare`)",
+            Self::Triples => "sentence triples (`trueneg prepare --cline`)",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShardInfo {
     pub file: String,
@@ -414,6 +433,15 @@ impl ShardSet {
     /// Whether this is a CLINE corpus (records read with [`ShardSet::get_cline`]).
     pub fn is_cline(&self) -> bool {
         self.manifest.cline.is_some()
+    }
+
+    /// What its records hold.
+    pub fn holds(&self) -> DataKind {
+        if self.is_cline() {
+            DataKind::Triples
+        } else {
+            DataKind::Packed
+        }
     }
 
     fn record(&self, i: usize) -> &[u8] {

@@ -193,12 +193,17 @@ fn fixed_step_rules(cfg: &PretrainConfig, records: bool) -> Vec<Rule> {
     let key = ["train.static_shapes", "train.cuda_graph"][records as usize];
     let device = t.devices.first().unwrap_or(&t.device);
     let on = |ok: bool| !(t.static_shapes || records) || ok;
+    let step = super::steps::kind_of(cfg);
     vec![
         rule(
             key,
             "true",
-            on(!cfg.objective.kind.trains_on_triples()),
-            "trains the masked-LM step; CLINE's sentence triples take their own step (set it to false)",
+            on(step.recordable()),
+            format!(
+                "needs a step with a fixed-shape form; objective.kind = {:?} trains {}, which has none (set it to false)",
+                cfg.objective.kind.name(),
+                step.name()
+            ),
         ),
         rule(
             key,

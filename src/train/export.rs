@@ -39,9 +39,9 @@ pub fn export_run(
         super::run::run_tokenizer(run)?;
     }
     let mut ck = load_checkpoint(run, step)?;
-    // CLINE's detection head, pooler and loss weights have no place in transformers' classes.
-    ck.model
-        .retain(|k, _| !k.starts_with(crate::model::heads::CLINE_PREFIX));
+    // A step's own heads (detection, pooler, loss weights) have no place in transformers'
+    // classes.
+    ck.model.retain(|k, _| !super::steps::is_head_tensor(k));
     let vocab = ck
         .model
         .get("electra.embeddings.word_embeddings.weight")

@@ -1,5 +1,6 @@
 //! The fixed-shape training step (`train.static_shapes`), and the same step recorded once as a
-//! CUDA graph and replayed (`train.cuda_graph`).
+//! CUDA graph and replayed (`train.cuda_graph`): a wrapper around the micro-steps of any step
+//! that has a fixed-shape form (`TrainingStep::fixed`; the masked-LM step's is described here).
 //!
 //! A recorded step replays the same kernels on the same memory, so everything that changes
 //! from step to step must be a value in a buffer the graph reads, never a shape, a host number
@@ -26,38 +27,55 @@
 //! (the logged values, the gradient norm) live in the graph's memory: the loop reads them
 //! before the next replay, and the window's counters are copied out each step.
 
-use burn::prelude::*;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-
+use super::micro_steps::{MicroAt, MicroOutcome};
 use super::replicas::Replicas;
-use super::step::{StepInputs, Uploaded, micro_seed, step_loss_uploaded, upload};
+use super::steps::upload::Uploaded;
 use crate::kernels::cuda_graph::{self, CudaGraph};
-use crate::objective::terms::{self, Pending, WindowCounts};
-use crate::text::batches::BatchStream;
-use crate::text::masking::mask_batch;
+use crate::objective::terms::Pending;
 use crate::{Error, Result};
 
 /// Steps run as they are before the step is recorded: LibTorch's lazy set-up, cuBLAS
 /// workspaces, the optimizer's flat buffers and Hard Correction's table exist by then.
 pub const WARMUP: usize = 3;
 
-/// A micro-step's outputs: its logged values and (the last micro-step's) the gradient norm,
-/// on the device.
-type Outputs = (Pending, Option<Tensor<1>>);
+/// Where a fixed-shape step keeps its inputs: every micro-batch is copied into the first one's
+/// device tensors (LibTorch devices), so a recorded step reads the new values.
+pub struct Pinned {
+    /// Slots per sequence.
+    pub slots: usize,
+    /// Whether inputs are rewritten in place (LibTorch devices).
+    in_place: bool,
+    /// The first micro-batch's inputs.
+    inputs: Option<Uploaded>,
+}
+
+impl Pinned {
+    /// The inputs the step runs on: the first micro-batch's tensors with `new` copied into
+    /// them (LibTorch devices), else `new`.
+    pub fn inputs_for(&mut self, new: Uploaded) -> Uploaded {
+        if !self.in_place {
+            return new;
+        }
+        match &self.inputs {
+            Some(fixed) => {
+                fixed.copy_from(&new);
+                fixed.clone()
+            }
+            None => {
+                self.inputs = Some(new.clone());
+                new
+            }
+        }
+    }
+}
 
 /// The fixed-shape step of a run (see the module documentation).
 pub struct FixedStep {
-    /// Slots per sequence.
-    slots: usize,
-    /// The first step's inputs, into which later batches are copied (LibTorch devices).
-    inputs: Option<Uploaded>,
-    /// Whether parameters, moments and inputs are rewritten in place (LibTorch devices).
-    in_place: bool,
+    pub pinned: Pinned,
     graph: Option<CudaGraph>,
-    /// The recorded step's outputs, rewritten by each replay.
-    recorded: Option<Outputs>,
-    /// Steps this process has run.
+    /// The recorded micro-step's outputs, rewritten by each replay.
+    recorded: Option<MicroOutcome>,
+    /// Micro-steps this process has run.
     done: usize,
 }
 
@@ -70,8 +88,8 @@ pub fn records(cfg: &super::config::PretrainConfig) -> bool {
 
 /// [`records`] for a build that can record CUDA graphs or not (`graphs`): unset, where the
 /// recorded step can train the config (`PretrainConfig::recordable`: one `libtorch-cuda`
-/// device, the masked-LM step with every count on the device, no gradient accumulation; and,
-/// [`FixedStep::new`], a world of one process).
+/// device, a step with a fixed-shape form and every count on the device, no gradient
+/// accumulation; and, [`FixedStep::new`], a world of one process).
 pub fn records_where(cfg: &super::config::PretrainConfig, graphs: bool) -> bool {
     cfg.train
         .cuda_graph
@@ -99,114 +117,58 @@ impl FixedStep {
         }
         let device = &replicas.devices[0];
         Ok(Some(Self {
-            slots: cfg.masking.max_predictions.min(cfg.data.max_seq_len),
-            inputs: None,
-            in_place: cuda_graph::in_place(device),
+            pinned: Pinned {
+                slots: cfg.masking.max_predictions.min(cfg.data.max_seq_len),
+                in_place: cuda_graph::in_place(device),
+                inputs: None,
+            },
             graph: records.then(|| CudaGraph::new(device)).transpose()?,
             recorded: None,
             done: 0,
         }))
     }
 
-    /// One training step at learning rate `lr`: the step's micro-batches read from `stream`,
-    /// masked and padded, copied into the step's inputs; forward, backward and the update
-    /// (recorded or replayed where the run records). Returns the micro-steps' logged values
-    /// and the gradient norm (on the device), the masked positions and the tokens.
-    pub fn step(
+    /// Runs micro-step `at`'s `work` (forward, backward and, at the last micro-step, the
+    /// update): its draws seeded and, at the first micro-step, the parameters staged for the
+    /// learning rate outside the recorded work; then as it is, recorded, or replayed. The
+    /// outcome's counters are copied out of the step's memory (which a replay rewrites).
+    pub fn run(
         &mut self,
-        inp: &StepInputs,
-        step: u64,
-        lr: f64,
-        stream: &mut BatchStream,
+        at: &MicroAt,
         replicas: &mut Replicas,
-        counts: &mut WindowCounts,
-    ) -> Result<(Vec<Pending>, Option<Tensor<1>>, usize, usize)> {
-        let cfg = inp.cfg;
-        let device = replicas.devices[0].clone();
-        let (mut masked, mut tokens) = (0, 0);
-        let (mut micro, mut grads) = (Vec::new(), None::<super::optimizer::Grads>);
-        let accum = cfg.train.grad_accum;
-        let mut norm = None;
-        for k in 0..accum {
-            let seed = micro_seed(cfg, step, k);
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let batch = stream.next_batch()?;
-            let m = mask_batch(&batch, &cfg.masking, &inp.special, inp.vocab, &mut rng);
-            masked += m.positions.len();
-            tokens += batch.batch * batch.len;
-            let total = batch.batch;
-            let rows = replicas.rows(total);
-            let batch = batch.rows(rows.clone());
-            let m = m.rows(batch.len, rows).padded(&batch, self.slots);
-            let up = self.inputs_for(upload(&batch, &m, &device));
-            replicas.seed(seed);
-            if self.in_place && k == 0 {
-                replicas.opt.stage(lr, &device);
-            }
-            let last = k + 1 == accum;
-            let mut run = |replicas: &mut Replicas| -> Result<Outputs> {
-                let losses = replicas.forward_seeded(total, |model, device, _| {
-                    step_loss_uploaded(model, cfg, inp.objective, &batch, &m, up.clone(), device)
-                });
-                let objectives = replicas.objectives(&losses)?;
-                let g = replicas.backward(&objectives)?;
-                let values = terms::pending(&losses, &objectives);
-                match &mut grads {
-                    Some(a) => a.accumulate(g),
-                    None => grads = Some(g),
-                }
-                if !last {
-                    return Ok((values, None));
-                }
-                let g = grads.take().expect("this micro-step's gradients");
-                let o = &cfg.optimizer;
-                Ok((values, replicas.update(g, accum, o.max_grad_norm, lr)))
-            };
-            let (values, n) = match (&self.graph, &self.recorded) {
-                (Some(g), Some(outputs)) => {
-                    g.replay()?;
-                    outputs.clone()
-                }
-                (Some(g), None) if self.done >= WARMUP => {
-                    let outputs = g.record(|| run(replicas))??;
-                    self.recorded = Some(outputs.clone());
-                    outputs
-                }
-                _ => run(replicas)?,
-            };
-            norm = n;
-            micro.push(self.counted(values, counts));
+        work: impl FnOnce(&mut Replicas) -> Result<MicroOutcome>,
+    ) -> Result<MicroOutcome> {
+        let lr = at.lr;
+        replicas.seed(at.seed);
+        if self.pinned.in_place && at.index == 0 {
+            let device = replicas.devices[0].clone();
+            replicas.opt.stage(lr, &device);
         }
+        let outcome = match (&self.graph, &self.recorded) {
+            (Some(g), Some(recorded)) => {
+                g.replay()?;
+                recorded.clone()
+            }
+            (Some(g), None) if self.done >= WARMUP => {
+                let recorded = g.record(|| work(replicas))??;
+                self.recorded = Some(recorded.clone());
+                recorded
+            }
+            _ => work(replicas)?,
+        };
         self.done += 1;
-        Ok((micro, norm, masked, tokens))
+        Ok(MicroOutcome {
+            values: copied_counters(outcome.values),
+            grad_norm: outcome.grad_norm,
+        })
     }
+}
 
-    /// The inputs the step runs on: the first step's tensors with `new` copied into them
-    /// (LibTorch devices), else `new`.
-    fn inputs_for(&mut self, new: Uploaded) -> Uploaded {
-        if !self.in_place {
-            return new;
-        }
-        match &self.inputs {
-            Some(fixed) => {
-                fixed.copy_from(&new);
-                fixed.clone()
-            }
-            None => {
-                self.inputs = Some(new.clone());
-                new
-            }
-        }
-    }
-
-    /// Adds a micro-step's counters to the window's, copied out of the step's memory (which a
-    /// replay rewrites), and returns its other values.
-    fn counted(&self, mut values: Pending, counts: &mut WindowCounts) -> Pending {
-        let own = std::mem::take(&mut values.counters)
-            .into_iter()
-            .map(|(k, t)| (k, t.add_scalar(0)))
-            .collect();
-        counts.add(own);
-        values
-    }
+/// `values` with its counters copied into new tensors.
+fn copied_counters(mut values: Pending) -> Pending {
+    values.counters = std::mem::take(&mut values.counters)
+        .into_iter()
+        .map(|(k, t)| (k, t.add_scalar(0)))
+        .collect();
+    values
 }

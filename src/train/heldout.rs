@@ -20,26 +20,27 @@ use rand_chacha::ChaCha8Rng;
 
 use super::config::PretrainConfig;
 use super::model::PretrainModel;
-use super::step::step_loss;
-use crate::objective::Objective;
+use super::steps::TrainingStep;
 use crate::objective::terms::{StepValues, combine, objectives};
-use crate::text::batches::Batch;
-use crate::text::masking::{Masked, mask_batch};
 use crate::text::shards::{Manifest, ShardSet};
 use crate::{Error, Result};
 
 /// The seed of the held-out masks and draws (any fixed number: the same every evaluation).
 const EVAL_SEED: u64 = 0x5EED_E7A1;
 
-/// The held-out batches of a run, masked once.
-pub struct HeldOut {
-    batches: Vec<(Batch, Masked)>,
+/// The held-out micro-batches of a run's step, read and masked once.
+pub struct HeldOut<B> {
+    batches: Vec<B>,
 }
 
-impl HeldOut {
-    /// The held-out batches of `cfg` (`None` when `train.eval_every` is 0), checked against
-    /// the training shards' tokenizer (`train`).
-    pub fn open(cfg: &PretrainConfig, train: &Manifest) -> Result<Option<Self>> {
+impl<B> HeldOut<B> {
+    /// The held-out batches of `cfg` for its step `step` (`None` when `train.eval_every` is
+    /// 0), checked against the training shards (`train`).
+    pub fn open<S: TrainingStep<Batch = B>>(
+        cfg: &PretrainConfig,
+        train: &ShardSet,
+        step: &S,
+    ) -> Result<Option<Self>> {
         let (every, Some(dir)) = (cfg.train.eval_every, &cfg.data.eval_shards) else {
             return Ok(None);
         };
@@ -47,13 +48,22 @@ impl HeldOut {
             return Ok(None);
         }
         let shards = ShardSet::open(dir)?;
-        if shards.manifest.tokenizer_fingerprint != train.tokenizer_fingerprint {
+        if shards.manifest.tokenizer_fingerprint != train.manifest.tokenizer_fingerprint {
             return Err(Error::Config(format!(
                 "field `data.eval_shards`: {} was prepared with another tokenizer than the \
                  training shards; prepare it with theirs (`prepare --tokenizer`)",
                 dir.display()
             )));
         }
+        if shards.holds() != train.holds() {
+            return Err(Error::Config(format!(
+                "field `data.eval_shards`: {} holds {}, the training shards {}",
+                dir.display(),
+                shards.holds().describe(),
+                train.holds().describe()
+            )));
+        }
+        let train = &train.manifest;
         check_held_out(&shards.manifest, train, dir)?;
         let size = cfg.data.batch_size;
         let n = (shards.len() / size).min(cfg.train.eval_batches);
@@ -64,39 +74,32 @@ impl HeldOut {
                 shards.len()
             )));
         }
-        let special = shards.manifest.special_ids;
-        let vocab = train.vocab_size;
         let mut batches = Vec::with_capacity(n);
         for b in 0..n {
-            let examples = (b * size..(b + 1) * size)
-                .map(|i| shards.check(i).map(|()| shards.get(i)))
-                .collect::<Result<Vec<_>>>()?;
-            let batch = Batch::from_examples(&examples, special.pad);
+            let indices: Vec<usize> = (b * size..(b + 1) * size).collect();
             let mut rng = ChaCha8Rng::seed_from_u64(EVAL_SEED ^ b as u64);
-            let m = mask_batch(&batch, &cfg.masking, &special, vocab, &mut rng);
-            batches.push((batch, m));
+            batches.push(step.batch(&shards, &indices, &mut rng)?);
         }
         Ok(Some(Self { batches }))
     }
 
     /// The held-out figures of `model` (on `device`, without autodiff), named `eval_…`.
-    pub fn evaluate(
+    pub fn evaluate<S: TrainingStep<Batch = B>>(
         &self,
         model: &PretrainModel,
-        cfg: &PretrainConfig,
-        objective: &Objective,
+        step: &S,
         device: &Device,
     ) -> Result<BTreeMap<String, serde_json::Value>> {
         let mut total = StepValues::default();
-        for (b, (batch, m)) in self.batches.iter().enumerate() {
+        for (b, batch) in self.batches.iter().enumerate() {
             crate::model::seed(device, EVAL_SEED ^ ((b as u64) << 8));
-            let loss = [step_loss(model, cfg, objective, batch, m, device)];
+            let loss = [step.loss(model, batch, device)];
             total.add(combine(&loss, &objectives(&loss)));
         }
         let mut out: BTreeMap<String, serde_json::Value> = total
             .logged_values()
             .into_iter()
-            .chain(objective.window_metrics(&total.counters))
+            .chain(step.window_metrics(&total.counters))
             .map(|(k, v)| (format!("eval_{k}"), v))
             .collect();
         out.insert("eval_loss".into(), serde_json::json!(total.mean_loss()));

@@ -4,8 +4,8 @@
 //!
 //! The estimate counts, in f32 values, each encoder's parameters and activations
 //! ([`crate::model::footprint`]) on every replica, AdamW's two moments, and the MLM head on the
-//! masked positions (2·(E + vocab) each); a step on sentence triples encodes three sentences
-//! a row.
+//! masked positions (2·(E + vocab) each), times the sentences the step encodes a row
+//! ([`super::steps::StepKind::sentences_per_row`]).
 //!
 //! It is a floor, not a bound: the allocator's slack and transient copies come on top.
 
@@ -22,12 +22,7 @@ pub fn estimate(cfg: &PretrainConfig, vocab: usize) -> f64 {
     let replicas = cfg.replica_devices().len().max(1) as f64;
     let rows = (cfg.data.batch_size as f64 / replicas).ceil();
     let len = cfg.data.max_seq_len as f64;
-    // A step on triples encodes three sentences a row.
-    let sentences = if cfg.objective.kind.trains_on_triples() {
-        3.0
-    } else {
-        1.0
-    };
+    let sentences = super::steps::kind_of(cfg).sentences_per_row();
     let mut encoders = vec![cfg.model.encoder(vocab)];
     if cfg.model.kind == ModelKind::Electra {
         encoders.push(cfg.model.generator(vocab));

@@ -1,7 +1,6 @@
 //! Training: configuration, optimizer and schedule, the pre-training loop, checkpoints.
 
 pub mod checkpoint;
-pub mod cline_step;
 pub mod config;
 pub mod config_rules;
 pub mod default_data;
@@ -12,6 +11,7 @@ pub mod grads;
 pub mod heldout;
 pub mod memory;
 pub mod metrics;
+pub mod micro_steps;
 pub mod model;
 pub mod model_card;
 pub mod optimizer;
@@ -22,7 +22,7 @@ pub mod replicas;
 pub mod run;
 pub mod start;
 pub mod stats;
-pub mod step;
+pub mod steps;
 
 pub use config::PretrainConfig;
 pub use pretrain::{RunOptions, pretrain, pretrain_in};

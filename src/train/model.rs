@@ -5,8 +5,8 @@ use burn::prelude::*;
 use super::config::{ModelKind, PretrainConfig};
 use crate::interop::tensors::{Loader, TensorMap};
 use crate::interop::{read_hf_config, read_safetensors};
-use crate::model::heads::{CLINE_PREFIX, ClineHeads};
 use crate::model::params::ParamWalker;
+use crate::model::step_heads::StepHeads;
 use crate::model::{BertMlm, Electra, EncoderConfig, Inputs};
 use crate::{Error, Result};
 
@@ -35,11 +35,11 @@ impl Net {
     }
 }
 
-/// The network and the heads its objective adds (CLINE's heads and loss weights).
+/// The network and the parameters its training step adds beside it (`train::steps`).
 #[derive(Debug, Clone)]
 pub struct PretrainModel {
     pub net: Net,
-    pub cline: Option<ClineHeads>,
+    pub heads: Option<Box<dyn StepHeads>>,
 }
 
 impl PretrainModel {
@@ -54,9 +54,8 @@ impl PretrainModel {
                 device,
             )),
         };
-        let electra = cfg.model.kind == ModelKind::Electra;
-        let cline = cfg.objective.heads(&encoder, electra, device);
-        Self { net, cline }
+        let heads = super::steps::kind_of(cfg).heads(cfg, &encoder, device);
+        Self { net, heads }
     }
 
     /// The same parameters without autodiff: no gradients are kept and dropout is off.
@@ -66,8 +65,13 @@ impl PretrainModel {
                 Net::Bert(b) => Net::Bert(b.clone().valid()),
                 Net::Electra(e) => Net::Electra(e.clone().valid()),
             },
-            cline: self.cline.clone().map(|c| c.valid()),
+            heads: self.heads.as_ref().map(|h| h.valid()),
         }
+    }
+
+    /// The step's heads as the type `H` it made them (`None`: no heads, or others).
+    pub fn heads<H: StepHeads>(&self) -> Option<&H> {
+        self.heads.as_ref()?.as_any().downcast_ref()
     }
 
     pub fn is_electra(&self) -> bool {
@@ -83,8 +87,8 @@ impl PretrainModel {
 
     pub fn walk(&mut self, w: &mut dyn ParamWalker) {
         self.walk_net(w);
-        if let Some(c) = &mut self.cline {
-            c.walk(w);
+        if let Some(h) = &mut self.heads {
+            h.walk(w);
         }
     }
 
@@ -100,8 +104,8 @@ impl PretrainModel {
         self.load_from(map, device, true)
     }
 
-    /// Sets the network's parameters from `map` (`model.init_from`): CLINE's heads keep their
-    /// fresh values, and CLINE tensors in `map` are not used.
+    /// Sets the network's parameters from `map` (`model.init_from`): the step's heads keep
+    /// their fresh values, and step heads' tensors in `map` are not used.
     pub fn load_init(&mut self, map: &TensorMap, device: &Device) -> Result<()> {
         self.load_from(map, device, false)
     }
@@ -116,7 +120,7 @@ impl PretrainModel {
         let used = loader.finish()?;
         if let Some(extra) = map.tensors.keys().find(|k| {
             !used.contains(*k)
-                && (heads || !k.starts_with(CLINE_PREFIX))
+                && (heads || !super::steps::is_head_tensor(k))
                 && !k.ends_with("position_ids")
                 && !k.contains("decoder.weight")
                 && !k.contains("generator_lm_head.weight")

@@ -221,10 +221,10 @@ impl Flat {
     }
 }
 
-/// Biases, LayerNorm parameters and CLINE's loss weights s_i (decay would pull every weight
-/// exp(−s_i) toward 1) take no weight decay.
+/// Biases, LayerNorm parameters and what a training step declares
+/// ([`super::steps::StepKind::no_decay`]) take no weight decay.
 fn no_decay(name: &str) -> bool {
-    name.ends_with(".bias") || name.contains("LayerNorm") || name == "cline.loss_weights"
+    name.ends_with(".bias") || name.contains("LayerNorm") || super::steps::no_decay(name)
 }
 
 impl AdamW {

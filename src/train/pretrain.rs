@@ -11,24 +11,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 
 use super::checkpoint::{self, TrainState, WindowTotals};
-use super::cline_step::cline_step_loss;
 use super::config::PretrainConfig;
 use super::fixed_step::FixedStep;
 use super::heldout::HeldOut;
+use super::micro_steps::{LoopSettings, StepRun, train_step};
 use super::model::PretrainModel;
-use super::optimizer::{AdamW, Grads, scheduled_lr};
+use super::optimizer::{AdamW, scheduled_lr};
 use super::replicas::Replicas;
 use super::start::{METRICS, Start, forget_unstarted, start_point, write_run_files};
-use super::step::{StepInputs, micro_seed, step_loss};
+use super::steps::{TrainingStep, WithStep, kind_of, with_step};
 use crate::dist::Group;
-use crate::objective::terms::{self, Pending, WindowCounts, add_counters};
-use crate::objective::{Objective, Setup};
+use crate::objective::Setup;
+use crate::objective::terms::{Pending, WindowCounts, add_counters};
 use crate::text::batches::BatchStream;
-use crate::text::masking::mask_batch;
 use crate::text::shards::ShardSet;
 use crate::{Error, Result};
 
@@ -82,8 +79,8 @@ fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
     crate::io::write_atomic(path, kept.as_bytes())
 }
 
-/// Refuses shards the config cannot train on (vocabulary, length, packed examples or CLINE
-/// triples), naming the field and the folder.
+/// Refuses shards the config cannot train on (vocabulary, length, the kind of data its step
+/// trains on), naming the field and the folder.
 fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
     let vocab = shards.manifest.vocab_size;
     let len = shards.manifest.max_seq_len;
@@ -106,90 +103,17 @@ fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
             cfg.data.max_seq_len,
         )));
     }
-    let cline = cfg.objective.kind.trains_on_triples();
-    if cline != shards.is_cline() {
-        return Err(Error::Config(if cline {
-            format!(
-                "field `objective.kind` is \"cline\", but {dir} holds packed examples; make sentence triples with `trueneg prepare --cline`"
-            )
-        } else {
-            format!(
-                "{dir} holds CLINE sentence triples (`prepare --cline`); they train only with objective.kind = \"cline\""
-            )
-        }));
+    let step = kind_of(cfg);
+    if step.data() != shards.holds() {
+        return Err(Error::Config(format!(
+            "field `objective.kind` is {:?}: {} trains on {}, but {dir} holds {}",
+            cfg.objective.kind.name(),
+            step.name(),
+            step.data().describe(),
+            shards.holds().describe()
+        )));
     }
     Ok(())
-}
-
-/// One step's micro-steps: masked micro-batches → each replica's loss → summed gradients.
-/// Returns the gradients, the micro-steps' values (still on the device; their counters join
-/// the window's `counts`), the step's masked positions and its tokens.
-fn micro_steps(
-    inp: &StepInputs,
-    step: u64,
-    stream: &mut BatchStream,
-    replicas: &mut Replicas,
-    counts: &mut WindowCounts,
-) -> Result<(Grads, Vec<Pending>, usize, usize)> {
-    let cfg = inp.cfg;
-    let cline = cfg.objective.kind.trains_on_triples();
-    let (mut grads, mut t) = (None::<Grads>, Vec::new());
-    let (mut masked, mut tokens) = (0, 0);
-    for micro in 0..cfg.train.grad_accum {
-        let step_seed = micro_seed(cfg, step, micro);
-        let mut rng = ChaCha8Rng::seed_from_u64(step_seed);
-        // The whole micro-batch is masked as one; each replica takes its rows.
-        let losses = if cline {
-            let cb = stream.next_cline_batch()?;
-            let m = mask_batch(&cb.ori, &cfg.masking, &inp.special, inp.vocab, &mut rng);
-            let len = cb.ori.len;
-            masked += m.positions.len();
-            tokens += cb.ori.batch * len;
-            replicas.forward(step_seed, cb.ori.batch, |model, device, rows| {
-                let m = m.rows(len, rows.clone());
-                cline_step_loss(model, cfg, &cb.rows(rows), &m, device)
-            })
-        } else {
-            let batch = stream.next_batch()?;
-            let m = mask_batch(&batch, &cfg.masking, &inp.special, inp.vocab, &mut rng);
-            masked += m.positions.len();
-            tokens += batch.batch * batch.len;
-            replicas.forward(step_seed, batch.batch, |model, device, rows| {
-                let m = m.rows(batch.len, rows.clone());
-                step_loss(model, cfg, inp.objective, &batch.rows(rows), &m, device)
-            })
-        };
-        let objectives = replicas.objectives(&losses)?;
-        let g = replicas.backward(&objectives)?;
-        match &mut grads {
-            None => grads = Some(g),
-            Some(a) => a.accumulate(g),
-        }
-        let mut values = terms::pending(&losses, &objectives);
-        counts.add(std::mem::take(&mut values.counters));
-        t.push(values);
-    }
-    let grads = grads.expect("grad_accum is at least 1");
-    Ok((grads, t, masked, tokens))
-}
-
-/// Step `step` at learning rate `lr`: the fixed-shape (or recorded) step where the run has one,
-/// else the micro-steps and the update. Returns the micro-steps' values and the gradient norm
-/// (on the device), the masked positions and the tokens.
-fn train_step(
-    inp: &StepInputs,
-    (step, lr): (u64, f64),
-    fixed: Option<&mut FixedStep>,
-    (stream, counts): (&mut BatchStream, &mut WindowCounts),
-    replicas: &mut Replicas,
-) -> Result<(Vec<Pending>, Option<burn::Tensor<1>>, usize, usize)> {
-    if let Some(f) = fixed {
-        return f.step(inp, step, lr, stream, replicas, counts);
-    }
-    let (grads, micro, masked, tokens) = micro_steps(inp, step, stream, replicas, counts)?;
-    let (accum, max_norm) = (inp.cfg.train.grad_accum, inp.cfg.optimizer.max_grad_norm);
-    let norm = replicas.update(grads, accum, max_norm, lr);
-    Ok((micro, norm, masked, tokens))
 }
 
 /// Progress of a run: `metrics.jsonl` lines, the bar or plain log lines, tokens/s over the
@@ -392,7 +316,14 @@ pub fn pretrain_in(
     } else {
         Ok(())
     };
-    let r = files.and_then(|()| run_steps(cfg, shards, opts, start, replicas));
+    let ready = Ready {
+        cfg,
+        shards,
+        opts,
+        start,
+        replicas,
+    };
+    let r = files.and_then(|()| train_run(ready));
     if r.is_err() && !opts.resume && main {
         forget_unstarted(run);
     }
@@ -423,91 +354,130 @@ fn process_devices(cfg: &PretrainConfig, group: Option<&Group>) -> Result<Vec<St
 
 /// What a step leaves on the device for the loop to read at a logging or checkpoint step.
 struct StepRead {
+    /// The step just done (1-based).
+    done: u64,
     micro: Vec<Pending>,
     grad_norm: Option<burn::Tensor<1>>,
     lr: f64,
 }
 
-/// Reads step `done`'s values and the window's counters (`counts` into `window`) and makes its
-/// metrics (their `tokens_per_s` is the caller's, timed after this read, which waits for the
-/// device: a recorded step's replay is queued without waiting, so a clock read before it would
-/// miss the window's last step); a loss that is not finite stops the run (`run`'s last
-/// checkpoint is named).
-fn read_step(
+/// A logging window: its counters on the device (read into `totals.counters` when it is read)
+/// and what the host has counted.
+struct Window {
+    counts: WindowCounts,
+    totals: WindowTotals,
+}
+
+/// Reads step `r.done`'s values and the window's counters and makes its metrics (their
+/// `tokens_per_s` is the caller's, timed after this read, which waits for the device: a
+/// recorded step's replay is queued without waiting, so a clock read before it would miss the
+/// window's last step); a loss that is not finite stops the run (`run`'s last checkpoint is
+/// named).
+fn read_step<S: TrainingStep>(
     r: StepRead,
     replicas: &Replicas,
-    objective: &Objective,
-    (counts, window): (&mut WindowCounts, &mut WindowTotals),
-    (run, done): (&Path, u64),
+    step: &S,
+    window: &mut Window,
+    run: &Path,
 ) -> Result<StepMetrics> {
     let t = replicas.read(r.micro)?;
-    add_counters(&mut window.counters, &replicas.read_counts(counts)?);
+    let counters = replicas.read_counts(&mut window.counts)?;
+    add_counters(&mut window.totals.counters, &counters);
     let loss = t.mean_loss();
     if !loss.is_finite() {
-        return Err(diverged(run, done, loss));
+        return Err(diverged(run, r.done, loss));
     }
     let mut terms = t.logged_values();
-    terms.extend(objective.window_metrics(&window.counters));
+    terms.extend(step.window_metrics(&window.totals.counters));
     Ok(StepMetrics {
-        step: done,
+        step: r.done,
         loss,
         terms,
         lr: r.lr,
         grad_norm: r
             .grad_norm
             .map_or(0.0, |n| crate::kernels::read_floats(n)[0]),
-        masked: window.masked,
+        masked: window.totals.masked,
         tokens_per_s: 0.0,
     })
 }
 
-/// The steps from `start` to `train.steps`: the loop, its metrics, checkpoints and plot.
-fn run_steps(
-    cfg: &PretrainConfig,
-    shards: &ShardSet,
-    opts: &RunOptions,
+/// A run about to train: what the loop needs besides its step.
+struct Ready<'a> {
+    cfg: &'a PretrainConfig,
+    shards: &'a ShardSet,
+    opts: &'a RunOptions,
     start: TrainState,
-    mut replicas: Replicas,
-) -> Result<RunSummary> {
+    replicas: Replicas,
+}
+
+impl WithStep for Ready<'_> {
+    type Output = RunSummary;
+
+    fn run<S: TrainingStep>(self, step: S) -> Result<RunSummary> {
+        run_steps(&step, self)
+    }
+}
+
+/// The steps from `start` to `train.steps` with the run's training step: built here (its
+/// objective set up with the run's shards and folder), then [`run_steps`].
+fn train_run(ready: Ready) -> Result<RunSummary> {
+    let (cfg, shards) = (ready.cfg, ready.shards);
+    let mut setup = Setup {
+        shards: Some(shards),
+        run: Some(&ready.opts.run_dir),
+        synonyms: None,
+        read_only: !ready.replicas.is_main(),
+    };
+    with_step(cfg, shards, &mut setup, ready)
+}
+
+/// The steps from `start` to `train.steps` with `train`: the loop, its metrics, checkpoints
+/// and plot.
+fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
+    let Ready {
+        cfg,
+        shards,
+        opts,
+        start,
+        mut replicas,
+    } = ready;
     let run = &opts.run_dir;
-    let objective = Objective::build(
-        &cfg.objective,
-        &mut Setup {
-            shards: Some(shards),
-            run: Some(run),
-            synonyms: None,
-            read_only: !replicas.is_main(),
-        },
-    )?;
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, start.data);
     let total = cfg.train.steps;
     let main = replicas.is_main();
     let mut log = Log::open(opts, cfg, start.step, main)?;
     let heldout = if main {
-        HeldOut::open(cfg, &shards.manifest)?
+        HeldOut::open(cfg, shards, train)?
     } else {
         None
     };
-    let inputs = StepInputs {
-        cfg,
-        objective: &objective,
-        special: shards.manifest.special_ids,
-        vocab: shards.manifest.vocab_size,
+    let settings = LoopSettings {
+        seed: cfg.train.seed,
+        grad_accum: cfg.train.grad_accum,
+        max_grad_norm: cfg.optimizer.max_grad_norm,
     };
-    let mut window = start.window;
-    // The window's counters on the device; read into `window.counters` when it is read.
-    let mut counts = WindowCounts::default();
+    let mut window = Window {
+        counts: WindowCounts::default(),
+        totals: start.window,
+    };
     let mut last = None;
     let mut fixed = FixedStep::new(cfg, &replicas)?;
     for step in start.step..total {
         let lr = scheduled_lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
-        let feed = (&mut stream, &mut counts);
-        let (micro, grad_norm, masked, tokens) =
-            train_step(&inputs, (step, lr), fixed.as_mut(), feed, &mut replicas)?;
-        log.rate_tokens += tokens;
+        let at = StepRun {
+            step,
+            lr,
+            settings: &settings,
+            stream: &mut stream,
+            counts: &mut window.counts,
+            fixed: fixed.as_mut(),
+        };
+        let outcome = train_step(train, at, &mut replicas)?;
+        log.rate_tokens += outcome.tokens;
         let done = step + 1;
-        window.masked += masked;
-        window.steps += 1;
+        window.totals.masked += outcome.masked;
+        window.totals.steps += 1;
         let stopping = replicas.any(opts.stop.is_some_and(|s| s.load(Ordering::SeqCst)))?;
         let log_now = done % cfg.train.log_every == 0 || done == total;
         let save_now = done % cfg.train.checkpoint_every == 0 || done == total || stopping;
@@ -518,25 +488,23 @@ fn run_steps(
             continue;
         }
         let read = StepRead {
-            micro,
-            grad_norm,
+            done,
+            micro: outcome.micro,
+            grad_norm: outcome.grad_norm,
             lr,
         };
-        let window_now = (&mut counts, &mut window);
-        let mut metrics = read_step(read, &replicas, &objective, window_now, (run, done))?;
+        let mut metrics = read_step(read, &replicas, train, &mut window, run)?;
         metrics.tokens_per_s = log.tokens_per_s(); // after the read waited for the device
         if let Some(h) = heldout
             .as_ref()
             .filter(|_| done % cfg.train.eval_every == 0)
         {
             let (model, device) = replicas.eval_model();
-            metrics
-                .terms
-                .extend(h.evaluate(&model, cfg, &objective, &device)?);
+            metrics.terms.extend(h.evaluate(&model, train, &device)?);
         }
         if log_now {
-            log.line(&metrics, &objective.progress(&window.counters))?;
-            window = WindowTotals::default();
+            log.line(&metrics, &train.progress(&window.totals.counters))?;
+            window.totals = WindowTotals::default();
         }
         log.tick(&metrics);
         if !main {
@@ -546,7 +514,12 @@ fn run_steps(
                 )));
             }
         } else if save_now {
-            let state = TrainState::new(done, stream.position, &shards.manifest, window.clone());
+            let state = TrainState::new(
+                done,
+                stream.position,
+                &shards.manifest,
+                window.totals.clone(),
+            );
             let dir = save_checkpoint(run, &state, &mut replicas, cfg.train.keep_checkpoints)?;
             if stopping && done < total {
                 log.bar.abandon();

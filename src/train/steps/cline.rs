@@ -1,4 +1,5 @@
-//! One CLINE micro-step (Wang et al., ACL 2021) on a batch of (x_ori, x_syn, x_ant) triples.
+//! CLINE's step (Wang et al., ACL 2021): a micro-step on a batch of (x_ori, x_syn, x_ant)
+//! sentence triples, with heads of its own ([`super::cline_heads`]).
 //!
 //! One batched forward pass of `[x_ori masked; x_syn; x_ant]` (and `x_ori` as it is, a fourth
 //! block, with `objective.cline_ori = "unmasked"`), then
@@ -10,21 +11,144 @@
 //!   ELECTRA discriminator's own head; three-way: CLINE's head);
 //! - L_cts: h_o, h_s, h_a the [CLS] vectors (`infonce`) or their tanh pooler outputs (`bce`).
 
-use burn::prelude::*;
+use std::ops::Range;
 
-use super::config::PretrainConfig;
-use super::model::{Net, PretrainModel};
-use super::step::{inputs, ints1};
-use crate::model::Inputs;
+use burn::prelude::*;
+use rand_chacha::ChaCha8Rng;
+
+use super::cline_heads::{LOSS_WEIGHTS, PREFIX, TripleHeads};
+use super::masked_lm::MaskingContext;
+use super::triples::TripleBatch;
+use super::upload::{inputs, ints1};
+use super::{MicroBatch, StepKind, TrainingStep};
+use crate::Result;
 use crate::model::heads::gather_rows;
+use crate::model::step_heads::StepHeads;
+use crate::model::{EncoderConfig, Inputs};
 use crate::objective::contrastive::{
     ClineContrast, ClineLossConfig, ClineOri, ClineRtd, ClineWeights, bce_contrast,
     binary_detection_loss, infonce_contrast, learned_coefficients, learned_regulariser, syn_closer,
     three_way_detection_loss,
 };
 use crate::objective::{Logged, StepLoss, Term, masked_cross_entropy};
-use crate::text::batches::{Batch, ClineBatch};
+use crate::text::batches::Batch;
 use crate::text::masking::Masked;
+use crate::text::shards::{DataKind, ShardSet};
+use crate::train::config::{ModelKind, PretrainConfig};
+use crate::train::model::{Net, PretrainModel};
+
+/// The step's declarations: sentence triples, its heads, three sentences a row.
+pub struct Kind;
+
+pub const KIND: Kind = Kind;
+
+impl StepKind for Kind {
+    fn name(&self) -> &'static str {
+        "CLINE's step"
+    }
+
+    fn data(&self) -> DataKind {
+        DataKind::Triples
+    }
+
+    fn heads(
+        &self,
+        cfg: &PretrainConfig,
+        encoder: &EncoderConfig,
+        device: &Device,
+    ) -> Option<Box<dyn StepHeads>> {
+        let electra = cfg.model.kind == ModelKind::Electra;
+        let heads = TripleHeads::new(&cfg.objective.cline, encoder, electra, device);
+        Some(Box::new(heads))
+    }
+
+    fn heads_prefix(&self) -> Option<&'static str> {
+        Some(PREFIX)
+    }
+
+    fn no_decay(&self, name: &str) -> bool {
+        name == LOSS_WEIGHTS
+    }
+
+    fn sentences_per_row(&self) -> f64 {
+        3.0
+    }
+}
+
+/// The step of a run: its masking and its loss settings.
+pub struct TripleStep {
+    context: MaskingContext,
+    loss: ClineLossConfig,
+}
+
+/// A micro-batch of triples, x_ori masked.
+#[derive(Clone)]
+pub struct MaskedTriples {
+    pub triples: TripleBatch,
+    pub masked: Masked,
+}
+
+impl MicroBatch for MaskedTriples {
+    fn rows(&self) -> usize {
+        self.triples.ori.batch
+    }
+
+    fn masked(&self) -> usize {
+        self.masked.positions.len()
+    }
+
+    fn tokens(&self) -> usize {
+        self.triples.ori.batch * self.triples.ori.len
+    }
+
+    fn take_rows(&self, rows: Range<usize>) -> Self {
+        Self {
+            masked: self.masked.rows(self.triples.ori.len, rows.clone()),
+            triples: self.triples.rows(rows),
+        }
+    }
+}
+
+impl TripleStep {
+    pub fn new(cfg: &PretrainConfig, context: MaskingContext) -> Self {
+        Self {
+            context,
+            loss: cfg.objective.cline.clone(),
+        }
+    }
+}
+
+impl TrainingStep for TripleStep {
+    type Batch = MaskedTriples;
+
+    fn kind(&self) -> &'static dyn StepKind {
+        &KIND
+    }
+
+    fn batch(
+        &self,
+        shards: &ShardSet,
+        indices: &[usize],
+        rng: &mut ChaCha8Rng,
+    ) -> Result<MaskedTriples> {
+        let records = indices
+            .iter()
+            .map(|&i| shards.check(i).map(|()| shards.get_cline(i)))
+            .collect::<Result<Vec<_>>>()?;
+        let triples = TripleBatch::new(&records, shards.manifest.special_ids.pad);
+        let masked = self.context.mask(&triples.ori, rng);
+        Ok(MaskedTriples { triples, masked })
+    }
+
+    fn loss(&self, model: &PretrainModel, b: &MaskedTriples, device: &Device) -> StepLoss {
+        triple_loss(model, &self.loss, &b.triples, &b.masked, device)
+    }
+}
+
+/// The step's heads in `model`.
+fn heads_of(model: &PretrainModel) -> &TripleHeads {
+    model.heads().expect("the step's heads")
+}
 
 /// Rows `from..to` of a [rows, len, hidden] tensor.
 fn rows(h: &Tensor<3>, from: usize, to: usize) -> Tensor<3> {
@@ -34,7 +158,7 @@ fn rows(h: &Tensor<3>, from: usize, to: usize) -> Tensor<3> {
 
 /// The sequences of the encoder pass, block by block, as one batch: x_ori (masked, or as it
 /// is for ELECTRA with `unmasked`), x_syn, x_ant, and for BERT with `unmasked` x_ori as it is.
-fn encoder_batch(model: &PretrainModel, unmasked: bool, cb: &ClineBatch, m: &Masked) -> Batch {
+fn encoder_batch(model: &PretrainModel, unmasked: bool, cb: &TripleBatch, m: &Masked) -> Batch {
     let ori_ids = if unmasked && model.is_electra() {
         &cb.ori.ids
     } else {
@@ -71,7 +195,7 @@ fn encoder_batch(model: &PretrainModel, unmasked: bool, cb: &ClineBatch, m: &Mas
 fn mlm_and_hidden(
     model: &PretrainModel,
     x: &Inputs,
-    cb: &ClineBatch,
+    cb: &TripleBatch,
     m: &Masked,
     device: &Device,
 ) -> (Tensor<2>, Tensor<3>) {
@@ -94,7 +218,7 @@ fn mlm_and_hidden(
 
 /// The paper's detection labels: every real token of x_syn and x_ant (attention mask 1,
 /// specials included, as ELECTRA's RTD) is labelled, those not replaced 0.
-pub fn every_token_labels(cb: &ClineBatch) -> Vec<i64> {
+pub fn every_token_labels(cb: &TripleBatch) -> Vec<i64> {
     let mask = cb.syn.attention_mask.iter().chain(&cb.ant.attention_mask);
     cb.labels
         .iter()
@@ -109,10 +233,10 @@ fn detection(
     model: &PretrainModel,
     o: &ClineLossConfig,
     h_sa: Tensor<3>,
-    cb: &ClineBatch,
+    cb: &TripleBatch,
     device: &Device,
 ) -> (Term, Tensor<1>) {
-    let heads = model.cline.as_ref().expect("CLINE heads");
+    let heads = heads_of(model);
     let (b, len) = (cb.ori.batch, cb.ori.len);
     let labels = match o.cline_rtd {
         ClineRtd::BinaryAll => every_token_labels(cb),
@@ -168,7 +292,7 @@ fn contrast(
     b: usize,
     ori_block: usize,
 ) -> (Term, Term) {
-    let heads = model.cline.as_ref().expect("CLINE heads");
+    let heads = heads_of(model);
     let [n, _, d] = h.dims();
     let cls = h.slice([0..n, 0..1, 0..d]).reshape([n, d]);
     let block = |k: usize| cls.clone().slice([k * b..(k + 1) * b, 0..d]);
@@ -197,7 +321,7 @@ fn weighting(
     terms: [&Term; 3],
     device: &Device,
 ) -> (Vec<Term>, Option<Tensor<1>>, Tensor<1>) {
-    let heads = model.cline.as_ref().expect("CLINE heads");
+    let heads = heads_of(model);
     match (o.cline_weights, &heads.loss_weights) {
         (ClineWeights::Learned, Some(s)) => {
             let s = s.val();
@@ -227,15 +351,14 @@ fn weighting(
     }
 }
 
-/// Forward pass and loss of one CLINE micro-batch; `m` masks `cb.ori`.
-pub fn cline_step_loss(
+/// Forward pass and loss of one micro-batch of triples; `m` masks `cb.ori`.
+fn triple_loss(
     model: &PretrainModel,
-    cfg: &PretrainConfig,
-    cb: &ClineBatch,
+    o: &ClineLossConfig,
+    cb: &TripleBatch,
     m: &Masked,
     device: &Device,
 ) -> StepLoss {
-    let o = &cfg.objective.cline;
     let b = cb.ori.batch;
     let unmasked = o.cline_ori == ClineOri::Unmasked;
     let all = encoder_batch(model, unmasked, cb, m);

@@ -1,0 +1,88 @@
+//! The heads of the step on sentence triples, beside the encoder: a detection head (dense →
+//! GELU → 1 or 3 logits per token; absent when an ELECTRA discriminator's own head does binary
+//! detection), a tanh pooler on [CLS] (the `bce` contrast only) and the learned loss weights
+//! s_i (`learned` only). Their parameters are named `cline.…` in checkpoints.
+
+use std::any::Any;
+
+use burn::module::{Module, Param};
+use burn::nn::Linear;
+use burn::prelude::*;
+
+use crate::model::EncoderConfig;
+use crate::model::encoder::linear;
+use crate::model::heads::RtdHead;
+use crate::model::params::{ParamWalker, walk_linear};
+use crate::model::step_heads::StepHeads;
+use crate::objective::{ClineContrast, ClineLossConfig, ClineRtd, ClineWeights};
+
+/// The parameters' name prefix.
+pub const PREFIX: &str = "cline";
+
+/// The learned loss weights' name: they take no weight decay (decay would pull every weight
+/// exp(−s_i) toward 1).
+pub const LOSS_WEIGHTS: &str = "cline.loss_weights";
+
+#[derive(Module, Debug)]
+pub struct TripleHeads {
+    pub detection: Option<RtdHead>,
+    pub pooler: Option<Linear>,
+    pub loss_weights: Option<Param<Tensor<1>>>,
+}
+
+impl TripleHeads {
+    /// The heads `o` asks for beside `encoder`: a detection head of its own unless an
+    /// ELECTRA discriminator's head (`electra`) does the binary detection, the pooler for
+    /// `bce`, the learned weights.
+    pub fn new(
+        o: &ClineLossConfig,
+        encoder: &EncoderConfig,
+        electra: bool,
+        device: &Device,
+    ) -> Self {
+        let outputs = match o.cline_rtd {
+            ClineRtd::ThreeWay => Some(3),
+            ClineRtd::Binary | ClineRtd::BinaryAll if electra => None,
+            ClineRtd::Binary | ClineRtd::BinaryAll => Some(1),
+        };
+        let (hidden, pooler) = (encoder.hidden_size, o.cline_contrast == ClineContrast::Bce);
+        let learned = o.cline_weights == ClineWeights::Learned;
+        Self {
+            detection: outputs.map(|n| RtdHead::with_outputs(encoder, n, device)),
+            pooler: pooler.then(|| linear(hidden, hidden, device)),
+            loss_weights: learned.then(|| Param::from_tensor(Tensor::zeros([3], device))),
+        }
+    }
+
+    /// tanh(W·h + b) of [batch, hidden] rows.
+    pub fn pool(&self, cls: Tensor<2>) -> Tensor<2> {
+        let pooler = self.pooler.as_ref().expect("a pooler for the bce contrast");
+        pooler.forward(cls).tanh()
+    }
+}
+
+impl StepHeads for TripleHeads {
+    fn walk(&mut self, w: &mut dyn ParamWalker) {
+        if let Some(d) = &mut self.detection {
+            d.walk_as(&format!("{PREFIX}.detection"), w);
+        }
+        if let Some(p) = &mut self.pooler {
+            walk_linear(w, &format!("{PREFIX}.pooler.dense"), p);
+        }
+        if let Some(s) = &mut self.loss_weights {
+            w.vector(LOSS_WEIGHTS, s);
+        }
+    }
+
+    fn valid(&self) -> Box<dyn StepHeads> {
+        Box::new(Module::valid(self))
+    }
+
+    fn boxed_clone(&self) -> Box<dyn StepHeads> {
+        Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,182 @@
+//! The training step as the unit of extension: what a step declares, what it does, and the
+//! registry that picks a run's step from its objective.
+//!
+//! A step is two things:
+//! - a [`StepKind`], what it declares before a run starts: the data it trains on, the heads it
+//!   adds beside the network (and how their parameters are named, decayed and exported), its
+//!   memory per row and whether it can be recorded as a CUDA graph. The model, the optimizer,
+//!   the memory estimate, the config rules and `export` ask the run's kind, never which it is;
+//! - a [`TrainingStep`], what it does each micro-step: read and mask its micro-batch, compute
+//!   its loss, and report its own metrics. The one micro-step loop (`train::micro_steps`), the
+//!   recorded step (`train::fixed_step`) and the held-out evaluation run any of them.
+//!
+//! The masked-LM step ([`masked_lm`]: BERT's MLM, ELECTRA's generator and discriminator, with
+//! the objective's parts) trains on packed examples; the step on sentence triples
+//! ([`cline`]) has heads and data of its own. Adding a step: a file here with both
+//! implementations and its row in [`KINDS`] and [`with_step`] (`docs/adding-an-objective.md`).
+
+pub mod cline;
+pub mod cline_heads;
+pub mod masked_lm;
+pub mod triples;
+pub mod upload;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use burn::prelude::*;
+use rand_chacha::ChaCha8Rng;
+
+use super::config::PretrainConfig;
+use super::model::PretrainModel;
+use crate::Result;
+use crate::model::EncoderConfig;
+use crate::model::step_heads::StepHeads;
+use crate::objective::{Counters, Setup, StepLoss};
+use crate::text::shards::{DataKind, ShardSet};
+
+/// What a kind of training step declares before a run starts (see the module documentation).
+pub trait StepKind: Sync {
+    /// The step's name in messages ("the masked-LM step").
+    fn name(&self) -> &'static str;
+
+    /// The data it trains on.
+    fn data(&self) -> DataKind;
+
+    /// The parameters it adds beside the network for the run `cfg` with encoder `encoder`
+    /// (`None`: none).
+    fn heads(
+        &self,
+        _cfg: &PretrainConfig,
+        _encoder: &EncoderConfig,
+        _device: &Device,
+    ) -> Option<Box<dyn StepHeads>> {
+        None
+    }
+
+    /// The name prefix of its heads' parameters (`prefix.` begins each name): they are saved
+    /// in checkpoints and left out of exports.
+    fn heads_prefix(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether its parameter `name` takes no weight decay (besides biases and LayerNorm).
+    fn no_decay(&self, _name: &str) -> bool {
+        false
+    }
+
+    /// Sentences each row encodes (the memory estimate's activations multiply by it).
+    fn sentences_per_row(&self) -> f64 {
+        1.0
+    }
+
+    /// Whether the step has a fixed-shape form (`train.static_shapes`) that a CUDA graph can
+    /// record (`train.cuda_graph`): [`TrainingStep::fixed`].
+    fn recordable(&self) -> bool {
+        false
+    }
+}
+
+/// Every kind of step.
+const KINDS: [&dyn StepKind; 2] = [&masked_lm::KIND, &cline::KIND];
+
+/// The step a run of `cfg` trains with: the one for the data its objective trains on.
+pub fn kind_of(cfg: &PretrainConfig) -> &'static dyn StepKind {
+    let data = cfg.objective.kind.data();
+    *KINDS
+        .iter()
+        .find(|k| k.data() == data)
+        .expect("every kind of data has its step")
+}
+
+/// Whether tensor `name` belongs to some step's heads (kept in checkpoints, not exported).
+pub fn is_head_tensor(name: &str) -> bool {
+    KINDS.iter().filter_map(|k| k.heads_prefix()).any(|p| {
+        name.strip_prefix(p)
+            .is_some_and(|rest| rest.starts_with('.'))
+    })
+}
+
+/// Whether parameter `name` takes no weight decay by some step's declaration.
+pub fn no_decay(name: &str) -> bool {
+    KINDS.iter().any(|k| k.no_decay(name))
+}
+
+/// A micro-batch a step has read and masked: what the loop splits among replicas.
+pub trait MicroBatch {
+    /// Its rows (sequences or triples).
+    fn rows(&self) -> usize;
+
+    /// Its masked positions.
+    fn masked(&self) -> usize;
+
+    /// Its tokens, padding included (the throughput's count).
+    fn tokens(&self) -> usize;
+
+    /// Rows `rows` of it (a data-parallel replica's share).
+    fn take_rows(&self, rows: Range<usize>) -> Self;
+}
+
+/// What a training step does each micro-step (see the module documentation).
+pub trait TrainingStep {
+    type Batch: MicroBatch;
+
+    /// What it declares.
+    fn kind(&self) -> &'static dyn StepKind;
+
+    /// Reads examples `indices` of `shards` and masks them with `rng`.
+    fn batch(
+        &self,
+        shards: &ShardSet,
+        indices: &[usize],
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Self::Batch>;
+
+    /// Forward pass and loss of `batch` on one replica's `model`.
+    fn loss(&self, model: &PretrainModel, batch: &Self::Batch, device: &Device) -> StepLoss;
+
+    /// The fixed-shape form of `batch` (this process's rows), its device tensors in `pinned`'s
+    /// memory: what a recorded step replays on. `None` where the step has none
+    /// ([`StepKind::recordable`]).
+    fn fixed(
+        &self,
+        _batch: Self::Batch,
+        _pinned: &mut super::fixed_step::Pinned,
+        _device: &Device,
+    ) -> Option<Self::Batch> {
+        None
+    }
+
+    /// The values it logs from the counts of a logging window.
+    fn window_metrics(&self, _counters: &Counters) -> BTreeMap<String, serde_json::Value> {
+        BTreeMap::new()
+    }
+
+    /// What a progress line shows of a logging window's counts besides the loss terms (each
+    /// note after two spaces).
+    fn progress(&self, _counters: &Counters) -> String {
+        String::new()
+    }
+}
+
+/// Work that runs with a run's training step, whichever it is.
+pub trait WithStep {
+    type Output;
+
+    fn run<S: TrainingStep>(self, step: S) -> Result<Self::Output>;
+}
+
+/// Builds the training step of `cfg` (the objective's parts set up with `setup`; the corpus's
+/// special ids and vocabulary from `shards`) and runs `work` with it.
+pub fn with_step<W: WithStep>(
+    cfg: &PretrainConfig,
+    shards: &ShardSet,
+    setup: &mut Setup,
+    work: W,
+) -> Result<W::Output> {
+    let context = masked_lm::MaskingContext::of(cfg, shards);
+    match kind_of(cfg).data() {
+        DataKind::Packed => work.run(masked_lm::MaskedLmStep::build(cfg, context, setup)?),
+        DataKind::Triples => work.run(cline::TripleStep::new(cfg, context)),
+    }
+}
