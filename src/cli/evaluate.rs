@@ -98,7 +98,7 @@ fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
 
 pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     use trueneg::attack::files::attack_table;
-    use trueneg::eval::evaluate::{evaluate_model, evaluation_files};
+    use trueneg::eval::evaluate::{Attack, EvalRequest, evaluate_model, evaluation_files};
     trueneg::device::device_for(&a.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
     if let Some(set) = &a.contrast {
         return contrast(&a, set, ui);
@@ -117,16 +117,16 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         files.push(a.out.join(format!("attack-{}.md", k.name())));
     }
     outputs.check(&files)?;
-    let original = evaluate_model(
-        &a.model,
-        &data,
-        &a.out,
-        None,
-        a.max_eval_examples,
-        &a.device,
-        ui.bars(),
-        &outputs,
-    )?;
+    let mut request = EvalRequest {
+        model: &a.model,
+        data: &data,
+        out: &a.out,
+        attack: None,
+        max_eval: a.max_eval_examples,
+        device: &a.device,
+        progress: ui.bars(),
+    };
+    let original = evaluate_model(&request, &outputs)?;
     for e in &original {
         if let Some(s) = &e.scores {
             println!(
@@ -142,16 +142,12 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         return Ok(());
     };
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
-    let attacked = evaluate_model(
-        &a.model,
-        &data,
-        &a.out,
-        Some((kind, &wn, a.seed)),
-        a.max_eval_examples,
-        &a.device,
-        ui.bars(),
-        &outputs,
-    )?;
+    request.attack = Some(Attack {
+        kind,
+        wordnet: &wn,
+        seed: a.seed,
+    });
+    let attacked = evaluate_model(&request, &outputs)?;
     let mut md = String::new();
     for (o, t) in original.iter().zip(&attacked) {
         if let (Some(os), Some(ts)) = (&o.scores, &t.scores) {

@@ -263,10 +263,12 @@ fn tune(
             pre,
             &a.data,
             opts,
-            &a.seeds,
-            out,
-            ui.bars(),
-            &mut report,
+            runner::SeedPlan {
+                seeds: &a.seeds,
+                out,
+                progress: ui.bars(),
+                report: &mut report,
+            },
         )?
     } else {
         let (train, dev) =
@@ -282,10 +284,12 @@ fn tune(
             &dev,
             opts,
             &qa_opts,
-            &a.seeds,
-            out,
-            ui.bars(),
-            &mut report,
+            runner::SeedPlan {
+                seeds: &a.seeds,
+                out,
+                progress: ui.bars(),
+                report: &mut report,
+            },
         )?
     };
     print!("{}", runner::write_results(out, &result)?);

@@ -96,36 +96,47 @@ fn submission(task: GlueTask, ex: &[crate::tasks::glue::GlueExample], pred: &[f6
     tsv
 }
 
-/// Evaluates a fine-tuned model folder (`finetune`'s `seed-N`) on `data` (the task folder's
-/// dev file(s), or one file) and writes its predictions into `out`. `attack` transforms the
-/// data first. SQuAD: `max_eval` questions at most (0 = all). `device` names the device
-/// ([`crate::device::device_for`]).
-#[allow(clippy::too_many_arguments)]
-pub fn evaluate_model(
-    model: &Path,
-    data: &Path,
-    out: &Path,
-    attack: Option<(
-        crate::attack::AttackKind,
-        &crate::lexicon::wordnet::WordNet,
-        u64,
-    )>,
-    max_eval: usize,
-    device: &str,
-    progress: bool,
-    outputs: &Outputs,
-) -> Result<Vec<Evaluation>> {
+/// An attack applied to the data before it is evaluated: its kind, the WordNet it draws
+/// synonyms from and its seed.
+#[derive(Clone, Copy)]
+pub struct Attack<'a> {
+    pub kind: crate::attack::AttackKind,
+    pub wordnet: &'a crate::lexicon::wordnet::WordNet,
+    pub seed: u64,
+}
+
+/// An evaluation: a fine-tuned model folder (`finetune`'s `seed-N`) on `data` (the task
+/// folder's dev file(s), or one file), its predictions written into `out`. `attack`
+/// transforms the data first. SQuAD: `max_eval` questions at most (0 = all). `device` names
+/// the device ([`crate::device::device_for`]).
+pub struct EvalRequest<'a> {
+    pub model: &'a Path,
+    pub data: &'a Path,
+    pub out: &'a Path,
+    pub attack: Option<Attack<'a>>,
+    pub max_eval: usize,
+    pub device: &'a str,
+    pub progress: bool,
+}
+
+/// Runs the evaluation `req`, every file it writes owned through `outputs`.
+pub fn evaluate_model(req: &EvalRequest, outputs: &Outputs) -> Result<Vec<Evaluation>> {
     use crate::attack::{attack_glue_file, attack_squad};
-    let device = crate::device::device_for(device)?;
-    crate::io::write::folder(out)?;
-    let task = crate::finetune::span::finetuned_task(model)?;
-    let tag = attack_tag(attack.map(|(k, _, _)| k));
-    outputs.check(&evaluation_files(
+    let EvalRequest {
         model,
         data,
         out,
-        attack.map(|(k, _, _)| k),
-    )?)?;
+        attack,
+        max_eval,
+        device,
+        progress,
+    } = *req;
+    let device = crate::device::device_for(device)?;
+    crate::io::write::folder(out)?;
+    let task = crate::finetune::span::finetuned_task(model)?;
+    let kind = attack.map(|a| a.kind);
+    let tag = attack_tag(kind);
+    outputs.check(&evaluation_files(model, data, out, kind)?)?;
     if task == crate::tasks::task::Task::Squad {
         let (m, tok) = load_qa(model, &device)?;
         let file = squad_file(data);
@@ -133,8 +144,8 @@ pub fn evaluate_model(
         if max_eval > 0 {
             dev.truncate(max_eval);
         }
-        if let Some((kind, wn, seed)) = attack {
-            dev = attack_squad(kind, &dev, wn, seed);
+        if let Some(a) = attack {
+            dev = attack_squad(a.kind, &dev, a.wordnet, a.seed);
         }
         let (answers, rate) = predict_squad(&m, &tok, &dev, &device, progress)?;
         let written = out.join(format!("predictions{tag}.json"));
@@ -149,7 +160,7 @@ pub fn evaluate_model(
         }]);
     }
     let (ft, tok, max_len) = load_finetuned(model, &device)?;
-    if let Some((crate::attack::AttackKind::AddSentDiverse, _, _)) = attack {
+    if kind == Some(crate::attack::AttackKind::AddSentDiverse) {
         return Err(Error::Config(
             "add-sent-diverse applies to SQuAD only; GLUE takes swap-syn-wordnet".into(),
         ));
@@ -157,8 +168,8 @@ pub fn evaluate_model(
     let mut results = Vec::new();
     for f in glue_files(ft.task, data) {
         let ex = match attack {
-            Some((_, wn, seed)) => {
-                let text = attack_glue_file(ft.task, &f, wn, seed)?;
+            Some(a) => {
+                let text = attack_glue_file(ft.task, &f, a.wordnet, a.seed)?;
                 let tmp = attacked_file(out, &f, &tag);
                 outputs.write(&tmp, text.as_bytes())?;
                 crate::tasks::glue::read_glue(ft.task, &tmp)?

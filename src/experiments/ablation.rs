@@ -27,7 +27,9 @@ pub use crate::experiments::ablation_spec::{
 };
 use crate::experiments::stages::Stages;
 use crate::finetune::pretrained::{PretrainedEncoder, load_pretrained};
-use crate::finetune::seeds::{TaskResult, finetune_glue, finetune_qa, squad_scores, squad_splits};
+use crate::finetune::seeds::{
+    SeedPlan, TaskResult, finetune_glue, finetune_qa, squad_scores, squad_splits,
+};
 use crate::finetune::span::{QaOptions, load_qa, predict_squad};
 use crate::objective::ObjectiveKind;
 use crate::tasks::glue::GlueTask;
@@ -180,10 +182,12 @@ fn squad_stage(
         &data.dev,
         &opts,
         &qa,
-        &spec.finetune_seeds,
-        dir,
-        o.progress == Progress::Bar,
-        &mut crate::experiments::stages::seed_lines(o.progress),
+        SeedPlan {
+            seeds: &spec.finetune_seeds,
+            out: dir,
+            progress: o.progress == Progress::Bar,
+            report: &mut crate::experiments::stages::seed_lines(o.progress),
+        },
     )?;
     let device = crate::device::device_for(&opts.device)?;
     let mut attacks: Vec<AttackScores> = data
@@ -257,10 +261,12 @@ fn glue_stage(
         encoder(pre, run)?,
         &spec.glue.as_ref().expect("validated").join(task.dir_name()),
         &spec.glue_options(task),
-        &spec.finetune_seeds,
-        dir,
-        o.progress == Progress::Bar,
-        &mut crate::experiments::stages::seed_lines(o.progress),
+        SeedPlan {
+            seeds: &spec.finetune_seeds,
+            out: dir,
+            progress: o.progress == Progress::Bar,
+            report: &mut crate::experiments::stages::seed_lines(o.progress),
+        },
     )?;
     if !o.keep_models {
         remove_models(dir)?;

@@ -340,10 +340,12 @@ fn finetuned(o: &CompareOptions, run: &Path, ft: &Path) -> Result<TaskResult> {
         &pre,
         &o.task_data,
         &o.finetune,
-        &o.finetune_seeds,
-        ft,
-        o.progress == Progress::Bar,
-        &mut crate::experiments::stages::seed_lines(o.progress),
+        crate::finetune::seeds::SeedPlan {
+            seeds: &o.finetune_seeds,
+            out: ft,
+            progress: o.progress == Progress::Bar,
+            report: &mut crate::experiments::stages::seed_lines(o.progress),
+        },
     )?;
     write_results(ft, &r)?;
     Ok(r)

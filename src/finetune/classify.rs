@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use super::folder::{load_weights, read_model_folder, write_model_folder};
 use super::pretrained::PretrainedEncoder;
-use super::recipe::{FinetuneOptions, HeadKind, Trainable, progress_bar, train_epochs};
+use super::recipe::{
+    Epochs, FinetuneOptions, HeadKind, Trainable, Tuned, progress_bar, train_epochs,
+};
 use crate::interop::tensors::Loader;
 use crate::kernels::dropout::dropout;
 use crate::model::encoder::{Embeddings, Encoder};
@@ -426,21 +428,22 @@ pub fn finetune_one(
     } else {
         1.0
     };
-    let throughput = train_epochs(
-        &mut model,
-        &pre.prefix,
-        pre.config.num_hidden_layers,
-        rows.len(),
-        opts,
+    let tuned = Tuned {
+        model: &mut model,
+        prefix: &pre.prefix,
+        layers: pre.config.num_hidden_layers,
+    };
+    let plan = Epochs {
+        rows: rows.len(),
         seed,
         progress,
-        |model, chunk| {
-            let enc: Vec<_> = chunk.iter().map(|&i| rows[i].0.clone()).collect();
-            let gold: Vec<Label> = chunk.iter().map(|&i| rows[i].1).collect();
-            let x = batch_inputs(&enc, pre.tokenizer.special.pad, &device);
-            classifier_loss(model.forward(&x), &gold, task.is_regression(), scale)
-        },
-    )?;
+    };
+    let throughput = train_epochs(tuned, opts, plan, |model, chunk| {
+        let enc: Vec<_> = chunk.iter().map(|&i| rows[i].0.clone()).collect();
+        let gold: Vec<Label> = chunk.iter().map(|&i| rows[i].1).collect();
+        let x = batch_inputs(&enc, pre.tokenizer.special.pad, &device);
+        classifier_loss(model.forward(&x), &gold, task.is_regression(), scale)
+    })?;
     let model = model.valid();
     Ok((
         FineTuned {

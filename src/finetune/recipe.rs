@@ -456,20 +456,40 @@ pub trait Trainable {
     fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker);
 }
 
-/// The fine-tuning loop shared by every task: `opts.epochs` passes over `rows` examples in a
-/// seeded random order, batches of `opts.batch_size`, one [`FinetuneOptimizer`] update each.
+/// What the fine-tuning loop trains: the model, the name prefix of its encoder's parameters
+/// and its number of layers (the layer-wise learning-rate decay's).
+pub struct Tuned<'a, M> {
+    pub model: &'a mut M,
+    pub prefix: &'a str,
+    pub layers: usize,
+}
+
+/// The passes of one seed: `rows` examples shuffled by `seed`, with a progress bar or not.
+pub struct Epochs {
+    pub rows: usize,
+    pub seed: u64,
+    pub progress: bool,
+}
+
+/// The fine-tuning loop shared by every task: `opts.epochs` passes over `plan.rows` examples in
+/// a seeded random order, batches of `opts.batch_size`, one [`FinetuneOptimizer`] update each.
 /// `loss_of` gives the mean loss of a batch (indices into the rows). Returns examples/s.
-#[allow(clippy::too_many_arguments)]
 pub fn train_epochs<M: Trainable>(
-    model: &mut M,
-    prefix: &str,
-    layers: usize,
-    rows: usize,
+    tuned: Tuned<M>,
     opts: &FinetuneOptions,
-    seed: u64,
-    progress: bool,
+    plan: Epochs,
     mut loss_of: impl FnMut(&M, &[usize]) -> Tensor<1>,
 ) -> Result<f64> {
+    let Tuned {
+        model,
+        prefix,
+        layers,
+    } = tuned;
+    let Epochs {
+        rows,
+        seed,
+        progress,
+    } = plan;
     let per_epoch = rows.div_ceil(opts.batch_size);
     let total = (per_epoch * opts.epochs) as u64;
     let mut opt = FinetuneOptimizer::new(opts, prefix, layers, total);

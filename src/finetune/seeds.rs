@@ -171,6 +171,15 @@ pub fn write_results(out: &Path, result: &TaskResult) -> Result<String> {
 /// One line per seed and dev file, for the caller to show.
 pub type Report<'a, 'b> = &'a mut (dyn FnMut(String) + 'b);
 
+/// The seeds of a fine-tuning run and where they go: one model per seed in `out/seed-N`,
+/// progress bars or not, and the line each finished seed reports.
+pub struct SeedPlan<'a, 'b, 'c> {
+    pub seeds: &'a [u64],
+    pub out: &'a Path,
+    pub progress: bool,
+    pub report: Report<'b, 'c>,
+}
+
 fn metrics_line(m: &BTreeMap<String, f64>) -> String {
     m.iter()
         .map(|(k, v)| format!("{k} {v:.2}"))
@@ -348,17 +357,13 @@ fn check_training_fits(pre: &PretrainedEncoder, opts: &FinetuneOptions, rows: us
     )
 }
 
-/// Fine-tunes a GLUE task once per seed (models in `out/seed-N`), scores the dev file(s).
-#[allow(clippy::too_many_arguments)]
+/// Fine-tunes a GLUE task once per seed of `plan`, scores the dev file(s).
 pub fn finetune_glue(
     task: GlueTask,
     pre: &PretrainedEncoder,
     data: &Path,
     opts: &FinetuneOptions,
-    seeds: &[u64],
-    out: &Path,
-    progress: bool,
-    report: Report,
+    plan: SeedPlan,
 ) -> Result<TaskResult> {
     let (train, dev) = read_task(task, data)?;
     check_training_fits(pre, opts, train.len())?;
@@ -369,9 +374,9 @@ pub fn finetune_glue(
         dev,
         opts,
         device: crate::device::device_for(&opts.device)?,
-        progress,
+        progress: plan.progress,
     };
-    run_seeds(&run, seeds, out, report)
+    run_seeds(&run, plan.seeds, plan.out, plan.report)
 }
 
 /// SQuAD data: a folder with `train-v1.1.json` and `dev-v1.1.json`, or one file used for both
@@ -480,17 +485,13 @@ impl SeedRun for SquadRun<'_> {
 
 /// Fine-tunes SQuAD v1.1 once per seed, evaluates EM / F1 and writes `predictions.json`
 /// (`{id: answer}`) next to each model.
-#[allow(clippy::too_many_arguments)]
 pub fn finetune_qa(
     pre: &PretrainedEncoder,
     train: &[SquadExample],
     dev: &[SquadExample],
     opts: &FinetuneOptions,
     qa: &QaOptions,
-    seeds: &[u64],
-    out: &Path,
-    progress: bool,
-    report: Report,
+    plan: SeedPlan,
 ) -> Result<TaskResult> {
     check_training_fits(pre, opts, train.len())?;
     let run = SquadRun {
@@ -500,9 +501,9 @@ pub fn finetune_qa(
         opts,
         qa,
         device: crate::device::device_for(&opts.device)?,
-        progress,
+        progress: plan.progress,
     };
-    run_seeds(&run, seeds, out, report)
+    run_seeds(&run, plan.seeds, plan.out, plan.report)
 }
 
 /// EM and F1 (in %), the score being F1.

@@ -32,7 +32,9 @@ use crate::finetune::folder::{
     load_weights, read_model_folder, read_model_info, write_model_folder,
 };
 use crate::finetune::pretrained::PretrainedEncoder;
-use crate::finetune::recipe::{FinetuneOptions, Trainable, progress_bar, train_epochs};
+use crate::finetune::recipe::{
+    Epochs, FinetuneOptions, Trainable, Tuned, progress_bar, train_epochs,
+};
 use crate::interop::tensors::Loader;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
@@ -274,23 +276,23 @@ pub fn finetune_squad(
         return Err(Error::Input("no SQuAD training questions".into()));
     }
     let pad = pre.tokenizer.special.pad;
-    let throughput = train_epochs(
-        &mut model,
-        &pre.prefix,
-        pre.config.num_hidden_layers,
-        features.len(),
-        opts,
+    let tuned = Tuned {
+        model: &mut model,
+        prefix: &pre.prefix,
+        layers: pre.config.num_hidden_layers,
+    };
+    let plan = Epochs {
+        rows: features.len(),
         seed,
         progress,
-        |model, chunk| {
-            let fs: Vec<&QaFeature> = chunk.iter().map(|&i| &features[i]).collect();
-            let (start, end) = model.forward(&batch(&fs, pad, &device));
-            let gold = |f: &dyn Fn(&QaFeature) -> usize| -> Vec<usize> {
-                fs.iter().map(|x| f(x)).collect()
-            };
-            span_loss(start, end, &gold(&|f| f.start), &gold(&|f| f.end))
-        },
-    )?;
+    };
+    let throughput = train_epochs(tuned, opts, plan, |model, chunk| {
+        let fs: Vec<&QaFeature> = chunk.iter().map(|&i| &features[i]).collect();
+        let (start, end) = model.forward(&batch(&fs, pad, &device));
+        let gold =
+            |f: &dyn Fn(&QaFeature) -> usize| -> Vec<usize> { fs.iter().map(|x| f(x)).collect() };
+        span_loss(start, end, &gold(&|f| f.start), &gold(&|f| f.end))
+    })?;
     Ok((
         QaModel {
             model: model.valid(),

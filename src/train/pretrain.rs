@@ -20,7 +20,9 @@ use super::micro_steps::{LoopSettings, StepRun, train_step};
 use super::model::PretrainModel;
 use super::optimizer::{AdamW, scheduled_lr};
 use super::replicas::Replicas;
-use super::start::{METRICS, Start, forget_unstarted, start_point, write_run_files};
+use super::start::{
+    METRICS, RunPlace, Start, Trainee, forget_unstarted, start_point, write_run_files,
+};
 use super::steps::{TrainingStep, WithStep, kind_of, with_step};
 use crate::dist::Group;
 use crate::objective::Setup;
@@ -280,16 +282,17 @@ pub fn pretrain_in(
     crate::model::seed(&base_devices[0], cfg.train.seed);
     let mut model = PretrainModel::new(cfg, vocab, &device);
     let mut opt = AdamW::new(cfg.optimizer.clone());
-    let at = start_point(
-        cfg,
-        shards,
+    let place = RunPlace {
         run,
-        opts.resume,
+        resume: opts.resume,
         main,
-        &mut model,
-        &mut opt,
-        &device,
-    );
+    };
+    let trainee = Trainee {
+        model: &mut model,
+        opt: &mut opt,
+        device: &device,
+    };
+    let at = start_point(cfg, shards, place, trainee);
     // Every rank has read the folder before rank 0 writes to it.
     if let Some(g) = &group {
         g.barrier()?;

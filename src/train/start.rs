@@ -110,18 +110,31 @@ pub enum Start {
     Finished(u64),
 }
 
-/// `main`: this process writes the run's files (it clears a checkpoint left half-written).
-#[allow(clippy::too_many_arguments)]
+/// The run folder a process starts in: `resume` continues it; `main`: this process writes the
+/// run's files (it clears a checkpoint left half-written).
+pub struct RunPlace<'a> {
+    pub run: &'a Path,
+    pub resume: bool,
+    pub main: bool,
+}
+
+/// The model and optimizer a run starts with, on `device`: loaded from the last checkpoint or
+/// `model.init_from`, or left as they are.
+pub struct Trainee<'a> {
+    pub model: &'a mut PretrainModel,
+    pub opt: &'a mut AdamW,
+    pub device: &'a Device,
+}
+
+/// Where the run of `cfg` on `shards` in `place` starts, with `trainee` loaded for it.
 pub fn start_point(
     cfg: &PretrainConfig,
     shards: &ShardSet,
-    run: &Path,
-    resume: bool,
-    main: bool,
-    model: &mut PretrainModel,
-    opt: &mut AdamW,
-    device: &Device,
+    place: RunPlace,
+    trainee: Trainee,
 ) -> Result<Start> {
+    let RunPlace { run, resume, main } = place;
+    let Trainee { model, opt, device } = trainee;
     let resumed = if resume {
         if main {
             checkpoint::clean_leftovers(run)?;
