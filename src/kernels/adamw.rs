@@ -43,7 +43,7 @@ pub fn update(p: &[f32], g: &[f32], m: &mut [f32], v: &mut [f32], s: &AdamWStep)
     // SAFETY: the chunks cover the buffer, and `update_chunk` writes every element of its
     // chunk (all five buffers are `n` long, so the zipped chunks have the same lengths).
     let (out, ()) = unsafe {
-        super::filled_by(n, |out| {
+        super::buffers::filled_by(n, |out| {
             out.par_chunks_mut(CHUNK)
                 .zip(p.par_chunks(CHUNK))
                 .zip(g.par_chunks(CHUNK))

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 
 use super::dropout::fill_mask;
 use super::gemm::{View, ViewMut, product};
-use super::{exp_non_positive, max_lanes, sum_map};
+use super::simd::{exp_non_positive, max_lanes, sum_map};
 
 /// The sizes of one attention call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,11 +203,11 @@ pub fn forward(
                 })
         };
         // Safety: each head writes its own `L × L` block of the probabilities whole.
-        unsafe { super::filled_by(heads * l * l, write_probs) }.0
+        unsafe { super::buffers::filled_by(heads * l * l, write_probs) }.0
     };
     // Safety: the heads' column blocks cover the context, and each head's last product writes
     // its block whole without reading it (`gemm::product_new`).
-    let (ctx, probs) = unsafe { super::filled_by(dims.batch * l * dims.hidden(), write) };
+    let (ctx, probs) = unsafe { super::buffers::filled_by(dims.batch * l * dims.hidden(), write) };
     (ctx, probs)
 }
 
@@ -291,7 +291,7 @@ pub fn backward(
     };
     // Safety: the heads' blocks of ∂Q, ∂K and ∂V cover the buffer, and each is written whole by
     // a product that does not read it (`gemm::product_new`).
-    let (dqkv, ()) = unsafe { super::filled_by(qkv.len(), write) };
+    let (dqkv, ()) = unsafe { super::buffers::filled_by(qkv.len(), write) };
     dqkv
 }
 

@@ -15,7 +15,7 @@ use std::mem::MaybeUninit;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::{exp_non_positive, max_lanes, sum_map};
+use super::simd::{exp_non_positive, max_lanes, sum_map};
 
 /// Per row: `(nll, lse)`.
 pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> (Vec<f32>, Vec<f32>) {
@@ -35,7 +35,7 @@ pub fn backward(grad: &[f32], z: &[f32], labels: &[usize], lse: &[f32], vocab: u
     // SAFETY: the rows cover the buffer, and `scaled_probabilities` writes every element of
     // its row (`z` has the buffer's length), before `d[y]` is read.
     let (dz, ()) = unsafe {
-        super::filled_by(z.len(), |dz| {
+        super::buffers::filled_by(z.len(), |dz| {
             dz.par_chunks_mut(vocab)
                 .zip(z.par_chunks(vocab))
                 .zip(labels.par_iter().zip(lse).zip(grad))

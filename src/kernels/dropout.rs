@@ -20,7 +20,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::on_host;
+use super::host::on_host;
 
 static MASK_SEEDS: Mutex<Option<ChaCha8Rng>> = Mutex::new(None);
 
@@ -39,8 +39,8 @@ pub fn dropout<const D: usize>(d: &Dropout, x: Tensor<D>) -> Tensor<D> {
     if !active(d, &device) {
         return x;
     }
-    if super::torch(&device) {
-        return super::torch_dropout(x, d.prob);
+    if super::select::torch(&device) {
+        return super::torch_calls::torch_dropout(x, d.prob);
     }
     if !on_host(&device) {
         return d.forward(x);
@@ -68,7 +68,7 @@ pub(crate) fn next_call_seed() -> u64 {
 
 /// `n` mask values: 0 with probability `p`, else 1 / (1 − p).
 pub fn mask_values(n: usize, p: f64, call_seed: u64) -> Vec<f32> {
-    let mut mask = super::zeros(n);
+    let mut mask = super::buffers::zeros(n);
     mask.par_chunks_mut(CHUNK)
         .enumerate()
         .for_each(|(i, chunk)| fill_mask(chunk, p, call_seed, i as u64));

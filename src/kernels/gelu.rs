@@ -20,7 +20,7 @@ use std::mem::MaybeUninit;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::exp_non_positive;
+use super::simd::exp_non_positive;
 
 const CHUNK: usize = 1 << 14;
 
@@ -30,7 +30,7 @@ pub fn backward(grad: &[f32], derivative: &[f32]) -> Vec<f32> {
     // SAFETY: the chunks cover the buffer, and `product` writes every element of its chunk
     // (the three buffers have the same length, so the zipped chunks do too).
     let (out, ()) = unsafe {
-        super::filled_by(grad.len(), |out| {
+        super::buffers::filled_by(grad.len(), |out| {
             out.par_chunks_mut(CHUNK)
                 .zip(grad.par_chunks(CHUNK).zip(derivative.par_chunks(CHUNK)))
                 .for_each(|(out, (g, d))| product(out, g, d))
@@ -54,8 +54,8 @@ pub fn forward(x: &[f32], derivative: bool) -> (Vec<f32>, Vec<f32>) {
     // chunks (all buffers are `n` long, so the zipped chunks have the same lengths).
     unsafe {
         if derivative {
-            super::filled_by(n, |y| {
-                super::filled_by(n, |d| {
+            super::buffers::filled_by(n, |y| {
+                super::buffers::filled_by(n, |d| {
                     y.par_chunks_mut(CHUNK)
                         .zip(d.par_chunks_mut(CHUNK))
                         .zip(x.par_chunks(CHUNK))
@@ -64,7 +64,7 @@ pub fn forward(x: &[f32], derivative: bool) -> (Vec<f32>, Vec<f32>) {
                 .0
             })
         } else {
-            let (y, ()) = super::filled_by(n, |y| {
+            let (y, ()) = super::buffers::filled_by(n, |y| {
                 y.par_chunks_mut(CHUNK)
                     .zip(x.par_chunks(CHUNK))
                     .for_each(|(y, x)| values(y, x))

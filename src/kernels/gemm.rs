@@ -116,7 +116,7 @@ pub unsafe fn product_new(a: View, b: View, threads: usize) -> Vec<f32> {
     let (rows, cols) = (a.rows, b.cols);
     // SAFETY: the product writes every element of its own fresh destination (above).
     let (v, ()) = unsafe {
-        super::filled_by(rows * cols, |dst| {
+        super::buffers::filled_by(rows * cols, |dst| {
             product_on(ViewMut::uninit(dst, rows, cols), a, b, false, threads)
         })
     };

@@ -57,7 +57,7 @@ pub fn watching<R>(sink: Arc<dyn GradSink>, f: impl FnOnce() -> R) -> R {
 pub fn layer<M: Module>(layer: &M, x: &Tensor<3>, index: usize) -> Option<M> {
     let sink = SINK.with(|s| s.borrow().clone())?;
     #[cfg(feature = "tch")]
-    if super::torch(&x.device()) {
+    if super::select::torch(&x.device()) {
         let mut mapper = Watch {
             sink,
             anchor: x.clone(),

@@ -15,7 +15,7 @@ use std::mem::MaybeUninit;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::sum_map;
+use super::simd::sum_map;
 
 /// Rows per parallel task (also the unit of the deterministic γ/β gradient sums).
 const BLOCK: usize = 32;
@@ -39,7 +39,7 @@ pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> 
     // SAFETY: the blocks cover each buffer, and `normalize_rows` writes every element of its
     // blocks (whole rows of `h`; the buffers are `x`'s length, so the zipped blocks match).
     unsafe {
-        super::filled_by(n, |y| {
+        super::buffers::filled_by(n, |y| {
             if !keep {
                 y.par_chunks_mut(BLOCK * h)
                     .zip(x.par_chunks(BLOCK * h))
@@ -47,7 +47,7 @@ pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> 
                 return Saved::default();
             }
             let mut rstd = vec![0f32; rows];
-            let (normalized, ()) = super::filled_by(n, |xn| {
+            let (normalized, ()) = super::buffers::filled_by(n, |xn| {
                 y.par_chunks_mut(BLOCK * h)
                     .zip(xn.par_chunks_mut(BLOCK * h))
                     .zip(rstd.par_chunks_mut(BLOCK))
@@ -107,7 +107,7 @@ pub fn backward(grad: &[f32], saved: &Saved, gamma: &[f32]) -> (Vec<f32>, Vec<f3
     // SAFETY: the blocks cover the buffer, and `backward_rows` writes every element of its
     // block (whole rows; `grad` and `x̂` have the buffer's length, so the zipped blocks match).
     let (dx, partials) = unsafe {
-        super::filled_by(grad.len(), |dx| {
+        super::buffers::filled_by(grad.len(), |dx| {
             dx.par_chunks_mut(BLOCK * h)
                 .zip(grad.par_chunks(BLOCK * h))
                 .zip(saved.normalized.par_chunks(BLOCK * h))

@@ -19,7 +19,7 @@ const BLOCK: usize = 64;
 pub fn forward(x: View, w: View, b: &[f32]) -> Vec<f32> {
     let (rows, out) = (x.rows, w.cols);
     assert_eq!(b.len(), out, "linear: bias width");
-    let mut y = super::repeated_rows(b, rows);
+    let mut y = super::buffers::repeated_rows(b, rows);
     // Safety: `y` holds rows × out elements and is only this call's.
     unsafe { product_into(ViewMut::rows(&mut y, 0, rows, out, out), x, w, true) };
     y

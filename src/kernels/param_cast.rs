@@ -28,7 +28,7 @@ pub fn cast<const D: usize>(w: Tensor<D>, dtype: FloatDType) -> Tensor<D> {
         FloatDType::BF16 => true,
         _ => return w.cast(dtype),
     };
-    if w.dtype() == DType::from(dtype) || !super::torch(&w.device()) {
+    if w.dtype() == DType::from(dtype) || !super::select::torch(&w.device()) {
         return w.cast(dtype);
     }
     #[cfg(feature = "tch")]
@@ -68,7 +68,7 @@ impl FlatParams {
     /// of, replacing the owner's last one; its casts are made on first use.
     pub fn set(&self, flat: &Tensor<1>) {
         #[cfg(feature = "tch")]
-        if let Some(t) = super::tch_tensor(flat) {
+        if let Some(t) = super::libtorch::tch_tensor(flat) {
             super::libtorch::casts::set(self.id, t);
         }
         #[cfg(not(feature = "tch"))]

@@ -25,7 +25,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::{exp_non_positive, max_lanes, sum_map};
+use super::simd::{exp_non_positive, max_lanes, sum_map};
 
 /// Logits per block of the row's running sum.
 const BLOCK: usize = 64;
@@ -35,7 +35,7 @@ const BLOCK: usize = 64;
 pub fn sample(logits: &Tensor<2>) -> Tensor<1, Int> {
     let logits = logits.clone().detach();
     let device = logits.device();
-    if super::on_host(&device) {
+    if super::host::on_host(&device) {
         // Host memory: the kernel reads the logits in place (not a device read).
         let [rows, vocab] = logits.dims();
         let z = logits
@@ -44,7 +44,7 @@ pub fn sample(logits: &Tensor<2>) -> Tensor<1, Int> {
             .try_into_vec::<f32>()
             .expect("f32 logits");
         let ids = sample_rows(&z, vocab, super::dropout::next_call_seed());
-        return super::device_ids(&ids, [rows], &device);
+        return super::host::device_ids(&ids, [rows], &device);
     }
     let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
     let gumbel = u.log().neg().log().neg();

@@ -1,0 +1,105 @@
+//! Our fused CPU kernels' operations, one each; callable only where [`fused`] holds. Model code
+//! calls the facades below, which choose.
+
+use burn::prelude::*;
+
+use super::adamw::AdamWStep;
+use super::attention::DropMask;
+
+/// Multi-head attention context `[batch, len, hidden]` from the packed projections `qkv`
+/// `[batch, len, 3 · hidden]` (Q, K, V on each row: the one product of the three
+/// projections) and the additive key bias `[batch, len]` (see
+/// [`attention`](mod@super::attention)). Only where [`fused`] holds.
+pub fn attention(
+    qkv: Tensor<3>,
+    key_bias: Tensor<2>,
+    heads: usize,
+    dropout: Option<DropMask>,
+) -> Tensor<3> {
+    let (p, seed) = dropout.map_or((0.0, 0), |m| (m.p, m.seed));
+    Tensor::from_dispatch(fused_op!(fused_attention(
+        qkv.into_dispatch(),
+        key_bias.into_dispatch(),
+        heads,
+        p,
+        seed,
+    )))
+}
+
+/// LayerNorm of the last dimension (see [`layer_norm`](mod@super::layer_norm)). Only where
+/// [`fused`] holds.
+pub fn layer_norm<const D: usize>(
+    x: Tensor<D>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    eps: f64,
+) -> Tensor<D> {
+    Tensor::from_dispatch(fused_op!(fused_layer_norm(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        eps,
+    )))
+}
+
+/// GELU (exact erf form, see [`gelu`](mod@gelu)). Only where [`fused`] holds.
+pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    Tensor::from_dispatch(fused_op!(fused_gelu(x.into_dispatch())))
+}
+
+/// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]` (may be a transposed view), `b`
+/// `[out]` (see [`linear`](mod@super::linear)). Only where [`fused`] holds.
+pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+    Tensor::from_dispatch(fused_op!(fused_linear(
+        x.into_dispatch(),
+        w.into_dispatch(),
+        b.into_dispatch(),
+        false,
+    )))
+}
+
+/// `x Wᵀ + b` for `W` stored `[out, in]` (the MLM decoder's tied word embeddings). The same
+/// as [`linear`] with `W.transpose()`, but `W`'s gradient comes back in `W`'s own layout, so
+/// that it adds to the embedding lookup's gradient without a strided pass over it. Only where
+/// [`fused`] holds.
+pub fn linear_transposed(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+    Tensor::from_dispatch(fused_op!(fused_linear(
+        x.into_dispatch(),
+        w.into_dispatch(),
+        b.into_dispatch(),
+        true,
+    )))
+}
+
+/// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels`
+/// `[n]` (see [`cross_entropy`](mod@super::cross_entropy)). Only where [`fused`] holds.
+pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    Tensor::from_dispatch(fused_op!(fused_cross_entropy(
+        logits.into_dispatch(),
+        labels.into_dispatch(),
+    )))
+}
+
+/// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (see
+/// [`adamw`](mod@adamw)): the new `(p, m, v)`. Only where [`fused`] holds; plain tensors
+/// only.
+pub fn adamw(
+    p: Tensor<1>,
+    g: Tensor<1>,
+    m: Tensor<1>,
+    v: Tensor<1>,
+    step: AdamWStep,
+) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
+    let (p, m, v) = fused_op!(fused_adamw(
+        p.into_dispatch(),
+        g.into_dispatch(),
+        m.into_dispatch(),
+        v.into_dispatch(),
+        step,
+    ));
+    (
+        Tensor::from_dispatch(p),
+        Tensor::from_dispatch(m),
+        Tensor::from_dispatch(v),
+    )
+}

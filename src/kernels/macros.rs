@@ -1,0 +1,33 @@
+//! Calls into burn's backend extensions (our `FusedOps` on `flex`, `TorchOps` on LibTorch)
+//! through its dispatch backend, compiled out in a build without the backend's feature.
+
+/// Calls operation `op` of the backend extension `ext` through burn's dispatch backend in a
+/// build with cargo feature `feature`; without it the arguments are dropped and the call is
+/// unreachable (callers check [`fused`] or [`torch`] first).
+macro_rules! extension_op {
+    ($feature:literal, $ext:path, $op:ident($($arg:expr),* $(,)?)) => {{
+        #[cfg(feature = $feature)]
+        {
+            <burn::backend::Dispatch as $ext>::$op($($arg),*)
+        }
+        #[cfg(not(feature = $feature))]
+        {
+            $(let _ = $arg;)*
+            unreachable!(concat!("this operation needs cargo feature ", $feature))
+        }
+    }};
+}
+
+/// Calls a `FusedOps` operation (only reached where [`fused`] holds).
+macro_rules! fused_op {
+    ($($call:tt)*) => {
+        extension_op!("flex", $crate::kernels::flex::FusedOps, $($call)*)
+    };
+}
+
+/// Calls a `TorchOps` operation (only reached where [`torch`] holds).
+macro_rules! torch_op {
+    ($($call:tt)*) => {
+        extension_op!("tch", $crate::kernels::libtorch::TorchOps, $($call)*)
+    };
+}

@@ -1,0 +1,69 @@
+//! Vectorisable reductions and `exp` of the CPU kernels: fixed-order partial sums and maxima
+//! in SIMD lanes.
+
+/// Lanes of the vectorised reductions below: independent partial results, so that the compiler
+/// may keep them in one SIMD register (a single running sum must be added in order).
+const LANES: usize = 8;
+
+/// `Σ f(x)` over `xs`, in [`LANES`] partial sums (a fixed order: the same result every time).
+///
+/// `f` is mapped over a block of values first and the block then added lane by lane: written as
+/// one loop, `acc[k] += f(c[k])` with a costly `f` (the cross-entropy's `exp`) stayed scalar.
+/// The additions are the same, in the same order.
+#[inline(always)]
+pub(crate) fn sum_map(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    const BLOCK: usize = 8 * LANES;
+    let mut acc = [0f32; LANES];
+    let mut values = [0f32; BLOCK];
+    let whole = xs.len() - xs.len() % LANES;
+    for block in xs[..whole].chunks(BLOCK) {
+        let values = &mut values[..block.len()];
+        for (v, &x) in values.iter_mut().zip(block) {
+            *v = f(x);
+        }
+        for c in values.chunks_exact(LANES) {
+            for k in 0..LANES {
+                acc[k] += c[k];
+            }
+        }
+    }
+    let rest: f32 = xs[whole..].iter().map(|&x| f(x)).sum();
+    acc.iter().sum::<f32>() + rest
+}
+
+/// `max(xs)` (`f32::MIN` when empty), in [`LANES`] partial maxima.
+#[inline(always)]
+pub(crate) fn max_lanes(xs: &[f32]) -> f32 {
+    let mut acc = [f32::MIN; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let rest = chunks
+        .remainder()
+        .iter()
+        .fold(f32::MIN, |m, &x| if x > m { x } else { m });
+    for c in chunks {
+        for k in 0..LANES {
+            acc[k] = if c[k] > acc[k] { c[k] } else { acc[k] };
+        }
+    }
+    acc.iter().fold(rest, |m, &x| if x > m { x } else { m })
+}
+
+/// `e^v` for `v ≤ 0` (exactly 0 below −87), branch-free so that loops over it vectorise:
+/// Cody–Waite range reduction and a degree-6 polynomial, relative error < 2e-7.
+#[inline(always)]
+pub(crate) fn exp_non_positive(v: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    // Adding and subtracting 1.5 · 2²³ rounds to the nearest integer.
+    const ROUND: f32 = 12_582_912.0;
+    let clamped = v.max(-87.0);
+    let k = (clamped * LOG2E + ROUND) - ROUND;
+    let r = (clamped - k * LN2_HI) - k * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let scale = f32::from_bits(((k as i32 + 127) as u32) << 23);
+    if v < -87.0 { 0.0 } else { p * scale }
+}
