@@ -163,6 +163,21 @@ fn fixed_batch(spec: &BenchSpec, rng: &mut ChaCha8Rng) -> (Batch, Masked) {
     (b, m)
 }
 
+/// The CUDA graph `bench --cuda-graph` records its step in (one objective, no phase timing),
+/// made before any work: the steps run on the graph's side stream from the first.
+fn bench_graph(
+    device: &Device,
+    spec: &BenchSpec,
+    objectives: usize,
+) -> crate::Result<Option<CudaGraph>> {
+    if spec.cuda_graph && (objectives != 1 || spec.sync_phases) {
+        return Err(crate::Error::Config(
+            "bench --cuda-graph times one objective, without --sync-phases".into(),
+        ));
+    }
+    spec.cuda_graph.then(|| CudaGraph::new(device)).transpose()
+}
+
 /// Runs `warmup` untimed and `steps` timed steps of each objective on `device` (an autodiff
 /// device): the training step `pretrain` runs ([`MaskedLmStep`]), on one fixed batch. With several
 /// objectives, each has its own model and optimizer (same initial weights) and their steps are
@@ -175,16 +190,7 @@ pub fn run_bench(
     objectives: &[ObjectiveKind],
     mut on_step: impl FnMut(usize, usize, f64, f64, [f64; 3]),
 ) -> crate::Result<Vec<BenchReport>> {
-    if spec.cuda_graph && (objectives.len() != 1 || spec.sync_phases) {
-        return Err(crate::Error::Config(
-            "bench --cuda-graph times one objective, without --sync-phases".into(),
-        ));
-    }
-    // Before any work: the steps run on the graph's side stream from the first.
-    let graph = spec
-        .cuda_graph
-        .then(|| CudaGraph::new(device))
-        .transpose()?;
+    let graph = bench_graph(device, spec, objectives.len())?;
     let mut rng = ChaCha8Rng::seed_from_u64(1234);
     let (batch, masked) = fixed_batch(spec, &mut rng);
     let table = synthetic_table(&mut rng);

@@ -31,7 +31,7 @@ pub fn available() -> bool {
 pub fn in_place(device: &Device) -> bool {
     #[cfg(feature = "tch")]
     {
-        super::libtorch::is_libtorch(device)
+        super::select::is_libtorch(device)
     }
     #[cfg(not(feature = "tch"))]
     {

@@ -11,7 +11,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::{FloatTensor, IntTensor};
-use burn::backend::{Autodiff, Backend, DispatchDevice, Flex, backend_extension};
+use burn::backend::{Autodiff, Backend, Flex, backend_extension};
 use burn::prelude::*;
 use burn::tensor::{DType, Shape};
 
@@ -21,13 +21,6 @@ use super::cross_entropy as ce_kernel;
 use super::gemm::{View, in_halves};
 use super::linear as linear_kernel;
 use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
-
-pub(super) fn is_flex(device: &Device) -> bool {
-    matches!(
-        device.clone().inner().as_dispatch(),
-        DispatchDevice::Flex(_)
-    )
-}
 
 /// The fused operations. `seed` is the attention dropout's mask seed, used when `dropout` > 0.
 #[backend_extension(Flex, Autodiff)]

@@ -55,13 +55,6 @@ mod autograd;
 pub(super) mod casts;
 use autograd::{Graph, GraphStep};
 
-pub(super) fn is_libtorch(device: &Device) -> bool {
-    matches!(
-        device.clone().inner().as_dispatch(),
-        DispatchDevice::LibTorch(_)
-    )
-}
-
 /// The operations (shapes as the wrappers in `kernels` say).
 #[backend_extension(LibTorch, Autodiff)]
 pub trait TorchOps: Backend {

@@ -25,7 +25,7 @@ fn composed() -> bool {
 pub fn fused(device: &Device, dtype: DType) -> bool {
     #[cfg(feature = "flex")]
     {
-        dtype == DType::F32 && super::flex::is_flex(device) && !composed()
+        dtype == DType::F32 && is_flex(device) && !composed()
     }
     #[cfg(not(feature = "flex"))]
     {
@@ -40,11 +40,29 @@ pub fn fused(device: &Device, dtype: DType) -> bool {
 pub fn torch(device: &Device) -> bool {
     #[cfg(feature = "tch")]
     {
-        super::libtorch::is_libtorch(device) && !composed()
+        is_libtorch(device) && !composed()
     }
     #[cfg(not(feature = "tch"))]
     {
         let _ = device;
         false
     }
+}
+
+/// Whether `device` is one of the `flex` backend's.
+#[cfg(feature = "flex")]
+fn is_flex(device: &Device) -> bool {
+    matches!(
+        device.clone().inner().as_dispatch(),
+        burn::backend::DispatchDevice::Flex(_)
+    )
+}
+
+/// Whether `device` is one of the LibTorch backend's.
+#[cfg(feature = "tch")]
+pub(super) fn is_libtorch(device: &Device) -> bool {
+    matches!(
+        device.clone().inner().as_dispatch(),
+        burn::backend::DispatchDevice::LibTorch(_)
+    )
 }

@@ -27,7 +27,7 @@
 //! (the logged values, the gradient norm) live in the graph's memory: the loop reads them
 //! before the next replay, and the window's counters are copied out each step.
 
-use super::micro_steps::{MicroAt, MicroOutcome};
+use super::micro_step::{MicroAt, MicroOutcome};
 use super::replicas::Replicas;
 use super::steps::upload::Uploaded;
 use crate::kernels::cuda_graph::{self, CudaGraph};

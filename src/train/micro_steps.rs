@@ -8,6 +8,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::fixed_step::FixedStep;
+use super::micro_step::{MicroAt, MicroOutcome};
 use super::optimizer::Grads;
 use super::replicas::Replicas;
 use super::steps::{MicroBatch, TrainingStep};
@@ -22,22 +23,6 @@ pub struct LoopSettings {
     pub seed: u64,
     pub grad_accum: usize,
     pub max_grad_norm: f64,
-}
-
-/// Which micro-step of which step: its seed, learning rate and place in the step.
-pub struct MicroAt {
-    pub seed: u64,
-    pub lr: f64,
-    pub index: usize,
-    pub last: bool,
-}
-
-/// One micro-step's values (on the device) and, the last micro-step's, the gradient norm
-/// before clipping.
-#[derive(Clone)]
-pub struct MicroOutcome {
-    pub values: Pending,
-    pub grad_norm: Option<Tensor<1>>,
 }
 
 /// A step's outcome: its micro-steps' values and the gradient norm (on the device), its

@@ -11,6 +11,7 @@ pub mod grads;
 pub mod heldout;
 pub mod memory;
 pub mod metrics;
+pub mod micro_step;
 pub mod micro_steps;
 pub mod model;
 pub mod model_card;
