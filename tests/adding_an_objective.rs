@@ -163,3 +163,216 @@ fn model_words(model: &PretrainModel) -> Vec<f32> {
         .try_to_vec::<f32>()
         .unwrap()
 }
+
+// ---------------------------------------------------------------------------------------------
+// The second seam: a training step with its own data and its own head (what would be one file
+// in `src/train/steps/`, its row in `KINDS` / `with_step`, its objective kind's row and, for a
+// new kind of corpus, a `DataKind`), trained through the one micro-step loop.
+
+use std::any::Any;
+use std::ops::Range;
+
+use burn::nn::Linear;
+use burn::prelude::Module;
+use trueneg::model::encoder::linear;
+use trueneg::model::params::{ParamWalker, walk_linear};
+use trueneg::model::step_heads::StepHeads;
+use trueneg::objective::{Count, Logged};
+use trueneg::text::batches::Batch;
+use trueneg::text::shards::DataKind;
+use trueneg::train::micro_steps::{LoopSettings, StepRun, train_step};
+use trueneg::train::optimizer::AdamW;
+use trueneg::train::replicas::Replicas;
+use trueneg::train::steps::{MicroBatch, StepKind, TrainingStep};
+
+/// The toy step's own head: one logit on the [CLS] vector.
+#[derive(Module, Debug)]
+struct OrderHead {
+    dense: Linear,
+}
+
+impl StepHeads for OrderHead {
+    fn walk(&mut self, w: &mut dyn ParamWalker) {
+        walk_linear(w, "order.dense", &mut self.dense);
+    }
+
+    fn valid(&self) -> Box<dyn StepHeads> {
+        Box::new(Module::valid(self))
+    }
+
+    fn boxed_clone(&self) -> Box<dyn StepHeads> {
+        Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The toy step's declarations.
+struct OrderKind;
+
+impl StepKind for OrderKind {
+    fn name(&self) -> &'static str {
+        "the order step"
+    }
+
+    fn data(&self) -> DataKind {
+        DataKind::Packed
+    }
+
+    fn heads_prefix(&self) -> Option<&'static str> {
+        Some("order")
+    }
+}
+
+/// Its own data: packed examples, every other row's tokens between [CLS] and [SEP] reversed,
+/// and which rows are.
+#[derive(Clone)]
+struct OrderBatch {
+    batch: Batch,
+    reversed: Vec<bool>,
+}
+
+impl MicroBatch for OrderBatch {
+    fn rows(&self) -> usize {
+        self.batch.batch
+    }
+
+    fn masked(&self) -> usize {
+        0
+    }
+
+    fn tokens(&self) -> usize {
+        self.batch.batch * self.batch.len
+    }
+
+    fn take_rows(&self, rows: Range<usize>) -> Self {
+        Self {
+            reversed: self.reversed[rows.clone()].to_vec(),
+            batch: self.batch.rows(rows),
+        }
+    }
+}
+
+/// The toy step: is a row's word order reversed? `L = BCE(w·h_[CLS] + b, reversed)`.
+struct OrderStep;
+
+impl TrainingStep for OrderStep {
+    type Batch = OrderBatch;
+
+    fn kind(&self) -> &'static dyn StepKind {
+        &OrderKind
+    }
+
+    fn batch(
+        &self,
+        shards: &ShardSet,
+        indices: &[usize],
+        _rng: &mut ChaCha8Rng,
+    ) -> trueneg::Result<OrderBatch> {
+        let mut examples: Vec<_> = indices.iter().map(|&i| shards.get(i)).collect();
+        let reversed: Vec<bool> = (0..examples.len()).map(|r| r % 2 == 1).collect();
+        for (e, &rev) in examples.iter_mut().zip(&reversed) {
+            let n = e.tokens.len();
+            if rev && n > 3 {
+                e.tokens[1..n - 1].reverse();
+            }
+        }
+        let batch = Batch::from_examples(&examples, shards.manifest.special_ids.pad);
+        Ok(OrderBatch { batch, reversed })
+    }
+
+    fn loss(&self, model: &PretrainModel, b: &OrderBatch, device: &Device) -> StepLoss {
+        let head: &OrderHead = model.heads().expect("the order head");
+        let x = trueneg::train::steps::upload::inputs(&b.batch, &b.batch.ids, device);
+        let h = model.net.encode(&x);
+        let [n, _, d] = h.dims();
+        let cls = h.slice([0..n, 0..1, 0..d]).reshape([n, d]);
+        let z = head.dense.forward(cls).reshape([n]);
+        let y: Vec<f32> = b.reversed.iter().map(|&r| r as u8 as f32).collect();
+        let y = Tensor::<1>::from_data(TensorData::new(y, [n]), device);
+        let log_p = burn::tensor::activation::log_sigmoid(z.clone());
+        let log_q = burn::tensor::activation::log_sigmoid(z.clone().neg());
+        let value = (y.clone() * log_p + (y.ones_like() - y.clone()) * log_q)
+            .mean()
+            .neg();
+        let hits = z.detach().greater_elem(0.0).float().equal(y).float().sum();
+        let mut loss = StepLoss::new("order_loss", Term::new(value, n));
+        loss.log(
+            "order_accuracy",
+            Logged::Rate {
+                hits,
+                of: Count::Host(n as f64),
+            },
+        );
+        loss
+    }
+}
+
+#[test]
+fn a_new_step_with_its_own_data_and_head_trains_through_the_one_loop() {
+    let shards = ShardSet::open(common::shards()).unwrap();
+    let cfg = PretrainConfig::load(
+        "tiny",
+        &[
+            "model.kind=bert".into(),
+            "model.hidden_dropout_prob=0".into(),
+            "model.attention_probs_dropout_prob=0".into(),
+            "data.max_seq_len=64".into(),
+        ],
+    )
+    .unwrap();
+    let base = Device::flex();
+    let device = base.clone().autodiff();
+    trueneg::model::seed(&base, 11);
+    let mut model = PretrainModel::new(&cfg, shards.manifest.vocab_size, &device);
+    let hidden = cfg.model.encoder.hidden_size;
+    model.heads = Some(Box::new(OrderHead {
+        dense: linear(hidden, 1, &device),
+    }));
+    let head_before = head_weights(&mut model);
+    let mut replicas = Replicas::new(model, AdamW::new(cfg.optimizer.clone()), vec![base]).unwrap();
+    let settings = LoopSettings {
+        seed: 5,
+        grad_accum: 2,
+        max_grad_norm: 1.0,
+    };
+    let mut stream = BatchStream::new(&shards, 1, 8, DataPosition::default());
+    let mut counts = trueneg::objective::terms::WindowCounts::default();
+    let mut losses = Vec::new();
+    for step in 0..12 {
+        let run = StepRun {
+            step,
+            lr: 1e-3,
+            settings: &settings,
+            stream: &mut stream,
+            counts: &mut counts,
+            fixed: None,
+        };
+        let out = train_step(&OrderStep, run, &mut replicas).unwrap();
+        assert_eq!(out.micro.len(), 2, "one value per micro-step");
+        assert_eq!(out.masked, 0, "the step masks nothing");
+        let values = replicas.read(out.micro).unwrap();
+        let logged = values.logged_values();
+        assert!(logged.contains_key("order_loss") && logged.contains_key("order_accuracy"));
+        losses.push(values.mean_loss());
+    }
+    assert!(losses.iter().all(|l| l.is_finite()), "{losses:?}");
+    // The head is one of the model's parameters: the optimizer trained it.
+    let head_after = head_weights(&mut replicas.models[0]);
+    assert_ne!(head_before, head_after, "the step's head was updated");
+    let first: f64 = losses[..3].iter().sum::<f64>() / 3.0;
+    let last: f64 = losses[losses.len() - 3..].iter().sum::<f64>() / 3.0;
+    assert!(last < first, "the toy task is learnt: {losses:?}");
+}
+
+/// The step head's parameters, by name.
+fn head_weights(model: &mut PretrainModel) -> BTreeMap<String, Vec<f32>> {
+    model
+        .export()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("order."))
+        .map(|(k, t)| (k, t.values))
+        .collect()
+}

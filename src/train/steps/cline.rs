@@ -16,7 +16,7 @@ use std::ops::Range;
 use burn::prelude::*;
 use rand_chacha::ChaCha8Rng;
 
-use super::cline_heads::{LOSS_WEIGHTS, PREFIX, TripleHeads};
+use super::cline_heads::{HeadChoice, LOSS_WEIGHTS, PREFIX, TripleHeads};
 use super::masked_lm::MaskingContext;
 use super::triples::TripleBatch;
 use super::upload::{inputs, ints1};
@@ -58,7 +58,7 @@ impl StepKind for Kind {
         device: &Device,
     ) -> Option<Box<dyn StepHeads>> {
         let electra = cfg.model.kind == ModelKind::Electra;
-        let heads = TripleHeads::new(&cfg.objective.cline, encoder, electra, device);
+        let heads = TripleHeads::new(&head_choice(&cfg.objective.cline, electra), encoder, device);
         Some(Box::new(heads))
     }
 
@@ -142,6 +142,20 @@ impl TrainingStep for TripleStep {
 
     fn loss(&self, model: &PretrainModel, b: &MaskedTriples, device: &Device) -> StepLoss {
         triple_loss(model, &self.loss, &b.triples, &b.masked, device)
+    }
+}
+
+/// The heads `o` asks for: a detection head of its own unless an ELECTRA discriminator's head
+/// (`electra`) does the binary detection, the pooler for `bce`, the learned weights.
+fn head_choice(o: &ClineLossConfig, electra: bool) -> HeadChoice {
+    HeadChoice {
+        detection_outputs: match o.cline_rtd {
+            ClineRtd::ThreeWay => Some(3),
+            ClineRtd::Binary | ClineRtd::BinaryAll if electra => None,
+            ClineRtd::Binary | ClineRtd::BinaryAll => Some(1),
+        },
+        pooler: o.cline_contrast == ClineContrast::Bce,
+        learned_weights: o.cline_weights == ClineWeights::Learned,
     }
 }
 

@@ -14,7 +14,6 @@ use crate::model::encoder::linear;
 use crate::model::heads::RtdHead;
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::step_heads::StepHeads;
-use crate::objective::{ClineContrast, ClineLossConfig, ClineRtd, ClineWeights};
 
 /// The parameters' name prefix.
 pub const PREFIX: &str = "cline";
@@ -30,27 +29,25 @@ pub struct TripleHeads {
     pub loss_weights: Option<Param<Tensor<1>>>,
 }
 
+/// Which heads a run has.
+#[derive(Clone, Copy, Debug)]
+pub struct HeadChoice {
+    /// Detection logits per token of a head of its own (`None`: the discriminator's head).
+    pub detection_outputs: Option<usize>,
+    pub pooler: bool,
+    pub learned_weights: bool,
+}
+
 impl TripleHeads {
-    /// The heads `o` asks for beside `encoder`: a detection head of its own unless an
-    /// ELECTRA discriminator's head (`electra`) does the binary detection, the pooler for
-    /// `bce`, the learned weights.
-    pub fn new(
-        o: &ClineLossConfig,
-        encoder: &EncoderConfig,
-        electra: bool,
-        device: &Device,
-    ) -> Self {
-        let outputs = match o.cline_rtd {
-            ClineRtd::ThreeWay => Some(3),
-            ClineRtd::Binary | ClineRtd::BinaryAll if electra => None,
-            ClineRtd::Binary | ClineRtd::BinaryAll => Some(1),
-        };
-        let (hidden, pooler) = (encoder.hidden_size, o.cline_contrast == ClineContrast::Bce);
-        let learned = o.cline_weights == ClineWeights::Learned;
+    /// The heads of `choice` beside `encoder`.
+    pub fn new(choice: &HeadChoice, encoder: &EncoderConfig, device: &Device) -> Self {
+        let hidden = encoder.hidden_size;
         Self {
-            detection: outputs.map(|n| RtdHead::with_outputs(encoder, n, device)),
-            pooler: pooler.then(|| linear(hidden, hidden, device)),
-            loss_weights: learned.then(|| Param::from_tensor(Tensor::zeros([3], device))),
+            detection: (choice.detection_outputs)
+                .map(|n| RtdHead::with_outputs(encoder, n, device)),
+            pooler: (choice.pooler).then(|| linear(hidden, hidden, device)),
+            loss_weights: (choice.learned_weights)
+                .then(|| Param::from_tensor(Tensor::zeros([3], device))),
         }
     }
 
