@@ -654,3 +654,50 @@ fn the_file_system_check_finds_a_direct_open() {
     let v = file_system_outside_io(src);
     assert_eq!(v, ["text/mod.rs:4: names `std::fs`"], "{v:#?}");
 }
+
+/// The top-level modules of `src/` (folders and files, by name).
+fn top_level_modules(src: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_stem()?.to_str()?.to_string();
+            (p.is_dir() || p.extension().is_some_and(|x| x == "rs")).then_some(name)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn every_top_level_module_is_in_the_architecture_picture_and_its_table() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let picture = doc
+        .split("```mermaid")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/architecture.md opens with a Mermaid picture of the layers");
+    let missing: Vec<String> = top_level_modules(&root.join("src"))
+        .into_iter()
+        .filter(|m| {
+            let in_picture = picture
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .any(|w| w == m);
+            let in_table = doc.contains(&format!("| `{m}` |"));
+            !(in_picture && in_table)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md lacks these modules of src/ in its layer picture or its table: {missing:?}"
+    );
+    // The picture's layers are the checked ones.
+    for layer in LAYERS {
+        let line = layer.join(" · ");
+        assert!(
+            picture.contains(&format!("\"{line}\"")),
+            "the picture has no layer \"{line}\" (LAYERS)"
+        );
+    }
+}
