@@ -22,7 +22,7 @@ pub(crate) fn zeros(n: usize) -> Vec<f32> {
 
 /// A fresh `n`-element buffer written by `write`, which gets it uninitialised, and whatever
 /// `write` returns. For the kernels' outputs, which they write whole (element-wise loops, and
-/// products that do not accumulate: see `gemm::product_new`): zeroing them first was a
+/// products that do not accumulate: see `gemm::product_new`): zeroing them first would be a
 /// memory-bound pass of its own over every output.
 ///
 /// # Safety

@@ -2,8 +2,7 @@
 //! `torch.nn.Dropout` (active only while training on an autodiff device).
 //!
 //! burn's own `Dropout` draws the mask element by element from one host RNG on a single thread
-//! and then multiplies twice (by the mask, then by 1 / (1 − p)); on the CPU backends that was
-//! about a tenth of a pre-training step. Here, on CPU devices, the mask already holds 0 or
+//! and then multiplies twice (by the mask, then by 1 / (1 − p)). Here, on CPU devices, the mask already holds 0 or
 //! 1 / (1 − p), is filled in parallel (fixed chunks, each a ChaCha8 stream of one per-call seed,
 //! so the result does not depend on the thread count) and applied with one multiply. On
 //! LibTorch devices it is LibTorch's `native_dropout` (one kernel, a one-byte mask kept for the

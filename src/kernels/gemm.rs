@@ -165,8 +165,7 @@ pub const FAER_MIN_ROWS_TRANSPOSED: usize = 4096;
 /// at least [`FAER_MIN_ROWS_TRANSPOSED`]; through the gemm crate otherwise: the rule follows
 /// which crate's kernels were faster on each shape of the bench step (the encoder's tall `x·W`
 /// and `G·Wᵀ`, the MLM decoder's `∂E = Gᵀ·x`: faer; the weight gradients `xᵀ·G` and the
-/// decoder's short, wide `x·Eᵀ`: gemm), measured in BENCHMARKS.md ("The encoder's tall products
-/// on faer", sixth session). Both crates split a product over tiles of
+/// decoder's short, wide `x·Eᵀ`: gemm; BENCHMARKS.md). Both crates split a product over tiles of
 /// `dst`, never over the inner dimension (results do not depend on the thread count), and
 /// neither reads `dst` when it does not accumulate (both checked in `tests/kernels.rs`).
 unsafe fn call(dst: ViewMut, a: View, b: View, accumulate: bool, scale: f32, threads: usize) {

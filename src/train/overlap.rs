@@ -83,8 +83,8 @@ impl Overlap {
 
     /// Whether data-parallel steps on `device` overlap their all-reduce with the backward
     /// pass: on `libtorch-cuda` unless `TRUENEG_OVERLAP=0`; on LibTorch's CPU device only with
-    /// `TRUENEG_OVERLAP=1` (there Gloo's copies need the cores the backward pass is using: on
-    /// 2 cores it was no faster, BENCHMARKS.md).
+    /// `TRUENEG_OVERLAP=1` (there Gloo's copies compete for the cores the backward pass is using;
+    /// BENCHMARKS.md).
     pub fn wanted(device: &Device) -> bool {
         if !crate::kernels::torch(device) {
             return false;

@@ -20,10 +20,9 @@
 //! ([`crate::dist`], [`Replicas::join`]): there each process is one replica, and its share of
 //! the rows, seeds and loss is the same as here.
 //!
-//! (Until issue 33, CUDA replicas in one process summed their gradients with burn's own
-//! distributed data parallel over NCCL. On burn's CUDA backend one ELECTRA-Small-sized step
-//! takes 270 ms where LibTorch's takes 32 ms, so eight such GPUs did less than one LibTorch
-//! GPU; that path is gone, and `--devices` lists of GPUs now say to launch processes.)
+//! A `--devices` list of GPUs is refused with the advice to launch one process per GPU: burn's
+//! own CUDA backend, the only one that could hold several GPUs in one process, is far slower
+//! per step than LibTorch's (BENCHMARKS.md).
 //!
 //! The forward passes run one after another from one thread: burn's random seed is one per
 //! process on every backend (flex, cubecl), so replicas drawing at the same time could not be

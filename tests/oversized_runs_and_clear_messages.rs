@@ -1,10 +1,10 @@
-//! Reliability (issue 29, items 15 and 16): runs that cannot fit are refused before allocating,
-//! and the unclear messages are clear. Each test fails without its fix.
+//! Runs that cannot fit are refused before allocating, and unusual folders, shapes and links
+//! get clear messages.
 
 mod common;
 use common::{bin, fails, ok, pretrain_cmd, resume_cmd};
 
-/// Item 15: a batch (or model) that cannot fit in the machine's memory is refused before
+/// a batch (or model) that cannot fit in the machine's memory is refused before
 /// anything is allocated, with the estimate and what is available; nothing is left behind.
 #[test]
 fn a_run_too_large_for_the_memory_is_refused_with_both_figures() {
@@ -31,7 +31,7 @@ fn a_run_too_large_for_the_memory_is_refused_with_both_figures() {
     assert!(big > 2.0 * small, "{big} vs {small}");
 }
 
-/// Item 16: a run in a folder whose name is not UTF-8 resumes and exports.
+/// a run in a folder whose name is not UTF-8 resumes and exports.
 #[test]
 #[cfg(unix)]
 fn a_run_on_a_non_utf8_path_resumes_and_exports() {
@@ -50,7 +50,7 @@ fn a_run_on_a_non_utf8_path_resumes_and_exports() {
     assert!(out.join("discriminator/config.json").exists());
 }
 
-/// Item 16: `--resume` with another model shape names the setting and says why, instead of
+/// `--resume` with another model shape names the setting and says why, instead of
 /// calling every checkpoint damaged.
 #[test]
 fn resuming_with_another_model_shape_says_so() {
@@ -76,7 +76,7 @@ fn resuming_with_another_model_shape_says_so() {
     );
 }
 
-/// Item 16: a symbolic link back up a corpus folder is read once, with a note, not followed
+/// a symbolic link back up a corpus folder is read once, with a note, not followed
 /// until the path is 40 levels deep.
 #[test]
 #[cfg(unix)]
@@ -96,7 +96,7 @@ fn a_symlink_loop_in_a_corpus_folder_is_read_once() {
     );
 }
 
-/// Item 16: `--train-vocab` smaller than the corpus's alphabet says what it gave instead.
+/// `--train-vocab` smaller than the corpus's alphabet says what it gave instead.
 #[test]
 fn a_train_vocab_below_the_alphabet_says_what_it_gave() {
     let dir = tempfile::tempdir().unwrap();
@@ -115,7 +115,7 @@ fn a_train_vocab_below_the_alphabet_says_what_it_gave() {
     );
 }
 
-/// Item 16: `export` while the run still trains and rotates its checkpoints (one kept, one
+/// `export` while the run still trains and rotates its checkpoints (one kept, one
 /// written every step) reads a whole checkpoint every time: one removed while it was read is
 /// looked up again.
 #[test]

@@ -1,5 +1,5 @@
-//! Reliability (issue 29): nothing lost, nothing silently wrong, no hang, no panic. One test per
-//! item; each fails without its fix.
+//! Bad input and faults: nothing lost, nothing silently wrong, no hang, no panic; each test
+//! names the case it guards.
 
 mod common;
 use common::{
@@ -8,7 +8,7 @@ use common::{
 
 use std::path::{Path, PathBuf};
 
-/// Item 1: a run whose checkpoints lost `optimizer.safetensors` resumes its weights (a warning,
+/// a run whose checkpoints lost `optimizer.safetensors` resumes its weights (a warning,
 /// fresh optimizer state); no step folder is deleted and `metrics.jsonl` keeps its lines.
 #[test]
 fn stripped_optimizer_state_resumes_the_weights_and_deletes_nothing() {
@@ -44,7 +44,7 @@ fn stripped_optimizer_state_resumes_the_weights_and_deletes_nothing() {
     assert!(ck.join("step-00000099/notes.txt").exists());
 }
 
-/// Item 4: a shard folder's tokenizer.json must be the manifest's; a missing one is named.
+/// a shard folder's tokenizer.json must be the manifest's; a missing one is named.
 #[test]
 fn a_swapped_or_missing_shard_tokenizer_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -78,7 +78,7 @@ fn glue_copy(dir: &Path, task: &str, dev: &str) -> PathBuf {
     d
 }
 
-/// Item 6: an empty dev set, a non-finite STS-B score, duplicate SQuAD ids and a SQuAD
+/// an empty dev set, a non-finite STS-B score, duplicate SQuAD ids and a SQuAD
 /// question without answers are errors naming the file, not figures.
 #[test]
 fn scoring_refuses_what_would_give_a_meaningless_figure() {
@@ -122,7 +122,7 @@ fn scoring_refuses_what_would_give_a_meaningless_figure() {
     assert!(e.contains("x2") && e.contains("no answers"), "{e}");
 }
 
-/// Item 6: a model whose predictions are not finite gets no score.
+/// a model whose predictions are not finite gets no score.
 #[test]
 fn a_non_finite_prediction_is_not_scored() {
     use trueneg::finetune::classify::score_file;
@@ -146,7 +146,7 @@ fn a_non_finite_prediction_is_not_scored() {
     assert!(score_file(GlueTask::Stsb, f, &[], &[]).is_err());
 }
 
-/// Items 9 and 14: counts of zero (and a 1-token window) are refused before any work.
+/// counts of zero (and a 1-token window) are refused before any work.
 #[test]
 fn numeric_options_are_range_checked_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
@@ -215,7 +215,7 @@ fn numeric_options_are_range_checked_before_any_work() {
     assert!(trueneg::text::prepare::prepare(&o).is_err());
 }
 
-/// Item 10: a vocab.txt with a repeated line is refused, naming the line.
+/// a vocab.txt with a repeated line is refused, naming the line.
 #[test]
 fn a_vocab_with_a_repeated_token_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -235,7 +235,7 @@ fn a_vocab_with_a_repeated_token_is_refused() {
     );
 }
 
-/// Item 11: GLUE fine-tuning of a model with fewer positions than the recipe's length: the
+/// GLUE fine-tuning of a model with fewer positions than the recipe's length: the
 /// default length fits the model; an explicit longer one is one line naming both figures.
 #[test]
 fn glue_fine_tuning_fits_the_models_positions() {
@@ -271,7 +271,7 @@ fn glue_fine_tuning_fits_the_models_positions() {
     ok(ft(&[], "b"));
 }
 
-/// Item 8: `--resume` after the shards were prepared again from other text (same tokenizer)
+/// `--resume` after the shards were prepared again from other text (same tokenizer)
 /// is refused: the run records the corpus's content fingerprint.
 #[test]
 fn resuming_on_a_corpus_prepared_again_from_other_text_is_refused() {
@@ -321,7 +321,7 @@ fn resuming_on_a_corpus_prepared_again_from_other_text_is_refused() {
     );
 }
 
-/// Item 3: `model.init_from` of a model trained with another vocabulary of the same size is
+/// `model.init_from` of a model trained with another vocabulary of the same size is
 /// refused (it was accepted: only the size was compared).
 #[test]
 fn init_from_a_model_of_another_tokenizer_is_refused() {
@@ -352,7 +352,7 @@ fn init_from_a_model_of_another_tokenizer_is_refused() {
         "{e}"
     );
     assert!(!run.join("checkpoints").exists());
-    // Item 5: `lexicon build --checkpoint` of the base with the other tokenizer, likewise.
+    // `lexicon build --checkpoint` of the base with the other tokenizer, likewise.
     let ck = base.join("checkpoints/step-00000003/model.safetensors");
     let lex = |tok: &Path, out: &str| {
         bin()
@@ -385,7 +385,7 @@ fn init_from_a_model_of_another_tokenizer_is_refused() {
     .unwrap());
 }
 
-/// Item 12: a shard with flipped bytes is an error naming the shard file and the record (it
+/// a shard with flipped bytes is an error naming the shard file and the record (it
 /// panicked inside the embedding gather).
 #[test]
 fn a_damaged_shard_is_an_error_not_a_panic() {
@@ -421,7 +421,7 @@ fn a_damaged_shard_is_an_error_not_a_panic() {
     );
 }
 
-/// Item 7: in a folder, corpus files are told by suffix in any case (`x.JSONL` is JSON lines);
+/// in a folder, corpus files are told by suffix in any case (`x.JSONL` is JSON lines);
 /// a README or a binary is skipped with a note; what was read is listed. A binary named on its
 /// own is an error naming it.
 #[test]
@@ -480,7 +480,7 @@ fn corpus_folders_take_corpus_files_by_suffix_in_any_case() {
     );
 }
 
-/// Item 13: a synonym table with damaged offsets or ids is refused when it is loaded (it
+/// a synonym table with damaged offsets or ids is refused when it is loaded (it
 /// panicked about 100 steps into training).
 #[test]
 fn a_damaged_synonym_table_is_refused_at_load() {
@@ -518,7 +518,7 @@ fn a_damaged_synonym_table_is_refused_at_load() {
     assert!(e.contains("b.lex") && e.contains("synonym id 9"), "{e}");
 }
 
-/// Item 16 (part): a TOML syntax error names the file, line and column, and nothing is written.
+/// a TOML syntax error names the file, line and column, and nothing is written.
 #[test]
 fn a_toml_syntax_error_names_its_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -538,7 +538,7 @@ fn a_toml_syntax_error_names_its_line() {
     assert!(!run.exists());
 }
 
-/// Item 17 (part): a transformers folder where a run is expected (`export`, `stats`) is named
+/// a transformers folder where a run is expected (`export`, `stats`) is named
 /// as such (it said "no such config file or preset").
 #[test]
 fn a_transformers_folder_where_a_run_is_expected_is_named_as_such() {
@@ -578,7 +578,7 @@ fn a_transformers_folder_where_a_run_is_expected_is_named_as_such() {
     assert!(!dir.path().join("out").exists());
 }
 
-/// Item 17 (rest): a new run that fails before its first step (here: no WordNet for Hard
+/// a new run that fails before its first step (here: no WordNet for Hard
 /// Correction) leaves no run files, so the plain retry starts; the folder a user named is
 /// kept with what was in it.
 #[test]

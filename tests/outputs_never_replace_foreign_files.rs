@@ -1,5 +1,4 @@
-//! Reliability (issue 29, item 2): an output path never replaces a file its command did not
-//! write; `--force` does. Each test fails without the fix.
+//! An output path never replaces a file its command did not write; `--force` does.
 
 mod common;
 use common::{bin, fails, ok, pretrain_cmd};
