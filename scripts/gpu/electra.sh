@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The ELECTRA step on one GPU, in one call (a lent GPU's minutes go to measuring):
-#   1. `scripts/gpu-bench.sh` with MODEL=electra at ELECTRA-Small size (12 layers × batch 128,
+#   1. `scripts/gpu.sh bench` with MODEL=electra at ELECTRA-Small size (12 layers × batch 128,
 #      Hard Correction on both sides): trueneg `libtorch-cuda` f32 / bf16 against
 #      torch_electra_bench.py eager f32, eager bf16 + fused AdamW, torch.compile and
 #      torch.compile(mode="reduce-overhead"), alternating;
@@ -14,7 +14,7 @@
 #      token against 989 TFLOP/s (H100 bf16 dense).
 # Everything it prints is also written under OUT_DIR (default $OUT, else /tmp/gpu-electra).
 #
-#   scripts/gpu-electra-bench.sh BIN SHARDS [ROUNDS] [PARTS]
+#   scripts/gpu.sh electra BIN SHARDS [ROUNDS] [PARTS]
 #     BIN     a `--features tch` build of trueneg
 #     SHARDS  prepared shards for part 3 (e.g. WikiText-2's test split, --train-vocab 8000)
 #     PARTS   which parts to run, default "1 2 3"
@@ -24,9 +24,9 @@ shards=$(realpath "$2")
 rounds=${3:-1}
 parts=${4:-1 2 3}
 out=${OUT_DIR:-${OUT:-/tmp/gpu-electra}}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 torch_bench=${TORCH_ELECTRA_BENCH:-../shared/bench/torch_electra_bench.py}
-. scripts/gpu-common.sh
+. scripts/gpu/common.sh
 gpu_setup "$out"
 
 for part in $parts; do
@@ -35,7 +35,7 @@ for part in $parts; do
       MODEL=electra SIZES=small WARMUP=${WARMUP:-8} \
         TRUENEG=${TRUENEG:-libtorch-cuda:f32 libtorch-cuda:bf16} \
         TORCH=${TORCH:-eager-f32 eager-bf16-fused compile-bf16-fused compile-ro-bf16-fused} \
-        scripts/gpu-bench.sh "$bin" "$torch_bench" "$rounds" "${STEPS:-20}" 2>&1 | tee -a "$out/bench.txt"
+        scripts/gpu.sh bench "$bin" "$torch_bench" "$rounds" "${STEPS:-20}" 2>&1 | tee -a "$out/bench.txt"
       grep RESULT "$out/bench.txt" | tee "$out/results.txt"
       ;;
     2)

@@ -1,29 +1,29 @@
 #!/usr/bin/env bash
-# The recorded step's GPU figures in one call sized for a short device lease (157 s on an H200
-# in the tenth session, once the machine was up), the most wanted first. Each part runs under its
+# The recorded step's GPU figures in one call sized for a short device lease, the most wanted
+# first. Each part runs under its
 # own time limit (together 565 s, under the 600 s a lent machine gives one command) and writes
 # under OUT as it ends, so a part cut short costs only itself.
 #   1. kernel launches per step, f32 and bf16 (`bench --count-ops`, ELECTRA-Small size:
 #      12 layers × batch 128, Hard Correction);
 #   2. that step, one round: trueneg bf16 and f32 recorded and bf16 not, against PyTorch eager
 #      bf16 + fused AdamW and torch.compile(mode="reduce-overhead"), ms per step and peak memory
-#      (`gpu-electra-bench.sh` part 1);
+#      (`electra` part 1);
 #   3. the `electra-small` preset end to end, f32 and bf16, recorded and not, one round of
-#      PRESET_STEPS (default 40) steps: tokens/s and MFU (`gpu-electra-bench.sh` part 3);
+#      PRESET_STEPS (default 40) steps: tokens/s and MFU (`electra` part 3);
 #   4. the preset recorded against the same fixed-shape step unrecorded, CURVE_STEPS (default
 #      30) steps with every logged value compared, and both resumed from step 20
-#      (`gpu-graph-check.sh` part 4).
-# The longer lists stay in gpu-electra-bench.sh and gpu-graph-check.sh.
+#      (`graph` part 4).
+# The longer lists stay in the `electra` and `graph` parts.
 #
-#   scripts/gpu-quick.sh BIN SHARDS     (SHARDS: prepared at 128 tokens, e.g. WikiText-2's test
+#   scripts/gpu.sh quick BIN SHARDS     (SHARDS: prepared at 128 tokens, e.g. WikiText-2's test
 #                                        split with --train-vocab 8000)
 # TORCH_ELECTRA_BENCH names torch_electra_bench.py where ../shared/bench is not beside the checkout.
 set -uo pipefail
 bin=$(realpath "$1")
 shards=$(realpath "$2")
 out=${OUT_DIR:-${OUT:-/tmp/gpu-quick}}
-cd "$(dirname "$0")/.."
-. scripts/gpu-common.sh
+cd "$(dirname "$0")/../.."
+. scripts/gpu/common.sh
 gpu_setup "$out"
 
 # part NAME SECONDS COMMAND...: runs COMMAND under a time limit and notes how it ended.
@@ -35,12 +35,12 @@ part() {
   echo "part $name rc=$? seconds=$((SECONDS - start))" | tee -a "$out/parts.txt"
 }
 
-OUT_DIR=$out/launches PHASE_BATCHES= part launches 75 scripts/gpu-electra-bench.sh "$bin" "$shards" 1 2
+OUT_DIR=$out/launches PHASE_BATCHES= part launches 75 scripts/gpu.sh electra "$bin" "$shards" 1 2
 OUT_DIR=$out/step TRUENEG="libtorch-cuda:bf16:fused:graph libtorch-cuda:f32:fused:graph libtorch-cuda:bf16" \
   TORCH="eager-bf16-fused compile-ro-bf16-fused" STEPS=20 WARMUP=8 \
-  part step 210 scripts/gpu-electra-bench.sh "$bin" "$shards" 1 1
+  part step 210 scripts/gpu.sh electra "$bin" "$shards" 1 1
 OUT_DIR=$out/preset PRESET_STEPS=${PRESET_STEPS:-40} \
-  part preset 130 scripts/gpu-electra-bench.sh "$bin" "$shards" 1 3
+  part preset 130 scripts/gpu.sh electra "$bin" "$shards" 1 3
 OUT_DIR=$out/curve W1_SHARDS=$shards CURVE_STEPS=${CURVE_STEPS:-30} \
-  part curve 150 scripts/gpu-graph-check.sh "$bin" 4
+  part curve 150 scripts/gpu.sh graph "$bin" 4
 cat "$out/parts.txt"

@@ -26,13 +26,13 @@
 # (unset, one process on libtorch-cuda records; a world of several processes does not).
 # Everything it prints is also written under OUT (default $OUT, else /tmp/gpu-graph).
 #
-#   scripts/gpu-graph-check.sh BIN [PARTS]     (PARTS default "1 2 3 4")
+#   scripts/gpu.sh graph BIN [PARTS]     (PARTS default "1 2 3 4")
 set -uo pipefail
 bin=$(realpath "$1")
 parts=${2:-1 2 3 4}
 out=${OUT_DIR:-${OUT:-/tmp/gpu-graph}}
-cd "$(dirname "$0")/.."
-. scripts/gpu-common.sh
+cd "$(dirname "$0")/../.."
+. scripts/gpu/common.sh
 gpu_setup "$out"
 
 # W1_SHARDS, or shards at 128 tokens made in folder $1 from the repository's text.

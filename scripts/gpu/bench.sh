@@ -8,7 +8,7 @@
 # (`peak_gpu_mib=`: torch.cuda.max_memory_allocated, trueneg's the same statistic of
 # LibTorch's allocator, a recorded step's pool included).
 #
-# Usage: scripts/gpu-bench.sh TRUENEG_BIN TORCH_BENCH_PY [ROUNDS] [STEPS]
+# Usage: scripts/gpu.sh bench TRUENEG_BIN TORCH_BENCH_PY [ROUNDS] [STEPS]
 #   MODEL      bert (default; TORCH_BENCH_PY = torch_bench.py, run with --masked-head) or electra
 #              (TORCH_BENCH_PY = torch_electra_bench.py: generator + discriminator, both sides
 #              with Hard Correction unless HC=0)

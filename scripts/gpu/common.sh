@@ -1,4 +1,4 @@
-# Sourced by the one-call GPU scripts (gpu-electra-bench.sh, gpu-graph-check.sh): makes the
+# Sourced by the one-call GPU scripts (scripts/gpu.sh's parts): makes the
 # output folder $1, puts the LibTorch libraries of python3's PyTorch (which the `tch` build was
 # built against) on the library path, and records which GPU the figures come from in $1/gpu.txt.
 gpu_setup() {
