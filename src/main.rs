@@ -11,7 +11,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 // mimalloc hands freed memory back to the OS after a short delay. A training step frees and
 // re-allocates the same large buffers (logits, activations, gradients) at every step, so it would
-// pay the kernel to fault in and zero those pages again each time (BENCHMARKS.md measures it).
+// pay the kernel to fault in and zero those pages again each time.
 // Freed memory stays mapped (purge delay -1); `MIMALLOC_PURGE_DELAY` in the environment still
 // wins.
 unsafe extern "C" {
@@ -34,7 +34,7 @@ fn keep_freed_memory_mapped() {
 /// Called from the main thread, each of the many parallel operations of a training step (matrix
 /// products, kernels, burn's element-wise loops) would be injected into the pool while the main
 /// thread waits: one more thread than CPUs, taking turns with the workers (context switches and
-/// system time, measured in BENCHMARKS.md). From a worker thread an operation is split in place,
+/// system time). From a worker thread an operation is split in place,
 /// the caller taking a share.
 fn on_worker_thread<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     // The main thread's usual stack, not a worker's 2 MiB: the whole command runs there.
