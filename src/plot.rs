@@ -32,34 +32,35 @@ fn color(i: usize) -> RGBAColor {
     Palette99::pick(i).to_rgba()
 }
 
-/// The colour index of each objective wherever it is drawn, so that an objective has one colour
-/// in every plot of a report; other groups take the following colours in order of appearance.
-const OBJECTIVE_COLORS: [&str; 5] = [
-    "baseline",
-    "hard_correction",
-    "soft_regularization",
-    "sentence_regularization",
-    "contrastive",
-];
+/// What decides a series' style: its group (series of one group share a colour) and the
+/// colour its caller fixed (an objective's, the same in every plot).
+struct Styled<'a> {
+    group: &'a str,
+    colour: Option<usize>,
+}
 
-/// (colour, rank within its colour) of each of `groups` (a series' group, else its position):
-/// objectives by [`OBJECTIVE_COLORS`], the rest after them; the rank picks the dash pattern
-/// and the marker, so that series of one colour (or lying on top of each other) stay apart.
-fn styles(groups: &[String]) -> Vec<(usize, usize)> {
-    let mut seen: Vec<&str> = Vec::new();
+/// (colour, rank within its colour) of each series: its fixed colour, else its group's, the
+/// groups taking the colours no series of the plot fixed, in order of appearance; the rank
+/// picks the dash pattern and the marker, so that series of one colour (or lying on top of
+/// each other) stay apart.
+fn styles(series: &[Styled]) -> Vec<(usize, usize)> {
+    let fixed: Vec<usize> = series.iter().filter_map(|s| s.colour).collect();
+    let mut free = (0..).filter(|c| !fixed.contains(c));
+    let mut groups: Vec<(&str, usize)> = Vec::new();
     let mut count = std::collections::HashMap::<usize, usize>::new();
-    groups
+    series
         .iter()
-        .map(|g| {
-            let c = match OBJECTIVE_COLORS.iter().position(|o| g == o) {
-                Some(i) => i,
-                None => {
-                    let at = seen.iter().position(|s| s == g).unwrap_or_else(|| {
-                        seen.push(g);
-                        seen.len() - 1
-                    });
-                    OBJECTIVE_COLORS.len() + at
-                }
+        .map(|s| {
+            let c = match s.colour {
+                Some(c) => c,
+                None => match groups.iter().find(|(g, _)| *g == s.group) {
+                    Some(&(_, c)) => c,
+                    None => {
+                        let c = free.next().expect("an endless supply of colours");
+                        groups.push((s.group, c));
+                        c
+                    }
+                },
             };
             let rank = count.entry(c).or_default();
             *rank += 1;
@@ -69,11 +70,13 @@ fn styles(groups: &[String]) -> Vec<(usize, usize)> {
 }
 
 /// One named series of (x, y) points; series of one `group` (an objective's name, say) share
-/// a colour and differ in dashes and markers.
+/// a colour and differ in dashes and markers. `colour` fixes the colour (an index into the
+/// palette, e.g. `ObjectiveKind::colour`), so that an objective looks the same in every plot.
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     pub group: Option<String>,
+    pub colour: Option<usize>,
 }
 
 /// A tick label without a negative zero, with no more decimals than the tick step needs.
@@ -94,24 +97,23 @@ fn tick(v: f64, step: f64) -> String {
     }
 }
 
-/// What a reader calls a `metrics.jsonl` field on an axis (`mlm_loss` → "masked-LM loss",
-/// `eval_…` → "held-out …"); other fields as they are, `_` as spaces.
-pub fn metric_label(field: &str) -> String {
+/// What a reader calls a `metrics.jsonl` field on an axis: a term by `terms` (the objectives'
+/// registry, `objective::term_labels`), the loop's own fields (`loss`, `lr`, …) here, `eval_…`
+/// → "held-out …"; other fields as they are, `_` as spaces.
+pub fn metric_label(field: &str, terms: &[(&str, &str)]) -> String {
     let (held_out, name) = match field.strip_prefix("eval_") {
         Some(rest) => ("held-out ", rest),
         None => ("", field),
     };
-    let plain = match name {
-        "loss" => "total loss".to_string(),
-        "mlm_loss" => "masked-LM loss (generator's for ELECTRA)".into(),
-        "mlm_accuracy" => "masked-LM accuracy".into(),
-        "disc_loss" => "discriminator loss (replaced-token detection)".into(),
-        "disc_accuracy" => "discriminator accuracy".into(),
-        "sr_loss" => "Soft Regularization term".into(),
-        "lr" => "learning rate".into(),
-        "grad_norm" => "gradient norm (before clipping)".into(),
-        "tokens_per_s" => "tokens per second".into(),
-        other => other.replace('_', " "),
+    let plain = match terms.iter().find(|(k, _)| *k == name) {
+        Some((_, label)) => label.to_string(),
+        None => match name {
+            "loss" => "total loss".to_string(),
+            "lr" => "learning rate".into(),
+            "grad_norm" => "gradient norm (before clipping)".into(),
+            "tokens_per_s" => "tokens per second".into(),
+            other => other.replace('_', " "),
+        },
     };
     format!("{held_out}{plain}")
 }
@@ -161,6 +163,7 @@ pub fn line_plot(
                 .map(|&(x, y)| (x, if log_y { y.log10() } else { y }))
                 .collect(),
             group: s.group.clone(),
+            colour: s.colour,
         })
         .collect();
     let pts = series.iter().flat_map(|s| s.points.iter());
@@ -302,7 +305,13 @@ fn draw_lines<DB: DrawingBackend>(
     let groups: Vec<String> = (p.series.iter().enumerate())
         .map(|(i, s)| s.group.clone().unwrap_or_else(|| format!("series {i}")))
         .collect();
-    for (i, (s, (c, rank))) in p.series.iter().zip(styles(&groups)).enumerate() {
+    let styled: Vec<Styled> = (p.series.iter().zip(&groups))
+        .map(|(s, g)| Styled {
+            group: g,
+            colour: s.colour,
+        })
+        .collect();
+    for (i, (s, (c, rank))) in p.series.iter().zip(styles(&styled)).enumerate() {
         let style = color(c).stroke_width(2);
         let pts = s.points.iter().copied();
         match rank % 3 {
@@ -370,6 +379,7 @@ pub fn metric_series(run: &Path, metric: &str) -> Result<Option<Series>> {
             .unwrap_or_default(),
         points,
         group: run_objective(run),
+        colour: None,
     }))
 }
 
@@ -397,8 +407,9 @@ fn loss_fields(run: &Path) -> Result<Vec<String>> {
 
 /// `<run>/loss.png` and `loss.svg`: every loss term of a run's `metrics.jsonl` over the steps
 /// (log scale: the weighted total and the discriminator's term differ by orders of magnitude);
-/// a held-out term has its training term's colour, dashed.
-pub fn run_loss_plot(run: &Path) -> Result<std::path::PathBuf> {
+/// a held-out term has its training term's colour, dashed; terms named by `terms` (see
+/// [`metric_label`]).
+pub fn run_loss_plot(run: &Path, terms: &[(&str, &str)]) -> Result<std::path::PathBuf> {
     let mut series = Vec::new();
     let mut fields = loss_fields(run)?;
     // Each held-out term right after its training term (solid, then dashed).
@@ -409,7 +420,7 @@ pub fn run_loss_plot(run: &Path) -> Result<std::path::PathBuf> {
     for m in fields {
         let m = m.as_str();
         if let Some(mut s) = metric_series(run, m)? {
-            s.name = metric_label(m);
+            s.name = metric_label(m, terms);
             s.group = Some(m.trim_start_matches("eval_").to_string());
             series.push(s);
         }
@@ -428,10 +439,12 @@ pub fn run_loss_plot(run: &Path) -> Result<std::path::PathBuf> {
     Ok(out)
 }
 
-/// One named series of (mean, low, high) per category; `None` where it has no value.
+/// One named series of (mean, low, high) per category; `None` where it has no value. `colour`
+/// as [`Series::colour`].
 pub struct IntervalSeries {
     pub name: String,
     pub points: Vec<Option<(f64, f64, f64)>>,
+    pub colour: Option<usize>,
 }
 
 /// The lowest and highest finite value of `series` (means and interval ends; 0 with
@@ -541,8 +554,13 @@ fn draw_intervals<DB: DrawingBackend>(
     }
     let width = 0.7 / series.len().max(1) as f64;
     // An objective's colour is the one it has in the report's other plots.
-    let names: Vec<String> = series.iter().map(|s| s.name.clone()).collect();
-    for (i, (s, (c, _))) in series.iter().zip(styles(&names)).enumerate() {
+    let styled: Vec<Styled> = (series.iter())
+        .map(|s| Styled {
+            group: &s.name,
+            colour: s.colour,
+        })
+        .collect();
+    for (i, (s, (c, _))) in series.iter().zip(styles(&styled)).enumerate() {
         let color = color(c);
         let offset = -0.35 + width * (i as f64 + 0.5);
         let at = |c: usize| c as f64 + offset;

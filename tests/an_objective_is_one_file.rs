@@ -4,14 +4,14 @@
 //!
 //! The masked-LM step's own losses (`mlm.rs`, `rtd.rs`: the baseline, which every step
 //! trains with) and the terms machinery (`terms.rs`) are not objectives. The registry's
-//! protocol names every part declares (`NAME`, `build`) are shared, not an objective's own.
+//! protocol names parts declare (`NAME`, `build`, `LABELS`) are shared, not an objective's own.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 const MAX_FILES: usize = 3;
 const NOT_OBJECTIVES: [&str; 4] = ["mod", "terms", "mlm", "rtd"];
-const PROTOCOL: [&str; 2] = ["NAME", "build"];
+const PROTOCOL: [&str; 3] = ["NAME", "build", "LABELS"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {

@@ -390,6 +390,7 @@ fn plots_refuse_a_folder_and_leave_no_temporary_file() {
         name: "x".into(),
         points: vec![(1.0, 0.0), (2.0, 0.0)],
         group: None,
+        colour: None,
     }];
     let e = trueneg::plot::line_plot(dir.path(), "t", "step", "y", &series, false)
         .unwrap_err()

@@ -4,13 +4,16 @@
 
 use std::path::Path;
 
+use trueneg::objective::ObjectiveKind;
 use trueneg::plot::{Series, line_plot, metric_label};
 
+/// A series of objective `group` (its config name), in that objective's colour.
 fn series(name: &str, group: &str, ys: &[f64]) -> Series {
     Series {
         name: name.into(),
         points: ys.iter().enumerate().map(|(i, &y)| (i as f64, y)).collect(),
         group: Some(group.into()),
+        colour: ObjectiveKind::parse(group).map(|k| k.colour()),
     }
 }
 
@@ -34,15 +37,15 @@ fn an_objective_keeps_its_colour_and_overlapping_series_stay_apart() {
     let both = dir.path().join("both.svg");
     let runs = [
         series("base seed 1", "baseline", &ys),
-        series("hc seed 1", "hard_correction", &ys),
-        series("hc seed 2", "hard_correction", &ys),
+        series("hc seed 1", "hc", &ys),
+        series("hc seed 2", "hc", &ys),
     ];
     line_plot(&both, "t", "training step", "loss", &runs, false).unwrap();
     let alone = dir.path().join("alone.svg");
     line_plot(&alone, "t", "training step", "loss", &runs[1..2], false).unwrap();
     let (s, a) = (strokes(&both), strokes(&alone));
     assert!(!a.is_empty(), "no lines in the SVG");
-    // Hard Correction's colour does not depend on its place in the list.
+    // Hard Correction's colour (the registry's) does not depend on its place in the list.
     let hc = &a[0];
     // The baseline is drawn first, in a colour of its own; both Hard Correction runs in the
     // colour Hard Correction has alone.
@@ -62,7 +65,7 @@ fn an_objective_keeps_its_colour_and_overlapping_series_stay_apart() {
 fn a_flat_series_gets_an_axis_and_axes_read_as_words() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("flat.svg");
-    let zeros = [series("corrected", "hard_correction", &[0.0; 8])];
+    let zeros = [series("corrected", "hc", &[0.0; 8])];
     line_plot(&svg, "t", "training step", "corrected (%)", &zeros, false).unwrap();
     let text = std::fs::read_to_string(&svg).unwrap();
     if Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists() {
@@ -75,9 +78,15 @@ fn a_flat_series_gets_an_axis_and_axes_read_as_words() {
         assert!(!text.contains("0.000001"));
     }
     assert_eq!(
-        metric_label("eval_mlm_loss"),
+        metric_label("eval_mlm_loss", &trueneg::objective::term_labels()),
         "held-out masked-LM loss (generator's for ELECTRA)"
     );
-    assert_eq!(metric_label("disc_accuracy"), "discriminator accuracy");
-    assert_eq!(metric_label("sentence_sr_loss"), "sentence sr loss");
+    assert_eq!(
+        metric_label("disc_accuracy", &trueneg::objective::term_labels()),
+        "discriminator accuracy"
+    );
+    assert_eq!(
+        metric_label("sentence_sr_loss", &trueneg::objective::term_labels()),
+        "sentence sr loss"
+    );
 }

@@ -27,15 +27,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     outputs.check(std::slice::from_ref(&a.out))?;
     let mut series = Vec::new();
     for r in &a.runs {
-        series.push(trueneg::plot::metric_series(r, &a.metric)?.ok_or_else(|| {
+        let mut s = trueneg::plot::metric_series(r, &a.metric)?.ok_or_else(|| {
             anyhow::anyhow!(
                 "{}: no field `{}`",
                 r.join("metrics.jsonl").display(),
                 a.metric
             )
-        })?);
+        })?;
+        // A run's objective has its colour of every plot.
+        s.colour = (s.group.as_deref())
+            .and_then(trueneg::objective::ObjectiveKind::parse)
+            .map(|k| k.colour());
+        series.push(s);
     }
-    let label = trueneg::plot::metric_label(&a.metric);
+    let label = trueneg::plot::metric_label(&a.metric, &trueneg::objective::term_labels());
     trueneg::plot::line_plot(
         &a.out,
         &format!("{label} by run"),

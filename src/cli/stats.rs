@@ -67,6 +67,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .map(|s| (s.step as f64, 100.0 * s.prediction_level))
                 .collect(),
             group: None,
+            colour: None,
         },
         Series {
             name: "iteration level (sequences with a correction)".into(),
@@ -75,6 +76,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .map(|s| (s.step as f64, 100.0 * s.iteration_level))
                 .collect(),
             group: None,
+            colour: None,
         },
     ];
     line_plot(

@@ -447,6 +447,7 @@ fn interval_series(
         .iter()
         .map(|o| IntervalSeries {
             name: o.to_string(),
+            colour: ObjectiveKind::parse(o).map(|k| k.colour()),
             points: measures
                 .iter()
                 .map(|m| {
@@ -514,6 +515,7 @@ fn plots(r: &AblationReport, out: &Path) -> Result<Vec<PathBuf>> {
                         .map(|x| (x.step as f64, f(x)))
                         .collect(),
                     group: Some(k.name().to_string()),
+                    colour: Some(k.colour()),
                 });
             }
         }

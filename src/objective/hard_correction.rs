@@ -37,6 +37,11 @@ use crate::text::{SynonymTable, WordPieceTokenizer};
 /// The part's name in [`super::ObjectiveKind`]'s registry.
 pub const NAME: &str = "hc";
 
+/// The window counts it logs: masked predictions that differ from the gold token, and those it
+/// corrected (dropped from the loss).
+pub const MISMATCHED: &str = "mismatched";
+pub const CORRECTED: &str = "corrected";
+
 /// HC on ELECTRA's discriminator: a sampled replacement that is a synonym of the original is
 /// labelled "original" (`relabel`) or left out of L_D (`ignore`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,8 +186,8 @@ impl HardCorrection {
         c.sequences_corrected = hit.iter().filter(|&&h| h).count();
         let n = w.len();
         let counts = [
-            ("mismatched", c.mismatched),
-            ("corrected", c.corrected),
+            (MISMATCHED, c.mismatched),
+            (CORRECTED, c.corrected),
             ("sequences", c.sequences),
             ("sequences_corrected", c.sequences_corrected),
         ]
@@ -254,8 +259,8 @@ impl Part for HardCorrection {
             IndexingUpdateOp::Add,
         );
         let counts = vec![
-            ("mismatched".to_string(), mismatched.int().sum()),
-            ("corrected".to_string(), corrected.clone().int().sum()),
+            (MISMATCHED.to_string(), mismatched.int().sum()),
+            (CORRECTED.to_string(), corrected.clone().int().sum()),
             ("sequences".to_string(), count(s.batch.batch, s.device)),
             (
                 "sequences_corrected".to_string(),
@@ -288,18 +293,18 @@ impl Part for HardCorrection {
     }
 
     fn progress(&self, c: &Counters) -> Option<String> {
-        let (mismatched, corrected) = (*c.get("mismatched")?, c.get("corrected").copied()?);
+        let (mismatched, corrected) = (*c.get(MISMATCHED)?, c.get(CORRECTED).copied()?);
         Some(format!("hc corrected {corrected}/{mismatched}"))
     }
 
     fn window_metrics(&self, c: &Counters, out: &mut BTreeMap<String, serde_json::Value>) {
-        let Some(&mismatched) = c.get("mismatched") else {
+        let Some(&mismatched) = c.get(MISMATCHED) else {
             return;
         };
         let get = |k: &str| c.get(k).copied().unwrap_or(0);
-        let (corrected, sequences) = (get("corrected"), get("sequences"));
-        out.insert("mismatched".into(), mismatched.into());
-        out.insert("corrected".into(), corrected.into());
+        let (corrected, sequences) = (get(CORRECTED), get("sequences"));
+        out.insert(MISMATCHED.into(), mismatched.into());
+        out.insert(CORRECTED.into(), corrected.into());
         out.insert(
             "corrected_ratio".into(),
             (corrected as f64 / mismatched.max(1) as f64).into(),

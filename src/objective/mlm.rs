@@ -23,6 +23,16 @@ use burn::prelude::*;
 
 use crate::kernels;
 
+/// The logged names of the masked-LM term and its accuracy (BERT's MLM, ELECTRA's generator).
+pub const LOSS: &str = "mlm_loss";
+pub const ACCURACY: &str = "mlm_accuracy";
+
+/// How a reader calls them on a plot's axis.
+pub const LABELS: [(&str, &str); 2] = [
+    (LOSS, "masked-LM loss (generator's for ELECTRA)"),
+    (ACCURACY, "masked-LM accuracy"),
+];
+
 /// `logits` [n, vocab], `labels` [n]; `weights` [n] (0/1) or `None` for all ones.
 /// Returns the mean loss as a [1] tensor; 0 when every weight is 0.
 pub fn masked_cross_entropy(

@@ -55,22 +55,59 @@ pub enum ObjectiveKind {
     Cline,
 }
 
-/// The registry: each kind, its config name and the parts of the masked-LM step it trains with.
-const KINDS: [(ObjectiveKind, &str, &[&str]); 6] = [
-    (ObjectiveKind::Baseline, "baseline", &[]),
-    (ObjectiveKind::Hc, "hc", &[hard_correction::NAME]),
-    (ObjectiveKind::Sr, "sr", &[soft_regularization::NAME]),
-    (
+/// One kind's row in the registry.
+struct KindRow {
+    kind: ObjectiveKind,
+    /// Its config name (`objective.kind`).
+    name: &'static str,
+    /// The parts of the masked-LM step it trains with.
+    parts: &'static [&'static str],
+    /// The data it trains on: packed examples (the masked-LM step), or its own step's.
+    data: DataKind,
+}
+
+const fn row(
+    kind: ObjectiveKind,
+    name: &'static str,
+    parts: &'static [&'static str],
+    data: DataKind,
+) -> KindRow {
+    KindRow {
+        kind,
+        name,
+        parts,
+        data,
+    }
+}
+
+/// The registry: each kind, in the order of its colour in plots ([`ObjectiveKind::colour`]).
+const KINDS: [KindRow; 6] = [
+    row(ObjectiveKind::Baseline, "baseline", &[], DataKind::Packed),
+    row(
+        ObjectiveKind::Hc,
+        "hc",
+        &[hard_correction::NAME],
+        DataKind::Packed,
+    ),
+    row(
+        ObjectiveKind::Sr,
+        "sr",
+        &[soft_regularization::NAME],
+        DataKind::Packed,
+    ),
+    row(
         ObjectiveKind::SrSent,
         "sr-sent",
         &[sentence_regularization::NAME],
+        DataKind::Packed,
     ),
-    (
+    row(
         ObjectiveKind::HcSr,
         "hc+sr",
         &[hard_correction::NAME, soft_regularization::NAME],
+        DataKind::Packed,
     ),
-    (ObjectiveKind::Cline, "cline", &[]),
+    row(ObjectiveKind::Cline, "cline", &[], DataKind::Triples),
 ];
 
 /// The parts in the order their terms join the loss (after `L_mlm`, before `λ·L_D`).
@@ -90,21 +127,29 @@ impl ObjectiveKind {
         Self::Cline,
     ];
 
-    fn entry(self) -> &'static (ObjectiveKind, &'static str, &'static [&'static str]) {
+    fn entry(self) -> &'static KindRow {
         KINDS
             .iter()
-            .find(|(k, _, _)| *k == self)
+            .find(|r| r.kind == self)
             .expect("every kind is registered")
     }
 
     /// The config name (`objective.kind`).
     pub fn name(self) -> &'static str {
-        self.entry().1
+        self.entry().name
     }
 
     /// Every config name, for help texts and errors: `baseline, hc, …`.
     pub fn names() -> String {
-        KINDS.map(|(_, n, _)| n).join(", ")
+        KINDS.map(|r| r.name).join(", ")
+    }
+
+    /// Its colour in every plot (an index into the plots' palette): its place in the registry.
+    pub fn colour(self) -> usize {
+        KINDS
+            .iter()
+            .position(|r| r.kind == self)
+            .expect("every kind is registered")
     }
 
     pub fn parse(name: &str) -> Option<Self> {
@@ -113,7 +158,7 @@ impl ObjectiveKind {
 
     /// Whether the kind trains with the part named `part` (e.g. [`hard_correction::NAME`]).
     pub fn has(self, part: &str) -> bool {
-        self.entry().2.contains(&part)
+        self.entry().parts.contains(&part)
     }
 
     /// Whether the kind's runs count corrected false negatives (Hard Correction's: they get
@@ -125,11 +170,7 @@ impl ObjectiveKind {
     /// The data the kind trains on: packed examples (the masked-LM step and its parts), or
     /// sentence triples (`prepare --cline`) with a step of their own (`train::steps`).
     pub fn data(self) -> DataKind {
-        if self == Self::Cline {
-            DataKind::Triples
-        } else {
-            DataKind::Packed
-        }
+        self.entry().data
     }
 }
 
@@ -433,6 +474,13 @@ impl Objective {
         }
         out
     }
+}
+
+/// How a reader calls each registered term on a plot's axis (`mlm_loss` → "masked-LM loss
+/// (generator's for ELECTRA)"): the masked-LM step's own terms and the parts' (see
+/// `plot::metric_label`).
+pub fn term_labels() -> Vec<(&'static str, &'static str)> {
+    [&mlm::LABELS[..], &rtd::LABELS, &soft_regularization::LABELS].concat()
 }
 
 /// A finite weight >= 0, as the config's other rules word it.

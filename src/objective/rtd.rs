@@ -8,6 +8,16 @@
 use burn::prelude::*;
 use burn::tensor::activation::relu;
 
+/// The logged names of the discriminator's term and its accuracy.
+pub const LOSS: &str = "disc_loss";
+pub const ACCURACY: &str = "disc_accuracy";
+
+/// How a reader calls them on a plot's axis.
+pub const LABELS: [(&str, &str); 2] = [
+    (LOSS, "discriminator loss (replaced-token detection)"),
+    (ACCURACY, "discriminator accuracy"),
+];
+
 /// `logits`, `replaced` (0/1) and `weights` (0/1) all [batch, len]. Returns a [1] tensor.
 pub fn replaced_token_loss(
     logits: Tensor<2>,

@@ -50,11 +50,15 @@ pub fn build(cfg: &ObjectiveConfig, _: &mut Setup) -> Result<Option<Box<dyn Part
     }))
 }
 
+/// The logged name of the term, and how a reader calls it.
+pub const TERM: &str = "sr_loss";
+pub const LABELS: [(&str, &str); 1] = [(TERM, "Soft Regularization term")];
+
 impl Part for WordRegularization {
     fn add_terms(&self, s: &MlmStep, loss: &mut StepLoss) {
         let distances = cosine_distances(s.words.clone(), s.argmax.clone(), s.labels.clone());
         let term = Term::with(s.mean_over_masked(distances), s.masked_count());
-        loss.add("sr_loss", term, self.weight);
+        loss.add(TERM, term, self.weight);
     }
 }
 

@@ -190,7 +190,11 @@ fn train_rules(t: &TrainSection, d: &DataSection, replicas: usize) -> Vec<Rule> 
 /// What the fixed-shape and recorded (`records`) steps (`train::fixed_step`) need of a config.
 fn fixed_step_rules(cfg: &PretrainConfig, records: bool) -> Vec<Rule> {
     let t = &cfg.train;
-    let key = ["train.static_shapes", "train.cuda_graph"][records as usize];
+    let key = if records {
+        "train.cuda_graph"
+    } else {
+        "train.static_shapes"
+    };
     let device = t.devices.first().unwrap_or(&t.device);
     let on = |ok: bool| !(t.static_shapes || records) || ok;
     let step = super::steps::kind_of(cfg);

@@ -39,7 +39,7 @@ impl StepMetrics {
 
     /// The masked-LM loss (BERT's MLM, ELECTRA's generator), which every run logs.
     pub fn mlm_loss(&self) -> f64 {
-        self.value("mlm_loss").unwrap_or(f64::NAN)
+        self.value(crate::objective::mlm::LOSS).unwrap_or(f64::NAN)
     }
 
     /// `{sep}disc 0.1234` for every logged loss term but `mlm_loss` (its name without

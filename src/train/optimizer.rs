@@ -105,6 +105,15 @@ pub struct AdamW {
     casts: kernels::param_cast::FlatParams,
 }
 
+/// The staged step's factors as device scalars ([1] each), slices of [`Staged::factors`].
+struct StagedFactors {
+    /// lr / (1 − β1^t).
+    step: Tensor<1>,
+    /// 1 / sqrt(1 − β2^t).
+    inv_bc2_sqrt: Tensor<1>,
+    lr: Tensor<1>,
+}
+
 /// The state of an update that a CUDA graph records ([`AdamW::stage`]).
 struct Staged {
     /// `[lr/(1−β1^t), 1/sqrt(1−β2^t), lr]` of the staged step, on the device (the scalars the
@@ -397,21 +406,27 @@ impl AdamW {
         let m = flat.m.clone().mul_scalar(c.beta1) + g.clone().mul_scalar((1.0 - c.beta1) * f);
         let v = flat.v.clone().mul_scalar(c.beta2) + g.square().mul_scalar((1.0 - c.beta2) * f * f);
         // The step-dependent factors: host scalars, or a staged step's device values.
-        let factors = self.graph.as_ref().map(|g| g.factors.clone());
-        let factor = |i: usize| factors.clone().map(|f| f.slice(i..i + 1));
-        let p = match (&flat.decay, factor(2)) {
+        let staged = self.graph.as_ref().map(|g| {
+            let at = |i: usize| g.factors.clone().slice(i..i + 1);
+            StagedFactors {
+                step: at(0),
+                inv_bc2_sqrt: at(1),
+                lr: at(2),
+            }
+        });
+        let p = match (&flat.decay, staged.as_ref().map(|f| f.lr.clone())) {
             // p · (1 − lr·scale·wd)
             (Some(d), None) => p * d.clone().mul_scalar(-lr).add_scalar(1.0),
             (Some(d), Some(lr)) => p * (d.clone() * lr).neg().add_scalar(1.0),
             (None, _) => p,
         };
         let root = v.clone().sqrt();
-        let denom = match factor(1) {
+        let denom = match staged.as_ref().map(|f| f.inv_bc2_sqrt.clone()) {
             None => root.div_scalar(bc2_sqrt),
             Some(inv) => root * inv,
         }
         .add_scalar(c.eps);
-        let step = match factor(0) {
+        let step = match staged.map(|f| f.step) {
             None => (m.clone() / denom).mul_scalar(lr / bc1),
             Some(f) => (m.clone() / denom) * f,
         };

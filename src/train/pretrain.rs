@@ -533,7 +533,7 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
     }
     log.bar.finish_and_clear();
     if main {
-        crate::plot::run_loss_plot(run)?;
+        crate::plot::run_loss_plot(run, &crate::objective::term_labels())?;
     }
     Ok(RunSummary {
         already_finished: false,

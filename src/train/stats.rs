@@ -4,6 +4,7 @@
 //! least one correction (iteration level). The same masked batches are used for every
 //! checkpoint (fixed seed).
 
+use crate::objective::hard_correction::{CORRECTED, MISMATCHED};
 use std::path::Path;
 
 use burn::prelude::*;
@@ -44,7 +45,7 @@ pub fn run_correction_totals(run: &Path) -> Result<Option<(u64, u64)>> {
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(line)
             .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-        if let (Some(m), Some(c)) = (v["mismatched"].as_u64(), v["corrected"].as_u64()) {
+        if let (Some(m), Some(c)) = (v[MISMATCHED].as_u64(), v[CORRECTED].as_u64()) {
             let t = totals.get_or_insert((0, 0));
             t.0 += m;
             t.1 += c;

@@ -392,7 +392,7 @@ fn triple_loss(
     };
     let (contrast, closer) = contrast(model, o, h, b, ori_block);
     let (parts, shared, weights) = weighting(model, o, [&mlm, &rtd, &contrast], device);
-    let mut loss = StepLoss::new("mlm_loss", mlm);
+    let mut loss = StepLoss::new(crate::objective::mlm::LOSS, mlm);
     loss.parts = parts;
     loss.shared = shared;
     loss.log("rtd_loss", Logged::Mean(rtd));

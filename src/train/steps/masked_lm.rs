@@ -313,10 +313,10 @@ fn loss_uploaded(step: &MaskedLmStep, model: &PretrainModel, on: OnDevice) -> St
             m.positions.len(),
         ),
     };
-    let mut loss = StepLoss::new("mlm_loss", mlm);
+    let mut loss = StepLoss::new(crate::objective::mlm::LOSS, mlm);
     loss.counters = counters;
     loss.log(
-        "mlm_accuracy",
+        crate::objective::mlm::ACCURACY,
         Logged::Rate {
             hits: mlm_hits,
             of: s.masked_count(),
@@ -386,9 +386,9 @@ fn discriminator_loss(
     } else {
         Term::new(value, batch.real_tokens())
     };
-    loss.add("disc_loss", disc, step.disc_weight);
+    loss.add(crate::objective::rtd::LOSS, disc, step.disc_weight);
     loss.log(
-        "disc_accuracy",
+        crate::objective::rtd::ACCURACY,
         Logged::Rate {
             hits: correct,
             of: s.real_tokens(),
