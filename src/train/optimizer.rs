@@ -123,6 +123,18 @@ struct Staged {
     params: Option<Tensor<1>>,
 }
 
+impl Staged {
+    /// The staged step's factors, each a [1] slice of [`Staged::factors`].
+    fn scalars(&self) -> StagedFactors {
+        let at = |i: usize| self.factors.clone().slice(i..i + 1);
+        StagedFactors {
+            step: at(0),
+            inv_bc2_sqrt: at(1),
+            lr: at(2),
+        }
+    }
+}
+
 /// One parameter's place in the flat buffers.
 #[derive(Clone, Debug, PartialEq)]
 struct Slot {
@@ -406,14 +418,7 @@ impl AdamW {
         let m = flat.m.clone().mul_scalar(c.beta1) + g.clone().mul_scalar((1.0 - c.beta1) * f);
         let v = flat.v.clone().mul_scalar(c.beta2) + g.square().mul_scalar((1.0 - c.beta2) * f * f);
         // The step-dependent factors: host scalars, or a staged step's device values.
-        let staged = self.graph.as_ref().map(|g| {
-            let at = |i: usize| g.factors.clone().slice(i..i + 1);
-            StagedFactors {
-                step: at(0),
-                inv_bc2_sqrt: at(1),
-                lr: at(2),
-            }
-        });
+        let staged = self.graph.as_ref().map(Staged::scalars);
         let p = match (&flat.decay, staged.as_ref().map(|f| f.lr.clone())) {
             // p · (1 − lr·scale·wd)
             (Some(d), None) => p * d.clone().mul_scalar(-lr).add_scalar(1.0),
