@@ -30,36 +30,111 @@ pub fn host() -> Device {
     compile_error!("trueneg needs a CPU backend: cargo feature flex, ndarray or tch")
 }
 
-/// A device name split into its kind and index: `cuda:1` → (`cuda`, 1). The kind is checked
-/// against [`DEVICE_NAMES`]; only the GPU kinds take an index.
-pub fn parse_name(name: &str) -> Result<(&str, usize)> {
-    let (kind, index) = match name.split_once(':') {
-        Some((kind, index)) => {
-            let i = index.parse::<usize>().map_err(|_| {
-                Error::Config(format!(
-                    "device {name:?}: the index after ':' must be a number (e.g. cuda:1)"
-                ))
-            })?;
-            (kind, Some(i))
-        }
-        None => (name, None),
-    };
-    if !DEVICE_NAMES.contains(&kind) {
-        return Err(Error::Config(format!(
-            "device {name:?}: unknown kind {kind:?}; use one of {} (GPUs with an index, e.g. cuda:1)",
-            DEVICE_NAMES.join(", ")
-        )));
-    }
-    if index.is_some() && !is_gpu(kind) {
-        return Err(Error::Config(format!(
-            "device {name:?}: only cuda and libtorch-cuda take an index"
-        )));
-    }
-    Ok((kind, index.unwrap_or(0)))
+/// A device's kind: which backend runs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceKind {
+    /// The default CPU backend (`flex`).
+    Cpu,
+    /// burn's CUDA backend (feature `cuda`).
+    Cuda,
+    /// LibTorch's CPU device (feature `tch`).
+    LibTorch,
+    /// LibTorch's CUDA devices (feature `tch`).
+    LibTorchCuda,
 }
 
-fn is_gpu(kind: &str) -> bool {
-    kind == "cuda" || kind == "libtorch-cuda"
+impl DeviceKind {
+    const ALL: [Self; 4] = [Self::Cpu, Self::Cuda, Self::LibTorch, Self::LibTorchCuda];
+
+    /// Its name in configs and on the command line.
+    pub fn name(self) -> &'static str {
+        DEVICE_NAMES[self as usize]
+    }
+
+    /// A GPU: it takes an index.
+    pub fn is_gpu(self) -> bool {
+        matches!(self, Self::Cuda | Self::LibTorchCuda)
+    }
+
+    /// One of LibTorch's devices.
+    pub fn is_libtorch(self) -> bool {
+        matches!(self, Self::LibTorch | Self::LibTorchCuda)
+    }
+}
+
+/// A device by name (see the module doc), parsed once where it is read: a config's
+/// `train.device` / `train.devices` hold these, so a bad name is refused when the config loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct DeviceName {
+    pub kind: DeviceKind,
+    /// A GPU's index as written (`None`: not written, device 0, or a job's `LOCAL_RANK`).
+    pub index: Option<usize>,
+}
+
+impl DeviceName {
+    pub const CPU: Self = Self {
+        kind: DeviceKind::Cpu,
+        index: None,
+    };
+
+    /// The index of the device it names (0 when none is written).
+    pub fn ordinal(&self) -> usize {
+        self.index.unwrap_or(0)
+    }
+}
+
+impl std::str::FromStr for DeviceName {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        let (kind, index) = match name.split_once(':') {
+            Some((kind, index)) => {
+                let i = index.parse::<usize>().map_err(|_| {
+                    Error::Config(format!(
+                        "device {name:?}: the index after ':' must be a number (e.g. cuda:1)"
+                    ))
+                })?;
+                (kind, Some(i))
+            }
+            None => (name, None),
+        };
+        let Some(kind) = DeviceKind::ALL.into_iter().find(|k| k.name() == kind) else {
+            return Err(Error::Config(format!(
+                "device {name:?}: unknown kind {kind:?}; use one of {} (GPUs with an index, e.g. cuda:1)",
+                DEVICE_NAMES.join(", ")
+            )));
+        };
+        if index.is_some() && !kind.is_gpu() {
+            return Err(Error::Config(format!(
+                "device {name:?}: only cuda and libtorch-cuda take an index"
+            )));
+        }
+        Ok(Self { kind, index })
+    }
+}
+
+impl TryFrom<String> for DeviceName {
+    type Error = String;
+
+    fn try_from(name: String) -> std::result::Result<Self, String> {
+        name.parse().map_err(|e: Error| e.to_string())
+    }
+}
+
+impl From<DeviceName> for String {
+    fn from(d: DeviceName) -> String {
+        d.to_string()
+    }
+}
+
+impl std::fmt::Display for DeviceName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.index {
+            Some(i) => write!(f, "{}:{i}", self.kind.name()),
+            None => f.write_str(self.kind.name()),
+        }
+    }
 }
 
 /// How many CUDA devices burn's CUDA backend sees on this machine.
@@ -75,15 +150,20 @@ fn cuda_count() -> usize {
 /// `libtorch-cuda[:i]` (burn's LibTorch backend over a PyTorch installation, feature `tch`).
 /// A CUDA index the machine does not have is an error here, before any work starts.
 pub fn device_for(name: &str) -> Result<Device> {
-    let (kind, index) = parse_name(name)?;
-    match kind {
-        "cpu" => Ok(host()),
+    open(&name.parse()?)
+}
+
+/// The device `name` names (see [`device_for`]).
+pub fn open(name: &DeviceName) -> Result<Device> {
+    let index = name.ordinal();
+    match name.kind {
+        DeviceKind::Cpu => Ok(host()),
         #[cfg(feature = "cuda")]
-        "cuda" => {
+        DeviceKind::Cuda => {
             let n = cuda_count();
             if index >= n {
                 return Err(Error::Config(format!(
-                    "device {name:?} does not exist: this machine has {n} CUDA device{} (cuda:0 to cuda:{})",
+                    "device \"{name}\" does not exist: this machine has {n} CUDA device{} (cuda:0 to cuda:{})",
                     if n == 1 { "" } else { "s" },
                     n.saturating_sub(1)
                 )));
@@ -94,14 +174,15 @@ pub fn device_for(name: &str) -> Result<Device> {
         // path that builds offline (see docs/gpu.md, Cargo features).
         #[cfg(feature = "tch")]
         #[allow(deprecated)]
-        "libtorch" => Ok(Device::libtorch()),
+        DeviceKind::LibTorch => Ok(Device::libtorch()),
         #[cfg(feature = "tch")]
         #[allow(deprecated)]
-        "libtorch-cuda" => Ok(Device::libtorch_cuda(index)),
+        DeviceKind::LibTorchCuda => Ok(Device::libtorch_cuda(index)),
+        #[allow(unreachable_patterns)]
         _ => {
             let _ = index;
             Err(Error::Config(format!(
-                "device {name:?} is not available in this build (cargo feature missing)"
+                "device \"{name}\" is not available in this build (cargo feature missing)"
             )))
         }
     }
@@ -111,30 +192,32 @@ pub fn device_for(name: &str) -> Result<Device> {
 /// every name known and built, one kind for all, no GPU named twice (`cpu` may repeat: replicas
 /// on the host, which exist to test the data-parallel arithmetic), and more than one replica
 /// only where burn has collectives for the kind (CUDA) or on the host.
-pub fn devices_for(names: &[String]) -> Result<Vec<Device>> {
-    if names.is_empty() {
+pub fn devices_for(names: &[DeviceName]) -> Result<Vec<Device>> {
+    let shown: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let Some(first) = names.first() else {
         return Err(Error::Config("no device named".into()));
-    }
-    let kinds: Vec<(&str, usize)> = names.iter().map(|n| parse_name(n)).collect::<Result<_>>()?;
-    if let Some(other) = kinds.iter().find(|k| k.0 != kinds[0].0) {
+    };
+    if let Some(other) = names.iter().find(|n| n.kind != first.kind) {
         return Err(Error::Config(format!(
-            "devices {names:?}: one kind for all replicas ({} and {} mixed)",
-            kinds[0].0, other.0
+            "devices {shown:?}: one kind for all replicas ({} and {} mixed)",
+            first.kind.name(),
+            other.kind.name()
         )));
     }
-    for (i, k) in kinds.iter().enumerate() {
-        if is_gpu(k.0) && kinds[..i].contains(k) {
+    for (i, n) in names.iter().enumerate() {
+        let same = |m: &DeviceName| m.ordinal() == n.ordinal();
+        if n.kind.is_gpu() && names[..i].iter().any(same) {
             return Err(Error::Config(format!(
-                "devices {names:?}: {:?} is named twice (one replica per GPU)",
-                names[i]
+                "devices {shown:?}: {:?} is named twice (one replica per GPU)",
+                shown[i]
             )));
         }
     }
-    if names.len() > 1 && kinds[0].0 != "cpu" {
+    if names.len() > 1 && first.kind != DeviceKind::Cpu {
         return Err(Error::Config(format!(
-            "devices {names:?}: several {} devices train as one process each, launched by torchrun, srun or mpirun (docs/gpu.md); a list of devices in one process is for host replicas (cpu,cpu) only",
-            kinds[0].0
+            "devices {shown:?}: several {} devices train as one process each, launched by torchrun, srun or mpirun (docs/gpu.md); a list of devices in one process is for host replicas (cpu,cpu) only",
+            first.kind.name()
         )));
     }
-    names.iter().map(|n| device_for(n)).collect()
+    names.iter().map(open).collect()
 }

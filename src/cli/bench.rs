@@ -25,7 +25,7 @@ pub struct Args {
     hc: bool,
     /// cpu; cuda (feature `cuda`); libtorch or libtorch-cuda (feature `tch`).
     #[arg(long, default_value = "cpu")]
-    device: String,
+    device: trueneg::device::DeviceName,
     /// Encoder layers (the ELECTRA-Small-sized GPU variant: 12).
     #[arg(long, default_value_t = 4, value_parser = super::at_least(1))]
     layers: usize,
@@ -86,7 +86,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if layers == 0 || batch == 0 {
         anyhow::bail!("--layers and --batch must be > 0");
     }
-    if count_ops && !(trueneg::kernels::op_count::available() && device.starts_with("libtorch")) {
+    if count_ops && !(trueneg::kernels::op_count::available() && device.kind.is_libtorch()) {
         anyhow::bail!(
             "--count-ops counts LibTorch's operations: it needs a `tch` build and --device libtorch or libtorch-cuda"
         );
@@ -120,7 +120,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let names: Vec<&str> = objective.split(',').map(str::trim).collect();
     let backend = device;
-    let device = trueneg::device::device_for(&backend)?.autodiff();
+    let device = trueneg::device::open(&backend)?.autodiff();
     println!(
         "# trueneg bench: model={model:?} device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} kernels={kernels} objective={objective} cuda_graph={cuda_graph}",
         rayon::current_num_threads(),

@@ -1,6 +1,7 @@
 //! Pre-training configuration: TOML presets (embedded), files, and `--set key=value` overrides.
 //! Unknown keys are errors that name the key and the file.
 
+use crate::device::DeviceName;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -155,13 +156,13 @@ pub struct TrainSection {
     pub eval_batches: usize,
     /// The device of a one-device run: `cpu` (the default CPU backend), `cuda[:i]` (feature
     /// `cuda`), `libtorch`, `libtorch-cuda[:i]` (feature `tch`).
-    pub device: String,
+    pub device: DeviceName,
     /// Host replicas for testing data parallelism in one process, e.g. `["cpu", "cpu"]`
     /// (`--devices cpu,cpu`), one after another. When set it takes the place of `train.device`.
     /// `data.batch_size` stays the global batch: each replica takes `batch_size / len` of its
     /// rows (see `train::replicas`). Several GPUs train as one process each (`crate::dist`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<String>,
+    pub devices: Vec<DeviceName>,
     /// `f32`, or `bf16` mixed precision (bf16 matrix products and activations, f32 weights,
     /// optimizer state, softmax, LayerNorm and losses; see `model::precision`).
     pub precision: crate::model::Precision,
@@ -194,7 +195,7 @@ impl Default for TrainSection {
             log_every: 10,
             eval_every: 0,
             eval_batches: 16,
-            device: "cpu".into(),
+            device: DeviceName::CPU,
             devices: Vec::new(),
             precision: crate::model::Precision::F32,
             static_shapes: false,
@@ -354,9 +355,9 @@ impl PretrainConfig {
     }
 
     /// The devices of the run's replicas: `train.devices`, else `[train.device]`.
-    pub fn replica_devices(&self) -> Vec<String> {
+    pub fn replica_devices(&self) -> Vec<DeviceName> {
         if self.train.devices.is_empty() {
-            vec![self.train.device.clone()]
+            vec![self.train.device]
         } else {
             self.train.devices.clone()
         }

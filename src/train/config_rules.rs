@@ -5,7 +5,7 @@
 use super::config::ModelKind;
 use super::config::{DataSection, ModelSection, PretrainConfig, TrainSection};
 use super::optimizer::AdamWConfig;
-use crate::device::DEVICE_NAMES;
+use crate::device::{DeviceKind, DeviceName};
 use crate::error::{Rule, below_one, count, non_negative, positive, rule, unit};
 use crate::text::masking::MaskingConfig;
 use crate::{Error, Result};
@@ -123,16 +123,14 @@ fn optimizer_rules(o: &AdamWConfig) -> Vec<Rule> {
     ]
 }
 
+/// Device names as a config writes them: `["cpu", "cpu"]`.
+fn shown(devices: &[DeviceName]) -> String {
+    let names: Vec<String> = devices.iter().map(|d| d.to_string()).collect();
+    format!("{names:?}")
+}
+
 /// The `[train]` section's rules, and the global batch against the number of devices.
 fn train_rules(t: &TrainSection, d: &DataSection, replicas: usize) -> Vec<Rule> {
-    // The first name of `train.devices` that is not a device, and why.
-    let bad_device = t
-        .devices
-        .iter()
-        .find_map(|n| match crate::device::parse_name(n) {
-            Err(Error::Config(why)) => Some(why),
-            _ => None,
-        });
     vec![
         count("train.steps", t.steps as usize),
         count("train.grad_accum", t.grad_accum),
@@ -153,26 +151,11 @@ fn train_rules(t: &TrainSection, d: &DataSection, replicas: usize) -> Vec<Rule> 
             "needs data.eval_shards (a folder `prepare` wrote with the run's tokenizer)",
         ),
         rule(
-            "train.device",
-            format!("{:?}", t.device),
-            crate::device::parse_name(&t.device).is_ok(),
-            format!(
-                "must be one of {} (GPUs with an index, e.g. cuda:1)",
-                DEVICE_NAMES.join(", ")
-            ),
-        ),
-        rule(
             "train.devices",
-            format!("{:?}", t.devices),
-            bad_device.is_none(),
-            bad_device.clone().unwrap_or_default(),
-        ),
-        rule(
-            "train.devices",
-            format!("{:?}", t.devices),
-            t.devices.is_empty() || t.device == "cpu" || t.devices[0] == t.device,
+            shown(&t.devices),
+            t.devices.is_empty() || t.device == DeviceName::CPU || t.devices[0] == t.device,
             format!(
-                "takes the place of train.device = {:?}; set one of them",
+                "takes the place of train.device = \"{}\"; set one of them",
                 t.device
             ),
         ),
@@ -196,6 +179,7 @@ fn fixed_step_rules(cfg: &PretrainConfig, records: bool) -> Vec<Rule> {
         "train.static_shapes"
     };
     let device = t.devices.first().unwrap_or(&t.device);
+    let libtorch_cuda = device.kind == DeviceKind::LibTorchCuda;
     let on = |ok: bool| !(t.static_shapes || records) || ok;
     let step = super::steps::kind_of(cfg);
     vec![
@@ -224,9 +208,9 @@ fn fixed_step_rules(cfg: &PretrainConfig, records: bool) -> Vec<Rule> {
         rule(
             "train.cuda_graph",
             "true",
-            !records || device.starts_with("libtorch-cuda"),
+            !records || libtorch_cuda,
             format!(
-                "records on a libtorch-cuda device, not on {device:?} (train.static_shapes runs the same fixed-shape step anywhere)"
+                "records on a libtorch-cuda device, not on \"{device}\" (train.static_shapes runs the same fixed-shape step anywhere)"
             ),
         ),
         rule(

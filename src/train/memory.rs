@@ -40,7 +40,7 @@ pub fn estimate(cfg: &PretrainConfig, vocab: usize) -> f64 {
 /// Refuses a run on host devices whose estimate exceeds the memory available. (GPU runs are
 /// left to the device's own out-of-memory error, which is clean.)
 pub fn check(cfg: &PretrainConfig, vocab: usize) -> Result<()> {
-    if cfg.replica_devices().iter().any(|d| d.contains("cuda")) {
+    if cfg.replica_devices().iter().any(|d| d.kind.is_gpu()) {
         return Ok(());
     }
     let e = cfg.model.encoder(vocab);

@@ -5,6 +5,7 @@
 //! by (seed, s), and the data position is saved in each checkpoint, so a resumed run repeats
 //! the uninterrupted one.
 
+use crate::device::DeviceName;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -335,7 +336,7 @@ pub fn pretrain_in(
 
 /// The devices of this process: `train.devices` (or `train.device`); in a job of several
 /// processes one device each, a GPU without an index taking the process's `LOCAL_RANK`.
-fn process_devices(cfg: &PretrainConfig, group: Option<&Group>) -> Result<Vec<String>> {
+fn process_devices(cfg: &PretrainConfig, group: Option<&Group>) -> Result<Vec<DeviceName>> {
     let names = cfg.replica_devices();
     let Some(g) = group else {
         return Ok(names);
@@ -347,12 +348,11 @@ fn process_devices(cfg: &PretrainConfig, group: Option<&Group>) -> Result<Vec<St
             g.world.size
         )));
     }
-    let name = &names[0];
-    Ok(vec![if name.contains("cuda") && !name.contains(':') {
-        format!("{name}:{}", g.world.local_rank)
-    } else {
-        name.clone()
-    }])
+    let mut name = names[0];
+    if name.kind.is_gpu() && name.index.is_none() {
+        name.index = Some(g.world.local_rank);
+    }
+    Ok(vec![name])
 }
 
 /// What a step leaves on the device for the loop to read at a logging or checkpoint step.

@@ -127,7 +127,7 @@ pub fn correction_stats(
         )));
     }
     let examples = corpus_examples(corpus, &tokenizer, cfg.data.max_seq_len)?;
-    let device = crate::device::device_for(&cfg.replica_devices()[0])?;
+    let device = crate::device::open(&cfg.replica_devices()[0])?;
     let vocab = tokenizer.vocab_size();
     let mut rng = ChaCha8Rng::seed_from_u64(12345);
     let batches: Vec<_> = examples
