@@ -25,12 +25,14 @@ use rand_chacha::ChaCha8Rng;
 use crate::kernels::cuda_graph::CudaGraph;
 use crate::kernels::op_count::{self, OpCounts};
 use crate::model::{EncoderConfig, Precision};
+use crate::objective::ObjectiveConfig;
 use crate::objective::{Objective, ObjectiveKind, Setup, terms};
 use crate::text::SynonymTable;
 use crate::text::batches::Batch;
 use crate::text::masking::Masked;
-use crate::train::config::{ModelKind, ModelSection, PretrainConfig};
-use crate::train::model::PretrainModel;
+use crate::text::masking::MaskingConfig;
+use crate::train::config::{ModelKind, ModelSection, StepSettings, TrainSection};
+use crate::train::model::{ModelShape, PretrainModel};
 use crate::train::optimizer::{AdamW, AdamWConfig, Grads, MultiTensor};
 use crate::train::steps::masked_lm::{MaskedLmStep, MaskingContext};
 use crate::train::steps::upload::upload;
@@ -92,10 +94,10 @@ pub struct BenchReport {
     pub ops: Option<OpCounts>,
 }
 
-/// The pre-training config of the bench's model, computing in `spec.precision`, with
-/// `objective`: BERT (vocab 30522, hidden 256, `spec.layers` layers, 4 heads, FFN 1024,
-/// dropout 0.1), or the `electra-small` ELECTRA pair with `spec.layers` layers.
-pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> PretrainConfig {
+/// The `[model]` section of the bench's model: BERT (vocab 30522, hidden 256, `spec.layers`
+/// layers, 4 heads, FFN 1024, dropout 0.1), or the `electra-small` ELECTRA pair with
+/// `spec.layers` layers.
+pub fn bench_model(spec: &BenchSpec) -> ModelSection {
     // `EncoderConfig::default()` is ELECTRA-Small's discriminator (hidden 256, 4 heads, FFN
     // 1024, dropout 0.1); torch_bench.py's BERT has the same layers with 256-wide embeddings.
     let mut encoder = EncoderConfig {
@@ -106,18 +108,25 @@ pub fn bench_pretrain_config(spec: &BenchSpec, objective: ObjectiveKind) -> Pret
     if spec.model == ModelKind::Bert {
         encoder.embedding_size = 256;
     }
-    let model = ModelSection {
+    ModelSection {
         kind: spec.model,
         encoder,
         ..ModelSection::default()
-    };
-    let mut cfg = PretrainConfig {
+    }
+}
+
+/// What the bench's step reads: the default masking and discriminator weight, `objective`.
+fn bench_step(model: ModelKind, objective: ObjectiveKind) -> StepSettings {
+    let defaults = TrainSection::default();
+    StepSettings {
         model,
-        ..PretrainConfig::default()
-    };
-    cfg.train.precision = spec.precision;
-    cfg.objective.kind = objective;
-    cfg
+        masking: MaskingConfig::default(),
+        objective: ObjectiveConfig {
+            kind: objective,
+            ..ObjectiveConfig::default()
+        },
+        disc_weight: defaults.disc_weight,
+    }
 }
 
 /// The bench's fixed batch: `spec.batch` × [`SEQ`] random ids in [1000, [`VOCAB`]), no
@@ -310,9 +319,9 @@ fn runners(
 ) -> crate::Result<Vec<Runner>> {
     let mut runners = Vec::new();
     for &kind in objectives {
-        let cfg = bench_pretrain_config(spec, kind);
+        let settings = bench_step(spec.model, kind);
         let objective = Objective::build(
-            &cfg.objective,
+            &settings.objective,
             &mut Setup {
                 synonyms: Some(table.clone()),
                 ..Default::default()
@@ -329,14 +338,20 @@ fn runners(
             multi_tensor: spec.multi_tensor,
             ..Default::default()
         });
-        let model = PretrainModel::new(&cfg, VOCAB, device);
+        let section = bench_model(spec);
+        let shape = ModelShape {
+            model: &section,
+            precision: spec.precision,
+            vocab: VOCAB,
+        };
+        let model = PretrainModel::of(&shape, &settings, device);
         // The batch is masked once by `fixed_batch`: the step's own masking is not used.
         let context = MaskingContext {
-            masking: cfg.masking.clone(),
+            masking: settings.masking.clone(),
             special: BENCH_SPECIAL,
             vocab: VOCAB,
         };
-        let step = MaskedLmStep::new(context, objective, cfg.train.disc_weight);
+        let step = MaskedLmStep::new(context, objective, settings.disc_weight);
         runners.push(Runner { step, model, opt });
     }
     Ok(runners)

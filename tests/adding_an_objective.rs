@@ -82,7 +82,7 @@ fn a_new_objective_is_one_part_and_the_loop_handles_its_terms() {
         parts: vec![Box::new(EmbeddingNorm { weight: 0.25 })],
     };
     let step = MaskedLmStep::new(
-        MaskingContext::of(&cfg, &shards),
+        MaskingContext::new(&cfg.masking, &shards),
         objective,
         cfg.train.disc_weight,
     );

@@ -226,8 +226,7 @@ fn recording_and_fixed_shapes_refuse_what_they_cannot_train() {
 #[test]
 fn unset_cuda_graph_records_on_libtorch_cuda_only_where_the_step_can_be_recorded() {
     use trueneg::kernels::cuda_graph::available;
-    use trueneg::train::PretrainConfig;
-    use trueneg::train::fixed_step::{records, records_where};
+    use trueneg::train::config::PretrainConfig;
     let load = |sets: &[&str]| {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         PretrainConfig::load("electra-small", &sets).unwrap()
@@ -253,11 +252,11 @@ fn unset_cuda_graph_records_on_libtorch_cuda_only_where_the_step_can_be_recorded
     ];
     for (sets, want) in cases {
         let cfg = load(sets);
-        assert_eq!(records_where(&cfg, true), want, "{sets:?}");
+        assert_eq!(cfg.records_where(true), want, "{sets:?}");
         // A build without CUDA graphs records only where asked to (and then says it cannot).
         let asked = cfg.train.cuda_graph == Some(true);
-        assert_eq!(records_where(&cfg, false), asked, "{sets:?}");
-        assert_eq!(records(&cfg), records_where(&cfg, available()), "{sets:?}");
+        assert_eq!(cfg.records_where(false), asked, "{sets:?}");
+        assert_eq!(cfg.records(), cfg.records_where(available()), "{sets:?}");
     }
     let unset = load(&["train.device=libtorch-cuda"]);
     assert_eq!(unset.train.cuda_graph, None);

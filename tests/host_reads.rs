@@ -12,8 +12,9 @@
 
 mod common;
 
+use trueneg::train::config::PretrainConfig;
 use trueneg::train::pretrain::Progress;
-use trueneg::train::{PretrainConfig, RunOptions, pretrain_in};
+use trueneg::train::{RunOptions, pretrain_in};
 
 /// The objectives run: ELECTRA with Hard Correction (counters, a device count of kept
 /// positions, the discriminator's tokens dropped on the device), BERT with Hard Correction and

@@ -109,7 +109,7 @@ proptest! {
         let config = std::fs::read(run().join("config.toml")).unwrap();
         let path = dir.path().join("config.toml");
         survives(&path, &config, &d, || {
-            trueneg::train::PretrainConfig::load_file(&path, &[])
+            trueneg::train::config::PretrainConfig::load_file(&path, &[])
         });
         let ck = run().join("checkpoints/step-00000003");
         let state = std::fs::read(ck.join("state.json")).unwrap();

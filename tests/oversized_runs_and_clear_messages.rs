@@ -22,11 +22,19 @@ fn a_run_too_large_for_the_memory_is_refused_with_both_figures() {
         assert!(!run.join("config.toml").exists());
     }
     // The estimate follows the config: the tiny model at its batch is far below the machine.
-    let cfg = trueneg::train::config::PretrainConfig::load("tiny", &[]).unwrap();
-    let small = trueneg::train::memory::estimate(&cfg, 4000);
-    let big = trueneg::train::config::PretrainConfig::load("tiny", &["data.batch_size=256".into()])
-        .unwrap();
-    let big = trueneg::train::memory::estimate(&big, 4000);
+    let estimate = |sets: &[String]| {
+        let cfg = trueneg::train::config::PretrainConfig::load("tiny", sets).unwrap();
+        let devices = cfg.replica_devices();
+        let size = trueneg::train::memory::StepSize {
+            model: &cfg.model,
+            data: &cfg.data,
+            devices: &devices,
+            sentences: 1.0,
+        };
+        trueneg::train::memory::estimate(&size, 4000)
+    };
+    let small = estimate(&[]);
+    let big = estimate(&["data.batch_size=256".into()]);
     assert!(small > 1e6 && small < 1e9, "{small}");
     assert!(big > 2.0 * small, "{big} vs {small}");
 }

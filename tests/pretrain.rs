@@ -326,7 +326,7 @@ fn a_config_json_is_checked_by_the_rules_of_the_model_section() {
     // The same rule under the `[model]` key in a training config.
     let toml = dir.join("bad.toml");
     std::fs::write(&toml, "[model]\nnum_attention_heads = 5\n").unwrap();
-    let e = trueneg::train::PretrainConfig::load_file(&toml, &[])
+    let e = trueneg::train::config::PretrainConfig::load_file(&toml, &[])
         .unwrap_err()
         .to_string();
     assert!(
@@ -351,7 +351,7 @@ fn ok_bytes(c: &mut std::process::Command) -> Vec<u8> {
 #[test]
 fn an_empty_override_returns_a_key_to_its_default() {
     let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let load = |v: &[&str]| trueneg::train::PretrainConfig::load("tiny", &set(v)).unwrap();
+    let load = |v: &[&str]| trueneg::train::config::PretrainConfig::load("tiny", &set(v)).unwrap();
     let chosen = load(&["objective.lexicon=/some/table.lex"]);
     assert_eq!(
         chosen.objective.hc.lexicon.as_deref(),
@@ -360,7 +360,9 @@ fn an_empty_override_returns_a_key_to_its_default() {
     let unset = load(&["objective.lexicon=/some/table.lex", "objective.lexicon="]);
     assert_eq!(unset.objective.hc.lexicon, None);
     // The key leaves the config, the preset's value too: the built-in default applies.
-    let default = trueneg::train::PretrainConfig::default().train.steps;
+    let default = trueneg::train::config::PretrainConfig::default()
+        .train
+        .steps;
     assert_ne!(load(&[]).train.steps, default);
     assert_eq!(load(&["train.steps="]).train.steps, default);
 }

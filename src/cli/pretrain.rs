@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use trueneg::text::shards::ShardSet;
+use trueneg::train::config::PretrainConfig;
 use trueneg::train::run::RunFolder;
 use trueneg::train::run::{new_run, resume_run};
-use trueneg::train::{PretrainConfig, RunOptions, pretrain_in};
+use trueneg::train::{RunOptions, pretrain_in};
 
 use super::Ui;
 
@@ -70,9 +71,12 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
     }
     let shards_dir = match &cfg.data.shards {
         Some(d) => d.clone(),
-        None if world.is_main() => {
-            trueneg::train::default_data::ensure_default_shards(&run_dir, cfg, ui.bars())?
-        }
+        None if world.is_main() => trueneg::train::default_data::ensure_default_shards(
+            &run_dir,
+            &cfg.data,
+            cfg.train.seed,
+            ui.bars(),
+        )?,
         None => trueneg::train::default_data::default_shards_dir(&run_dir),
     };
     if world.is_main()

@@ -29,7 +29,7 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let run = &a.checkpoints;
     // A folder of another kind is named as such before anything else is read.
-    trueneg::train::config::PretrainConfig::of_run(run)?;
+    trueneg::train::run::run_model(run)?;
     let tok = trueneg::train::run::run_tokenizer(run)?;
     let table = match a
         .lexicon

@@ -312,7 +312,8 @@ pub fn ablation(
         Some(s) => s.clone(),
         None => crate::train::default_data::ensure_default_shards(
             &o.out,
-            &base,
+            &base.data,
+            base.train.seed,
             o.progress == Progress::Bar,
         )?,
     };

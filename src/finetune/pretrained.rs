@@ -8,7 +8,7 @@ use crate::interop::tensors::{TensorMap, read_safetensors};
 use crate::model::EncoderConfig;
 use crate::text::WordPieceTokenizer;
 use crate::train::checkpoint;
-use crate::train::config::{ModelKind, PretrainConfig};
+use crate::train::config::ModelKind;
 use crate::{Error, Result};
 
 /// A pre-trained encoder ready for fine-tuning: config, weights (transformers names), the
@@ -86,12 +86,12 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
         "a pre-trained model (a run's config.toml, or a transformers folder's config.json)",
     )?;
     if model.join("config.toml").exists() {
-        let cfg = PretrainConfig::load_file(&model.join("config.toml"), &[])?;
+        let section = crate::train::run::model_in(&model.join("config.toml"))?;
         let (step, dir) = checkpoint::list(model)
             .pop()
             .ok_or_else(|| Error::Checkpoint(format!("{}: no checkpoint", model.display())))?;
         let weights = read_safetensors(&dir.join("model.safetensors"))?;
-        let prefix = match cfg.model.kind {
+        let prefix = match section.kind {
             ModelKind::Electra => "electra",
             ModelKind::Bert => "bert",
         };
@@ -102,7 +102,7 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
             .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", dir.display())))?;
         let tokenizer = crate::train::run::run_tokenizer(model)?;
         return Ok(PretrainedEncoder {
-            config: cfg.model.encoder(vocab),
+            config: section.encoder(vocab),
             weights,
             prefix: prefix.into(),
             tokenizer,

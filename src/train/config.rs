@@ -174,7 +174,7 @@ pub struct TrainSection {
     #[serde(skip_serializing_if = "is_false")]
     pub static_shapes: bool,
     /// Record the training step (forward, backward, AdamW) once as a CUDA graph, replay it after
-    /// (implies `static_shapes`); unset: wherever it can (`train::fixed_step::records`).
+    /// (implies `static_shapes`); unset: wherever it can (`PretrainConfig::records`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_graph: Option<bool>,
 }
@@ -202,6 +202,16 @@ impl Default for TrainSection {
             cuda_graph: None,
         }
     }
+}
+
+/// The part of a config a training step reads (`train::steps`), built once from it.
+#[derive(Clone, Debug)]
+pub struct StepSettings {
+    pub model: ModelKind,
+    pub masking: MaskingConfig,
+    pub objective: ObjectiveConfig,
+    /// ELECTRA's discriminator weight λ (`train.disc_weight`).
+    pub disc_weight: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -352,6 +362,16 @@ impl PretrainConfig {
             }
         }
         Ok(())
+    }
+
+    /// What the run's training step reads of it (`train::steps`).
+    pub fn step_settings(&self) -> StepSettings {
+        StepSettings {
+            model: self.model.kind,
+            masking: self.masking.clone(),
+            objective: self.objective.clone(),
+            disc_weight: self.train.disc_weight,
+        }
     }
 
     /// The devices of the run's replicas: `train.devices`, else `[train.device]`.

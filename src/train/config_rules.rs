@@ -181,7 +181,7 @@ fn fixed_step_rules(cfg: &PretrainConfig, records: bool) -> Vec<Rule> {
     let device = t.devices.first().unwrap_or(&t.device);
     let libtorch_cuda = device.kind == DeviceKind::LibTorchCuda;
     let on = |ok: bool| !(t.static_shapes || records) || ok;
-    let step = super::steps::kind_of(cfg);
+    let step = super::steps::kind_of(cfg.objective.kind);
     vec![
         rule(
             key,
@@ -229,6 +229,33 @@ impl PretrainConfig {
     /// Whether the recorded step can train this config (what `train.cuda_graph = true` needs).
     pub fn recordable(&self) -> bool {
         fixed_step_rules(self, true).iter().all(|r| r.ok)
+    }
+
+    /// Whether a run records its step as a CUDA graph (`train.cuda_graph`): as set, or, unset,
+    /// wherever this build can record (`kernels::cuda_graph::available`) and the recorded step
+    /// can run (see [`PretrainConfig::records_where`]).
+    pub fn records(&self) -> bool {
+        self.records_where(crate::kernels::cuda_graph::available())
+    }
+
+    /// [`PretrainConfig::records`] for a build that can record CUDA graphs or not (`graphs`):
+    /// unset, where the recorded step can train the config ([`PretrainConfig::recordable`]:
+    /// one `libtorch-cuda` device, a step with a fixed-shape form and every count on the
+    /// device, no gradient accumulation; and, `FixedStep::new`, a world of one process).
+    pub fn records_where(&self, graphs: bool) -> bool {
+        self.train
+            .cuda_graph
+            .unwrap_or_else(|| graphs && self.recordable())
+    }
+
+    /// What the run asks of its fixed-shape step (`train::fixed_step`).
+    pub fn fixed_plan(&self) -> crate::train::fixed_step::FixedPlan {
+        crate::train::fixed_step::FixedPlan {
+            static_shapes: self.train.static_shapes,
+            records: self.records(),
+            asked: self.train.cuda_graph.is_some(),
+            slots: self.masking.max_predictions.min(self.data.max_seq_len),
+        }
     }
 
     /// Checks every value against its range; the error names the first bad field, its value

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::config::PretrainConfig;
+use super::config::DataSection;
 use crate::Result;
 use crate::text::default_corpus::{default_wordnet_dir, write_wordnet_glosses};
 use crate::text::prepare::{PrepareOptions, prepare};
@@ -14,7 +14,14 @@ pub fn default_shards_dir(run: &Path) -> PathBuf {
     run.join("data")
 }
 
-pub fn ensure_default_shards(run: &Path, cfg: &PretrainConfig, progress: bool) -> Result<PathBuf> {
+/// The default corpus's shards in `run` (prepared on first use) for the data section `data`,
+/// shuffled by `seed`.
+pub fn ensure_default_shards(
+    run: &Path,
+    data_section: &DataSection,
+    seed: u64,
+    progress: bool,
+) -> Result<PathBuf> {
     let data = default_shards_dir(run);
     if data.join(MANIFEST).exists() {
         return Ok(data);
@@ -24,10 +31,10 @@ pub fn ensure_default_shards(run: &Path, cfg: &PretrainConfig, progress: bool) -
     prepare(&PrepareOptions {
         inputs: vec![corpus],
         tokenizer: None,
-        train_vocab: Some(cfg.data.default_corpus_vocab),
-        max_seq_len: cfg.data.max_seq_len,
+        train_vocab: Some(data_section.default_corpus_vocab),
+        max_seq_len: data_section.max_seq_len,
         out: data.clone(),
-        seed: cfg.train.seed,
+        seed,
         examples_per_shard: 65536,
         show_progress: progress,
         cline: None,

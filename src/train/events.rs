@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use super::config::PretrainConfig;
 use super::metrics::{StepMetrics, read_metrics};
 use crate::Result;
 use crate::tensorboard::{EventWriter, event_files};
@@ -33,16 +32,17 @@ pub fn scalars(m: &StepMetrics) -> Vec<(String, f64)> {
     out
 }
 
-/// The run's event file, new: with `resume`, earlier event files are replaced by one written
+/// The run's event file, new, its text tab holding the run's `config.toml` (`config_toml`):
+/// with `resume`, earlier event files are replaced by one written
 /// from the run's `metrics.jsonl`.
-pub fn open(run: &Path, resume: bool, cfg: &PretrainConfig) -> Result<EventWriter> {
+pub fn open(run: &Path, resume: bool, config_toml: &str) -> Result<EventWriter> {
     if resume {
         for f in event_files(run)? {
             crate::io::write::remove_file(&f)?;
         }
     }
     let mut w = EventWriter::create(run)?;
-    let config = format!("```toml\n{}\n```", cfg.to_toml());
+    let config = format!("```toml\n{config_toml}\n```");
     w.text(0, "config", &config)?;
     if resume {
         for m in read_metrics(run) {

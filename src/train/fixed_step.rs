@@ -79,30 +79,22 @@ pub struct FixedStep {
     done: usize,
 }
 
-/// Whether a run records its step as a CUDA graph (`train.cuda_graph`): as set, or, unset,
-/// wherever this build can record ([`cuda_graph::available`]) and the recorded step can run
-/// (see [`records_where`]).
-pub fn records(cfg: &super::config::PretrainConfig) -> bool {
-    records_where(cfg, cuda_graph::available())
-}
-
-/// [`records`] for a build that can record CUDA graphs or not (`graphs`): unset, where the
-/// recorded step can train the config (`PretrainConfig::recordable`: one `libtorch-cuda`
-/// device, a step with a fixed-shape form and every count on the device, no gradient
-/// accumulation; and, [`FixedStep::new`], a world of one process).
-pub fn records_where(cfg: &super::config::PretrainConfig, graphs: bool) -> bool {
-    cfg.train
-        .cuda_graph
-        .unwrap_or_else(|| graphs && cfg.recordable())
+/// What a run asks of its fixed-shape step, from its config: fixed shapes
+/// (`train.static_shapes`), recording (`train.cuda_graph` as resolved), whether recording was asked
+/// for explicitly (`train.cuda_graph` set), and the masking's slots per sequence.
+pub struct FixedPlan {
+    pub static_shapes: bool,
+    pub records: bool,
+    pub asked: bool,
+    pub slots: usize,
 }
 
 impl FixedStep {
-    /// The run's fixed-shape step (`None` when the config asks for none).
-    pub fn new(cfg: &super::config::PretrainConfig, replicas: &Replicas) -> Result<Option<Self>> {
-        let t = &cfg.train;
+    /// The run's fixed-shape step (`None` when `plan` asks for none).
+    pub fn new(plan: &FixedPlan, replicas: &Replicas) -> Result<Option<Self>> {
         // Unset, `train.cuda_graph` records in a world of one process only.
-        let records = records(cfg) && (t.cuda_graph.is_some() || replicas.group.is_none());
-        if !(t.static_shapes || records) {
+        let records = plan.records && (plan.asked || replicas.group.is_none());
+        if !(plan.static_shapes || records) {
             return Ok(None);
         }
         if records && replicas.group.is_some() {
@@ -118,7 +110,7 @@ impl FixedStep {
         let device = &replicas.devices[0];
         Ok(Some(Self {
             pinned: Pinned {
-                slots: cfg.masking.max_predictions.min(cfg.data.max_seq_len),
+                slots: plan.slots,
                 in_place: cuda_graph::in_place(device),
                 inputs: None,
             },

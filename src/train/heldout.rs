@@ -18,7 +18,7 @@ use burn::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::config::PretrainConfig;
+use super::config::{DataSection, TrainSection};
 use super::model::PretrainModel;
 use super::steps::TrainingStep;
 use crate::objective::terms::{StepValues, combine, objectives};
@@ -34,14 +34,15 @@ pub struct HeldOut<B> {
 }
 
 impl<B> HeldOut<B> {
-    /// The held-out batches of `cfg` for its step `step` (`None` when `train.eval_every` is
-    /// 0), checked against the training shards (`train`).
+    /// The held-out batches of a run's `[train]` and `[data]` sections for its step `step`
+    /// (`None` when `train.eval_every` is 0), checked against the training shards (`train`).
     pub fn open<S: TrainingStep<Batch = B>>(
-        cfg: &PretrainConfig,
+        t: &TrainSection,
+        d: &DataSection,
         train: &ShardSet,
         step: &S,
     ) -> Result<Option<Self>> {
-        let (every, Some(dir)) = (cfg.train.eval_every, &cfg.data.eval_shards) else {
+        let (every, Some(dir)) = (t.eval_every, &d.eval_shards) else {
             return Ok(None);
         };
         if every == 0 {
@@ -65,8 +66,8 @@ impl<B> HeldOut<B> {
         }
         let train = &train.manifest;
         check_held_out(&shards.manifest, train, dir)?;
-        let size = cfg.data.batch_size;
-        let n = (shards.len() / size).min(cfg.train.eval_batches);
+        let size = d.batch_size;
+        let n = (shards.len() / size).min(t.eval_batches);
         if n == 0 {
             return Err(Error::Config(format!(
                 "field `data.eval_shards`: {} holds {} examples, fewer than one batch of {size}",

@@ -9,23 +9,33 @@
 //!
 //! It is a floor, not a bound: the allocator's slack and transient copies come on top.
 
-use super::config::{ModelKind, PretrainConfig};
+use super::config::{DataSection, ModelKind, ModelSection};
 use crate::Result;
+use crate::device::DeviceName;
 
 use crate::model::footprint::{activations, parameters};
 
 const F32: f64 = 4.0;
 
-/// Bytes of host memory a step of `cfg` needs at least, with a vocabulary of `vocab` (f64: a
+/// What a step's memory depends on: the model, the batch, the replicas' devices and the
+/// sentences its training step encodes a row.
+pub struct StepSize<'a> {
+    pub model: &'a ModelSection,
+    pub data: &'a DataSection,
+    pub devices: &'a [DeviceName],
+    pub sentences: f64,
+}
+
+/// Bytes of host memory a step of `size` needs at least, with a vocabulary of `vocab` (f64: a
 /// mistyped size must not overflow).
-pub fn estimate(cfg: &PretrainConfig, vocab: usize) -> f64 {
-    let replicas = cfg.replica_devices().len().max(1) as f64;
-    let rows = (cfg.data.batch_size as f64 / replicas).ceil();
-    let len = cfg.data.max_seq_len as f64;
-    let sentences = super::steps::kind_of(cfg).sentences_per_row();
-    let mut encoders = vec![cfg.model.encoder(vocab)];
-    if cfg.model.kind == ModelKind::Electra {
-        encoders.push(cfg.model.generator(vocab));
+pub fn estimate(size: &StepSize, vocab: usize) -> f64 {
+    let replicas = size.devices.len().max(1) as f64;
+    let rows = (size.data.batch_size as f64 / replicas).ceil();
+    let len = size.data.max_seq_len as f64;
+    let sentences = size.sentences;
+    let mut encoders = vec![size.model.encoder(vocab)];
+    if size.model.kind == ModelKind::Electra {
+        encoders.push(size.model.generator(vocab));
     }
     let masked = (rows * len / 6.0).ceil();
     let (mut params, mut values) = (0.0, 0.0);
@@ -39,16 +49,16 @@ pub fn estimate(cfg: &PretrainConfig, vocab: usize) -> f64 {
 
 /// Refuses a run on host devices whose estimate exceeds the memory available. (GPU runs are
 /// left to the device's own out-of-memory error, which is clean.)
-pub fn check(cfg: &PretrainConfig, vocab: usize) -> Result<()> {
-    if cfg.replica_devices().iter().any(|d| d.kind.is_gpu()) {
+pub fn check(size: &StepSize, vocab: usize) -> Result<()> {
+    if size.devices.iter().any(|d| d.kind.is_gpu()) {
         return Ok(());
     }
-    let e = cfg.model.encoder(vocab);
+    let e = size.model.encoder(vocab);
     crate::memory::check(
-        estimate(cfg, vocab),
+        estimate(size, vocab),
         &format!(
             "a step of this run (model {} × {} layers, data.batch_size {} × {} tokens)",
-            e.hidden_size, e.num_hidden_layers, cfg.data.batch_size, cfg.data.max_seq_len
+            e.hidden_size, e.num_hidden_layers, size.data.batch_size, size.data.max_seq_len
         ),
         "lower data.batch_size (raise train.grad_accum to keep the batch) or the model's size",
     )

@@ -25,5 +25,4 @@ pub mod start;
 pub mod stats;
 pub mod steps;
 
-pub use config::PretrainConfig;
 pub use pretrain::{RunOptions, pretrain, pretrain_in};

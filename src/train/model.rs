@@ -2,7 +2,7 @@
 
 use burn::prelude::*;
 
-use super::config::{ModelKind, PretrainConfig};
+use super::config::{ModelKind, ModelSection, PretrainConfig, StepSettings};
 use crate::interop::tensors::{Loader, TensorMap};
 use crate::interop::{read_hf_config, read_safetensors};
 use crate::model::params::ParamWalker;
@@ -35,6 +35,13 @@ impl Net {
     }
 }
 
+/// A network's shape: the `[model]` section, the precision it computes in and the vocabulary.
+pub struct ModelShape<'a> {
+    pub model: &'a ModelSection,
+    pub precision: crate::model::Precision,
+    pub vocab: usize,
+}
+
 /// The network and the parameters its training step adds beside it (`train::steps`).
 #[derive(Debug, Clone)]
 pub struct PretrainModel {
@@ -43,18 +50,30 @@ pub struct PretrainModel {
 }
 
 impl PretrainModel {
+    /// The model of the run `cfg` with a vocabulary of `vocab`.
     pub fn new(cfg: &PretrainConfig, vocab: usize, device: &Device) -> Self {
-        let p = cfg.train.precision;
-        let encoder = cfg.model.encoder(vocab).with_precision(p);
-        let net = match cfg.model.kind {
+        let shape = ModelShape {
+            model: &cfg.model,
+            precision: cfg.train.precision,
+            vocab,
+        };
+        Self::of(&shape, &cfg.step_settings(), device)
+    }
+
+    /// The network `shape` describes, with the heads of the training step of `settings`.
+    pub fn of(shape: &ModelShape, settings: &StepSettings, device: &Device) -> Self {
+        let (m, p, vocab) = (shape.model, shape.precision, shape.vocab);
+        let encoder = m.encoder(vocab).with_precision(p);
+        let net = match m.kind {
             ModelKind::Bert => Net::Bert(BertMlm::new(&encoder, device)),
             ModelKind::Electra => Net::Electra(Electra::new(
                 &encoder,
-                &cfg.model.generator(vocab).with_precision(p),
+                &m.generator(vocab).with_precision(p),
                 device,
             )),
         };
-        let heads = super::steps::kind_of(cfg).heads(cfg, &encoder, device);
+        let step = super::steps::kind_of(settings.objective.kind);
+        let heads = step.heads(settings, &encoder, device);
         Self { net, heads }
     }
 

@@ -106,7 +106,7 @@ fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
             cfg.data.max_seq_len,
         )));
     }
-    let step = kind_of(cfg);
+    let step = kind_of(cfg.objective.kind);
     if step.data() != shards.holds() {
         return Err(Error::Config(format!(
             "field `objective.kind` is {:?}: {} trains on {}, but {dir} holds {}",
@@ -142,7 +142,7 @@ impl Log {
         let path = opts.run_dir.join(METRICS);
         let (file, events) = if main {
             let f = crate::io::write::append(&path)?;
-            let events = super::events::open(&opts.run_dir, opts.resume, cfg)?;
+            let events = super::events::open(&opts.run_dir, opts.resume, &cfg.to_toml())?;
             (Some(f), Some(events))
         } else {
             (None, None)
@@ -274,7 +274,14 @@ pub fn pretrain_in(
     let main = group.as_ref().is_none_or(|g| g.world.is_main());
     let run = &opts.run_dir;
     let vocab = shards.manifest.vocab_size;
-    super::memory::check(cfg, vocab)?;
+    let devices = cfg.replica_devices();
+    let size = super::memory::StepSize {
+        model: &cfg.model,
+        data: &cfg.data,
+        devices: &devices,
+        sentences: kind_of(cfg.objective.kind).sentences_per_row(),
+    };
+    super::memory::check(&size, vocab)?;
     let names = process_devices(cfg, group.as_ref())?;
     let base_devices = crate::device::devices_for(&names)?;
     let device = base_devices[0].clone().autodiff();
@@ -293,7 +300,7 @@ pub fn pretrain_in(
         opt: &mut opt,
         device: &device,
     };
-    let at = start_point(cfg, shards, place, trainee);
+    let at = start_point(&cfg.model, cfg.train.steps, shards, place, trainee);
     // Every rank has read the folder before rank 0 writes to it.
     if let Some(g) = &group {
         g.barrier()?;
@@ -316,7 +323,7 @@ pub fn pretrain_in(
     replicas.join(group);
     replicas.broadcast_parameters()?;
     let files = if main {
-        write_run_files(cfg, shards, run)
+        write_run_files(&cfg.to_toml(), shards, run)
     } else {
         Ok(())
     };
@@ -432,7 +439,7 @@ fn train_run(ready: Ready) -> Result<RunSummary> {
         synonyms: None,
         read_only: !ready.replicas.is_main(),
     };
-    with_step(cfg, shards, &mut setup, ready)
+    with_step(&cfg.step_settings(), shards, &mut setup, ready)
 }
 
 /// The steps from `start` to `train.steps` with `train`: the loop, its metrics, checkpoints
@@ -451,7 +458,7 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
     let main = replicas.is_main();
     let mut log = Log::open(opts, cfg, start.step, main)?;
     let heldout = if main {
-        HeldOut::open(cfg, shards, train)?
+        HeldOut::open(&cfg.train, &cfg.data, shards, train)?
     } else {
         None
     };
@@ -465,7 +472,7 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
         totals: start.window,
     };
     let mut last = None;
-    let mut fixed = FixedStep::new(cfg, &replicas)?;
+    let mut fixed = FixedStep::new(&cfg.fixed_plan(), &replicas)?;
     for step in start.step..total {
         let lr = scheduled_lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
         let at = StepRun {

@@ -132,3 +132,14 @@ pub fn run_tokenizer(run: &Path) -> Result<crate::text::WordPieceTokenizer> {
         None => crate::text::WordPieceTokenizer::load(&path),
     }
 }
+
+/// The `[model]` section of the run in `run` (its `config.toml`); a folder of another kind is
+/// named as such.
+pub fn run_model(run: &Path) -> Result<super::config::ModelSection> {
+    Ok(PretrainConfig::of_run(run)?.model)
+}
+
+/// The `[model]` section of the run config `config_toml`.
+pub fn model_in(config_toml: &Path) -> Result<super::config::ModelSection> {
+    Ok(PretrainConfig::load_file(config_toml, &[])?.model)
+}

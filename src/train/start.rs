@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::checkpoint::{self, TrainState, WindowTotals};
-use super::config::PretrainConfig;
+use super::config::ModelSection;
 use super::model::{PretrainModel, check_init_tokenizer, read_transformers_weights};
 use super::optimizer::AdamW;
 use crate::interop::tensors::TensorMap;
@@ -126,9 +126,11 @@ pub struct Trainee<'a> {
     pub device: &'a Device,
 }
 
-/// Where the run of `cfg` on `shards` in `place` starts, with `trainee` loaded for it.
+/// Where a run of `train.steps` = `steps` with the `[model]` section `model` on `shards` in
+/// `place` starts, with `trainee` loaded for it.
 pub fn start_point(
-    cfg: &PretrainConfig,
+    model_section: &ModelSection,
+    steps: u64,
     shards: &ShardSet,
     place: RunPlace,
     trainee: Trainee,
@@ -150,16 +152,16 @@ pub fn start_point(
         None
     };
     match resumed {
-        Some(ck) if ck.step >= cfg.train.steps => Ok(Start::Finished(ck.step)),
+        Some(ck) if ck.step >= steps => Ok(Start::Finished(ck.step)),
         Some(ck) => Ok(Start::At(ck)),
         None => {
             if resume {
                 tracing::warn!("{}: no checkpoint yet; starting from step 0", run.display());
             }
-            if let Some(init) = &cfg.model.init_from {
+            if let Some(init) = &model_section.init_from {
                 let vocab = shards.manifest.vocab_size;
-                let weights =
-                    read_transformers_weights(init, cfg.model.kind, &cfg.model.encoder(vocab))?;
+                let (kind, encoder) = (model_section.kind, model_section.encoder(vocab));
+                let weights = read_transformers_weights(init, kind, &encoder)?;
                 check_init_tokenizer(init, &shards.dir.join("tokenizer.json"))?;
                 model.load_init(&weights, device)?;
             }
@@ -173,10 +175,11 @@ pub fn start_point(
     }
 }
 
-/// The run folder's `config.toml` (resolved) and `tokenizer.json` (the shards').
-pub fn write_run_files(cfg: &PretrainConfig, shards: &ShardSet, run: &Path) -> Result<()> {
+/// The run folder's `config.toml` (`config_toml`, the resolved config) and `tokenizer.json`
+/// (the shards').
+pub fn write_run_files(config_toml: &str, shards: &ShardSet, run: &Path) -> Result<()> {
     crate::io::write::folder(run)?;
-    crate::io::write_atomic(&run.join("config.toml"), cfg.to_toml().as_bytes())?;
+    crate::io::write_atomic(&run.join("config.toml"), config_toml.as_bytes())?;
     // What made the run (a resumed run records the build that continued it).
     crate::io::write_atomic(
         &run.join(VERSION_FILE),

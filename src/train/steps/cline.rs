@@ -34,7 +34,7 @@ use crate::objective::{Logged, StepLoss, Term, masked_cross_entropy};
 use crate::text::batches::Batch;
 use crate::text::masking::Masked;
 use crate::text::shards::{DataKind, ShardSet};
-use crate::train::config::{ModelKind, PretrainConfig};
+use crate::train::config::{ModelKind, StepSettings};
 use crate::train::model::{Net, PretrainModel};
 
 /// The step's declarations: sentence triples, its heads, three sentences a row.
@@ -53,12 +53,13 @@ impl StepKind for Kind {
 
     fn heads(
         &self,
-        cfg: &PretrainConfig,
+        settings: &StepSettings,
         encoder: &EncoderConfig,
         device: &Device,
     ) -> Option<Box<dyn StepHeads>> {
-        let electra = cfg.model.kind == ModelKind::Electra;
-        let heads = TripleHeads::new(&head_choice(&cfg.objective.cline, electra), encoder, device);
+        let electra = settings.model == ModelKind::Electra;
+        let choice = head_choice(&settings.objective.cline, electra);
+        let heads = TripleHeads::new(&choice, encoder, device);
         Some(Box::new(heads))
     }
 
@@ -110,10 +111,10 @@ impl MicroBatch for MaskedTriples {
 }
 
 impl TripleStep {
-    pub fn new(cfg: &PretrainConfig, context: MaskingContext) -> Self {
+    pub fn new(settings: &StepSettings, context: MaskingContext) -> Self {
         Self {
             context,
-            loss: cfg.objective.cline.clone(),
+            loss: settings.objective.cline.clone(),
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::text::batches::Batch;
 use crate::text::masking::{Masked, MaskingConfig, mask_batch};
 use crate::text::shards::{DataKind, ShardSet};
 use crate::text::tokenizer::SpecialIds;
-use crate::train::config::PretrainConfig;
+use crate::train::config::StepSettings;
 use crate::train::fixed_step::Pinned;
 use crate::train::model::{Net, PretrainModel};
 
@@ -59,9 +59,10 @@ pub struct MaskingContext {
 }
 
 impl MaskingContext {
-    pub fn of(cfg: &PretrainConfig, shards: &ShardSet) -> Self {
+    /// `masking` with the special ids and vocabulary of `shards`' tokenizer.
+    pub fn new(masking: &MaskingConfig, shards: &ShardSet) -> Self {
         Self {
-            masking: cfg.masking.clone(),
+            masking: masking.clone(),
             special: shards.manifest.special_ids,
             vocab: shards.manifest.vocab_size,
         }
@@ -121,12 +122,16 @@ impl MicroBatch for MlmBatch {
 }
 
 impl MaskedLmStep {
-    /// The step of `cfg`: its objective's parts set up with `setup`.
-    pub fn build(cfg: &PretrainConfig, context: MaskingContext, setup: &mut Setup) -> Result<Self> {
+    /// The step of a run of `settings`: its objective's parts set up with `setup`.
+    pub fn build(
+        settings: &StepSettings,
+        context: MaskingContext,
+        setup: &mut Setup,
+    ) -> Result<Self> {
         Ok(Self::new(
             context,
-            Objective::build(&cfg.objective, setup)?,
-            cfg.train.disc_weight,
+            Objective::build(&settings.objective, setup)?,
+            settings.disc_weight,
         ))
     }
 

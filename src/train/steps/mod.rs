@@ -27,12 +27,12 @@ use std::ops::Range;
 use burn::prelude::*;
 use rand_chacha::ChaCha8Rng;
 
-use super::config::PretrainConfig;
+use super::config::StepSettings;
 use super::model::PretrainModel;
 use crate::Result;
 use crate::model::EncoderConfig;
 use crate::model::step_heads::StepHeads;
-use crate::objective::{Counters, Setup, StepLoss};
+use crate::objective::{Counters, ObjectiveKind, Setup, StepLoss};
 use crate::text::shards::{DataKind, ShardSet};
 
 /// What a kind of training step declares before a run starts (see the module documentation).
@@ -43,11 +43,11 @@ pub trait StepKind: Sync {
     /// The data it trains on.
     fn data(&self) -> DataKind;
 
-    /// The parameters it adds beside the network for the run `cfg` with encoder `encoder`
-    /// (`None`: none).
+    /// The parameters it adds beside the network for a run of `settings` with encoder
+    /// `encoder` (`None`: none).
     fn heads(
         &self,
-        _cfg: &PretrainConfig,
+        _settings: &StepSettings,
         _encoder: &EncoderConfig,
         _device: &Device,
     ) -> Option<Box<dyn StepHeads>> {
@@ -80,9 +80,9 @@ pub trait StepKind: Sync {
 /// Every kind of step.
 const KINDS: [&dyn StepKind; 2] = [&masked_lm::KIND, &cline::KIND];
 
-/// The step a run of `cfg` trains with: the one for the data its objective trains on.
-pub fn kind_of(cfg: &PretrainConfig) -> &'static dyn StepKind {
-    let data = cfg.objective.kind.data();
+/// The step a run of objective `objective` trains with: the one for the data it trains on.
+pub fn kind_of(objective: ObjectiveKind) -> &'static dyn StepKind {
+    let data = objective.data();
     *KINDS
         .iter()
         .find(|k| k.data() == data)
@@ -166,17 +166,17 @@ pub trait WithStep {
     fn run<S: TrainingStep>(self, step: S) -> Result<Self::Output>;
 }
 
-/// Builds the training step of `cfg` (the objective's parts set up with `setup`; the corpus's
-/// special ids and vocabulary from `shards`) and runs `work` with it.
+/// Builds the training step of a run of `settings` (the objective's parts set up with
+/// `setup`; the corpus's special ids and vocabulary from `shards`) and runs `work` with it.
 pub fn with_step<W: WithStep>(
-    cfg: &PretrainConfig,
+    settings: &StepSettings,
     shards: &ShardSet,
     setup: &mut Setup,
     work: W,
 ) -> Result<W::Output> {
-    let context = masked_lm::MaskingContext::of(cfg, shards);
-    match kind_of(cfg).data() {
-        DataKind::Packed => work.run(masked_lm::MaskedLmStep::build(cfg, context, setup)?),
-        DataKind::Triples => work.run(cline::TripleStep::new(cfg, context)),
+    let context = masked_lm::MaskingContext::new(&settings.masking, shards);
+    match kind_of(settings.objective.kind).data() {
+        DataKind::Packed => work.run(masked_lm::MaskedLmStep::build(settings, context, setup)?),
+        DataKind::Triples => work.run(cline::TripleStep::new(settings, context)),
     }
 }
