@@ -42,7 +42,7 @@ pub fn flag() -> &'static AtomicBool {
 }
 
 /// `e`, when it is a stop by a signal inside a command that continues by being run again
-/// (ablation, cline-compare), says so: what finished is kept in `kept`.
+/// (the experiment commands), says so: what finished is kept in `kept`.
 pub fn continued_by_rerun(e: crate::Error, kept: &std::path::Path) -> crate::Error {
     match e {
         crate::Error::Interrupted(_) => crate::Error::Interrupted(format!(

@@ -1,4 +1,5 @@
-//! Every input format the doors read, damaged at random: truncated, a bit flipped, a number
+//! Every input format the doors read (run files, task files, contrast sets, text, JSONL, Parquet
+//! and Arrow corpora), damaged at random: truncated, a bit flipped, a number
 //! made huge, a value of the wrong type. Each read gives a result or an error naming the file,
 //! never a panic (proptest; a few seconds).
 
@@ -175,4 +176,71 @@ proptest! {
             });
         }
     }
+
+    #[test]
+    fn damaged_contrast_sets_are_errors(d in damage()) {
+        use trueneg::tasks::contrast::{read_boolq_contrast, read_cad_sentiment, read_perspectrum_contrast};
+        let dir = tempfile::tempdir().unwrap();
+        let head = |rel: &str, lines: usize| -> Vec<u8> {
+            let text = std::fs::read_to_string(common::data(rel)).unwrap();
+            text.lines().take(lines).collect::<Vec<_>>().join("\n").into_bytes()
+        };
+        let cad = dir.path().join("dev_paired.tsv");
+        let cad_bytes = head("counterfactual/sentiment/combined/paired/dev_paired.tsv", 9);
+        survives(&cad, &cad_bytes, &d, || read_cad_sentiment(&cad));
+        let persp = dir.path().join("perspectrum.csv");
+        let persp_bytes = head("contrast-sets/perspectrum/perspectrum_contrast_sets.csv", 9);
+        survives(&persp, &persp_bytes, &d, || read_perspectrum_contrast(&persp));
+        let boolq: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(common::data("contrast-sets/BoolQ/boolq_perturbed.json")).unwrap(),
+        )
+        .unwrap();
+        let mut small = boolq.clone();
+        small["data"] = serde_json::json!([boolq["data"][1], boolq["data"][2]]);
+        let path = dir.path().join("boolq.json");
+        survives(&path, small.to_string().as_bytes(), &d, || read_boolq_contrast(&path));
+    }
+
+    #[test]
+    fn damaged_parquet_and_arrow_corpora_are_errors(d in damage()) {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in [("c.parquet", parquet_bytes()), ("c.arrow", arrow_bytes())] {
+            let path = dir.path().join(name);
+            survives(&path, &bytes, &d, || {
+                let mut r = trueneg::text::corpus::CorpusReader::open(&path)?;
+                while !r.next_batch(1 << 16)?.is_empty() {}
+                Ok(())
+            });
+        }
+    }
+}
+
+/// Twenty short documents as a `text` column.
+fn text_batch() -> arrow_array::RecordBatch {
+    let docs: Vec<String> = (0..20)
+        .map(|i| format!("Document {i} has a sentence."))
+        .collect();
+    let column: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::StringArray::from(docs));
+    arrow_array::RecordBatch::try_from_iter([("text", column)]).unwrap()
+}
+
+/// A Parquet file of [`text_batch`].
+fn parquet_bytes() -> Vec<u8> {
+    let b = text_batch();
+    let mut out = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, b.schema(), None).unwrap();
+    w.write(&b).unwrap();
+    w.close().unwrap();
+    out
+}
+
+/// An Arrow IPC stream (what `datasets` saves) of [`text_batch`].
+fn arrow_bytes() -> Vec<u8> {
+    let b = text_batch();
+    let mut out = Vec::new();
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &b.schema()).unwrap();
+    w.write(&b).unwrap();
+    w.finish().unwrap();
+    drop(w);
+    out
 }

@@ -76,9 +76,9 @@ fn bf16_step_matches_f32_with_f32_weights_and_gradients() {
         let grads: Vec<(String, Vec<f32>)> = g
             .entries
             .iter()
-            .map(|(k, (t, _, _))| {
-                assert_eq!(t.dtype(), DType::F32, "{k}: f32 gradient");
-                (k.clone(), host(t.clone()))
+            .map(|(k, e)| {
+                assert_eq!(e.grad.dtype(), DType::F32, "{k}: f32 gradient");
+                (k.clone(), host(e.grad.clone()))
             })
             .collect();
         assert_eq!(m.embeddings.word_matrix().dtype(), DType::F32);

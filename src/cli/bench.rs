@@ -14,10 +14,10 @@ pub struct Args {
     /// discriminator, loss L_G + 50·L_D).
     #[arg(long, default_value = "bert", value_parser = parse_model)]
     model: trueneg::train::config::ModelKind,
-    /// The loss: `sr` (BERT's default: MLM + word-level SR), `baseline` (MLM only; ELECTRA's
-    /// default), `hc`, `hc+sr` or `sr-sent` (Hard Correction uses a synthetic WordNet-sized
-    /// table). A comma-separated list interleaves the objectives' steps and prints each one's
-    /// ratio to the first.
+    /// The loss, an `objective.kind` of the masked-LM step: `sr` (BERT's default: MLM +
+    /// word-level SR), `baseline` (MLM only; ELECTRA's default), or another (Hard Correction
+    /// uses a synthetic WordNet-sized table). A comma-separated list interleaves the objectives'
+    /// steps and prints each one's ratio to the first.
     #[arg(long, conflicts_with = "hc")]
     objective: Option<String>,
     /// Hard Correction (`--objective hc`; torch_electra_bench.py's `--hc`).

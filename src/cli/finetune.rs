@@ -155,8 +155,7 @@ impl Args {
     }
 }
 
-/// The fine-tuning recipe of the experiment commands (`ablation`, `cline-compare`) and their
-/// changes to it.
+/// The fine-tuning recipe of the experiment commands and their changes to it.
 #[derive(clap::Args)]
 pub struct RecipeArgs {
     /// Fine-tuning recipe: `electra` (google-research/electra's) or `transformers` (the

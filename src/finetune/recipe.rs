@@ -27,6 +27,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::error::rule;
 use crate::model::params::ParamWalker;
 use crate::tasks::glue::GlueTask;
 use crate::train::optimizer::{AdamW, AdamWConfig, Grads, scheduled_lr};
@@ -254,61 +255,52 @@ impl FinetuneOptions {
     pub fn validate(&self) -> Result<()> {
         let positive = |v: f64| v.is_finite() && v > 0.0;
         let rules = [
-            ("--lr", self.lr.to_string(), positive(self.lr), "> 0"),
-            (
+            rule("--lr", self.lr, positive(self.lr), "> 0"),
+            rule(
                 "--layer-decay",
-                self.layer_decay.to_string(),
+                self.layer_decay,
                 self.layer_decay > 0.0 && self.layer_decay <= 1.0,
                 "in (0, 1]",
             ),
-            ("--epochs", self.epochs.to_string(), self.epochs > 0, "> 0"),
-            (
-                "--batch-size",
-                self.batch_size.to_string(),
-                self.batch_size > 0,
-                "> 0",
-            ),
-            (
+            rule("--epochs", self.epochs, self.epochs > 0, "> 0"),
+            rule("--batch-size", self.batch_size, self.batch_size > 0, "> 0"),
+            rule(
                 "--max-seq-len",
-                self.max_seq_len.to_string(),
+                self.max_seq_len,
                 self.max_seq_len >= 8,
                 ">= 8",
             ),
-            (
+            rule(
                 "--warmup-fraction",
-                self.warmup_fraction.to_string(),
+                self.warmup_fraction,
                 (0.0..=1.0).contains(&self.warmup_fraction),
                 "in [0, 1]",
             ),
-            (
+            rule(
                 "--weight-decay",
-                self.weight_decay.to_string(),
+                self.weight_decay,
                 self.weight_decay.is_finite() && self.weight_decay >= 0.0,
                 ">= 0",
             ),
-            (
-                "--adam-eps",
-                self.adam_eps.to_string(),
-                positive(self.adam_eps),
-                "> 0",
-            ),
-            (
+            rule("--adam-eps", self.adam_eps, positive(self.adam_eps), "> 0"),
+            rule(
                 "max grad norm",
-                self.max_grad_norm.to_string(),
+                self.max_grad_norm,
                 self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0,
                 ">= 0",
             ),
-            (
+            rule(
                 "regression scale",
-                self.regression_scale.to_string(),
+                self.regression_scale,
                 positive(self.regression_scale),
                 "> 0",
             ),
         ];
-        match rules.into_iter().find(|r| !r.2) {
-            Some((name, value, _, rule)) => {
-                Err(Error::Config(format!("{name} {value}: must be {rule}")))
-            }
+        match rules.into_iter().find(|r| !r.ok) {
+            Some(r) => Err(Error::Config(format!(
+                "{} {}: must be {}",
+                r.field, r.value, r.why
+            ))),
             None => Ok(()),
         }
     }

@@ -107,8 +107,8 @@ impl Outputs {
     }
 }
 
-/// Claims `dir` for a command that is continued by calling it again (`ablation`,
-/// `cline-compare`): the first call takes a new or empty folder only, everything in it then
+/// Claims `dir` for a command that is continued by calling it again (the experiment
+/// commands): the first call takes a new or empty folder only, everything in it then
 /// being the command's to write, and records its `settings` in `dir/<marker>`; a later call
 /// continues only with the same settings, and names the ones that differ.
 pub fn claim_folder(dir: &Path, marker: &str, settings: &serde_json::Value) -> Result<()> {

@@ -13,7 +13,7 @@
 //! before it, and every step of the layers below runs after it. Its backward step hands the
 //! gradient of `w` (the sum over all the layer's uses) to the sink and passes it on unchanged.
 //!
-//! A parameter used by several forward passes of one step (CLINE's three sentences) is watched
+//! A parameter used by several forward passes of one step (a step that encodes three sentences) is watched
 //! once per use: the sink adds the contributions and counts them. Embeddings and heads are not
 //! watched (they are used in several places, and their gradients are the last to be finished
 //! anyway). Only burn's LibTorch backend (feature `tch`) has the operation; elsewhere [`layer`]

@@ -110,6 +110,9 @@ const KINDS: [KindRow; 6] = [
     row(ObjectiveKind::Cline, "cline", &[], DataKind::Triples),
 ];
 
+/// The paper's ablation: the baseline and its corrections (`ablation --objectives`' default).
+pub const ABLATION_ROWS: &str = "baseline,hc,sr,sr-sent";
+
 /// The parts in the order their terms join the loss (after `L_mlm`, before `λ·L_D`).
 const PARTS: [Build; 3] = [
     hard_correction::build,

@@ -176,7 +176,7 @@ fn read_counters(counts: DeviceCounters) -> Counters {
 pub struct StepLoss {
     /// The parts `c_t·L_t`, each with the count of `L_t`; see [`StepLoss::objective`].
     pub parts: Vec<Term>,
-    /// `R`, a term that depends on no example (CLINE's learned-weight regulariser).
+    /// `R`, a term that depends on no example (the regulariser of learned loss weights).
     pub shared: Option<Tensor<1>>,
     /// The logged values, in the order the step names them.
     pub logged: Vec<(&'static str, Logged)>,

@@ -25,6 +25,8 @@ use super::shards::{
 use super::tokenizer::WordPieceTokenizer;
 use crate::{Error, Result};
 
+/// What `prepare` reads and writes (`Default`: no inputs, packed examples, `text` fields).
+#[derive(Default)]
 pub struct PrepareOptions {
     pub inputs: Vec<PathBuf>,
     /// `tokenizer.json` or `vocab.txt`; `None` with `train_vocab` set trains one.
@@ -290,15 +292,16 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
             input_list(&files)
         )));
     }
-    finish(
-        opts,
-        &tokenizer,
-        &files,
-        (examples, tokens, single),
+    let written = Written {
+        examples,
+        tokens,
+        single_segment_examples: single,
         shards,
-        None,
-        (start, total_bytes),
-    )
+        cline: None,
+        start,
+        input_bytes: total_bytes,
+    };
+    finish(opts, &tokenizer, &files, written)
 }
 
 /// One sentence → its CLINE record, or `None` when a side has no word to replace. The three
@@ -446,15 +449,16 @@ fn prepare_cline(
         &opts.out.join(CLINE_SAMPLES),
         (header + &samples.concat()).as_bytes(),
     )?;
-    finish(
-        opts,
-        tokenizer,
-        files,
-        (examples, tokens, examples),
+    let written = Written {
+        examples,
+        tokens,
+        single_segment_examples: examples,
         shards,
-        Some(data),
-        (start, total_bytes),
-    )
+        cline: Some(data),
+        start,
+        input_bytes: total_bytes,
+    };
+    finish(opts, tokenizer, files, written)
 }
 
 /// The CLINE ratios and cap are shares.
@@ -516,16 +520,24 @@ fn input_list(files: &[PathBuf]) -> String {
         .join(", ")
 }
 
+/// What a `prepare` wrote and how long it took: its counts, shards and triples' data, from
+/// `start`, over `input_bytes` of input.
+struct Written {
+    examples: usize,
+    tokens: u64,
+    single_segment_examples: usize,
+    shards: Vec<ShardInfo>,
+    cline: Option<ClineData>,
+    start: std::time::Instant,
+    input_bytes: u64,
+}
+
 /// Saves the tokenizer, then the manifest (a folder with a manifest is complete).
-/// `counts`: examples, tokens, single-segment examples; `timing`: start and input bytes.
 fn finish(
     opts: &PrepareOptions,
     tokenizer: &WordPieceTokenizer,
     files: &[PathBuf],
-    counts: (usize, u64, usize),
-    shards: Vec<ShardInfo>,
-    cline: Option<ClineData>,
-    timing: (std::time::Instant, u64),
+    written: Written,
 ) -> Result<PrepareReport> {
     tokenizer.save(&opts.out.join("tokenizer.json"))?;
     let manifest = Manifest {
@@ -536,19 +548,19 @@ fn finish(
         tokenizer_fingerprint: tokenizer.fingerprint(),
         special_ids: tokenizer.special,
         seed: opts.seed,
-        examples: counts.0,
-        tokens: counts.1,
-        single_segment_examples: counts.2,
+        examples: written.examples,
+        tokens: written.tokens,
+        single_segment_examples: written.single_segment_examples,
         inputs: files.iter().map(|p| p.display().to_string()).collect(),
-        shards,
-        cline,
+        shards: written.shards,
+        cline: written.cline,
     };
     let json = serde_json::to_string_pretty(&manifest).expect("json") + "\n";
     crate::io::write_atomic(&opts.out.join(MANIFEST), json.as_bytes())?;
     Ok(PrepareReport {
         manifest,
-        seconds: timing.0.elapsed().as_secs_f64(),
-        bytes: timing.1,
+        seconds: written.start.elapsed().as_secs_f64(),
+        bytes: written.input_bytes,
     })
 }
 

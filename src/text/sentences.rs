@@ -1,5 +1,5 @@
 //! Sentence splitting: a paragraph into sentences, for packing segments A and B and for
-//! CLINE's sentence triples.
+//! sentence triples.
 
 /// Splits a paragraph into sentences, so that packing can put whole sentences into segments A
 /// and B even when the corpus has one paragraph per line. A sentence ends at `.`, `!` or `?`

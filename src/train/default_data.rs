@@ -37,8 +37,7 @@ pub fn ensure_default_shards(
         seed,
         examples_per_shard: 65536,
         show_progress: progress,
-        cline: None,
-        text_field: None,
+        ..PrepareOptions::default()
     })?;
     Ok(data)
 }

@@ -10,6 +10,15 @@ use burn::tensor::Gradients;
 use crate::interop::tensors::HostTensor;
 use crate::model::params::{Matrix, ParamWalker};
 
+/// One parameter's gradient, flattened: its values, the parameter's shape and, for a matrix,
+/// its kind (how transformers lays it out).
+#[derive(Clone)]
+pub struct GradEntry {
+    pub grad: Tensor<1>,
+    pub dims: Vec<usize>,
+    pub kind: Option<Matrix>,
+}
+
 /// Flattened gradients by parameter name (no autodiff), ready for clipping and the update.
 /// The true gradient of `name` is `factor · clip · entries[name]`: scaling (averaging over
 /// micro-batches) only changes `factor`, which the update folds into its own constants;
@@ -17,7 +26,7 @@ use crate::model::params::{Matrix, ParamWalker};
 /// update multiplies in.
 #[derive(Clone)]
 pub struct Grads {
-    pub entries: BTreeMap<String, (Tensor<1>, Vec<usize>, Option<Matrix>)>,
+    pub entries: BTreeMap<String, GradEntry>,
     pub factor: f64,
     pub clip: Option<Tensor<1>>,
 }
@@ -59,16 +68,21 @@ impl Grads {
                 kind: Option<Matrix>,
             ) {
                 if let Some(g) = self.summed.get(&p.id) {
-                    let dims = p.val().dims().to_vec();
-                    self.done
-                        .entries
-                        .insert(name.into(), (g.clone(), dims, kind));
+                    let entry = GradEntry {
+                        grad: g.clone(),
+                        dims: p.val().dims().to_vec(),
+                        kind,
+                    };
+                    self.done.entries.insert(name.into(), entry);
                 } else if let Some(g) = p.val().grad(self.grads) {
                     let dims = g.dims().to_vec();
                     let n: usize = dims.iter().product();
-                    self.rest
-                        .entries
-                        .insert(name.into(), (g.reshape([n]), dims, kind));
+                    let entry = GradEntry {
+                        grad: g.reshape([n]),
+                        dims,
+                        kind,
+                    };
+                    self.rest.entries.insert(name.into(), entry);
                 }
             }
         }
@@ -94,13 +108,13 @@ impl Grads {
     fn materialise(&mut self) {
         if self.factor != 1.0 {
             for e in self.entries.values_mut() {
-                e.0 = e.0.clone().mul_scalar(self.factor);
+                e.grad = e.grad.clone().mul_scalar(self.factor);
             }
             self.factor = 1.0;
         }
         if let Some(c) = self.clip.take() {
             for e in self.entries.values_mut() {
-                e.0 = e.0.clone() * c.clone();
+                e.grad = e.grad.clone() * c.clone();
             }
         }
     }
@@ -122,11 +136,12 @@ impl Grads {
             entries: self
                 .entries
                 .iter()
-                .map(|(k, (g, dims, kind))| {
-                    (
-                        k.clone(),
-                        (g.clone().to_device(device), dims.clone(), *kind),
-                    )
+                .map(|(k, e)| {
+                    let moved = GradEntry {
+                        grad: e.grad.clone().to_device(device),
+                        ..e.clone()
+                    };
+                    (k.clone(), moved)
                 })
                 .collect(),
             factor: self.factor,
@@ -140,11 +155,11 @@ impl Grads {
             self.materialise();
             other.materialise();
         }
-        for (k, (g, dims, kind)) in other.entries {
+        for (k, o) in other.entries {
             match self.entries.get_mut(&k) {
-                Some(e) => e.0 = e.0.clone() + g,
+                Some(e) => e.grad = e.grad.clone() + o.grad,
                 None => {
-                    self.entries.insert(k, (g, dims, kind));
+                    self.entries.insert(k, o);
                 }
             }
         }
@@ -159,15 +174,12 @@ impl Grads {
         if self.entries.is_empty() {
             return Ok(());
         }
-        let flat = Tensor::cat(
-            self.entries.values().map(|(g, _, _)| g.clone()).collect(),
-            0,
-        );
+        let flat = Tensor::cat(self.entries.values().map(|e| e.grad.clone()).collect(), 0);
         let summed = summed(group, flat)?;
         let mut at = 0;
-        for (g, _, _) in self.entries.values_mut() {
-            let [len] = g.dims();
-            *g = summed.clone().slice(at..at + len);
+        for e in self.entries.values_mut() {
+            let [len] = e.grad.dims();
+            e.grad = summed.clone().slice(at..at + len);
             at += len;
         }
         Ok(())
@@ -181,8 +193,8 @@ impl Grads {
     /// CPU devices per tensor; on others over one concatenated buffer (three kernels instead
     /// of two per parameter).
     pub fn global_norm(&self) -> Option<Tensor<1>> {
-        let (first, _, _) = self.entries.values().next()?;
-        let grads = self.entries.values().map(|(g, _, _)| g.clone());
+        let first = &self.entries.values().next()?.grad;
+        let grads = self.entries.values().map(|e| e.grad.clone());
         let total = if crate::kernels::on_host(&first.device()) {
             Tensor::cat(grads.map(|g| g.square().sum()).collect(), 0).sum()
         } else {
@@ -217,12 +229,13 @@ impl Grads {
 
     /// One gradient in transformers' layout (Linear weights as [out, in]).
     pub fn host(&self, name: &str) -> Option<HostTensor> {
-        let (g, dims, kind) = self.entries.get(name)?;
+        let e = self.entries.get(name)?;
+        let scaled = self.clipped(e.grad.clone().mul_scalar(self.factor));
         let t = HostTensor {
-            shape: dims.clone(),
-            values: HostTensor::from_tensor(self.clipped(g.clone().mul_scalar(self.factor))).values,
+            shape: e.dims.clone(),
+            values: HostTensor::from_tensor(scaled).values,
         };
-        Some(if *kind == Some(Matrix::Linear) {
+        Some(if e.kind == Some(Matrix::Linear) {
             t.transposed()
         } else {
             t

@@ -328,7 +328,7 @@ impl AdamW {
                     .entries
                     .values()
                     .next()
-                    .is_some_and(|(g, _, _)| !crate::kernels::on_host(&g.device())),
+                    .is_some_and(|e| !crate::kernels::on_host(&e.grad.device())),
             };
         if multi {
             self.update_flat(lr, lr_scale, grads, bc1, bc2_sqrt, &mut walk);
@@ -409,7 +409,7 @@ impl AdamW {
         let g = grads.clipped(Tensor::cat(
             layout
                 .iter()
-                .map(|s| grads.entries[&s.name].0.clone())
+                .map(|s| grads.entries[&s.name].grad.clone())
                 .collect(),
             0,
         ));
@@ -505,7 +505,7 @@ struct Stepper<'a> {
 
 impl Stepper<'_> {
     fn new_value(&mut self, name: &str, p: Tensor<1>) -> Option<Tensor<1>> {
-        let (g, _, _) = self.grads.entries.get(name)?;
+        let g = &self.grads.entries.get(name)?.grad;
         let lr = self.lr * (self.lr_scale)(name);
         let c = &self.c;
         let (m, v) = self
