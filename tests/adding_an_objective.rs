@@ -77,7 +77,7 @@ fn a_new_objective_is_one_part_and_the_loop_handles_its_terms() {
     let device = Device::flex().autodiff();
     let vocab = shards.manifest.vocab_size;
     trueneg::model::seed(&device, 7);
-    let model = PretrainModel::new(&cfg, vocab, &device);
+    let model = PretrainModel::of(&cfg.model_shape(vocab), &cfg.step_settings(), &device);
     let objective = Objective {
         parts: vec![Box::new(EmbeddingNorm { weight: 0.25 })],
     };
@@ -326,7 +326,11 @@ fn a_new_step_with_its_own_data_and_head_trains_through_the_one_loop() {
     let base = Device::flex();
     let device = base.clone().autodiff();
     trueneg::model::seed(&base, 11);
-    let mut model = PretrainModel::new(&cfg, shards.manifest.vocab_size, &device);
+    let mut model = PretrainModel::of(
+        &cfg.model_shape(shards.manifest.vocab_size),
+        &cfg.step_settings(),
+        &device,
+    );
     let hidden = cfg.model.encoder.hidden_size;
     model.heads = Some(Box::new(OrderHead {
         dense: linear(hidden, 1, &device),

@@ -86,7 +86,7 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
         "a pre-trained model (a run's config.toml, or a transformers folder's config.json)",
     )?;
     if model.join("config.toml").exists() {
-        let section = crate::train::run::model_in(&model.join("config.toml"))?;
+        let section = crate::train::config::ModelSection::read(&model.join("config.toml"))?;
         let (step, dir) = checkpoint::list(model)
             .pop()
             .ok_or_else(|| Error::Checkpoint(format!("{}: no checkpoint", model.display())))?;

@@ -204,6 +204,13 @@ impl Default for TrainSection {
     }
 }
 
+/// A network's shape: the `[model]` section, the precision it computes in and the vocabulary.
+pub struct ModelShape<'a> {
+    pub model: &'a ModelSection,
+    pub precision: crate::model::Precision,
+    pub vocab: usize,
+}
+
 /// The part of a config a training step reads (`train::steps`), built once from it.
 #[derive(Clone, Debug)]
 pub struct StepSettings {
@@ -231,6 +238,13 @@ fn parse_value(value: &str) -> toml::Value {
         .ok()
         .and_then(|mut t| t.remove("v"))
         .unwrap_or_else(|| toml::Value::String(value.to_string()))
+}
+
+impl ModelSection {
+    /// The `[model]` section of the run config `config_toml` (a run folder's `config.toml`).
+    pub fn read(config_toml: &Path) -> Result<Self> {
+        Ok(PretrainConfig::load_file(config_toml, &[])?.model)
+    }
 }
 
 impl PretrainConfig {
@@ -362,6 +376,15 @@ impl PretrainConfig {
             }
         }
         Ok(())
+    }
+
+    /// The shape of the run's network with a vocabulary of `vocab`.
+    pub fn model_shape(&self, vocab: usize) -> ModelShape<'_> {
+        ModelShape {
+            model: &self.model,
+            precision: self.train.precision,
+            vocab,
+        }
     }
 
     /// What the run's training step reads of it (`train::steps`).

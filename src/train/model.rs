@@ -2,7 +2,7 @@
 
 use burn::prelude::*;
 
-use super::config::{ModelKind, ModelSection, PretrainConfig, StepSettings};
+use super::config::{ModelKind, ModelSection, ModelShape, StepSettings};
 use crate::interop::tensors::{Loader, TensorMap};
 use crate::interop::{read_hf_config, read_safetensors};
 use crate::model::params::ParamWalker;
@@ -35,13 +35,6 @@ impl Net {
     }
 }
 
-/// A network's shape: the `[model]` section, the precision it computes in and the vocabulary.
-pub struct ModelShape<'a> {
-    pub model: &'a ModelSection,
-    pub precision: crate::model::Precision,
-    pub vocab: usize,
-}
-
 /// The network and the parameters its training step adds beside it (`train::steps`).
 #[derive(Debug, Clone)]
 pub struct PretrainModel {
@@ -50,16 +43,6 @@ pub struct PretrainModel {
 }
 
 impl PretrainModel {
-    /// The model of the run `cfg` with a vocabulary of `vocab`.
-    pub fn new(cfg: &PretrainConfig, vocab: usize, device: &Device) -> Self {
-        let shape = ModelShape {
-            model: &cfg.model,
-            precision: cfg.train.precision,
-            vocab,
-        };
-        Self::of(&shape, &cfg.step_settings(), device)
-    }
-
     /// The network `shape` describes, with the heads of the training step of `settings`.
     pub fn of(shape: &ModelShape, settings: &StepSettings, device: &Device) -> Self {
         let (m, p, vocab) = (shape.model, shape.precision, shape.vocab);
@@ -226,12 +209,12 @@ pub fn read_transformers_weights(
     expect: &EncoderConfig,
 ) -> Result<TensorMap> {
     if dir.join("config.toml").exists() {
-        let run_cfg = PretrainConfig::load_file(&dir.join("config.toml"), &[])?;
-        if run_cfg.model.kind != kind {
+        let theirs = ModelSection::read(&dir.join("config.toml"))?;
+        if theirs.kind != kind {
             return Err(Error::Config(format!(
                 "field `model.init_from`: {} is a {:?} run, this run's model.kind is {kind:?}",
                 dir.display(),
-                run_cfg.model.kind
+                theirs.kind
             )));
         }
         let (_, ck) = super::checkpoint::list(dir).pop().ok_or_else(|| {

@@ -288,7 +288,7 @@ pub fn pretrain_in(
     // The initial weights follow `train.seed`: runs of one seed start from the same weights
     // whatever their objective (the ablation's pairing).
     crate::model::seed(&base_devices[0], cfg.train.seed);
-    let mut model = PretrainModel::new(cfg, vocab, &device);
+    let mut model = PretrainModel::of(&cfg.model_shape(vocab), &cfg.step_settings(), &device);
     let mut opt = AdamW::new(cfg.optimizer.clone());
     let place = RunPlace {
         run,

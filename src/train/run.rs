@@ -138,8 +138,3 @@ pub fn run_tokenizer(run: &Path) -> Result<crate::text::WordPieceTokenizer> {
 pub fn run_model(run: &Path) -> Result<super::config::ModelSection> {
     Ok(PretrainConfig::of_run(run)?.model)
 }
-
-/// The `[model]` section of the run config `config_toml`.
-pub fn model_in(config_toml: &Path) -> Result<super::config::ModelSection> {
-    Ok(PretrainConfig::load_file(config_toml, &[])?.model)
-}

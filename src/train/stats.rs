@@ -142,7 +142,7 @@ pub fn correction_stats(
     let mut out = Vec::new();
     for (step, dir) in checkpoint::list(run) {
         let ck = checkpoint::load(&dir)?;
-        let mut model = PretrainModel::new(&cfg, vocab, &device);
+        let mut model = PretrainModel::of(&cfg.model_shape(vocab), &cfg.step_settings(), &device);
         model.load(
             &TensorMap {
                 tensors: ck.model,
