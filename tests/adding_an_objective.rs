@@ -54,6 +54,20 @@ impl Part for EmbeddingNorm {
     }
 }
 
+/// The tiny preset as BERT without dropout, at 64 tokens (the shared test shards').
+fn tiny_bert() -> PretrainConfig {
+    PretrainConfig::load(
+        "tiny",
+        &[
+            "model.kind=bert".into(),
+            "model.hidden_dropout_prob=0".into(),
+            "model.attention_probs_dropout_prob=0".into(),
+            "data.max_seq_len=64".into(),
+        ],
+    )
+    .unwrap()
+}
+
 fn mean(v: &[(&'static str, HostValue)], name: &str) -> f64 {
     match v.iter().find(|(n, _)| *n == name) {
         Some((_, HostValue::Mean(x))) => *x,
@@ -64,16 +78,7 @@ fn mean(v: &[(&'static str, HostValue)], name: &str) -> f64 {
 #[test]
 fn a_new_objective_is_one_part_and_the_loop_handles_its_terms() {
     let shards = ShardSet::open(common::shards()).unwrap();
-    let cfg = PretrainConfig::load(
-        "tiny",
-        &[
-            "model.kind=bert".into(),
-            "model.hidden_dropout_prob=0".into(),
-            "model.attention_probs_dropout_prob=0".into(),
-            "data.max_seq_len=64".into(),
-        ],
-    )
-    .unwrap();
+    let cfg = tiny_bert();
     let device = Device::flex().autodiff();
     let vocab = shards.manifest.vocab_size;
     trueneg::model::seed(&device, 7);
@@ -169,14 +174,13 @@ fn model_words(model: &PretrainModel) -> Vec<f32> {
 // in `src/train/steps/`, its row in `KINDS` / `with_step`, its objective kind's row and, for a
 // new kind of corpus, a `DataKind`), trained through the one micro-step loop.
 
-use std::any::Any;
 use std::ops::Range;
 
 use burn::nn::Linear;
 use burn::prelude::Module;
 use trueneg::model::encoder::linear;
 use trueneg::model::params::{ParamWalker, walk_linear};
-use trueneg::model::step_heads::StepHeads;
+use trueneg::model::step_heads::HeadsModule;
 use trueneg::objective::{Count, Logged};
 use trueneg::text::batches::Batch;
 use trueneg::text::shards::DataKind;
@@ -191,21 +195,9 @@ struct OrderHead {
     dense: Linear,
 }
 
-impl StepHeads for OrderHead {
-    fn walk(&mut self, w: &mut dyn ParamWalker) {
+impl HeadsModule for OrderHead {
+    fn walk_params(&mut self, w: &mut dyn ParamWalker) {
         walk_linear(w, "order.dense", &mut self.dense);
-    }
-
-    fn valid(&self) -> Box<dyn StepHeads> {
-        Box::new(Module::valid(self))
-    }
-
-    fn boxed_clone(&self) -> Box<dyn StepHeads> {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -313,16 +305,7 @@ impl TrainingStep for OrderStep {
 #[test]
 fn a_new_step_with_its_own_data_and_head_trains_through_the_one_loop() {
     let shards = ShardSet::open(common::shards()).unwrap();
-    let cfg = PretrainConfig::load(
-        "tiny",
-        &[
-            "model.kind=bert".into(),
-            "model.hidden_dropout_prob=0".into(),
-            "model.attention_probs_dropout_prob=0".into(),
-            "data.max_seq_len=64".into(),
-        ],
-    )
-    .unwrap();
+    let cfg = tiny_bert();
     let base = Device::flex();
     let device = base.clone().autodiff();
     trueneg::model::seed(&base, 11);

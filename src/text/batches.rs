@@ -129,11 +129,7 @@ impl<'a> BatchStream<'a> {
 
     /// The next batch of a plain corpus (each record checked: [`ShardSet::check`]).
     pub fn next_batch(&mut self) -> crate::Result<Batch> {
-        let examples = self
-            .next_indices()
-            .into_iter()
-            .map(|i| self.shards.check(i).map(|()| self.shards.get(i)))
-            .collect::<crate::Result<Vec<Example>>>()?;
+        let examples = self.shards.examples(&self.next_indices())?;
         Ok(Batch::from_examples(
             &examples,
             self.shards.manifest.special_ids.pad,

@@ -435,6 +435,22 @@ impl ShardSet {
         self.manifest.cline.is_some()
     }
 
+    /// Examples `indices` of a corpus of packed examples, each record checked first.
+    pub fn examples(&self, indices: &[usize]) -> Result<Vec<Example>> {
+        indices
+            .iter()
+            .map(|&i| self.check(i).map(|()| self.get(i)))
+            .collect()
+    }
+
+    /// Triples `indices` of a corpus of sentence triples, each record checked first.
+    pub fn triples(&self, indices: &[usize]) -> Result<Vec<ClineRecord>> {
+        indices
+            .iter()
+            .map(|&i| self.check(i).map(|()| self.get_cline(i)))
+            .collect()
+    }
+
     /// What its records hold.
     pub fn holds(&self) -> DataKind {
         if self.is_cline() {

@@ -132,11 +132,7 @@ impl TrainingStep for TripleStep {
         indices: &[usize],
         rng: &mut ChaCha8Rng,
     ) -> Result<MaskedTriples> {
-        let records = indices
-            .iter()
-            .map(|&i| shards.check(i).map(|()| shards.get_cline(i)))
-            .collect::<Result<Vec<_>>>()?;
-        let triples = TripleBatch::new(&records, shards.manifest.special_ids.pad);
+        let triples = TripleBatch::new(&shards.triples(indices)?, shards.manifest.special_ids.pad);
         let masked = self.context.mask(&triples.ori, rng);
         Ok(MaskedTriples { triples, masked })
     }

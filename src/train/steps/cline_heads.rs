@@ -3,8 +3,6 @@
 //! detection), a tanh pooler on [CLS] (the `bce` contrast only) and the learned loss weights
 //! s_i (`learned` only). Their parameters are named `cline.…` in checkpoints.
 
-use std::any::Any;
-
 use burn::module::{Module, Param};
 use burn::nn::Linear;
 use burn::prelude::*;
@@ -13,7 +11,7 @@ use crate::model::EncoderConfig;
 use crate::model::encoder::linear;
 use crate::model::heads::RtdHead;
 use crate::model::params::{ParamWalker, walk_linear};
-use crate::model::step_heads::StepHeads;
+use crate::model::step_heads::HeadsModule;
 
 /// The parameters' name prefix.
 pub const PREFIX: &str = "cline";
@@ -58,8 +56,8 @@ impl TripleHeads {
     }
 }
 
-impl StepHeads for TripleHeads {
-    fn walk(&mut self, w: &mut dyn ParamWalker) {
+impl HeadsModule for TripleHeads {
+    fn walk_params(&mut self, w: &mut dyn ParamWalker) {
         if let Some(d) = &mut self.detection {
             d.walk_as(&format!("{PREFIX}.detection"), w);
         }
@@ -69,17 +67,5 @@ impl StepHeads for TripleHeads {
         if let Some(s) = &mut self.loss_weights {
             w.vector(LOSS_WEIGHTS, s);
         }
-    }
-
-    fn valid(&self) -> Box<dyn StepHeads> {
-        Box::new(Module::valid(self))
-    }
-
-    fn boxed_clone(&self) -> Box<dyn StepHeads> {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

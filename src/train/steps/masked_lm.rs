@@ -189,10 +189,7 @@ impl TrainingStep for MaskedLmStep {
         indices: &[usize],
         rng: &mut ChaCha8Rng,
     ) -> Result<MlmBatch> {
-        let examples = indices
-            .iter()
-            .map(|&i| shards.check(i).map(|()| shards.get(i)))
-            .collect::<Result<Vec<_>>>()?;
+        let examples = shards.examples(indices)?;
         let batch = Batch::from_examples(&examples, shards.manifest.special_ids.pad);
         let masked = self.context.mask(&batch, rng);
         Ok(MlmBatch {
