@@ -85,3 +85,48 @@ fn a_batch_too_large_for_the_address_space_limit_is_refused_before_training() {
         "{e}"
     );
 }
+
+#[test]
+fn a_task_file_too_large_for_memory_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::transformers_folder(dir.path(), "electra_discriminator");
+    // RTE's training rows repeated to 60 MB, its dev file as it is.
+    let data_dir = dir.path().join("RTE");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    let train = std::fs::read_to_string(data("glue/RTE/train.tsv")).unwrap();
+    let (header, rows) = train.split_once('\n').unwrap();
+    let mut big = String::from(header);
+    let mut id = 0;
+    while big.len() < 60_000_000 {
+        for row in rows.lines().filter(|r| !r.is_empty()) {
+            let (_, rest) = row.split_once('\t').unwrap();
+            big += &format!("\n{id}\t{rest}");
+            id += 1;
+        }
+    }
+    std::fs::write(data_dir.join("train.tsv"), big + "\n").unwrap();
+    std::fs::copy(data("glue/RTE/dev.tsv"), data_dir.join("dev.tsv")).unwrap();
+    let out = dir.path().join("ft");
+    // Held whole, the file's rows need about 0.35 GiB; the limit leaves less than that.
+    let mut c = limited(600_000_000);
+    c.args(["finetune", "--task", "rte", "--data"])
+        .arg(&data_dir)
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(&out)
+        .args([
+            "--max-train-examples",
+            "8",
+            "--epochs",
+            "1",
+            "--max-seq-len",
+            "32",
+        ]);
+    let e = fails(c.output().unwrap());
+    assert!(
+        e.contains("train.tsv") && e.contains("of memory") && e.contains("address-space limit"),
+        "{e}"
+    );
+    assert!(!out.exists(), "nothing written: {e}");
+}

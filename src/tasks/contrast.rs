@@ -408,7 +408,7 @@ struct BoolqPerturbed {
 
 /// The BoolQ contrast set: (question, passage) pairs labelled TRUE / FALSE.
 pub fn read_boolq_contrast(path: &Path) -> Result<Vec<Group>> {
-    let bytes = crate::io::read::read(path, crate::io::limit::DATA)?;
+    let bytes = super::read_data_file(path)?;
     let f: BoolqFile = serde_json::from_slice(&bytes).map_err(|e| {
         Error::Input(format!(
             "{}: not the BoolQ contrast JSON ({e})",

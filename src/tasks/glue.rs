@@ -81,7 +81,7 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
         GlueTask::Perspectrum => return crate::tasks::task_formats::read_perspectrum(path),
         _ => {}
     }
-    let bytes = crate::io::read::read(path, crate::io::limit::DATA)?;
+    let bytes = super::read_data_file(path)?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|e| Error::Input(format!("{}: invalid UTF-8 ({e})", path.display())))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);

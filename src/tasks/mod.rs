@@ -7,3 +7,33 @@ pub mod metrics;
 pub mod squad;
 pub mod task;
 pub mod task_formats;
+
+use std::path::Path;
+
+/// Bytes of memory a task file read whole takes per byte of the file at its peak: its bytes,
+/// then the parsed examples' strings and vectors beside them (a GLUE dev file of 114 MB held
+/// 560 MB).
+const HELD_PER_BYTE: f64 = 6.0;
+
+/// The data file `path` (a task's train, dev or test file, a contrast set) read whole, after
+/// the memory check: a file whose parsed rows cannot fit is refused in one line with the
+/// figures, before it is read.
+pub(crate) fn read_data_file(path: &Path) -> crate::Result<Vec<u8>> {
+    let len = crate::io::read::file_len(path)?;
+    crate::memory::check(
+        len as f64 * HELD_PER_BYTE,
+        &format!(
+            "{}: its {} of rows read whole",
+            path.display(),
+            crate::memory::gib(len as f64)
+        ),
+        "give a smaller file (split it, or fewer rows)",
+    )?;
+    crate::io::read::read(path, crate::io::limit::DATA)
+}
+
+/// [`read_data_file`] as UTF-8 text.
+pub(crate) fn read_data_text(path: &Path) -> crate::Result<String> {
+    String::from_utf8(read_data_file(path)?)
+        .map_err(|e| crate::Error::Input(format!("{}: invalid UTF-8 ({e})", path.display())))
+}

@@ -49,7 +49,7 @@ struct Answer {
 }
 
 pub fn read_squad(path: &Path) -> Result<Vec<SquadExample>> {
-    let bytes = crate::io::read::read(path, crate::io::limit::DATA)?;
+    let bytes = super::read_data_file(path)?;
     let f: File = serde_json::from_slice(&bytes)
         .map_err(|e| Error::Input(format!("{}: not SQuAD JSON ({e})", path.display())))?;
     let mut out = Vec::new();

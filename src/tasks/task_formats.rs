@@ -50,7 +50,7 @@ struct BoolqRow {
 
 /// A BoolQ JSONL file (labels optional, as in a test file).
 pub fn read_boolq(path: &Path) -> Result<Vec<GlueExample>> {
-    let text = crate::io::read::read_text(path, crate::io::limit::DATA)?;
+    let text = super::read_data_text(path)?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
