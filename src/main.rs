@@ -55,6 +55,7 @@ fn on_worker_thread<R: Send>(work: impl FnOnce() -> R + Send) -> R {
 
 fn main() -> ExitCode {
     keep_freed_memory_mapped();
+    trueneg::io::guard::install_panic_hook();
     // Progress lines and warnings at `info` unless RUST_LOG says otherwise.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,trueneg=info"));

@@ -10,6 +10,7 @@
 //! - [`folder_kind`]: what a folder given on the command line is.
 
 pub mod folder_kind;
+pub mod guard;
 pub mod lock;
 pub mod outputs;
 pub mod place;

@@ -49,40 +49,43 @@ impl ColumnReader {
             let n = std::io::Read::read(&mut open()?, &mut m).map_err(|e| Error::io(path, e))?;
             m[..n].to_vec()
         };
-        let (batches, total_rows, columns): (Batches, Option<u64>, Vec<String>) =
-            if magic.starts_with(b"PAR1") {
-                let b = ParquetRecordBatchReaderBuilder::try_new(open()?)
-                    .map_err(|e| bad(format!("not a Parquet file ({e})")))?;
-                let columns = names(b.schema());
-                let at = columns.iter().position(|c| c == field);
-                let rows = b.metadata().file_metadata().num_rows() as u64;
-                let mask = ProjectionMask::columns(b.parquet_schema(), [field]);
-                let reader = b
-                    .with_projection(mask)
-                    .with_batch_size(BATCH_ROWS)
-                    .build()
-                    .map_err(|e| bad(format!("unreadable ({e})")))?;
-                let batches: Batches = Box::new(reader.map(|r| r.map_err(|e| e.to_string())));
-                (batches, at.map(|_| rows), columns)
-            } else if magic.starts_with(b"ARROW1") {
-                let r = FileReader::try_new(open()?, None)
-                    .map_err(|e| bad(format!("not an Arrow IPC file ({e})")))?;
-                let columns = names(&r.schema());
-                (
-                    Box::new(r.map(|r| r.map_err(|e| e.to_string()))),
-                    None,
-                    columns,
-                )
-            } else {
-                let r = StreamReader::try_new(BufReader::new(open()?), None)
-                    .map_err(|e| bad(format!("not an Arrow IPC stream ({e})")))?;
-                let columns = names(&r.schema());
-                (
-                    Box::new(r.map(|r| r.map_err(|e| e.to_string()))),
-                    None,
-                    columns,
-                )
-            };
+        let opened =
+            crate::io::guard::decoding(|| -> Result<(Batches, Option<u64>, Vec<String>)> {
+                Ok(if magic.starts_with(b"PAR1") {
+                    let b = ParquetRecordBatchReaderBuilder::try_new(open()?)
+                        .map_err(|e| bad(format!("not a Parquet file ({e})")))?;
+                    let columns = names(b.schema());
+                    let at = columns.iter().position(|c| c == field);
+                    let rows = b.metadata().file_metadata().num_rows() as u64;
+                    let mask = ProjectionMask::columns(b.parquet_schema(), [field]);
+                    let reader = b
+                        .with_projection(mask)
+                        .with_batch_size(BATCH_ROWS)
+                        .build()
+                        .map_err(|e| bad(format!("unreadable ({e})")))?;
+                    let batches: Batches = Box::new(reader.map(|r| r.map_err(|e| e.to_string())));
+                    (batches, at.map(|_| rows), columns)
+                } else if magic.starts_with(b"ARROW1") {
+                    let r = FileReader::try_new(open()?, None)
+                        .map_err(|e| bad(format!("not an Arrow IPC file ({e})")))?;
+                    let columns = names(&r.schema());
+                    (
+                        Box::new(r.map(|r| r.map_err(|e| e.to_string()))),
+                        None,
+                        columns,
+                    )
+                } else {
+                    let r = StreamReader::try_new(BufReader::new(open()?), None)
+                        .map_err(|e| bad(format!("not an Arrow IPC stream ({e})")))?;
+                    let columns = names(&r.schema());
+                    (
+                        Box::new(r.map(|r| r.map_err(|e| e.to_string()))),
+                        None,
+                        columns,
+                    )
+                })
+            });
+        let (batches, total_rows, columns) = opened.map_err(bad)??;
         if !columns.iter().any(|c| c == field) {
             return Err(bad(format!(
                 "no column `{field}` (it has {}); choose one with --text-field",
@@ -108,9 +111,14 @@ impl ColumnReader {
                 let i = *row;
                 *row += 1;
                 self.rows += 1;
-                return Ok(Some(string_at(col.as_ref(), i).unwrap_or_default()));
+                let text = crate::io::guard::decoding(|| string_at(col.as_ref(), i))
+                    .map_err(|why| Error::Input(format!("{}: {why}", self.path.display())))?;
+                return Ok(Some(text.unwrap_or_default()));
             }
-            let Some(batch) = self.batches.next() else {
+            let next = crate::io::guard::decoding(|| self.batches.next());
+            let next =
+                next.map_err(|why| Error::Input(format!("{}: {why}", self.path.display())))?;
+            let Some(batch) = next else {
                 return Ok(None);
             };
             let batch = batch.map_err(|e| {
