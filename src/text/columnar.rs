@@ -26,6 +26,13 @@ pub fn is_columnar(stem: &str) -> bool {
 }
 
 /// The documents of one Parquet or Arrow IPC file, row by row.
+/// A file just opened: its record batches, its rows when its metadata says, its columns.
+struct Opened {
+    batches: Batches,
+    total_rows: Option<u64>,
+    columns: Vec<String>,
+}
+
 pub struct ColumnReader {
     path: PathBuf,
     field: String,
@@ -49,43 +56,50 @@ impl ColumnReader {
             let n = std::io::Read::read(&mut open()?, &mut m).map_err(|e| Error::io(path, e))?;
             m[..n].to_vec()
         };
-        let opened =
-            crate::io::guard::decoding(|| -> Result<(Batches, Option<u64>, Vec<String>)> {
-                Ok(if magic.starts_with(b"PAR1") {
-                    let b = ParquetRecordBatchReaderBuilder::try_new(open()?)
-                        .map_err(|e| bad(format!("not a Parquet file ({e})")))?;
-                    let columns = names(b.schema());
-                    let at = columns.iter().position(|c| c == field);
-                    let rows = b.metadata().file_metadata().num_rows() as u64;
-                    let mask = ProjectionMask::columns(b.parquet_schema(), [field]);
-                    let reader = b
-                        .with_projection(mask)
-                        .with_batch_size(BATCH_ROWS)
-                        .build()
-                        .map_err(|e| bad(format!("unreadable ({e})")))?;
-                    let batches: Batches = Box::new(reader.map(|r| r.map_err(|e| e.to_string())));
-                    (batches, at.map(|_| rows), columns)
-                } else if magic.starts_with(b"ARROW1") {
-                    let r = FileReader::try_new(open()?, None)
-                        .map_err(|e| bad(format!("not an Arrow IPC file ({e})")))?;
-                    let columns = names(&r.schema());
-                    (
-                        Box::new(r.map(|r| r.map_err(|e| e.to_string()))),
-                        None,
-                        columns,
-                    )
-                } else {
-                    let r = StreamReader::try_new(BufReader::new(open()?), None)
-                        .map_err(|e| bad(format!("not an Arrow IPC stream ({e})")))?;
-                    let columns = names(&r.schema());
-                    (
-                        Box::new(r.map(|r| r.map_err(|e| e.to_string()))),
-                        None,
-                        columns,
-                    )
-                })
-            });
-        let (batches, total_rows, columns) = opened.map_err(bad)??;
+        let opened = crate::io::guard::decoding(|| -> Result<Opened> {
+            Ok(if magic.starts_with(b"PAR1") {
+                let b = ParquetRecordBatchReaderBuilder::try_new(open()?)
+                    .map_err(|e| bad(format!("not a Parquet file ({e})")))?;
+                let columns = names(b.schema());
+                let at = columns.iter().position(|c| c == field);
+                let rows = b.metadata().file_metadata().num_rows() as u64;
+                let mask = ProjectionMask::columns(b.parquet_schema(), [field]);
+                let reader = b
+                    .with_projection(mask)
+                    .with_batch_size(BATCH_ROWS)
+                    .build()
+                    .map_err(|e| bad(format!("unreadable ({e})")))?;
+                let batches: Batches = Box::new(reader.map(|r| r.map_err(|e| e.to_string())));
+                Opened {
+                    batches,
+                    total_rows: at.map(|_| rows),
+                    columns,
+                }
+            } else if magic.starts_with(b"ARROW1") {
+                let r = FileReader::try_new(open()?, None)
+                    .map_err(|e| bad(format!("not an Arrow IPC file ({e})")))?;
+                let columns = names(&r.schema());
+                Opened {
+                    batches: Box::new(r.map(|r| r.map_err(|e| e.to_string()))),
+                    total_rows: None,
+                    columns,
+                }
+            } else {
+                let r = StreamReader::try_new(BufReader::new(open()?), None)
+                    .map_err(|e| bad(format!("not an Arrow IPC stream ({e})")))?;
+                let columns = names(&r.schema());
+                Opened {
+                    batches: Box::new(r.map(|r| r.map_err(|e| e.to_string()))),
+                    total_rows: None,
+                    columns,
+                }
+            })
+        });
+        let Opened {
+            batches,
+            total_rows,
+            columns,
+        } = opened.map_err(bad)??;
         if !columns.iter().any(|c| c == field) {
             return Err(bad(format!(
                 "no column `{field}` (it has {}); choose one with --text-field",
