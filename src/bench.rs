@@ -310,6 +310,30 @@ struct Runner {
     opt: AdamW,
 }
 
+/// Refuses a bench whose models (one per objective) cannot fit in host memory, before any is
+/// built (GPU runs are left to the device's own out-of-memory error).
+fn check_fits(device: &Device, spec: &BenchSpec, objectives: usize) -> crate::Result<()> {
+    if !crate::kernels::on_host(device) {
+        return Ok(());
+    }
+    let section = bench_model(spec);
+    let mut encoders = vec![section.encoder(VOCAB)];
+    if spec.model == ModelKind::Electra {
+        encoders.push(section.generator(VOCAB));
+    }
+    let per_model: f64 = (encoders.iter())
+        .map(|e| crate::model::footprint::training_bytes(e, spec.batch, SEQ))
+        .sum();
+    crate::memory::check(
+        per_model * objectives as f64,
+        &format!(
+            "bench of {objectives} model(s) of {} layers at batch {} × {SEQ} tokens",
+            spec.layers, spec.batch
+        ),
+        "lower --layers or --batch",
+    )
+}
+
 /// One runner per objective, from the same initial weights.
 fn runners(
     device: &Device,
@@ -317,6 +341,7 @@ fn runners(
     objectives: &[ObjectiveKind],
     table: &SynonymTable,
 ) -> crate::Result<Vec<Runner>> {
+    check_fits(device, spec, objectives.len())?;
     let mut runners = Vec::new();
     for &kind in objectives {
         let settings = bench_step(spec.model, kind);

@@ -130,3 +130,16 @@ fn a_task_file_too_large_for_memory_is_refused_before_it_is_read() {
     );
     assert!(!out.exists(), "nothing written: {e}");
 }
+
+#[test]
+fn a_bench_too_large_for_memory_is_refused_before_its_models_are_built() {
+    let mut c = limited(4_000_000_000);
+    c.args([
+        "bench", "--layers", "4", "--batch", "100000", "--steps", "1",
+    ]);
+    let e = fails(c.output().unwrap());
+    assert!(
+        e.contains("--batch") && e.contains("of memory") && e.contains("address-space limit"),
+        "{e}"
+    );
+}
