@@ -143,3 +143,21 @@ fn a_bench_too_large_for_memory_is_refused_before_its_models_are_built() {
         "{e}"
     );
 }
+
+#[test]
+fn statistics_too_large_for_memory_are_refused_before_a_model_is_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::pretrained_tiny(dir.path());
+    let mut c = limited(4_000_000_000);
+    c.args(["stats", "--checkpoints"])
+        .arg(&run)
+        .arg("--corpus")
+        .arg(data("wikitext-2/wiki.test.raw"))
+        .args(["--batch-size", "3000000", "--batches", "1"]);
+    let e = fails(c.output().unwrap());
+    assert!(
+        e.contains("--batch-size") && e.contains("of memory") && e.contains("address-space limit"),
+        "{e}"
+    );
+    assert!(!run.join("correction-stats.md").exists(), "nothing written");
+}

@@ -110,6 +110,27 @@ pub fn check_earlier_lexicon(run: &Path, source: &str) -> Result<()> {
     }
 }
 
+/// Refuses statistics whose model and batches of `batch_size` cannot fit in host memory,
+/// before the model is built (the masked-LM model's forward pass, one checkpoint at a time).
+fn check_fits(cfg: &PretrainConfig, vocab: usize, batch_size: usize) -> Result<()> {
+    if cfg.replica_devices().iter().any(|d| d.kind.is_gpu()) {
+        return Ok(());
+    }
+    let len = cfg.data.max_seq_len;
+    let mut encoders = vec![cfg.model.encoder(vocab)];
+    if cfg.model.kind == super::config::ModelKind::Electra {
+        encoders.push(cfg.model.generator(vocab));
+    }
+    let need: f64 = (encoders.iter())
+        .map(|e| crate::model::footprint::inference_bytes(e, batch_size, len))
+        .sum();
+    crate::memory::check(
+        need,
+        &format!("statistics at --batch-size {batch_size} × {len} tokens"),
+        "lower --batch-size",
+    )
+}
+
 /// Statistics of every checkpoint of `run` on up to `max_batches` batches of `corpus`.
 pub fn correction_stats(
     run: &Path,
@@ -126,9 +147,10 @@ pub fn correction_stats(
             run.display()
         )));
     }
+    let vocab = tokenizer.vocab_size();
+    check_fits(&cfg, vocab, batch_size)?;
     let examples = corpus_examples(corpus, &tokenizer, cfg.data.max_seq_len)?;
     let device = crate::device::open(&cfg.replica_devices()[0])?;
-    let vocab = tokenizer.vocab_size();
     let mut rng = ChaCha8Rng::seed_from_u64(12345);
     let batches: Vec<_> = examples
         .chunks(batch_size)
