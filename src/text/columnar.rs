@@ -125,9 +125,7 @@ impl ColumnReader {
                 let i = *row;
                 *row += 1;
                 self.rows += 1;
-                let text = crate::io::guard::decoding(|| string_at(col.as_ref(), i))
-                    .map_err(|why| Error::Input(format!("{}: {why}", self.path.display())))?;
-                return Ok(Some(text.unwrap_or_default()));
+                return Ok(Some(string_at(col.as_ref(), i).unwrap_or_default()));
             }
             let next = crate::io::guard::decoding(|| self.batches.next());
             let next =
@@ -159,6 +157,15 @@ impl ColumnReader {
                     col.data_type()
                 )));
             }
+            // Offsets and bytes checked once per batch, so that reading its cells cannot
+            // fail on damaged data.
+            col.to_data().validate_full().map_err(|e| {
+                Error::Input(format!(
+                    "{}: damaged column `{}` ({e})",
+                    self.path.display(),
+                    self.field
+                ))
+            })?;
             self.column = Some((col, 0));
         }
     }
