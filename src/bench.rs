@@ -316,12 +316,7 @@ fn check_fits(device: &Device, spec: &BenchSpec, objectives: usize) -> crate::Re
     if !crate::kernels::on_host(device) {
         return Ok(());
     }
-    let section = bench_model(spec);
-    let mut encoders = vec![section.encoder(VOCAB)];
-    if spec.model == ModelKind::Electra {
-        encoders.push(section.generator(VOCAB));
-    }
-    let per_model: f64 = (encoders.iter())
+    let per_model: f64 = (bench_model(spec).encoders(VOCAB).iter())
         .map(|e| crate::model::footprint::training_bytes(e, spec.batch, SEQ))
         .sum();
     crate::memory::check(

@@ -111,6 +111,15 @@ impl ModelSection {
         g.intermediate_size = scale(g.intermediate_size);
         g
     }
+
+    /// Every encoder the model has: BERT's one; ELECTRA's discriminator and generator.
+    pub fn encoders(&self, vocab_size: usize) -> Vec<EncoderConfig> {
+        let mut all = vec![self.encoder(vocab_size)];
+        if self.kind == ModelKind::Electra {
+            all.push(self.generator(vocab_size));
+        }
+        all
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@
 //!
 //! It is a floor, not a bound: the allocator's slack and transient copies come on top.
 
-use super::config::{DataSection, ModelKind, ModelSection};
+use super::config::{DataSection, ModelSection};
 use crate::Result;
 use crate::device::DeviceName;
 
@@ -33,10 +33,7 @@ pub fn estimate(size: &StepSize, vocab: usize) -> f64 {
     let rows = (size.data.batch_size as f64 / replicas).ceil();
     let len = size.data.max_seq_len as f64;
     let sentences = size.sentences;
-    let mut encoders = vec![size.model.encoder(vocab)];
-    if size.model.kind == ModelKind::Electra {
-        encoders.push(size.model.generator(vocab));
-    }
+    let encoders = size.model.encoders(vocab);
     let masked = (rows * len / 6.0).ceil();
     let (mut params, mut values) = (0.0, 0.0);
     for e in &encoders {

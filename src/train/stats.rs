@@ -117,11 +117,7 @@ fn check_fits(cfg: &PretrainConfig, vocab: usize, batch_size: usize) -> Result<(
         return Ok(());
     }
     let len = cfg.data.max_seq_len;
-    let mut encoders = vec![cfg.model.encoder(vocab)];
-    if cfg.model.kind == super::config::ModelKind::Electra {
-        encoders.push(cfg.model.generator(vocab));
-    }
-    let need: f64 = (encoders.iter())
+    let need: f64 = (cfg.model.encoders(vocab).iter())
         .map(|e| crate::model::footprint::inference_bytes(e, batch_size, len))
         .sum();
     crate::memory::check(
