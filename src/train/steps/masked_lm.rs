@@ -91,14 +91,6 @@ pub struct MlmBatch {
     pub uploaded: Option<Uploaded>,
 }
 
-/// A micro-batch on the device, with the host values the loss counts from.
-struct OnDevice<'a> {
-    batch: &'a Batch,
-    masked: &'a Masked,
-    up: Uploaded,
-    device: &'a Device,
-}
-
 impl MicroBatch for MlmBatch {
     fn rows(&self) -> usize {
         self.batch.batch
@@ -166,13 +158,7 @@ impl MaskedLmStep {
         up: Uploaded,
         device: &Device,
     ) -> StepLoss {
-        let on = OnDevice {
-            batch,
-            masked: m,
-            up,
-            device,
-        };
-        loss_uploaded(self, model, on)
+        loss_uploaded(self, model, batch, m, up, device)
     }
 }
 
@@ -238,13 +224,14 @@ fn label_on_padding(
 
 /// The loss of a masked micro-batch already on the device (`up`, [`upload`]): nothing is
 /// uploaded or read back, as a recorded step (CUDA graph) requires.
-fn loss_uploaded(step: &MaskedLmStep, model: &PretrainModel, on: OnDevice) -> StepLoss {
-    let OnDevice {
-        batch,
-        masked: m,
-        up,
-        device,
-    } = on;
+fn loss_uploaded(
+    step: &MaskedLmStep,
+    model: &PretrainModel,
+    batch: &Batch,
+    m: &Masked,
+    up: Uploaded,
+    device: &Device,
+) -> StepLoss {
     let objective = &step.objective;
     let Uploaded {
         x,
