@@ -209,7 +209,7 @@ fn numeric_options_are_range_checked_before_any_work() {
         seed: 1,
         examples_per_shard: 0,
         show_progress: false,
-        cline: None,
+        records: None,
         text_field: None,
     };
     assert!(trueneg::text::prepare::prepare(&o).is_err());

@@ -57,14 +57,14 @@ fn subsequence(small: &[u32], big: &[u32]) -> bool {
 #[test]
 fn prepare_cline_writes_labelled_triples_the_same_for_any_thread_count() {
     let set = ShardSet::open(cline_data()).unwrap();
-    let c = set.manifest.cline.clone().expect("a CLINE manifest");
+    let c = set.manifest.triples.clone().expect("a CLINE manifest");
     assert!(set.len() > 1000, "{} triples", set.len());
     assert_eq!(set.len() + c.skipped, c.sentences);
     assert!(c.syn_synonyms > 0 && c.syn_hypernyms > 0 && c.syn_inflections > 0);
     assert!(c.ant_antonyms > 0 && c.ant_random > 0);
     let special = set.manifest.special_ids;
     for i in (0..set.len()).step_by(7) {
-        let r = set.get_cline(i);
+        let r = set.triple(i);
         for (ids, labels, label) in [(&r.syn, &r.syn_labels, 1i8), (&r.ant, &r.ant_labels, 2)] {
             assert_eq!(ids.len(), labels.len());
             assert!(ids.len() <= 64);
@@ -581,11 +581,11 @@ fn cline_on_two_replicas_trains_like_one_device() {
 
 #[test]
 fn the_papers_detection_labels_every_real_token() {
-    use trueneg::text::shards::ClineRecord;
+    use trueneg::text::shards::TripleRecord;
     use trueneg::train::steps::cline::every_token_labels;
     use trueneg::train::steps::triples::TripleBatch;
     // [CLS] a b [SEP] / [CLS] a c d [SEP]: one candidate replaced in each side.
-    let r = ClineRecord {
+    let r = TripleRecord {
         ori: vec![2, 10, 11, 3],
         syn: vec![2, 10, 12, 3],
         ant: vec![2, 13, 11, 14, 3],

@@ -26,7 +26,7 @@ fn prepare_opts(inputs: Vec<PathBuf>, out: PathBuf, vocab: usize) -> PrepareOpti
         seed: 7,
         examples_per_shard: 500,
         show_progress: false,
-        cline: None,
+        records: None,
         text_field: None,
     }
 }

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use trueneg::text::cline::ClineConfig;
-use trueneg::text::prepare::{ClineOptions, PrepareOptions, prepare};
+use trueneg::text::prepare::{PrepareOptions, RecordMaker, prepare};
+use trueneg::text::prepare_triples::ClineTriples;
 
 use super::Ui;
 
@@ -72,18 +73,20 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         examples_per_shard: a.examples_per_shard,
         show_progress: ui.bars(),
         text_field: Some(a.text_field.clone()),
-        cline: a.cline.then(|| ClineOptions {
-            config: ClineConfig {
-                syn_ratio: a.syn_ratio,
-                ant_ratio: a.ant_ratio,
-                cap: a.cap,
-                co_synonym_antonyms: a.co_synonym_antonyms,
-            },
-            wordnet: super::wordnet_dir(&a.wordnet),
+        records: a.cline.then(|| {
+            Box::new(ClineTriples {
+                config: ClineConfig {
+                    syn_ratio: a.syn_ratio,
+                    ant_ratio: a.ant_ratio,
+                    cap: a.cap,
+                    co_synonym_antonyms: a.co_synonym_antonyms,
+                },
+                wordnet: super::wordnet_dir(&a.wordnet),
+            }) as Box<dyn RecordMaker>
         }),
     })?;
     let m = &r.manifest;
-    if let Some(c) = &m.cline {
+    if let Some(c) = &m.triples {
         println!(
             "prepared {} CLINE triples from {} sentences ({} skipped: nothing to replace; {} cut to {} tokens), {:.0} sentences/s -> {}",
             m.examples,

@@ -10,6 +10,7 @@ pub mod examples;
 pub mod masking;
 pub mod pairs;
 pub mod prepare;
+pub mod prepare_triples;
 pub mod sentences;
 pub mod shards;
 pub mod synonym_table;

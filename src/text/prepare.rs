@@ -14,13 +14,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::cline::{AntKind, ClineConfig, ClineGenerator, IGNORE, SynKind};
 use super::corpus::{for_each_batch, list_inputs, paragraph_ids};
 use super::examples::{Example, Packer, PackingConfig};
-use super::sentences::split_sentences;
 use super::shards::{
-    ClineData, ClineRecord, FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, ShardWriter,
-    encode_cline_records, encode_records,
+    FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, ShardWriter, TripleData, encode_records,
 };
 use super::tokenizer::WordPieceTokenizer;
 use crate::{Error, Result};
@@ -37,24 +34,38 @@ pub struct PrepareOptions {
     pub seed: u64,
     pub examples_per_shard: usize,
     pub show_progress: bool,
-    /// Write CLINE sentence triples instead of packed examples.
-    pub cline: Option<ClineOptions>,
+    /// Records of another kind instead of packed examples (a step's own data, such as sentence
+    /// triples: [`super::prepare_triples`]).
+    pub records: Option<Box<dyn RecordMaker>>,
     /// The field of a `.jsonl` line that holds its document (`text` when `None`).
     pub text_field: Option<String>,
 }
 
 impl PrepareOptions {
-    fn field(&self) -> &str {
+    pub fn field(&self) -> &str {
         self.text_field
             .as_deref()
             .unwrap_or(super::corpus::TEXT_FIELD)
     }
 }
 
-/// `prepare --cline`: the generation settings and the WordNet database.
-pub struct ClineOptions {
-    pub config: ClineConfig,
-    pub wordnet: PathBuf,
+/// A kind of record a training step needs instead of packed examples. It is written through this
+/// module's door: the same input listing, tokenizer, folder claim and clean-up, shard writer and
+/// manifest.
+pub trait RecordMaker: Sync {
+    /// Files it writes beside the shards (removed with them when `prepare` fails or was killed).
+    fn own_files(&self) -> &'static [&'static str];
+    /// Writes the shards (and its own files) into `prepared.opts.out`.
+    fn write(&self, prepared: Preparing<'_>) -> Result<Written>;
+}
+
+/// What a [`RecordMaker`] writes with: the options, the input files, their tokenizer and the
+/// progress bar over their bytes.
+pub struct Preparing<'a> {
+    pub opts: &'a PrepareOptions,
+    pub files: &'a [PathBuf],
+    pub tokenizer: &'a WordPieceTokenizer,
+    pub bar: ProgressBar,
 }
 
 #[derive(Debug)]
@@ -64,48 +75,23 @@ pub struct PrepareReport {
     pub bytes: u64,
 }
 
-/// `prepare --cline` writes every 100th triple (at most 40) here, to be read by a person.
-pub const CLINE_SAMPLES: &str = "samples.md";
-
-/// Replacements as `old → new (kind)`, comma-separated.
-fn replacement_list<K: std::fmt::Debug>(ori: &str, r: &[super::cline::Replacement<K>]) -> String {
-    r.iter()
-        .map(|r| {
-            let kind = format!("{:?}", r.kind).to_lowercase();
-            format!("{} → {} ({kind})", &ori[r.start..r.end], r.new)
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// One triple as Markdown: the three sentences and each replacement with its kind.
-fn sample_md(n: usize, ex: &super::cline::ClineExample) -> String {
-    format!(
-        "**{n}.** {}\n\n- x_syn: {}\n  - {}\n- x_ant: {}\n  - {}\n\n",
-        ex.ori,
-        ex.syn,
-        replacement_list(&ex.ori, &ex.syn_replaced),
-        ex.ant,
-        replacement_list(&ex.ori, &ex.ant_replaced)
-    )
-}
-
 fn doc_rng(seed: u64, doc: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ doc)
 }
 
-/// Files `prepare` writes (`.*.tmp` aside); what a killed `prepare` left of them is removed.
-fn is_output(name: &str) -> bool {
-    (name.starts_with("shard-") && name.ends_with(".bin"))
+/// Files `prepare` writes (`.*.tmp` aside, and the record maker's own); what a killed `prepare`
+/// left of them is removed.
+fn is_output(name: &str, own: &[&str]) -> bool {
+    own.contains(&name)
+        || (name.starts_with("shard-") && name.ends_with(".bin"))
         || name == "tokenizer.json"
         || name == MANIFEST
-        || name == CLINE_SAMPLES
         || (name.starts_with('.') && name.ends_with(".tmp"))
 }
 
-fn remove_outputs(dir: &Path) {
+fn remove_outputs(dir: &Path, own: &[&str]) {
     for name in crate::io::read::names(dir) {
-        if is_output(&name) {
+        if is_output(&name, own) {
             let _ = crate::io::write::remove_file(&dir.join(name));
         }
     }
@@ -128,9 +114,10 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
         )));
     }
     let existed = opts.out.exists();
+    let own = opts.records.as_ref().map_or(&[][..], |r| r.own_files());
     let lock = crate::io::lock::FolderLock::acquire(&opts.out, "trueneg prepare")?;
     if lock.stale.is_some() {
-        remove_outputs(&opts.out);
+        remove_outputs(&opts.out, own);
     }
     if crate::io::lock::has_content(&opts.out) {
         return Err(Error::Input(format!(
@@ -140,7 +127,7 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
     }
     let r = prepare_into(opts);
     if r.is_err() {
-        remove_outputs(&opts.out);
+        remove_outputs(&opts.out, own);
         drop(lock);
         if !existed {
             crate::io::write::remove_empty_folder(&opts.out);
@@ -164,7 +151,7 @@ fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<(WordPieceToken
         (Some(p), None) => Ok((WordPieceTokenizer::load(p)?, None)),
         (None, Some(n)) => {
             let bar = bytes_bar(opts, files, "vocabulary: counting words");
-            let small = input_bytes(files) <= SMALL_CORPUS && opts.cline.is_none();
+            let small = input_bytes(files) <= SMALL_CORPUS && opts.records.is_none();
             let mut counts = WordPieceTokenizer::word_counts();
             let (mut texts, mut lines) = (Vec::new(), 0usize);
             for_each_batch(files, opts.field(), |b| {
@@ -230,14 +217,38 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     if files.is_empty() {
         return Err(Error::Input("no input files".into()));
     }
-    let total_bytes = input_bytes(&files);
+    let input_bytes = input_bytes(&files);
     let (tokenizer, trained_ids) = tokenizer(opts, &files)?;
     crate::io::write::folder(&opts.out)?;
     let bar = bytes_bar(opts, &files, "prepare");
-    if let Some(c) = &opts.cline {
-        return prepare_cline(opts, c, &tokenizer, &files, bar, start, total_bytes);
-    }
-    let token_bytes = token_bytes(&tokenizer);
+    let written = match &opts.records {
+        Some(maker) => maker.write(Preparing {
+            opts,
+            files: &files,
+            tokenizer: &tokenizer,
+            bar,
+        })?,
+        None => write_packed(opts, &files, &tokenizer, trained_ids, bar)?,
+    };
+    finish(
+        opts,
+        &tokenizer,
+        &files,
+        written,
+        Took { start, input_bytes },
+    )
+}
+
+/// Packed examples: each document's sentences packed into examples of up to `max_seq_len`
+/// tokens, two segments where they fit.
+fn write_packed(
+    opts: &PrepareOptions,
+    files: &[PathBuf],
+    tokenizer: &WordPieceTokenizer,
+    trained_ids: Ids,
+    bar: ProgressBar,
+) -> Result<Written> {
+    let token_bytes = token_bytes(tokenizer);
     let mut shards = ShardWriter::new(&opts.out, opts.examples_per_shard, |c| {
         encode_records(c, opts.max_seq_len, token_bytes)
     });
@@ -254,14 +265,14 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     // The document being packed: its index and packer.
     let mut current: Option<(u64, Packer<ChaCha8Rng>)> = None;
     let mut trained_ids = trained_ids.map(Vec::into_iter);
-    for_each_batch(&files, opts.field(), |b| {
+    for_each_batch(files, opts.field(), |b| {
         // Tokenized on all cores (rayon's collect keeps the order), or taken from the training.
         let ids: Vec<Vec<Vec<u32>>> = match &mut trained_ids {
             Some(trained) => trained.by_ref().take(b.paragraphs.len()).collect(),
             None => b
                 .paragraphs
                 .par_iter()
-                .map(|p| paragraph_ids(&p.text, &tokenizer))
+                .map(|p| paragraph_ids(&p.text, tokenizer))
                 .collect(),
         };
         let mut made = Vec::new();
@@ -289,219 +300,16 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
     if examples == 0 {
         return Err(Error::Input(format!(
             "{}: the corpus has no text (empty input)",
-            input_list(&files)
+            input_list(files)
         )));
     }
-    let written = Written {
+    Ok(Written {
         examples,
         tokens,
         single_segment_examples: single,
         shards,
-        cline: None,
-        start,
-        input_bytes: total_bytes,
-    };
-    finish(opts, &tokenizer, &files, written)
-}
-
-/// One sentence → its CLINE record, or `None` when a side has no word to replace. The three
-/// sentences are cut to `max_len − 2` pieces and framed by `[CLS]` … `[SEP]`.
-fn cline_record(
-    generator: &ClineGenerator,
-    tokenizer: &WordPieceTokenizer,
-    sentence: &str,
-    seed: u64,
-    index: u64,
-    max_len: usize,
-) -> Option<(ClineRecord, super::cline::ClineExample, bool)> {
-    let ex = generator.example(sentence, seed, index);
-    if ex.syn_replaced.is_empty() || ex.ant_replaced.is_empty() {
-        return None;
-    }
-    let none: &[super::cline::Replacement<SynKind>] = &[];
-    let ori = ClineGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, none, 0);
-    let syn = ClineGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, &ex.syn_replaced, 1);
-    let ant = ClineGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, &ex.ant_replaced, 2);
-    let s = tokenizer.special;
-    let keep = max_len - 2;
-    // Too long: all three are cut after the same words, the most that fit on every side.
-    let truncated = [&ori, &syn, &ant].iter().any(|p| p.ids.len() > keep);
-    let (ori, syn, ant) = if truncated {
-        let fits =
-            |p: &super::cline::LabeledPieces| p.words.get(keep).copied().unwrap_or(usize::MAX);
-        let n = fits(&ori).min(fits(&syn)).min(fits(&ant));
-        (ori.first_words(n), syn.first_words(n), ant.first_words(n))
-    } else {
-        (ori, syn, ant)
-    };
-    let frame = |ids: &[u32]| {
-        let mut v = vec![s.cls];
-        v.extend_from_slice(ids);
-        v.push(s.sep);
-        v
-    };
-    let frame_labels = |labels: &[i32]| {
-        let mut v = vec![IGNORE as i8];
-        v.extend(labels.iter().map(|&l| l as i8));
-        v.push(IGNORE as i8);
-        v
-    };
-    let record = ClineRecord {
-        ori: frame(&ori.ids),
-        syn: frame(&syn.ids),
-        ant: frame(&ant.ids),
-        syn_labels: frame_labels(&syn.labels),
-        ant_labels: frame_labels(&ant.labels),
-    };
-    // A side whose replaced words were all cut off has nothing to detect.
-    let kept = |l: &[i8], label: i8| l.contains(&label);
-    (kept(&record.syn_labels, 1) && kept(&record.ant_labels, 2)).then_some((record, ex, truncated))
-}
-
-/// `prepare --cline`: every sentence of the corpus (its lines split by [`split_sentences`])
-/// becomes one (x_ori, x_syn, x_ant) record; sentence `i` draws from an RNG seeded by
-/// (seed, i), so the output is the same whatever the number of threads.
-fn prepare_cline(
-    opts: &PrepareOptions,
-    c: &ClineOptions,
-    tokenizer: &WordPieceTokenizer,
-    files: &[PathBuf],
-    bar: ProgressBar,
-    start: std::time::Instant,
-    total_bytes: u64,
-) -> Result<PrepareReport> {
-    check_cline_config(&c.config)?;
-    let wn = crate::lexicon::wordnet::WordNet::open(&c.wordnet)?;
-    let generator = ClineGenerator::new(
-        &wn,
-        c.config.clone(),
-        &ClineGenerator::vocabulary_of(tokenizer),
-    );
-    let token_bytes = token_bytes(tokenizer);
-    let mut data = ClineData {
-        config: c.config.clone(),
-        sentences: 0,
-        skipped: 0,
-        syn_synonyms: 0,
-        syn_hypernyms: 0,
-        syn_inflections: 0,
-        ant_antonyms: 0,
-        ant_random: 0,
-        truncated: 0,
-    };
-    let mut samples: Vec<String> = Vec::new();
-    let mut shards = ShardWriter::new(&opts.out, opts.examples_per_shard, |c| {
-        encode_cline_records(c, opts.max_seq_len, token_bytes)
-    });
-    let (mut examples, mut tokens) = (0usize, 0u64);
-    for_each_batch(files, opts.field(), |b| {
-        let sentences: Vec<&str> = b
-            .paragraphs
-            .iter()
-            .flat_map(|p| split_sentences(&p.text))
-            .collect();
-        let first = data.sentences as u64;
-        let made: Vec<_> = sentences
-            .par_iter()
-            .enumerate()
-            .map(|(i, s)| {
-                cline_record(
-                    &generator,
-                    tokenizer,
-                    s,
-                    opts.seed,
-                    first + i as u64,
-                    opts.max_seq_len,
-                )
-            })
-            .collect();
-        data.sentences += sentences.len();
-        let mut records = Vec::new();
-        for m in made {
-            let Some((record, ex, truncated)) = m else {
-                data.skipped += 1;
-                continue;
-            };
-            if examples.is_multiple_of(100) && samples.len() < 40 {
-                samples.push(sample_md(examples, &ex));
-            }
-            count_replacements(&mut data, &ex, truncated);
-            examples += 1;
-            tokens += record.ori.len() as u64;
-            records.push(record);
-        }
-        bar.inc(b.file_bytes);
-        shards.push(&records)
-    })?;
-    let shards = shards.finish()?;
-    bar.finish_and_clear();
-    if examples == 0 {
-        return Err(Error::Input(format!(
-            "{}: no sentence has a word to replace by a synonym and one by an antonym or random word",
-            input_list(files)
-        )));
-    }
-    let header = format!(
-        "# CLINE triples: samples\n\nEvery 100th triple of {} (triple number in bold), as text before tokenization.\n\n",
-        input_list(files)
-    );
-    crate::io::write_atomic(
-        &opts.out.join(CLINE_SAMPLES),
-        (header + &samples.concat()).as_bytes(),
-    )?;
-    let written = Written {
-        examples,
-        tokens,
-        single_segment_examples: examples,
-        shards,
-        cline: Some(data),
-        start,
-        input_bytes: total_bytes,
-    };
-    finish(opts, tokenizer, files, written)
-}
-
-/// The CLINE ratios and cap are shares.
-fn check_cline_config(cc: &ClineConfig) -> Result<()> {
-    for (flag, v, ok) in [
-        (
-            "--syn-ratio",
-            cc.syn_ratio,
-            (0.0..=1.0).contains(&cc.syn_ratio),
-        ),
-        (
-            "--ant-ratio",
-            cc.ant_ratio,
-            (0.0..=1.0).contains(&cc.ant_ratio),
-        ),
-        ("--cap", cc.cap, cc.cap > 0.0 && cc.cap <= 1.0),
-    ] {
-        if !ok {
-            return Err(Error::Config(format!(
-                "{flag} {v} must be in {}",
-                if flag == "--cap" { "(0, 1]" } else { "[0, 1]" }
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Adds one triple's replacements, by kind, to the counts.
-fn count_replacements(data: &mut ClineData, ex: &super::cline::ClineExample, truncated: bool) {
-    for r in &ex.syn_replaced {
-        match r.kind {
-            SynKind::Synonym => data.syn_synonyms += 1,
-            SynKind::Hypernym => data.syn_hypernyms += 1,
-            SynKind::Inflection => data.syn_inflections += 1,
-        }
-    }
-    for r in &ex.ant_replaced {
-        match r.kind {
-            AntKind::Antonym => data.ant_antonyms += 1,
-            AntKind::Random => data.ant_random += 1,
-        }
-    }
-    data.truncated += usize::from(truncated);
+        triples: None,
+    })
 }
 
 /// The input files' size on disk.
@@ -512,7 +320,7 @@ fn input_bytes(files: &[PathBuf]) -> u64 {
         .sum()
 }
 
-fn input_list(files: &[PathBuf]) -> String {
+pub fn input_list(files: &[PathBuf]) -> String {
     files
         .iter()
         .map(|p| p.display().to_string())
@@ -520,14 +328,17 @@ fn input_list(files: &[PathBuf]) -> String {
         .join(", ")
 }
 
-/// What a `prepare` wrote and how long it took: its counts, shards and triples' data, from
-/// `start`, over `input_bytes` of input.
-struct Written {
-    examples: usize,
-    tokens: u64,
-    single_segment_examples: usize,
-    shards: Vec<ShardInfo>,
-    cline: Option<ClineData>,
+/// What a `prepare` wrote: its counts, shards and, for sentence triples, how they were made.
+pub struct Written {
+    pub examples: usize,
+    pub tokens: u64,
+    pub single_segment_examples: usize,
+    pub shards: Vec<ShardInfo>,
+    pub triples: Option<TripleData>,
+}
+
+/// How long a `prepare` took: from `start`, over `input_bytes` of input.
+struct Took {
     start: std::time::Instant,
     input_bytes: u64,
 }
@@ -538,6 +349,7 @@ fn finish(
     tokenizer: &WordPieceTokenizer,
     files: &[PathBuf],
     written: Written,
+    took: Took,
 ) -> Result<PrepareReport> {
     tokenizer.save(&opts.out.join("tokenizer.json"))?;
     let manifest = Manifest {
@@ -553,19 +365,19 @@ fn finish(
         single_segment_examples: written.single_segment_examples,
         inputs: files.iter().map(|p| p.display().to_string()).collect(),
         shards: written.shards,
-        cline: written.cline,
+        triples: written.triples,
     };
     let json = serde_json::to_string_pretty(&manifest).expect("json") + "\n";
     crate::io::write_atomic(&opts.out.join(MANIFEST), json.as_bytes())?;
     Ok(PrepareReport {
         manifest,
-        seconds: written.start.elapsed().as_secs_f64(),
-        bytes: written.input_bytes,
+        seconds: took.start.elapsed().as_secs_f64(),
+        bytes: took.input_bytes,
     })
 }
 
 /// Bytes per token id in the shards: 2 below 65,536 tokens, else 4.
-fn token_bytes(tokenizer: &WordPieceTokenizer) -> usize {
+pub fn token_bytes(tokenizer: &WordPieceTokenizer) -> usize {
     if tokenizer.vocab_size() <= 1 << 16 {
         2
     } else {

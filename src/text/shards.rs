@@ -62,9 +62,10 @@ pub struct Manifest {
     pub single_segment_examples: usize,
     pub inputs: Vec<String>,
     pub shards: Vec<ShardInfo>,
-    /// Set for a CLINE corpus: how its sentence triples were made.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cline: Option<ClineData>,
+    /// Set for a corpus of sentence triples: how they were made (the field's name in the file is
+    /// the objective's that trains on them).
+    #[serde(default, rename = "cline", skip_serializing_if = "Option::is_none")]
+    pub triples: Option<TripleData>,
 }
 
 impl Manifest {
@@ -82,7 +83,7 @@ impl Manifest {
 
 /// What `prepare --cline` did: its settings and counts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ClineData {
+pub struct TripleData {
     pub config: super::cline::ClineConfig,
     /// Sentences read.
     pub sentences: usize,
@@ -99,10 +100,10 @@ pub struct ClineData {
     pub truncated: usize,
 }
 
-/// One CLINE record: the three sentences as ids (with `[CLS]`/`[SEP]`) and the detection labels
+/// One sentence triple: the three sentences as ids (with `[CLS]`/`[SEP]`) and the detection labels
 /// of x_syn and x_ant (−100 on special tokens).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClineRecord {
+pub struct TripleRecord {
     pub ori: Vec<u32>,
     pub syn: Vec<u32>,
     pub ant: Vec<u32>,
@@ -112,7 +113,7 @@ pub struct ClineRecord {
 
 impl Manifest {
     pub fn record_size(&self) -> usize {
-        if self.cline.is_some() {
+        if self.triples.is_some() {
             8 + self.max_seq_len * (3 * self.token_bytes + 2)
         } else {
             4 + self.max_seq_len * self.token_bytes
@@ -286,12 +287,8 @@ pub fn encode_records(examples: &[Example], max_seq_len: usize, token_bytes: usi
     out
 }
 
-/// Encodes CLINE records into one shard's bytes.
-pub fn encode_cline_records(
-    records: &[ClineRecord],
-    max_seq_len: usize,
-    token_bytes: usize,
-) -> Vec<u8> {
+/// Encodes sentence triples into one shard's bytes.
+pub fn encode_triples(records: &[TripleRecord], max_seq_len: usize, token_bytes: usize) -> Vec<u8> {
     let l = max_seq_len;
     let rec = 8 + l * (3 * token_bytes + 2);
     let mut out = vec![0u8; rec * records.len()];
@@ -372,7 +369,7 @@ impl ShardSet {
 
     /// Example `i`: its token ids and the length of segment A (with `[CLS]` and `[SEP]`).
     pub fn get(&self, i: usize) -> Example {
-        assert!(!self.is_cline(), "get on a CLINE corpus");
+        assert!(!self.holds_triples(), "get on a corpus of sentence triples");
         let r = self.record(i);
         let len = u16::from_le_bytes([r[0], r[1]]) as usize;
         let segment_a_len = u16::from_le_bytes([r[2], r[3]]) as usize;
@@ -394,7 +391,7 @@ impl ShardSet {
         );
         let u16_at = |at: usize| u16::from_le_bytes([r[at], r[at + 1]]) as usize;
         // (length, offset of the ids) of each sequence of the record.
-        let seqs: Vec<(usize, usize)> = if self.is_cline() {
+        let seqs: Vec<(usize, usize)> = if self.holds_triples() {
             (0..3).map(|k| (u16_at(2 * k), 8 + k * l * tb)).collect()
         } else {
             vec![(u16_at(0), 4)]
@@ -407,7 +404,7 @@ impl ShardSet {
                 i - self.starts[shard]
             )))
         };
-        if !self.is_cline() && u16_at(2) > u16_at(0) {
+        if !self.holds_triples() && u16_at(2) > u16_at(0) {
             return bad(format!(
                 "segment A of {} tokens in {}",
                 u16_at(2),
@@ -430,9 +427,9 @@ impl ShardSet {
         Ok(())
     }
 
-    /// Whether this is a CLINE corpus (records read with [`ShardSet::get_cline`]).
-    pub fn is_cline(&self) -> bool {
-        self.manifest.cline.is_some()
+    /// Whether this corpus holds sentence triples (records read with [`ShardSet::triple`]).
+    pub fn holds_triples(&self) -> bool {
+        self.manifest.triples.is_some()
     }
 
     /// Examples `indices` of a corpus of packed examples, each record checked first.
@@ -444,16 +441,16 @@ impl ShardSet {
     }
 
     /// Triples `indices` of a corpus of sentence triples, each record checked first.
-    pub fn triples(&self, indices: &[usize]) -> Result<Vec<ClineRecord>> {
+    pub fn triples(&self, indices: &[usize]) -> Result<Vec<TripleRecord>> {
         indices
             .iter()
-            .map(|&i| self.check(i).map(|()| self.get_cline(i)))
+            .map(|&i| self.check(i).map(|()| self.triple(i)))
             .collect()
     }
 
     /// What its records hold.
     pub fn holds(&self) -> DataKind {
-        if self.is_cline() {
+        if self.holds_triples() {
             DataKind::Triples
         } else {
             DataKind::Packed
@@ -467,9 +464,9 @@ impl ShardSet {
         &self.maps[shard][off..off + rec]
     }
 
-    /// Triple `i` of a CLINE corpus.
-    pub fn get_cline(&self, i: usize) -> ClineRecord {
-        assert!(self.is_cline(), "get_cline on a plain corpus");
+    /// Triple `i` of a corpus of sentence triples.
+    pub fn triple(&self, i: usize) -> TripleRecord {
+        assert!(self.holds_triples(), "triple on a plain corpus");
         let r = self.record(i);
         let (l, tb) = (self.manifest.max_seq_len, self.manifest.token_bytes);
         let len = |k: usize| u16::from_le_bytes([r[2 * k], r[2 * k + 1]]) as usize;
@@ -478,7 +475,7 @@ impl ShardSet {
             let at = 8 + 3 * l * tb + k * l;
             r[at..at + n].iter().map(|&b| b as i8).collect()
         };
-        ClineRecord {
+        TripleRecord {
             ori: ids(0),
             syn: ids(1),
             ant: ids(2),

@@ -2,7 +2,7 @@
 
 use crate::text::batches::Batch;
 use crate::text::examples::Example;
-use crate::text::shards::ClineRecord as TripleRecord;
+use crate::text::shards::TripleRecord;
 
 /// A batch of sentence triples: x_ori, x_syn and x_ant of the same sentences, all padded to
 /// one length.
