@@ -125,7 +125,7 @@ fn scoring_refuses_what_would_give_a_meaningless_figure() {
 /// a model whose predictions are not finite gets no score.
 #[test]
 fn a_non_finite_prediction_is_not_scored() {
-    use trueneg::finetune::classify::score_file;
+    use trueneg::finetune::scores::score_file;
     use trueneg::tasks::glue::{GlueExample, GlueTask, Label};
     let ex = |id: &str, s: f64| GlueExample {
         id: id.into(),

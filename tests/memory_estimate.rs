@@ -161,3 +161,59 @@ fn statistics_too_large_for_memory_are_refused_before_a_model_is_built() {
     );
     assert!(!run.join("correction-stats.md").exists(), "nothing written");
 }
+
+#[test]
+fn a_dev_file_larger_than_memory_allows_is_evaluated_streamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::transformers_folder(dir.path(), "electra_discriminator");
+    let ft = dir.path().join("ft");
+    common::ok(
+        Command::new(env!("CARGO_BIN_EXE_trueneg"))
+            .args(["--quiet", "finetune", "--task", "sst2", "--data"])
+            .arg(data("glue/SST-2"))
+            .arg("--model")
+            .arg(&model)
+            .arg("--out")
+            .arg(&ft)
+            .args(["--epochs", "1", "--max-train-examples", "8"])
+            .args(["--max-seq-len", "16"])
+            .output()
+            .unwrap(),
+    );
+    // SST-2's dev sentences, each made 2 kB long, repeated to 60 MB: held whole, its rows
+    // would need about 0.35 GiB, more than the limit leaves.
+    let dev = std::fs::read_to_string(data("glue/SST-2/dev.tsv")).unwrap();
+    let rows: Vec<(String, &str)> = dev
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let (s, label) = l.rsplit_once('\t').unwrap();
+            (s.trim().repeat(2000 / s.len().max(1) + 1), label)
+        })
+        .collect();
+    let mut big = String::from("sentence\tlabel\n");
+    let mut n = 0usize;
+    while big.len() < 60_000_000 {
+        let (s, label) = &rows[n % rows.len()];
+        big += &format!("{s}\t{label}\n");
+        n += 1;
+    }
+    let file = dir.path().join("dev-large.tsv");
+    std::fs::write(&file, big).unwrap();
+    let out = dir.path().join("eval");
+    let mut c = limited(600_000_000);
+    c.args(["evaluate", "--model"])
+        .arg(ft.join("seed-1"))
+        .arg("--data")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out);
+    let stdout = common::ok(c.output().unwrap());
+    assert!(stdout.contains("accuracy"), "{stdout}");
+    // GLUE's submission layout: a header, then rows 0 … N − 1 in file order.
+    let tsv = std::fs::read_to_string(out.join("SST-2.tsv")).unwrap();
+    let lines: Vec<&str> = tsv.lines().collect();
+    assert_eq!(lines.len(), n + 1);
+    assert_eq!(lines[0], "index\tprediction");
+    assert!(lines[1].starts_with("0\t") && lines[n].starts_with(&format!("{}\t", n - 1)));
+}

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::finetune::classify::Scores;
+use crate::finetune::scores::Scores;
 use crate::tasks::task::Task;
 use crate::{Error, Result};
 

@@ -49,7 +49,7 @@ pub struct Args {
     force: bool,
 }
 
-fn show_scores(s: &trueneg::finetune::classify::Scores) -> String {
+fn show_scores(s: &trueneg::finetune::scores::Scores) -> String {
     s.metrics
         .iter()
         .map(|(k, v)| format!("{k} {v:.2}"))

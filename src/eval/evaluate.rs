@@ -3,11 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::finetune::classify::{Scores, load_finetuned, predict, score_file};
+use crate::finetune::classify::{FineTuned, Predicting, load_finetuned, predict, predict_rows};
+use crate::finetune::scores::{Scores, check_metric_defined, score_labels};
 use crate::finetune::seeds::{squad_scores, write_predictions};
 use crate::finetune::span::{load_qa, predict_squad};
 use crate::io::outputs::Outputs;
-use crate::tasks::glue::GlueTask;
+use crate::tasks::glue::{GlueExample, GlueTask, Label, TaskRows};
 use crate::{Error, Result};
 
 /// What `evaluate` did with one dev file.
@@ -81,10 +82,11 @@ pub fn evaluation_files(
     Ok(files)
 }
 
-/// GLUE examples with predictions in GLUE's submission format (`index\tprediction`).
-fn submission(task: GlueTask, ex: &[crate::tasks::glue::GlueExample], pred: &[f64]) -> String {
+/// GLUE examples with predictions as rows of GLUE's submission format (`index\tprediction`,
+/// after its header line).
+fn submission_rows(task: GlueTask, ex: &[GlueExample], pred: &[f64]) -> String {
     let labels = task.labels();
-    let mut tsv = String::from("index\tprediction\n");
+    let mut tsv = String::new();
     for (e, p) in ex.iter().zip(pred) {
         let v = if task.is_regression() {
             format!("{:.3}", p.clamp(0.0, 5.0))
@@ -94,6 +96,61 @@ fn submission(task: GlueTask, ex: &[crate::tasks::glue::GlueExample], pred: &[f6
         tsv += &format!("{}\t{v}\n", e.id);
     }
     tsv
+}
+
+/// Rows predicted and written at a time: the dev or test file is streamed, never held whole.
+const ROWS_AT_A_TIME: usize = 4096;
+
+/// One GLUE file's gold labels, read in a first pass (which also checks every row before the
+/// model runs): whether it can be scored, and the labels to score with.
+fn gold_labels(task: GlueTask, f: &Path) -> Result<Vec<Option<Label>>> {
+    let mut rows = TaskRows::open(task, f)?;
+    let mut labels = Vec::new();
+    while let Some(e) = rows.next_row()? {
+        labels.push(e.label);
+    }
+    if labels.is_empty() {
+        return Err(Error::Input(format!("{}: no examples", f.display())));
+    }
+    if labels.iter().all(Option::is_some) {
+        check_metric_defined(task, f, &labels)?;
+    }
+    Ok(labels)
+}
+
+/// Predicts GLUE file `f` a slice of rows at a time, writing `written` (the submission file)
+/// as it goes; returns the predictions and examples/s.
+fn predict_file(
+    ft: &FineTuned,
+    tok: &crate::text::WordPieceTokenizer,
+    f: &Path,
+    rows: usize,
+    at: Predicting<'_>,
+    written: &Path,
+) -> Result<(Vec<f64>, f64)> {
+    use std::io::Write;
+    let start = std::time::Instant::now();
+    let mut pred = Vec::with_capacity(rows);
+    crate::io::write::produce(written, |tmp| {
+        let mut out = std::io::BufWriter::new(crate::io::write::create_new(tmp)?);
+        let io = |e| Error::io(tmp, e);
+        out.write_all(b"index\tprediction\n").map_err(io)?;
+        let mut source = TaskRows::open(ft.task, f)?;
+        loop {
+            let ex = source.next_rows(ROWS_AT_A_TIME)?;
+            if ex.is_empty() {
+                break;
+            }
+            let p = predict_rows(ft, tok, &ex, &at);
+            out.write_all(submission_rows(ft.task, &ex, &p).as_bytes())
+                .map_err(io)?;
+            pred.extend(p);
+        }
+        out.flush().map_err(io)
+    })?;
+    at.bar.finish_and_clear();
+    let rate = pred.len() as f64 / start.elapsed().as_secs_f64().max(1e-9);
+    Ok((pred, rate))
 }
 
 /// An attack applied to the data before it is evaluated: its kind, the WordNet it draws
@@ -167,27 +224,34 @@ pub fn evaluate_model(req: &EvalRequest, outputs: &Outputs) -> Result<Vec<Evalua
     }
     let mut results = Vec::new();
     for f in glue_files(ft.task, data) {
-        let ex = match attack {
+        let read = match attack {
             Some(a) => {
                 let text = attack_glue_file(ft.task, &f, a.wordnet, a.seed)?;
                 let tmp = attacked_file(out, &f, &tag);
                 outputs.write(&tmp, text.as_bytes())?;
-                crate::tasks::glue::read_glue(ft.task, &tmp)?
+                tmp
             }
-            None => crate::tasks::glue::read_glue(ft.task, &f)?,
+            None => f.clone(),
         };
-        if ex.is_empty() {
-            return Err(Error::Input(format!("{}: no examples", f.display())));
-        }
-        if ex.iter().all(|e| e.label.is_some()) {
-            crate::finetune::classify::check_metric_defined(ft.task, &f, &ex)?;
-        }
-        let (pred, rate) = predict(&ft, &tok, &ex, max_len, 64, &device, progress);
+        let labels = gold_labels(ft.task, &read)?;
+        let bar = crate::finetune::recipe::progress_bar(
+            labels.len() as u64,
+            "evaluate {bar:30} {pos}/{len} {per_sec} eta {eta}",
+            progress,
+        );
+        let at = Predicting {
+            max_len,
+            batch: 64,
+            device: &device,
+            bar: &bar,
+        };
         let written = submission_file(out, ft.task, &f, &tag);
-        outputs.write(&written, submission(ft.task, &ex, &pred).as_bytes())?;
+        outputs.check(std::slice::from_ref(&written))?;
+        let (pred, rate) = predict_file(&ft, &tok, &read, labels.len(), at, &written)?;
+        outputs.record(&written)?;
         // A test file (no labels) gets predictions only.
-        let scores = if ex.iter().all(|e| e.label.is_some()) {
-            Some(score_file(ft.task, &f, &ex, &pred)?)
+        let scores = if labels.iter().all(Option::is_some) {
+            Some(score_labels(ft.task, &f, &labels, &pred)?)
         } else {
             None
         };

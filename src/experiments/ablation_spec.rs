@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::attack::AttackKind;
 use crate::experiments::bootstrap::check_seeds;
-use crate::finetune::classify::Scores;
 use crate::finetune::recipe::FinetuneOptions;
+use crate::finetune::scores::Scores;
 use crate::finetune::seeds::TaskResult;
 use crate::objective::ObjectiveKind;
 use crate::tasks::glue::GlueTask;

@@ -4,7 +4,6 @@
 //! layer-wise learning-rate decay (the top layer gets factor 1, each layer below × decay, the
 //! embeddings the lowest factor decay^L), several seeds.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -12,6 +11,7 @@ use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
+use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
 use super::folder::{load_weights, read_model_folder, write_model_folder};
@@ -19,13 +19,13 @@ use super::pretrained::PretrainedEncoder;
 use super::recipe::{
     Epochs, FinetuneOptions, HeadKind, Trainable, Tuned, progress_bar, train_epochs,
 };
+use super::scores::check_metric_defined;
 use crate::interop::tensors::Loader;
 use crate::kernels::dropout::dropout;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::{EncoderConfig, Inputs};
 use crate::tasks::glue::{GlueExample, GlueTask, Label, read_glue};
-use crate::tasks::metrics::{accuracy, f1_binary, matthews, pearson, spearman};
 use crate::text::WordPieceTokenizer;
 use crate::text::pairs::{Truncation, encode_pair};
 use crate::{Error, Result};
@@ -172,98 +172,6 @@ pub(crate) fn batch_inputs(rows: &[(Vec<u32>, Vec<u32>)], pad: u32, device: &Dev
     }
 }
 
-/// Dev-set scores of one fine-tuned model: each metric (in %) and the task score.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Scores {
-    pub metrics: BTreeMap<String, f64>,
-    pub score: f64,
-}
-
-/// The metric a task is scored by, as ELECTRA and the GLUE papers report it: Matthews
-/// correlation for CoLA, Spearman correlation for STS-B, accuracy for every other task
-/// (MRPC's and QQP's F1 and STS-B's Pearson are shown beside it).
-pub fn score_metric(task: GlueTask) -> &'static str {
-    match task {
-        GlueTask::Cola => "mcc",
-        GlueTask::Stsb => "spearman",
-        _ => "accuracy",
-    }
-}
-
-/// Predictions: a class per example, or a score for STS-B.
-pub fn score(task: GlueTask, pred: &[f64], gold: &[Label]) -> Scores {
-    let mut m = BTreeMap::new();
-    if task.is_regression() {
-        let g: Vec<f64> = gold
-            .iter()
-            .map(|l| if let Label::Score(s) = l { *s } else { 0.0 })
-            .collect();
-        m.insert("pearson".into(), 100.0 * pearson(pred, &g));
-        m.insert("spearman".into(), 100.0 * spearman(pred, &g));
-    } else {
-        let p: Vec<usize> = pred.iter().map(|&v| v as usize).collect();
-        let g: Vec<usize> = gold
-            .iter()
-            .map(|l| {
-                if let Label::Class(c) = l {
-                    *c
-                } else {
-                    usize::MAX
-                }
-            })
-            .collect();
-        match task {
-            GlueTask::Cola => {
-                m.insert("mcc".into(), 100.0 * matthews(&p, &g));
-            }
-            GlueTask::Mrpc | GlueTask::Qqp => {
-                m.insert("accuracy".into(), 100.0 * accuracy(&p, &g));
-                m.insert("f1".into(), 100.0 * f1_binary(&p, &g));
-            }
-            _ => {
-                m.insert("accuracy".into(), 100.0 * accuracy(&p, &g));
-            }
-        }
-    }
-    let score = m[score_metric(task)];
-    Scores { metrics: m, score }
-}
-
-/// The scores of `pred` on the labelled examples of `file`, refusing what would give a
-/// meaningless figure: a file with no example, an unlabelled example, a non-finite prediction.
-pub fn score_file(
-    task: GlueTask,
-    file: &Path,
-    examples: &[GlueExample],
-    pred: &[f64],
-) -> Result<Scores> {
-    if examples.is_empty() {
-        return Err(Error::Input(format!(
-            "{}: no examples to score",
-            file.display()
-        )));
-    }
-    let mut gold = Vec::with_capacity(examples.len());
-    for (e, p) in examples.iter().zip(pred) {
-        let Some(label) = e.label else {
-            return Err(Error::Input(format!(
-                "{}: example {} has no label; a scored file labels every example",
-                file.display(),
-                e.id
-            )));
-        };
-        if !p.is_finite() {
-            return Err(Error::Diverged(format!(
-                "{}: the model predicts {p} for example {} (its weights hold NaN or inf?)",
-                file.display(),
-                e.id
-            )));
-        }
-        gold.push(label);
-    }
-    Ok(score(task, pred, &gold))
-}
-
 /// A fine-tuned model with what `evaluate` needs to use it again.
 pub struct FineTuned {
     pub model: Classifier,
@@ -292,18 +200,47 @@ pub fn predict(
         "evaluate {bar:30} {pos}/{len} {per_sec} eta {eta}",
         progress,
     );
+    let at = Predicting {
+        max_len,
+        batch,
+        device,
+        bar: &bar,
+    };
+    let out = predict_rows(m, tokenizer, examples, &at);
+    bar.finish_and_clear();
+    (
+        out,
+        examples.len() as f64 / start.elapsed().as_secs_f64().max(1e-9),
+    )
+}
+
+/// How rows are predicted: their length, the batch size, the device and the bar they advance.
+pub struct Predicting<'a> {
+    pub max_len: usize,
+    pub batch: usize,
+    pub device: &'a Device,
+    pub bar: &'a ProgressBar,
+}
+
+/// Predicted class (or score) per example of `examples`, in batches of `at.batch`.
+pub fn predict_rows(
+    m: &FineTuned,
+    tokenizer: &WordPieceTokenizer,
+    examples: &[GlueExample],
+    at: &Predicting,
+) -> Vec<f64> {
     let mut out = Vec::with_capacity(examples.len());
-    for chunk in examples.chunks(batch) {
+    for chunk in examples.chunks(at.batch) {
         let rows: Vec<_> = chunk
             .iter()
             .map(|e| {
                 let b = e.text_b.as_deref();
-                encode_pair(tokenizer, &e.text_a, b, max_len, m.truncation)
+                encode_pair(tokenizer, &e.text_a, b, at.max_len, m.truncation)
             })
             .collect();
         let logits = m
             .model
-            .forward(&batch_inputs(&rows, tokenizer.special.pad, device));
+            .forward(&batch_inputs(&rows, tokenizer.special.pad, at.device));
         if m.task.is_regression() {
             out.extend(
                 logits
@@ -323,13 +260,9 @@ pub fn predict(
                 .expect("ids");
             out.extend(a.into_iter().map(|v| v as f64));
         }
-        bar.inc(chunk.len() as u64);
+        at.bar.inc(chunk.len() as u64);
     }
-    bar.finish_and_clear();
-    (
-        out,
-        examples.len() as f64 / start.elapsed().as_secs_f64().max(1e-9),
-    )
+    out
 }
 
 /// The training rows of `train`: encoded pairs with their labels, the first
@@ -557,31 +490,9 @@ pub fn read_task(task: GlueTask, data: &Path) -> Result<(Vec<GlueExample>, DevSe
                 ex.iter().filter(|e| e.label.is_some()).count()
             )));
         }
-        check_metric_defined(task, &f, &ex)?;
+        let labels: Vec<Option<Label>> = ex.iter().map(|e| e.label).collect();
+        check_metric_defined(task, &f, &labels)?;
         dev.push((f, ex));
     }
     Ok((train, dev))
-}
-
-/// Refuses a dev set on which the task's metric is undefined, instead of reporting 0: MCC
-/// (CoLA) needs both classes among the gold labels, Pearson and Spearman (STS-B) two
-/// different gold scores.
-pub fn check_metric_defined(task: GlueTask, file: &Path, dev: &[GlueExample]) -> Result<()> {
-    let (metric, needs) = match task {
-        GlueTask::Cola => ("MCC", "both classes"),
-        GlueTask::Stsb => ("Pearson and Spearman", "two different scores"),
-        _ => return Ok(()),
-    };
-    let labels: std::collections::BTreeSet<String> = dev
-        .iter()
-        .filter_map(|e| e.label.map(|l| format!("{l:?}")))
-        .collect();
-    if labels.len() < 2 {
-        return Err(Error::Input(format!(
-            "{}: {metric} undefined on these {} rows: the gold labels need {needs}",
-            file.display(),
-            dev.len()
-        )));
-    }
-    Ok(())
 }

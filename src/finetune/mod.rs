@@ -9,5 +9,6 @@ pub mod folder;
 pub mod out_folder;
 pub mod pretrained;
 pub mod recipe;
+pub mod scores;
 pub mod seeds;
 pub mod span;

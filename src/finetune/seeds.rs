@@ -8,10 +8,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::finetune::classify::{
-    DevSets, Scores, finetune_one, load_finetuned, predict, read_task, save_finetuned, score_file,
+    DevSets, finetune_one, load_finetuned, predict, read_task, save_finetuned,
 };
 use crate::finetune::pretrained::PretrainedEncoder;
 use crate::finetune::recipe::FinetuneOptions;
+use crate::finetune::scores::{Scores, score_file};
 use crate::finetune::span::{QaOptions, finetune_squad, load_qa, predict_squad, save_qa};
 use crate::tasks::glue::GlueTask;
 use crate::tasks::squad::{SquadExample, evaluate_squad};

@@ -3,7 +3,10 @@
 //! which could block or never end) and how large it is against the bound the caller gives for
 //! its format. A read never returns more than its bound, whatever the file claims.
 
-use std::fs::{File, Metadata};
+use std::fs::Metadata;
+
+/// A file opened through the door ([`open`]), for readers that stream it.
+pub use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

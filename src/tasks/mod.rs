@@ -19,7 +19,21 @@ const HELD_PER_BYTE: f64 = 6.0;
 /// the memory check: a file whose parsed rows cannot fit is refused in one line with the
 /// figures, before it is read.
 pub(crate) fn read_data_file(path: &Path) -> crate::Result<Vec<u8>> {
+    check_held(path)?;
+    crate::io::read::read(path, crate::io::limit::DATA)
+}
+
+/// The memory check of a data file about to be held whole, as parsed rows.
+pub(crate) fn check_held(path: &Path) -> crate::Result<()> {
     let len = crate::io::read::file_len(path)?;
+    let bound = crate::io::limit::DATA;
+    if len > bound {
+        return Err(crate::Error::Input(format!(
+            "{}: {len} bytes, larger than the {} a task file read whole may hold; is it the right file?",
+            path.display(),
+            crate::io::read::human(bound)
+        )));
+    }
     crate::memory::check(
         len as f64 * HELD_PER_BYTE,
         &format!(
@@ -28,8 +42,7 @@ pub(crate) fn read_data_file(path: &Path) -> crate::Result<Vec<u8>> {
             crate::memory::gib(len as f64)
         ),
         "give a smaller file (split it, or fewer rows)",
-    )?;
-    crate::io::read::read(path, crate::io::limit::DATA)
+    )
 }
 
 /// [`read_data_file`] as UTF-8 text.
