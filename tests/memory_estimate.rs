@@ -217,3 +217,44 @@ fn a_dev_file_larger_than_memory_allows_is_evaluated_streamed() {
     assert_eq!(lines[0], "index\tprediction");
     assert!(lines[1].starts_with("0\t") && lines[n].starts_with(&format!("{}\t", n - 1)));
 }
+
+#[test]
+fn a_vectors_file_larger_than_memory_allows_is_streamed_keeping_the_vocabulary_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::transformers_folder(dir.path(), "electra_discriminator");
+    // A GloVe file of 250 MB: vectors for the vocabulary's words w5 … w99 first, then rows of
+    // words the vocabulary does not hold. Held whole (and copied), it would not fit the limit.
+    let dim = 50;
+    let row = |word: &str, seed: usize| {
+        let v: Vec<String> = (0..dim)
+            .map(|j| format!("{:.4}", ((seed * 31 + j * 7) % 97) as f32 / 97.0 - 0.5))
+            .collect();
+        format!("{word} {}\n", v.join(" "))
+    };
+    let mut glove = String::new();
+    for i in 5..100 {
+        glove += &row(&format!("w{i}"), i);
+    }
+    let filler = row("filler", 1);
+    let mut file =
+        std::io::BufWriter::new(std::fs::File::create(dir.path().join("g.txt")).unwrap());
+    use std::io::Write;
+    file.write_all(glove.as_bytes()).unwrap();
+    let mut written = glove.len();
+    while written < 250_000_000 {
+        file.write_all(filler.as_bytes()).unwrap();
+        written += filler.len();
+    }
+    drop(file);
+    let out = dir.path().join("table.lex");
+    let mut c = limited(500_000_000);
+    c.args(["lexicon", "build", "--tokenizer"])
+        .arg(model.join("vocab.txt"))
+        .arg("--embeddings")
+        .arg(dir.path().join("g.txt"))
+        .arg("--out")
+        .arg(&out);
+    let stdout = common::ok(c.output().unwrap());
+    assert!(stdout.contains("have synonyms"), "{stdout}");
+    assert!(out.exists());
+}

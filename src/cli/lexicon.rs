@@ -51,7 +51,7 @@ pub fn run(c: Command) -> anyhow::Result<()> {
         let keep: std::collections::HashSet<String> =
             words.iter().map(|(w, _)| w.to_lowercase()).collect();
         let v = read_vectors(&e, &|w| keep.contains(w))?;
-        embedding_table(&tok, &v, top_k, &format!("embeddings:{}", e.display()))
+        embedding_table(&tok, &v, top_k, &format!("embeddings:{}", e.display()))?
     } else if let Some(c) = checkpoint {
         check_checkpoint_tokenizer(&c, &tok, &tokenizer)?;
         let map = trueneg::interop::read_safetensors(&c)?;
@@ -83,7 +83,7 @@ pub fn run(c: Command) -> anyhow::Result<()> {
                 .flat_map(|(_, id)| m.values[*id as usize * dim..(*id as usize + 1) * dim].to_vec())
                 .collect(),
         };
-        embedding_table(&tok, &v, top_k, &format!("checkpoint:{}", c.display()))
+        embedding_table(&tok, &v, top_k, &format!("checkpoint:{}", c.display()))?
     } else {
         wordnet_table(&tok, &super::wordnet_dir(&wordnet))?
     };

@@ -61,7 +61,8 @@ pub struct TensorMap {
 /// Integer tensors (ids, masks) are kept apart from the float ones.
 ///
 /// The file's header is checked against its length before anything is read
-/// ([`crate::io::tensor_file`]), and the tensors are read from a memory map.
+/// ([`crate::io::tensor_file`]), the values it declares against the memory available
+/// ([`crate::memory::check`]), and the tensors are read from a memory map.
 pub fn read_safetensors(path: &Path) -> Result<TensorMap> {
     let map = crate::io::tensor_file::open(path)?;
     let st = SafeTensors::deserialize(&map).map_err(|e| {
@@ -70,8 +71,18 @@ pub fn read_safetensors(path: &Path) -> Result<TensorMap> {
             path.display()
         ))
     })?;
+    let views = st.tensors();
+    let values: usize = views
+        .iter()
+        .map(|(_, v)| v.shape().iter().product::<usize>())
+        .sum();
+    crate::memory::check(
+        values as f64 * 4.0,
+        &format!("{}: its {values} tensor values read as f32", path.display()),
+        "free memory, or give a smaller model",
+    )?;
     let mut tensors = BTreeMap::new();
-    for (name, view) in st.tensors() {
+    for (name, view) in views {
         let values = to_f32(&view).ok_or_else(|| {
             Error::Checkpoint(format!(
                 "{}: tensor `{name}` has unsupported dtype {:?}",

@@ -257,11 +257,11 @@ pub fn embedding_table(
     vectors: &crate::lexicon::embeddings::WordVectors,
     k: usize,
     source: &str,
-) -> SynonymTable {
-    let map = crate::lexicon::embeddings::neighbour_map(vectors, k, &crate::device::host());
-    SynonymTable::build(tokenizer, source, |w| {
+) -> crate::Result<SynonymTable> {
+    let map = crate::lexicon::embeddings::neighbour_map(vectors, k, &crate::device::host())?;
+    Ok(SynonymTable::build(tokenizer, source, |w| {
         map.get(w)
             .map(|v| v.iter().cloned().collect())
             .unwrap_or_default()
-    })
+    }))
 }
