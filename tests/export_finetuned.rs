@@ -5,7 +5,7 @@
 //! (`TRUENEG_PYTHON`); without one the folder's files are checked alone, with a note.
 
 mod common;
-use common::{bin, data, fails, ok, pretrained_tiny, transformers_folder, vec_of};
+use common::{bin, data, ok, pretrained_tiny, transformers_folder, vec_of};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -277,29 +277,33 @@ fn squad_models_export_as_question_answering() {
 }
 
 #[test]
-fn a_one_layer_electra_head_is_refused_and_nothing_is_written() {
+fn the_default_one_layer_electra_head_exports_with_the_same_logits() {
     let dir = tempfile::tempdir().unwrap();
-    let model = transformers_folder(dir.path(), "electra_discriminator");
-    let seed = finetune(
-        &model,
-        "rte",
-        "glue/RTE",
-        &dir.path().join("rte"),
-        &["--max-seq-len", "32"],
-    );
-    let hub = dir.path().join("hub");
-    let err = fails(
-        bin()
-            .args(["export", "--model"])
-            .arg(&seed)
-            .arg("--out")
-            .arg(&hub)
-            .output()
-            .unwrap(),
-    );
-    assert!(
-        err.contains("finetuned.json") && err.contains("--head transformers"),
-        "{err}"
-    );
-    assert!(!hub.join("config.json").exists() && !hub.join("model.safetensors").exists());
+    let run = pretrained_tiny(dir.path());
+    for (task, folder) in [(GlueTask::Rte, "glue/RTE"), (GlueTask::Stsb, "glue/STS-B")] {
+        let name = task.dir_name();
+        // The ELECTRA recipe's own head: no --head.
+        let seed = finetune(
+            &run,
+            name,
+            folder,
+            &dir.path().join(format!("{name}-default")),
+            &["--max-seq-len", "64"],
+        );
+        let info: Value =
+            serde_json::from_str(&std::fs::read_to_string(seed.join("finetuned.json")).unwrap())
+                .unwrap();
+        assert_eq!(info["head"], "linear", "{info}");
+        let hub = dir.path().join(format!("{name}-default-hub"));
+        let said = export(&seed, &hub);
+        assert!(said.contains("exported"), "{said}");
+        is_hub_folder(&hub, name);
+        assert_eq!(
+            config(&hub)["architectures"],
+            json!(["ElectraForSequenceClassification"])
+        );
+        if let Some(py) = python() {
+            same_logits(&py, &seed, &hub, task, &task.dev_files(&data(folder))[0]);
+        }
+    }
 }

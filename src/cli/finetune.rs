@@ -75,8 +75,9 @@ pub struct Args {
     #[arg(long)]
     bias_correction: Option<bool>,
     /// The head on an ELECTRA backbone: `electra` (dropout + dense on [CLS]) or `transformers`
-    /// (ElectraClassificationHead: dense, GELU, dense). BERT backbones always take BERT's
-    /// pooler [electra: electra; transformers: transformers].
+    /// (ElectraClassificationHead: dense, GELU, dense). The head only: the optimizer, schedule
+    /// and lengths stay the recipe's (`--recipe` changes those). Both export to transformers.
+    /// BERT backbones always take BERT's pooler [electra: electra; transformers: transformers].
     #[arg(long, value_parser = parse_head)]
     head: Option<HeadKind>,
     /// Train on at most this many examples (0 = all).

@@ -37,20 +37,21 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
     let (prefix, encoder, fields) = match task {
         Task::Classification(t) => {
             let info: FineTunedInfo = read_model_info(model)?;
-            if info.head == ClsHead::Linear {
-                return Err(Error::Input(format!(
-                    "{}: fine-tuned with ELECTRA's one-layer head (dropout + dense on [CLS]), \
-                     which no transformers class holds; fine-tune with `--head transformers` \
-                     (ElectraClassificationHead) to export",
-                    model.join("finetuned.json").display()
-                )));
-            }
             if info.regression_scale != 1.0 {
                 // The head's last layer × scale: transformers' output is the prediction itself.
                 scale_output(
                     &mut weights,
                     info.head,
                     info.regression_scale,
+                    &weights_file,
+                )?;
+            }
+            if info.head == ClsHead::Linear {
+                super::linear_head::as_transformers_head(
+                    &mut weights,
+                    &info.prefix,
+                    info.config.num_hidden_layers,
+                    info.config.hidden_size,
                     &weights_file,
                 )?;
             }

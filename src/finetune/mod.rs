@@ -6,6 +6,7 @@
 pub mod classify;
 pub mod export;
 pub mod folder;
+pub mod linear_head;
 pub mod out_folder;
 pub mod pretrained;
 pub mod recipe;
