@@ -281,3 +281,161 @@ fn a_squad_folder_with_one_file_is_that_file() {
     let e = squad_splits(empty.path(), 100, 50).unwrap_err().to_string();
     assert!(e.contains("train-v1.1.json"), "{e}");
 }
+
+/// The lines of a seed folder's `metrics.jsonl`.
+fn metrics_lines(seed: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(seed.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn each_seed_keeps_a_training_record_with_a_dev_score_per_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = transformers_folder(dir.path(), "electra_discriminator");
+    let out = dir.path().join("ft");
+    ok(bin()
+        .args(["finetune", "--task", "rte", "--data"])
+        .arg(glue("RTE"))
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(&out)
+        .args(["--epochs", "3", "--max-train-examples", "64"])
+        .args(["--max-seq-len", "32", "--batch-size", "16"])
+        .output()
+        .unwrap());
+    let seed = out.join("seed-1");
+    let lines = metrics_lines(&seed);
+    let evals: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["eval_score"].is_number())
+        .collect();
+    // 64 rows in batches of 16: 4 updates an epoch, a dev score at the end of each epoch.
+    let steps: Vec<u64> = evals.iter().map(|l| l["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, vec![4, 8, 12]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["loss"].is_number() && l["learning_rate"].is_number())
+    );
+    // The default keeps the last model: its reported score is the last evaluation's.
+    let r = results(&out);
+    let reported = r["per_seed"][0]["score"].as_f64().unwrap();
+    common::close_to(
+        reported,
+        evals[2]["eval_score"].as_f64().unwrap(),
+        1e-9,
+        "last",
+    );
+    assert!(seed.join("loss.png").exists());
+    let events = trueneg::tensorboard::event_files(&seed).unwrap();
+    assert_eq!(events.len(), 1);
+    let tags: std::collections::BTreeSet<String> =
+        trueneg::tensorboard::read_events(&std::fs::read(&events[0]).unwrap())
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e.what {
+                Some(trueneg::tensorboard::What::Summary(s)) => Some(s.value),
+                _ => None,
+            })
+            .flatten()
+            .map(|v| v.tag)
+            .collect();
+    for tag in ["train/loss", "train/learning_rate", "eval/accuracy"] {
+        assert!(tags.contains(tag), "{tag} in {tags:?}");
+    }
+}
+
+#[test]
+fn keep_best_saves_and_reports_the_best_evaluated_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = transformers_folder(dir.path(), "electra_discriminator");
+    let out = dir.path().join("ft");
+    ok(bin()
+        .args(["finetune", "--task", "rte", "--data"])
+        .arg(glue("RTE"))
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(&out)
+        .args(["--epochs", "4", "--max-train-examples", "64"])
+        .args(["--max-seq-len", "32", "--batch-size", "16", "--lr", "1e-3"])
+        .args(["--eval-every", "2", "--keep", "best"])
+        .output()
+        .unwrap());
+    let seed = out.join("seed-1");
+    let evals: Vec<(u64, f64)> = metrics_lines(&seed)
+        .iter()
+        .filter_map(|l| Some((l["step"].as_u64()?, l["eval_score"].as_f64()?)))
+        .collect();
+    assert_eq!(evals.len(), 8, "{evals:?}");
+    // The first evaluation with the highest score.
+    let best = evals
+        .iter()
+        .fold(evals[0], |b, &e| if e.1 > b.1 { e } else { b });
+    let trained: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(seed.join("training.json")).unwrap())
+            .unwrap();
+    assert_eq!(trained["kept_step"].as_u64().unwrap(), best.0, "{trained}");
+    let reported = results(&out)["per_seed"][0]["score"].as_f64().unwrap();
+    common::close_to(reported, best.1, 1e-9, "best");
+}
+
+#[test]
+fn early_stopping_and_keep_best_need_evaluations_during_training() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = transformers_folder(dir.path(), "electra_discriminator");
+    for (args, says) in [
+        (&["--early-stop", "2"][..], "--early-stop"),
+        (
+            &["--keep", "best", "--eval-every", "end"][..],
+            "--keep best",
+        ),
+    ] {
+        let out = dir.path().join("ft");
+        let e = common::fails(
+            bin()
+                .args(["finetune", "--task", "rte", "--data"])
+                .arg(glue("RTE"))
+                .arg("--model")
+                .arg(&model)
+                .arg("--out")
+                .arg(&out)
+                .args(args)
+                .output()
+                .unwrap(),
+        );
+        assert!(e.contains(says), "{e}");
+        assert!(!out.exists(), "{e}");
+    }
+}
+
+#[test]
+fn early_stopping_ends_a_seed_whose_dev_score_stops_improving() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = transformers_folder(dir.path(), "electra_discriminator");
+    let out = dir.path().join("ft");
+    // A learning rate too small to change a prediction: the score never improves on the first.
+    let said = ok(bin()
+        .args(["finetune", "--task", "rte", "--data"])
+        .arg(glue("RTE"))
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(&out)
+        .args(["--epochs", "3", "--max-train-examples", "64"])
+        .args(["--max-seq-len", "32", "--batch-size", "16", "--lr", "1e-12"])
+        .args(["--eval-every", "1", "--keep", "best", "--early-stop", "2"])
+        .output()
+        .unwrap());
+    let trained: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("seed-1/training.json")).unwrap())
+            .unwrap();
+    assert_eq!(trained["steps"], 3, "{trained}");
+    assert_eq!(trained["kept_step"], 1, "{trained}");
+    assert_eq!(trained["stopped_early"], true, "{trained}");
+    assert!(said.contains("stopped early"), "{said}");
+}

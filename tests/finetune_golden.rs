@@ -8,9 +8,8 @@ use std::path::PathBuf;
 
 use burn::prelude::*;
 use trueneg::finetune::classify::{Classifier, ClsHead, classifier_loss};
-use trueneg::finetune::recipe::{
-    FinetuneOptimizer, FinetuneOptions, LayerDecayRule, Recipe, Trainable,
-};
+use trueneg::finetune::recipe::{FinetuneOptimizer, FinetuneOptions, LayerDecayRule, Recipe};
+use trueneg::finetune::train_loop::Trainable;
 use trueneg::finetune::span::{SpanExtractor, span_loss};
 use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::{Exporter, HostTensor, Loader, TensorMap, read_safetensors};

@@ -72,8 +72,9 @@ fn a_run_writes_its_metrics_as_tensorboard_scalars_and_resumes_without_duplicate
     let (scalars, texts) = read_back(&run);
     let want = expected(&run);
     assert!(
-        want.contains_key(&("mismatched".to_string(), 4))
-            && want.contains_key(&("lr".to_string(), 1))
+        want.contains_key(&("train/mismatched".to_string(), 4))
+            && want.contains_key(&("train/learning_rate".to_string(), 1))
+            && want.contains_key(&("train/loss".to_string(), 1))
     );
     same(&scalars, &want);
     assert!(

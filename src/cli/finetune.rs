@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use trueneg::finetune::recipe::{FinetuneOptions, HeadKind, LayerDecayRule, Recipe, Schedule};
+use trueneg::finetune::recipe::{
+    EvalEvery, FinetuneOptions, HeadKind, Keep, LayerDecayRule, Recipe, Schedule,
+};
 use trueneg::finetune::{seeds as runner, span as qa};
 use trueneg::tasks::task::Task;
 
@@ -97,6 +99,26 @@ pub struct Args {
     /// feature.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// When the dev sets are scored during training (each seed's metrics.jsonl, TensorBoard
+    /// and loss.png): `epoch`, every N updates, or `end` (after training only). SQuAD: `end`.
+    #[arg(long, value_parser = parse_eval_every)]
+    eval_every: Option<EvalEvery>,
+    /// The model each seed keeps, reports and exports: `last` (ELECTRA's; the papers'
+    /// numbers) or `best` (the best dev task score among the evaluations during training).
+    #[arg(long, default_value = "last", value_parser = parse_keep)]
+    keep: Keep,
+    /// Stop a seed after this many evaluations without a better dev task score (with
+    /// `--keep best`, as transformers' EarlyStoppingCallback) [default: never].
+    #[arg(long, value_parser = super::at_least(1))]
+    early_stop: Option<usize>,
+}
+
+fn parse_eval_every(s: &str) -> Result<EvalEvery, String> {
+    EvalEvery::parse(s).ok_or_else(|| format!("expected {}", EvalEvery::NAMES))
+}
+
+fn parse_keep(s: &str) -> Result<Keep, String> {
+    Keep::parse(s).ok_or_else(|| format!("expected {}", Keep::NAMES))
 }
 
 fn parse_recipe(s: &str) -> Result<Recipe, String> {
@@ -145,6 +167,15 @@ impl Args {
         o.both_orders = self.both_orders.unwrap_or(o.both_orders);
         o.max_train_examples = self.max_train_examples;
         o.device = self.device.clone();
+        o.keep = self.keep;
+        o.early_stop = self.early_stop.unwrap_or(0);
+        o.eval_every = match (task, self.eval_every) {
+            (Task::Squad, None | Some(EvalEvery::End)) => EvalEvery::End,
+            (Task::Squad, Some(_)) => {
+                anyhow::bail!("--eval-every: SQuAD's dev set is scored after training only (end)")
+            }
+            (_, e) => e.unwrap_or(o.eval_every),
+        };
         match task {
             Task::Classification(t) => o.validate_for(t)?,
             Task::Squad if o.both_orders => {

@@ -16,10 +16,11 @@ use serde::{Deserialize, Serialize};
 
 use super::folder::{load_weights, read_model_folder, write_model_folder};
 use super::pretrained::PretrainedEncoder;
-use super::recipe::{
-    Epochs, FinetuneOptions, HeadKind, Trainable, Tuned, progress_bar, train_epochs,
-};
+use super::recipe::{FinetuneOptions, HeadKind, progress_bar};
+use super::record::TrainingRecord;
 use super::scores::check_metric_defined;
+use super::scores::{Scores, merge_dev_scores, score_file};
+use super::train_loop::{Epochs, Trainable, Trained, Tuned, Watch, train_epochs};
 use crate::interop::tensors::Loader;
 use crate::kernels::dropout::dropout;
 use crate::model::encoder::{Embeddings, Encoder};
@@ -337,15 +338,61 @@ pub fn classifier_loss(
     }
 }
 
-/// Fine-tunes on `train` with one seed and returns the model and the training throughput.
-pub fn finetune_one(
-    task: GlueTask,
-    pre: &PretrainedEncoder,
-    train: &[GlueExample],
-    opts: &FinetuneOptions,
-    seed: u64,
+/// One seed's fine-tuning of a sentence(-pair) task: the encoder it starts from, its training
+/// examples, its options and seed, and what it reports to: the seed's record and, when given,
+/// the dev sets it scores as the options' evaluation plan says.
+pub struct SeedTraining<'a> {
+    pub task: GlueTask,
+    pub pre: &'a PretrainedEncoder,
+    pub train: &'a [GlueExample],
+    pub opts: &'a FinetuneOptions,
+    pub seed: u64,
+    pub progress: bool,
+    pub record: &'a mut TrainingRecord,
+    pub dev: Option<&'a DevSets>,
+}
+
+/// What a seed's training gives: the model it keeps (the last, or the best under
+/// `--keep best`), the training rate, the update it was kept at and the updates made.
+pub struct SeedModel {
+    pub model: FineTuned,
+    pub examples_per_s: f64,
+    pub kept_step: u64,
+    pub steps: u64,
+    pub stopped_early: bool,
+}
+
+/// The dev sets' scores of `ft` (their task score is the first file's), examples/s over them.
+pub fn score_dev(
+    ft: &FineTuned,
+    tok: &WordPieceTokenizer,
+    dev: &DevSets,
+    max_len: usize,
     progress: bool,
-) -> Result<(FineTuned, f64)> {
+) -> Result<(Vec<Scores>, f64)> {
+    let device = ft.model.devices().into_iter().next().unwrap_or_default();
+    let mut scores = Vec::new();
+    let mut rate = 0.0;
+    for (file, ex) in dev {
+        let (pred, r) = predict(ft, tok, ex, max_len, 64, &device, progress);
+        rate += r / dev.len() as f64;
+        scores.push(score_file(ft.task, file, ex, &pred)?);
+    }
+    Ok((scores, rate))
+}
+
+/// Fine-tunes on `s.train` with one seed.
+pub fn finetune_one(s: SeedTraining) -> Result<SeedModel> {
+    let SeedTraining {
+        task,
+        pre,
+        train,
+        opts,
+        seed,
+        progress,
+        record,
+        dev,
+    } = s;
     opts.validate_for(task)?;
     opts.check_model(&pre.config)?;
     let base = crate::device::device_for(&opts.device)?;
@@ -361,6 +408,26 @@ pub fn finetune_one(
     } else {
         1.0
     };
+    let finetuned = |model: Classifier| FineTuned {
+        model,
+        task,
+        prefix: pre.prefix.clone(),
+        config: pre.config.clone(),
+        regression_scale: scale,
+        truncation: opts.recipe.truncation(),
+    };
+    let mut evaluate = |m: &Classifier| -> Result<Scores> {
+        let dev = dev.expect("evaluated only with dev sets");
+        let (scores, _) = score_dev(
+            &finetuned(m.valid()),
+            &pre.tokenizer,
+            dev,
+            opts.max_seq_len,
+            false,
+        )?;
+        let files: Vec<&std::path::Path> = dev.iter().map(|(f, _)| f.as_path()).collect();
+        Ok(merge_dev_scores(&files, scores))
+    };
     let tuned = Tuned {
         model: &mut model,
         prefix: &pre.prefix,
@@ -371,24 +438,29 @@ pub fn finetune_one(
         seed,
         progress,
     };
-    let throughput = train_epochs(tuned, opts, plan, |model, chunk| {
+    let watch = Watch {
+        record,
+        evaluate: dev
+            .is_some()
+            .then_some(&mut evaluate as &mut dyn FnMut(&Classifier) -> Result<Scores>),
+    };
+    let trained: Trained<Classifier> = train_epochs(tuned, opts, plan, watch, |model, chunk| {
         let enc: Vec<_> = chunk.iter().map(|&i| rows[i].0.clone()).collect();
         let gold: Vec<Label> = chunk.iter().map(|&i| rows[i].1).collect();
         let x = batch_inputs(&enc, pre.tokenizer.special.pad, &device);
         classifier_loss(model.forward(&x), &gold, task.is_regression(), scale)
     })?;
-    let model = model.valid();
-    Ok((
-        FineTuned {
-            model,
-            task,
-            prefix: pre.prefix.clone(),
-            config: pre.config.clone(),
-            regression_scale: scale,
-            truncation: opts.recipe.truncation(),
-        },
-        throughput,
-    ))
+    let (kept, kept_step) = match trained.best {
+        Some(b) => (b.model, b.step),
+        None => (model, trained.steps),
+    };
+    Ok(SeedModel {
+        model: finetuned(kept.valid()),
+        examples_per_s: trained.examples_per_s,
+        kept_step,
+        steps: trained.steps,
+        stopped_early: trained.stopped_early,
+    })
 }
 
 impl Trainable for Classifier {

@@ -4,12 +4,15 @@
 //! its results tables.
 
 pub mod classify;
+pub mod eval_plan;
 pub mod export;
 pub mod folder;
 pub mod linear_head;
 pub mod out_folder;
 pub mod pretrained;
 pub mod recipe;
+pub mod record;
 pub mod scores;
 pub mod seeds;
 pub mod span;
+pub mod train_loop;

@@ -18,15 +18,10 @@
 //! t counts the updates already made (the first update has t = 0), as TensorFlow's
 //! `global_step` and torch's `LambdaLR` both do.
 
-use std::time::Instant;
-
-use burn::prelude::*;
 use indicatif::{ProgressBar, ProgressStyle};
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+pub use super::eval_plan::{EvalEvery, Keep};
 use crate::error::rule;
 use crate::model::params::ParamWalker;
 use crate::tasks::glue::GlueTask;
@@ -166,6 +161,15 @@ pub struct FinetuneOptions {
     /// The device to train and predict on (`cpu`, `cuda`, `libtorch-cuda`, … as built).
     #[serde(default = "cpu")]
     pub device: String,
+    /// When the dev sets are scored during training.
+    #[serde(default)]
+    pub eval_every: EvalEvery,
+    /// Which model each seed keeps.
+    #[serde(default)]
+    pub keep: Keep,
+    /// Stop a seed after this many evaluations without a better dev score (0 = never).
+    #[serde(default)]
+    pub early_stop: usize,
 }
 
 fn cpu() -> String {
@@ -204,6 +208,9 @@ impl FinetuneOptions {
                 head: HeadKind::Electra,
                 regression_scale: if task == GlueTask::Stsb { 5.0 } else { 1.0 },
                 device: cpu(),
+                eval_every: EvalEvery::Epoch,
+                keep: Keep::Last,
+                early_stop: 0,
             },
             Recipe::Transformers => Self {
                 recipe,
@@ -224,6 +231,9 @@ impl FinetuneOptions {
                 head: HeadKind::Transformers,
                 regression_scale: 1.0,
                 device: cpu(),
+                eval_every: EvalEvery::Epoch,
+                keep: Keep::Last,
+                early_stop: 0,
             },
         }
     }
@@ -296,6 +306,17 @@ impl FinetuneOptions {
                 "> 0",
             ),
         ];
+        if self.early_stop > 0 && (self.keep != Keep::Best || self.eval_every == EvalEvery::End) {
+            return Err(Error::Config(format!(
+                "--early-stop {}: needs the dev sets scored during training and the best model kept (--keep best, --eval-every epoch or a number of steps), as transformers' EarlyStoppingCallback does",
+                self.early_stop
+            )));
+        }
+        if self.keep == Keep::Best && self.eval_every == EvalEvery::End {
+            return Err(Error::Config(
+                "--keep best: needs the dev sets scored during training (--eval-every epoch or a number of steps), not only at the end".into(),
+            ));
+        }
         match rules.into_iter().find(|r| !r.ok) {
             Some(r) => Err(Error::Config(format!(
                 "{} {}: must be {}",
@@ -441,88 +462,4 @@ pub(crate) fn progress_bar(len: u64, template: &str, show: bool) -> ProgressBar 
     };
     bar.set_style(ProgressStyle::with_template(template).expect("template"));
     bar
-}
-
-/// A fine-tuning model: its parameters under transformers names.
-pub trait Trainable {
-    fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker);
-}
-
-/// What the fine-tuning loop trains: the model, the name prefix of its encoder's parameters
-/// and its number of layers (the layer-wise learning-rate decay's).
-pub struct Tuned<'a, M> {
-    pub model: &'a mut M,
-    pub prefix: &'a str,
-    pub layers: usize,
-}
-
-/// The passes of one seed: `rows` examples shuffled by `seed`, with a progress bar or not.
-pub struct Epochs {
-    pub rows: usize,
-    pub seed: u64,
-    pub progress: bool,
-}
-
-/// The fine-tuning loop shared by every task: `opts.epochs` passes over `plan.rows` examples in
-/// a seeded random order, batches of `opts.batch_size`, one [`FinetuneOptimizer`] update each.
-/// `loss_of` gives the mean loss of a batch (indices into the rows). Returns examples/s.
-pub fn train_epochs<M: Trainable>(
-    tuned: Tuned<M>,
-    opts: &FinetuneOptions,
-    plan: Epochs,
-    mut loss_of: impl FnMut(&M, &[usize]) -> Tensor<1>,
-) -> Result<f64> {
-    let Tuned {
-        model,
-        prefix,
-        layers,
-    } = tuned;
-    let Epochs {
-        rows,
-        seed,
-        progress,
-    } = plan;
-    let per_epoch = rows.div_ceil(opts.batch_size);
-    let total = (per_epoch * opts.epochs) as u64;
-    let mut opt = FinetuneOptimizer::new(opts, prefix, layers, total);
-    let bar = progress_bar(
-        total,
-        "finetune {bar:30} {pos}/{len} steps  {msg}  eta {eta}",
-        progress,
-    );
-    let start = Instant::now();
-    let mut seen = 0usize;
-    let mut step = 0u64;
-    for epoch in 0..opts.epochs {
-        let mut order: Vec<usize> = (0..rows).collect();
-        order.shuffle(&mut ChaCha8Rng::seed_from_u64(
-            seed ^ ((epoch as u64 + 1) << 32),
-        ));
-        for chunk in order.chunks(opts.batch_size) {
-            if crate::stop::requested() {
-                return Err(Error::Interrupted(format!(
-                    "stopped by a signal at fine-tuning step {step} of {total}"
-                )));
-            }
-            let loss = loss_of(model, chunk);
-            let value: f32 = loss.clone().into_scalar::<f32>();
-            if !value.is_finite() {
-                return Err(Error::Diverged(format!(
-                    "fine-tuning step {}: loss is {value}",
-                    step + 1
-                )));
-            }
-            let grads = Grads::collect(&loss.backward(), |w| model.walk(prefix, w));
-            opt.update(grads, |w| model.walk(prefix, w));
-            step += 1;
-            seen += chunk.len();
-            bar.set_message(format!(
-                "loss {value:.4}  {:.0} ex/s",
-                seen as f64 / start.elapsed().as_secs_f64().max(1e-9)
-            ));
-            bar.inc(1);
-        }
-    }
-    bar.finish_and_clear();
-    Ok(seen as f64 / start.elapsed().as_secs_f64().max(1e-9))
 }

@@ -136,3 +136,19 @@ pub fn check_metric_defined(task: GlueTask, file: &Path, labels: &[Option<Label>
     }
     Ok(())
 }
+
+/// One seed's scores over a task's dev files: the first file's (MNLI: matched) metrics and
+/// score as they are (ELECTRA reports MNLI's matched accuracy), every other file's metrics
+/// under `<file stem>/` (`dev_mismatched/accuracy`), so none overwrites another.
+pub fn merge_dev_scores(files: &[&Path], scores: Vec<Scores>) -> Scores {
+    let score = scores.first().map_or(f64::NAN, |s| s.score);
+    let mut metrics = BTreeMap::new();
+    for (i, (s, file)) in scores.into_iter().zip(files).enumerate() {
+        let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+        for (k, v) in s.metrics {
+            let key = if i == 0 { k } else { format!("{stem}/{k}") };
+            metrics.insert(key, v);
+        }
+    }
+    Scores { metrics, score }
+}

@@ -8,11 +8,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::finetune::classify::{
-    DevSets, finetune_one, load_finetuned, predict, read_task, save_finetuned,
+    DevSets, SeedTraining, finetune_one, load_finetuned, predict, read_task, save_finetuned,
 };
+use crate::finetune::eval_plan::EvalEvery;
 use crate::finetune::pretrained::PretrainedEncoder;
 use crate::finetune::recipe::FinetuneOptions;
-use crate::finetune::scores::{Scores, score_file};
+use crate::finetune::record::TrainingRecord;
+use crate::finetune::scores::{Scores, merge_dev_scores, score_file};
 use crate::finetune::span::{QaOptions, finetune_squad, load_qa, predict_squad, save_qa};
 use crate::tasks::glue::GlueTask;
 use crate::tasks::squad::{SquadExample, evaluate_squad};
@@ -193,8 +195,8 @@ fn metrics_line(m: &BTreeMap<String, f64>) -> String {
 pub trait SeedRun {
     /// The task's name in tables and progress lines.
     fn name(&self) -> &'static str;
-    /// Trains with `seed` and saves the model into `dir`; returns training examples/s.
-    fn train(&self, seed: u64, dir: &Path) -> Result<f64>;
+    /// Trains with `seed` and saves the model into `dir` with its training record.
+    fn train(&self, seed: u64, dir: &Path) -> Result<SeedTrained>;
     /// Scores the model saved in `dir` on the dev data (one progress line per dev file);
     /// returns the scores and prediction examples/s.
     fn score(&self, seed: u64, dir: &Path, report: Report) -> Result<(Scores, f64)>;
@@ -218,13 +220,27 @@ pub fn run_seeds(
     let (mut train_rate, mut eval_rate) = (0.0, 0.0);
     for &seed in seeds {
         let dir = out.join(format!("seed-{seed}"));
-        train_rate += train_once(run, seed, &dir).map_err(|e| match e {
+        let trained = train_once(run, seed, &dir).map_err(|e| match e {
             Error::Interrupted(why) => Error::Interrupted(format!(
                 "{why} (seed {seed}); the finished seeds are kept in {}: the same command continues",
                 out.display()
             )),
             e => e,
-        })? / seeds.len() as f64;
+        })?;
+        if trained.kept_step != trained.steps || trained.stopped_early {
+            report(format!(
+                "{} seed {seed}: kept the model of update {} of {}{}",
+                run.name(),
+                trained.kept_step,
+                trained.steps,
+                if trained.stopped_early {
+                    " (stopped early: no better dev score)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        train_rate += trained.train_examples_per_s / seeds.len() as f64;
         let (s, rate) = run.score(seed, &dir, report)?;
         eval_rate += rate / seeds.len() as f64;
         per_seed.push(s);
@@ -236,28 +252,36 @@ pub fn run_seeds(
     Ok(result)
 }
 
-/// A seed folder's record that its model is complete, with the training rate.
+/// A seed folder's record that its model is complete (`training.json`).
 pub(crate) const TRAINED: &str = "training.json";
 
-/// Trains seed `seed` into `dir` unless an earlier, stopped call finished it; the training
-/// rate in examples/s.
-fn train_once(run: &dyn SeedRun, seed: u64, dir: &Path) -> Result<f64> {
-    #[derive(serde::Serialize, serde::Deserialize)]
-    struct Trained {
-        train_examples_per_s: f64,
-    }
+/// How a seed's training went: its rate, the updates made, the update whose model was kept
+/// (the last, or the best under `--keep best`) and whether early stopping ended it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SeedTrained {
+    pub train_examples_per_s: f64,
+    #[serde(default)]
+    pub steps: u64,
+    #[serde(default)]
+    pub kept_step: u64,
+    #[serde(default)]
+    pub stopped_early: bool,
+}
+
+/// Trains seed `seed` into `dir` unless an earlier, stopped call finished it.
+fn train_once(run: &dyn SeedRun, seed: u64, dir: &Path) -> Result<SeedTrained> {
     let record = dir.join(TRAINED);
-    if let Ok(t) = crate::io::read_json::<Trained>(&record) {
-        return Ok(t.train_examples_per_s);
+    if let Ok(t) = crate::io::read_json::<SeedTrained>(&record) {
+        return Ok(t);
     }
-    let rate = run.train(seed, dir)?;
-    crate::io::write_json(
-        &record,
-        &Trained {
-            train_examples_per_s: rate,
-        },
-    )?;
-    Ok(rate)
+    let trained = run.train(seed, dir)?;
+    crate::io::write_json(&record, &trained)?;
+    Ok(trained)
+}
+
+/// The record of a seed's training in `dir`, its settings `opts` shown in TensorBoard.
+fn new_record(dir: &Path, opts: &FinetuneOptions) -> Result<TrainingRecord> {
+    TrainingRecord::create(dir, &serde_json::to_value(opts).expect("json"))
 }
 
 /// A classification / regression task's run: its train examples and dev files.
@@ -276,17 +300,32 @@ impl SeedRun for GlueRun<'_> {
         self.task.dir_name()
     }
 
-    fn train(&self, seed: u64, dir: &Path) -> Result<f64> {
-        let (mut ft, rate) = finetune_one(
-            self.task,
-            self.pre,
-            &self.train,
-            self.opts,
+    fn train(&self, seed: u64, dir: &Path) -> Result<SeedTrained> {
+        let mut record = new_record(dir, self.opts)?;
+        let scored = self.opts.eval_every != EvalEvery::End;
+        let mut m = finetune_one(SeedTraining {
+            task: self.task,
+            pre: self.pre,
+            train: &self.train,
+            opts: self.opts,
             seed,
-            self.progress,
+            progress: self.progress,
+            record: &mut record,
+            dev: scored.then_some(&self.dev),
+        })?;
+        record.finish()?;
+        save_finetuned(
+            &mut m.model,
+            &self.pre.tokenizer,
+            self.opts.max_seq_len,
+            dir,
         )?;
-        save_finetuned(&mut ft, &self.pre.tokenizer, self.opts.max_seq_len, dir)?;
-        Ok(rate)
+        Ok(SeedTrained {
+            train_examples_per_s: m.examples_per_s,
+            steps: m.steps,
+            kept_step: m.kept_step,
+            stopped_early: m.stopped_early,
+        })
     }
 
     fn score(&self, seed: u64, dir: &Path, report: Report) -> Result<(Scores, f64)> {
@@ -305,7 +344,8 @@ impl SeedRun for GlueRun<'_> {
             ));
             scores.push(s);
         }
-        Ok((merge_dev_scores(&self.dev, scores), eval_rate))
+        let files: Vec<&Path> = self.dev.iter().map(|(f, _)| f.as_path()).collect();
+        Ok((merge_dev_scores(&files, scores), eval_rate))
     }
 
     fn options(&self) -> &FinetuneOptions {
@@ -326,22 +366,6 @@ impl SeedRun for GlueRun<'_> {
             dev: self.dev.iter().map(|(_, ex)| ex.len()).sum(),
         }
     }
-}
-
-/// One seed's scores over a task's dev files: the first file's (MNLI: matched) metrics and
-/// score as they are (ELECTRA reports MNLI's matched accuracy), every other file's metrics
-/// under `<file stem>/` (`dev_mismatched/accuracy`), so none overwrites another.
-fn merge_dev_scores(dev: &DevSets, scores: Vec<Scores>) -> Scores {
-    let score = scores.first().map_or(f64::NAN, |s| s.score);
-    let mut metrics = BTreeMap::new();
-    for (i, (s, (file, _))) in scores.into_iter().zip(dev).enumerate() {
-        let stem = file.file_stem().unwrap_or_default().to_string_lossy();
-        for (k, v) in s.metrics {
-            let key = if i == 0 { k } else { format!("{stem}/{k}") };
-            metrics.insert(key, v);
-        }
-    }
-    Scores { metrics, score }
 }
 
 /// Refuses fine-tuning whose step cannot fit in memory (a batch of `opts.batch_size` rows, at
@@ -440,17 +464,20 @@ impl SeedRun for SquadRun<'_> {
         Task::Squad.display_name()
     }
 
-    fn train(&self, seed: u64, dir: &Path) -> Result<f64> {
-        let (mut m, rate) = finetune_squad(
+    fn train(&self, seed: u64, dir: &Path) -> Result<SeedTrained> {
+        let mut record = new_record(dir, self.opts)?;
+        let (mut m, trained) = finetune_squad(
             self.pre,
             self.train,
             self.opts,
             self.qa,
             seed,
             self.progress,
+            &mut record,
         )?;
+        record.finish()?;
         save_qa(&mut m, &self.pre.tokenizer, dir)?;
-        Ok(rate)
+        Ok(trained)
     }
 
     /// Also writes `predictions.json` (`{id: answer}`) next to the model.

@@ -32,9 +32,8 @@ use crate::finetune::folder::{
     load_weights, read_model_folder, read_model_info, write_model_folder,
 };
 use crate::finetune::pretrained::PretrainedEncoder;
-use crate::finetune::recipe::{
-    Epochs, FinetuneOptions, Trainable, Tuned, progress_bar, train_epochs,
-};
+use crate::finetune::recipe::{FinetuneOptions, progress_bar};
+use crate::finetune::train_loop::{Epochs, Trainable, Tuned, Watch, train_epochs};
 use crate::interop::tensors::Loader;
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
@@ -249,7 +248,8 @@ pub struct QaModel {
     pub options: QaOptions,
 }
 
-/// Fine-tunes a span extractor on `train` with one seed; returns it and examples/s.
+/// Fine-tunes a span extractor on `train` with one seed, its loss recorded in `record` (the
+/// dev set is scored after training); returns it and how training went.
 pub fn finetune_squad(
     pre: &PretrainedEncoder,
     train: &[SquadExample],
@@ -257,7 +257,8 @@ pub fn finetune_squad(
     qa: &QaOptions,
     seed: u64,
     progress: bool,
-) -> Result<(QaModel, f64)> {
+    record: &mut crate::finetune::record::TrainingRecord,
+) -> Result<(QaModel, crate::finetune::seeds::SeedTrained)> {
     crate::finetune::recipe::check_length(qa.max_seq_len, &pre.config)?;
     let base = crate::device::device_for(&opts.device)?;
     crate::model::seed(&base, seed);
@@ -286,7 +287,11 @@ pub fn finetune_squad(
         seed,
         progress,
     };
-    let throughput = train_epochs(tuned, opts, plan, |model, chunk| {
+    let watch = Watch {
+        record,
+        evaluate: None,
+    };
+    let trained = train_epochs(tuned, opts, plan, watch, |model, chunk| {
         let fs: Vec<&QaFeature> = chunk.iter().map(|&i| &features[i]).collect();
         let (start, end) = model.forward(&batch(&fs, pad, &device));
         let gold =
@@ -300,7 +305,12 @@ pub fn finetune_squad(
             config: pre.config.clone(),
             options: qa.clone(),
         },
-        throughput,
+        crate::finetune::seeds::SeedTrained {
+            train_examples_per_s: trained.examples_per_s,
+            steps: trained.steps,
+            kept_step: trained.steps,
+            stopped_early: false,
+        },
     ))
 }
 

@@ -1,4 +1,5 @@
-//! The run's TensorBoard event file: every `metrics.jsonl` field as a scalar at its step and
+//! The run's TensorBoard event file: every `metrics.jsonl` field as a scalar at its step (tagged
+//! as transformers' Trainer tags them: `train/loss`, `train/learning_rate`, `eval/loss`) and
 //! the resolved config as text. On `--resume` the event files are written anew from the
 //! (truncated) `metrics.jsonl` before the run goes on, so TensorBoard never sees a step twice.
 
@@ -8,8 +9,19 @@ use super::metrics::{StepMetrics, read_metrics};
 use crate::Result;
 use crate::tensorboard::{EventWriter, event_files};
 
-/// The scalars of one metrics line: each numeric field under its `metrics.jsonl` name, a
-/// vector's entries as `name/i`.
+/// The TensorBoard tag of a `metrics.jsonl` field, in transformers' Trainer convention: the
+/// held-out evaluation's `eval_x` as `eval/x`, the learning rate as `train/learning_rate`,
+/// every other field as `train/<field>`.
+pub fn tag(field: &str) -> String {
+    match field.strip_prefix("eval_") {
+        Some(x) => format!("eval/{x}"),
+        None if field == "lr" => "train/learning_rate".into(),
+        None => format!("train/{field}"),
+    }
+}
+
+/// The scalars of one metrics line: each numeric field under its [`tag`], a vector's entries
+/// as `<tag>/i`.
 pub fn scalars(m: &StepMetrics) -> Vec<(String, f64)> {
     let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(m) else {
         return Vec::new();
@@ -20,10 +32,10 @@ pub fn scalars(m: &StepMetrics) -> Vec<(String, f64)> {
             continue;
         }
         match v {
-            serde_json::Value::Number(n) => out.extend(n.as_f64().map(|x| (k.clone(), x))),
+            serde_json::Value::Number(n) => out.extend(n.as_f64().map(|x| (tag(&k), x))),
             serde_json::Value::Array(a) => {
                 for (i, x) in a.iter().enumerate() {
-                    out.extend(x.as_f64().map(|x| (format!("{k}/{i}"), x)));
+                    out.extend(x.as_f64().map(|x| (format!("{}/{i}", tag(&k)), x)));
                 }
             }
             _ => {}

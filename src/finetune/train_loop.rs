@@ -1,0 +1,191 @@
+//! The fine-tuning loop shared by every task: epochs over the training rows in a seeded order,
+//! one optimizer update per batch, the training record written as it goes, the dev sets scored
+//! when the plan says (each epoch by default), the best model kept and early stopping on
+//! request.
+
+use std::time::Instant;
+
+use burn::prelude::*;
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+
+use super::eval_plan::Keep;
+use super::recipe::{FinetuneOptimizer, FinetuneOptions, progress_bar};
+use super::record::{StepLine, TrainingRecord};
+use super::scores::Scores;
+use crate::model::params::ParamWalker;
+use crate::train::optimizer::Grads;
+use crate::{Error, Result};
+
+/// A fine-tuning model: its parameters under transformers names.
+pub trait Trainable {
+    fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker);
+}
+
+/// What the fine-tuning loop trains: the model, the name prefix of its encoder's parameters
+/// and its number of layers (the layer-wise learning-rate decay's).
+pub struct Tuned<'a, M> {
+    pub model: &'a mut M,
+    pub prefix: &'a str,
+    pub layers: usize,
+}
+
+/// The passes of one seed: `rows` examples shuffled by `seed`, with a progress bar or not.
+pub struct Epochs {
+    pub rows: usize,
+    pub seed: u64,
+    pub progress: bool,
+}
+
+/// The dev sets' scores of a model as it is.
+pub type Evaluate<'a, M> = &'a mut dyn FnMut(&M) -> Result<Scores>;
+
+/// What the loop reports to as it trains: the seed's record, and the scoring of the dev sets
+/// (none: the loss is recorded, the dev sets are scored after training only).
+pub struct Watch<'a, M> {
+    pub record: &'a mut TrainingRecord,
+    pub evaluate: Option<Evaluate<'a, M>>,
+}
+
+/// A model kept at an evaluation, with its update count and scores.
+pub struct Kept<M> {
+    pub model: M,
+    pub step: u64,
+    pub scores: Scores,
+}
+
+/// What training ended with: the training rate, the best model when `--keep best`, the number
+/// of updates made, and whether early stopping ended it.
+pub struct Trained<M> {
+    pub examples_per_s: f64,
+    pub best: Option<Kept<M>>,
+    pub steps: u64,
+    pub stopped_early: bool,
+}
+
+/// Training losses are recorded as their mean over this many updates (and at each epoch's end).
+const LOG_EVERY: u64 = 10;
+
+/// The fine-tuning loop: `opts.epochs` passes over `plan.rows` examples in a seeded random
+/// order, batches of `opts.batch_size`, one [`FinetuneOptimizer`] update each. `loss_of` gives
+/// the mean loss of a batch (indices into the rows).
+pub fn train_epochs<M: Trainable + Clone>(
+    tuned: Tuned<M>,
+    opts: &FinetuneOptions,
+    plan: Epochs,
+    watch: Watch<M>,
+    mut loss_of: impl FnMut(&M, &[usize]) -> Tensor<1>,
+) -> Result<Trained<M>> {
+    let Tuned {
+        model,
+        prefix,
+        layers,
+    } = tuned;
+    let Epochs {
+        rows,
+        seed,
+        progress,
+    } = plan;
+    let Watch {
+        record,
+        mut evaluate,
+    } = watch;
+    let per_epoch = rows.div_ceil(opts.batch_size);
+    let total = (per_epoch * opts.epochs) as u64;
+    let mut opt = FinetuneOptimizer::new(opts, prefix, layers, total);
+    let bar = progress_bar(
+        total,
+        "finetune {bar:30} {pos}/{len} steps  {msg}  eta {eta}",
+        progress,
+    );
+    let start = Instant::now();
+    let mut seen = 0usize;
+    let mut step = 0u64;
+    let mut window = (0.0f64, 0u64);
+    let mut best: Option<Kept<M>> = None;
+    let mut best_score: Option<f64> = None;
+    let mut since_best = 0usize;
+    'epochs: for epoch in 0..opts.epochs {
+        let mut order: Vec<usize> = (0..rows).collect();
+        order.shuffle(&mut ChaCha8Rng::seed_from_u64(
+            seed ^ ((epoch as u64 + 1) << 32),
+        ));
+        for (i, chunk) in order.chunks(opts.batch_size).enumerate() {
+            if crate::stop::requested() {
+                return Err(Error::Interrupted(format!(
+                    "stopped by a signal at fine-tuning step {step} of {total}"
+                )));
+            }
+            let loss = loss_of(model, chunk);
+            let value: f32 = loss.clone().into_scalar::<f32>();
+            if !value.is_finite() {
+                return Err(Error::Diverged(format!(
+                    "fine-tuning step {}: loss is {value}",
+                    step + 1
+                )));
+            }
+            let learning_rate = opt.lr();
+            let grads = Grads::collect(&loss.backward(), |w| model.walk(prefix, w));
+            let grad_norm = opt.update(grads, |w| model.walk(prefix, w));
+            step += 1;
+            seen += chunk.len();
+            window = (window.0 + value as f64, window.1 + 1);
+            let epoch_end = i + 1 == per_epoch;
+            let at = epoch as f64 + (i + 1) as f64 / per_epoch as f64;
+            if step.is_multiple_of(LOG_EVERY) || epoch_end {
+                record.step(&StepLine {
+                    step,
+                    epoch: at,
+                    loss: window.0 / window.1 as f64,
+                    learning_rate,
+                    grad_norm,
+                })?;
+                window = (0.0, 0);
+            }
+            bar.set_message(format!(
+                "loss {value:.4}  {:.0} ex/s",
+                seen as f64 / start.elapsed().as_secs_f64().max(1e-9)
+            ));
+            bar.inc(1);
+            let Some(evaluate) = evaluate.as_mut() else {
+                continue;
+            };
+            if !opts.eval_every.due(step, total, epoch_end) {
+                continue;
+            }
+            let scores = evaluate(model)?;
+            record.eval(step, at, &scores)?;
+            tracing::info!(
+                "finetune step {step} (epoch {at:.2}): dev task score {:.2}",
+                scores.score
+            );
+            if best_score.is_none_or(|b| scores.score > b) {
+                best_score = Some(scores.score);
+                since_best = 0;
+                if opts.keep == Keep::Best {
+                    best = Some(Kept {
+                        model: model.clone(),
+                        step,
+                        scores,
+                    });
+                }
+            } else {
+                since_best += 1;
+                if opts.early_stop > 0 && since_best >= opts.early_stop {
+                    tracing::info!(
+                        "finetune: no better dev score in {since_best} evaluations: stopped early at step {step} of {total}"
+                    );
+                    break 'epochs;
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    Ok(Trained {
+        examples_per_s: seen as f64 / start.elapsed().as_secs_f64().max(1e-9),
+        best,
+        steps: step,
+        stopped_early: step < total,
+    })
+}
