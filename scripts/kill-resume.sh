@@ -52,7 +52,7 @@ episodes() {
 }
 
 pretrain_cmd() {
-  if [ -d "$1/checkpoints" ] && ls "$1/checkpoints" | grep -q '^step-'; then
+  if [ -f "$1/config.toml" ]; then
     printf '%s\n' "$bin" --quiet pretrain --resume "$1"
   else
     printf '%s\n' "$bin" --quiet pretrain --config tiny --run "$1" \

@@ -403,3 +403,19 @@ fn plots_refuse_a_folder_and_leave_no_temporary_file() {
     assert!(e.contains("folder"), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn a_run_killed_while_writing_its_first_checkpoint_is_retried_by_the_same_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    // What a kill during the first checkpoint's write leaves: the checkpoint as a hidden
+    // temporary folder, no metrics line yet (the retry before this fix removed the run files
+    // but kept the checkpoints folder, and every later retry was refused).
+    let left = run.join("checkpoints").join(".step-00000003.tmp");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("model.safetensors"), [0u8; 16]).unwrap();
+    std::fs::write(run.join("metrics.jsonl"), "").unwrap();
+    ok(pretrain_cmd(&run, &["train.steps=3"]).output().unwrap());
+    assert!(run.join("checkpoints").join("step-00000003").is_dir());
+    assert!(!left.exists());
+}

@@ -216,4 +216,8 @@ pub fn forget_unstarted(run: &Path) {
     for f in crate::tensorboard::event_files(run).unwrap_or_default() {
         let _ = crate::io::write::remove_file(&f);
     }
+    // A checkpoint the process was writing when it was stopped (a hidden `.step-*.tmp`):
+    // removed with the folder that holds nothing else.
+    let _ = checkpoint::clean_leftovers(run);
+    crate::io::write::remove_empty_folder(&checkpoint::checkpoints_dir(run));
 }
