@@ -379,3 +379,28 @@ fn a_checkpoint_whose_state_names_another_step_is_skipped() {
         "{err}"
     );
 }
+
+#[test]
+fn extending_a_finished_run_says_its_learning_rate_warms_up_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    common::ok(common::pretrain_cmd(&run, &[]).output().unwrap());
+    let out = common::resume_cmd(&run)
+        .args(["--set", "train.steps=15"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("train.steps 12 -> 15")
+            && said.contains("resumes at step 12")
+            && said.contains("warms it up again"),
+        "{said}"
+    );
+    // The same total says nothing.
+    let out = common::resume_cmd(&run)
+        .args(["--set", "train.steps=15"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warms"));
+}

@@ -25,6 +25,7 @@ pub use super::eval_plan::{EvalEvery, Keep};
 use crate::error::rule;
 use crate::model::params::ParamWalker;
 use crate::tasks::glue::GlueTask;
+pub use crate::train::optimizer::product_lr;
 use crate::train::optimizer::{AdamW, AdamWConfig, Grads, scheduled_lr};
 use crate::{Error, Result};
 
@@ -380,17 +381,6 @@ pub fn layer_decay_factor(
         head
     };
     decay.powi((head - depth) as i32)
-}
-
-/// ELECTRA's schedule: `base · min(1, t/W) · (1 − t/T)`, with t/0 taken as 1.
-pub fn product_lr(base: f64, step: u64, warmup: f64, total: u64) -> f64 {
-    let t = step as f64;
-    let warm = if warmup > 0.0 {
-        (t / warmup).min(1.0)
-    } else {
-        1.0
-    };
-    base * warm * (1.0 - t / total.max(1) as f64).max(0.0)
 }
 
 /// The optimizer of one fine-tuning run: clipping, the schedule, layer-wise decay and the

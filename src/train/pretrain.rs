@@ -19,7 +19,7 @@ use super::fixed_step::FixedStep;
 use super::heldout::HeldOut;
 use super::micro_steps::{LoopSettings, StepRun, train_step};
 use super::model::PretrainModel;
-use super::optimizer::{AdamW, scheduled_lr};
+use super::optimizer::AdamW;
 use super::replicas::Replicas;
 use super::start::{
     METRICS, RunPlace, Start, Trainee, forget_unstarted, start_point, write_run_files,
@@ -474,7 +474,10 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
     let mut last = None;
     let mut fixed = FixedStep::new(&cfg.fixed_plan(), &replicas)?;
     for step in start.step..total {
-        let lr = scheduled_lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
+        let lr =
+            cfg.optimizer
+                .schedule
+                .lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
         let at = StepRun {
             step,
             lr,

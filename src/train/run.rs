@@ -91,12 +91,38 @@ pub fn resume_run(dir: &Path, overrides: &[String]) -> Result<RunFolder> {
             dir.display()
         )));
     }
+    warn_schedule_change(dir, &saved, &config);
     Ok(RunFolder {
         dir: dir.to_path_buf(),
         config,
         resume: true,
         lock,
     })
+}
+
+/// A resumed run given another `train.steps` follows the schedule of the new total from its
+/// last checkpoint: extending a finished run warms its learning rate up again (its decay had
+/// reached 0). Said before the run goes on, with both learning rates.
+fn warn_schedule_change(dir: &Path, saved: &PretrainConfig, config: &PretrainConfig) {
+    let (old, new) = (saved.train.steps, config.train.steps);
+    let Some((step, _)) = super::checkpoint::list(dir).last().cloned() else {
+        return;
+    };
+    if old == new || step >= new {
+        return;
+    }
+    let o = &config.optimizer;
+    let lr = |total| o.schedule.lr(o.lr, step, o.warmup_steps, total);
+    tracing::warn!(
+        "train.steps {old} -> {new}: the run resumes at step {step} on the schedule of {new} steps, its learning rate {:.3e} where the schedule of {old} steps had {:.3e}{}",
+        lr(new),
+        lr(old),
+        if step >= old {
+            " (the finished run's decay had reached 0: this warms it up again; start a new run with model.init_from = the run to continue from its weights on a schedule of its own)"
+        } else {
+            ""
+        }
+    );
 }
 
 /// The first key of the `[model]` section that differs between `a` and `b`, dropout rates aside
