@@ -439,3 +439,48 @@ fn early_stopping_ends_a_seed_whose_dev_score_stops_improving() {
     assert_eq!(trained["stopped_early"], true, "{trained}");
     assert!(said.contains("stopped early"), "{said}");
 }
+
+#[test]
+fn electras_recipe_takes_the_learning_rate_of_the_encoders_size() {
+    use trueneg::finetune::recipe::{FinetuneOptions, Recipe};
+    use trueneg::tasks::glue::GlueTask;
+    let mut encoder: trueneg::model::EncoderConfig = serde_json::from_value(serde_json::json!({
+        "vocab_size": 100, "hidden_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 64
+    }))
+    .unwrap();
+    let electra = FinetuneOptions::for_task(Recipe::Electra, GlueTask::Rte);
+    for (hidden, lr) in [(64, 3e-4), (256, 3e-4), (768, 1e-4), (1024, 5e-5)] {
+        encoder.hidden_size = hidden;
+        assert_eq!(electra.for_encoder(&encoder).lr, lr, "hidden {hidden}");
+    }
+    let transformers = FinetuneOptions::for_task(Recipe::Transformers, GlueTask::Rte);
+    assert_eq!(transformers.for_encoder(&encoder).lr, 2e-5);
+    // On the command line: chosen by size and recorded, unless --lr says otherwise.
+    let dir = tempfile::tempdir().unwrap();
+    let model = transformers_folder(dir.path(), "electra_discriminator");
+    for (extra, lr, by_size) in [(&[][..], 3e-4, true), (&["--lr", "5e-4"][..], 5e-4, false)] {
+        let out = dir.path().join(format!("ft-{by_size}"));
+        ok(bin()
+            .args(["finetune", "--task", "rte", "--data"])
+            .arg(glue("RTE"))
+            .arg("--model")
+            .arg(&model)
+            .arg("--out")
+            .arg(&out)
+            .args([
+                "--epochs",
+                "1",
+                "--max-train-examples",
+                "16",
+                "--max-seq-len",
+                "16",
+            ])
+            .args(extra)
+            .output()
+            .unwrap());
+        let o = &results(&out)["options"];
+        assert_eq!(o["lr"].as_f64().unwrap(), lr, "{o}");
+        assert_eq!(o["lr_by_size"], by_size, "{o}");
+    }
+}

@@ -171,6 +171,10 @@ pub struct FinetuneOptions {
     /// Stop a seed after this many evaluations without a better dev score (0 = never).
     #[serde(default)]
     pub early_stop: usize,
+    /// `lr` is chosen by the encoder's size ([`FinetuneOptions::for_encoder`]): ELECTRA's
+    /// recipe without `--lr`.
+    #[serde(default)]
+    pub lr_by_size: bool,
 }
 
 fn cpu() -> String {
@@ -212,6 +216,7 @@ impl FinetuneOptions {
                 eval_every: EvalEvery::Epoch,
                 keep: Keep::Last,
                 early_stop: 0,
+                lr_by_size: true,
             },
             Recipe::Transformers => Self {
                 recipe,
@@ -235,8 +240,33 @@ impl FinetuneOptions {
                 eval_every: EvalEvery::Epoch,
                 keep: Keep::Last,
                 early_stop: 0,
+                lr_by_size: false,
             },
         }
+    }
+
+    /// The options for `encoder`: with [`lr_by_size`](Self::lr_by_size), ELECTRA's
+    /// fine-tuning learning rate for the encoder's size (the paper's Table 7 and
+    /// `configure_finetuning.py`: Small 3e-4, Base 1e-4, Large 5e-5, told apart by the hidden
+    /// size: up to 256, up to 768, larger), with a note naming it.
+    pub fn for_encoder(&self, encoder: &crate::model::EncoderConfig) -> Self {
+        let mut o = self.clone();
+        if !o.lr_by_size {
+            return o;
+        }
+        let (size, lr) = match encoder.hidden_size {
+            0..=256 => ("Small", 3e-4),
+            257..=768 => ("Base", 1e-4),
+            _ => ("Large", 5e-5),
+        };
+        if o.lr != lr {
+            tracing::info!(
+                "fine-tuning lr {lr:e}: ELECTRA's for a {size}-size encoder (hidden size {}); --lr chooses another",
+                encoder.hidden_size
+            );
+        }
+        o.lr = lr;
+        o
     }
 
     /// ELECTRA's recipe for `task`.

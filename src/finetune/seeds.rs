@@ -391,6 +391,7 @@ pub fn finetune_glue(
     plan: SeedPlan,
 ) -> Result<TaskResult> {
     let (train, dev) = read_task(task, data)?;
+    let opts = &opts.for_encoder(&pre.config);
     check_training_fits(pre, opts, train.len())?;
     let run = GlueRun {
         task,
@@ -521,6 +522,7 @@ pub fn finetune_qa(
     qa: &QaOptions,
     plan: SeedPlan,
 ) -> Result<TaskResult> {
+    let opts = &opts.for_encoder(&pre.config);
     check_training_fits(pre, opts, train.len())?;
     let run = SquadRun {
         pre,
