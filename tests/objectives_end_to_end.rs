@@ -108,6 +108,26 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
     );
     assert_ne!(fixed[0], disc[0], "another encoder, another loss");
     assert!(disc.iter().all(|v| v.is_finite() && *v >= 0.0));
+    // Word-level SR summed over each sequence's masked positions (the paper's Eq. 4): on the
+    // same first step, the mean times the masked positions per sequence (8 in the batch).
+    let first = |name: &str, reduction: &str| {
+        let r = run(
+            dir.path(),
+            &shards,
+            name,
+            &["objective.kind=sr", "train.steps=1", reduction],
+        );
+        metrics(&r)[0].clone()
+    };
+    let mean = first("sr-mean", "objective.sr_reduction=mean");
+    let sum = first("sr-sum", "objective.sr_reduction=sum");
+    let per_sequence = mean.masked as f64 / 8.0;
+    common::close_to(
+        sum.value("sr_loss").unwrap(),
+        mean.value("sr_loss").unwrap() * per_sequence,
+        1e-4 * per_sequence,
+        "sum = mean × masked per sequence",
+    );
 
     // Same seed, same data: the first step's MLM loss is the same for every objective.
     let first: Vec<f64> = runs.iter().map(|r| metrics(r)[0].mlm_loss()).collect();

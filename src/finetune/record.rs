@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::scores::Scores;
@@ -141,4 +142,17 @@ pub fn plot(dir: &Path) -> Result<()> {
         &series,
         false,
     )
+}
+
+/// How a seed's training went: its rate, the updates made, the update whose model was kept
+/// (the last, or the best under `--keep best`) and whether early stopping ended it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SeedTrained {
+    pub train_examples_per_s: f64,
+    #[serde(default)]
+    pub steps: u64,
+    #[serde(default)]
+    pub kept_step: u64,
+    #[serde(default)]
+    pub stopped_early: bool,
 }

@@ -13,7 +13,7 @@ use crate::finetune::classify::{
 use crate::finetune::eval_plan::EvalEvery;
 use crate::finetune::pretrained::PretrainedEncoder;
 use crate::finetune::recipe::FinetuneOptions;
-use crate::finetune::record::TrainingRecord;
+use crate::finetune::record::{SeedTrained, TrainingRecord};
 use crate::finetune::scores::{Scores, merge_dev_scores, score_file};
 use crate::finetune::span::{QaOptions, finetune_squad, load_qa, predict_squad, save_qa};
 use crate::tasks::glue::GlueTask;
@@ -254,19 +254,6 @@ pub fn run_seeds(
 
 /// A seed folder's record that its model is complete (`training.json`).
 pub(crate) const TRAINED: &str = "training.json";
-
-/// How a seed's training went: its rate, the updates made, the update whose model was kept
-/// (the last, or the best under `--keep best`) and whether early stopping ended it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SeedTrained {
-    pub train_examples_per_s: f64,
-    #[serde(default)]
-    pub steps: u64,
-    #[serde(default)]
-    pub kept_step: u64,
-    #[serde(default)]
-    pub stopped_early: bool,
-}
 
 /// Trains seed `seed` into `dir` unless an earlier, stopped call finished it.
 fn train_once(run: &dyn SeedRun, seed: u64, dir: &Path) -> Result<SeedTrained> {

@@ -258,7 +258,7 @@ pub fn finetune_squad(
     seed: u64,
     progress: bool,
     record: &mut crate::finetune::record::TrainingRecord,
-) -> Result<(QaModel, crate::finetune::seeds::SeedTrained)> {
+) -> Result<(QaModel, crate::finetune::record::SeedTrained)> {
     crate::finetune::recipe::check_length(qa.max_seq_len, &pre.config)?;
     let base = crate::device::device_for(&opts.device)?;
     crate::model::seed(&base, seed);
@@ -305,7 +305,7 @@ pub fn finetune_squad(
             config: pre.config.clone(),
             options: qa.clone(),
         },
-        crate::finetune::seeds::SeedTrained {
+        crate::finetune::record::SeedTrained {
             train_examples_per_s: trained.examples_per_s,
             steps: trained.steps,
             kept_step: trained.steps,

@@ -87,13 +87,20 @@ pub fn train_epochs<M: Trainable + Clone>(
         seed,
         progress,
     } = plan;
-    let Watch {
-        record,
-        mut evaluate,
-    } = watch;
+    let Watch { record, evaluate } = watch;
+    let mut evals = Evaluations {
+        evaluate,
+        keep: opts.keep,
+        early_stop: opts.early_stop,
+        best: None,
+        best_score: None,
+        since_best: 0,
+        total: 0,
+    };
     let per_epoch = rows.div_ceil(opts.batch_size);
     let total = (per_epoch * opts.epochs) as u64;
     let mut opt = FinetuneOptimizer::new(opts, prefix, layers, total);
+    evals.total = total;
     let bar = progress_bar(
         total,
         "finetune {bar:30} {pos}/{len} steps  {msg}  eta {eta}",
@@ -103,9 +110,6 @@ pub fn train_epochs<M: Trainable + Clone>(
     let mut seen = 0usize;
     let mut step = 0u64;
     let mut window = (0.0f64, 0u64);
-    let mut best: Option<Kept<M>> = None;
-    let mut best_score: Option<f64> = None;
-    let mut since_best = 0usize;
     'epochs: for epoch in 0..opts.epochs {
         let mut order: Vec<usize> = (0..rows).collect();
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(
@@ -148,44 +152,74 @@ pub fn train_epochs<M: Trainable + Clone>(
                 seen as f64 / start.elapsed().as_secs_f64().max(1e-9)
             ));
             bar.inc(1);
-            let Some(evaluate) = evaluate.as_mut() else {
-                continue;
-            };
-            if !opts.eval_every.due(step, total, epoch_end) {
-                continue;
-            }
-            let scores = evaluate(model)?;
-            record.eval(step, at, &scores)?;
-            tracing::info!(
-                "finetune step {step} (epoch {at:.2}): dev task score {:.2}",
-                scores.score
-            );
-            if best_score.is_none_or(|b| scores.score > b) {
-                best_score = Some(scores.score);
-                since_best = 0;
-                if opts.keep == Keep::Best {
-                    best = Some(Kept {
-                        model: model.clone(),
-                        step,
-                        scores,
-                    });
-                }
-            } else {
-                since_best += 1;
-                if opts.early_stop > 0 && since_best >= opts.early_stop {
-                    tracing::info!(
-                        "finetune: no better dev score in {since_best} evaluations: stopped early at step {step} of {total}"
-                    );
-                    break 'epochs;
-                }
+            if opts.eval_every.due(step, total, epoch_end)
+                && evals.after(model, record, step, at)?
+            {
+                break 'epochs;
             }
         }
     }
     bar.finish_and_clear();
     Ok(Trained {
         examples_per_s: seen as f64 / start.elapsed().as_secs_f64().max(1e-9),
-        best,
+        best: evals.best,
         steps: step,
         stopped_early: step < total,
     })
+}
+
+/// The evaluations during training: the dev scores at each, the best model kept, and the
+/// count of evaluations since the best for early stopping.
+struct Evaluations<'a, M> {
+    evaluate: Option<Evaluate<'a, M>>,
+    keep: Keep,
+    early_stop: usize,
+    best: Option<Kept<M>>,
+    best_score: Option<f64>,
+    since_best: usize,
+    total: u64,
+}
+
+impl<M: Clone> Evaluations<'_, M> {
+    /// Scores `model` after update `step` (epoch `at`) and records it; true when early
+    /// stopping ends training.
+    fn after(
+        &mut self,
+        model: &M,
+        record: &mut TrainingRecord,
+        step: u64,
+        at: f64,
+    ) -> Result<bool> {
+        let Some(evaluate) = self.evaluate.as_mut() else {
+            return Ok(false);
+        };
+        let scores = evaluate(model)?;
+        record.eval(step, at, &scores)?;
+        tracing::info!(
+            "finetune step {step} (epoch {at:.2}): dev task score {:.2}",
+            scores.score
+        );
+        if self.best_score.is_none_or(|b| scores.score > b) {
+            self.best_score = Some(scores.score);
+            self.since_best = 0;
+            if self.keep == Keep::Best {
+                self.best = Some(Kept {
+                    model: model.clone(),
+                    step,
+                    scores,
+                });
+            }
+            return Ok(false);
+        }
+        self.since_best += 1;
+        let stop = self.early_stop > 0 && self.since_best >= self.early_stop;
+        if stop {
+            tracing::info!(
+                "finetune: no better dev score in {} evaluations: stopped early at step {step} of {}",
+                self.since_best,
+                self.total
+            );
+        }
+        Ok(stop)
+    }
 }

@@ -5,13 +5,20 @@
 //! without gradient; the gradient flows into both embedding rows). The cosine is
 //! `a·b / sqrt(max(|a|²·|b|², ε²))` with ε = 1e-8, as torch's `cosine_similarity`.
 //!
-//! In the loss: `+ sr_weight · L_reg`, logged as `sr_loss` (before the weight), averaged over
-//! the masked positions.
+//! In the loss: `+ sr_weight · L_reg`, logged as `sr_loss` (before the weight).
+//!
+//! The paper's Eq. 4 *sums* the distances over an input's masked positions
+//! (`objective.sr_reduction = "sum"`: the batch's sum over its sequences, the mean of the
+//! per-sequence sums). The default, `"mean"`, averages them over the masked positions, as every
+//! implementation of the masked-LM loss it is added to does (BERT's, ELECTRA's, transformers'),
+//! so that `sr_weight` weighs the two terms alike whatever the batch size or masking rate; the
+//! sum is that mean times the masked positions per sequence (about 19 at 128 tokens), and takes
+//! a weight that much smaller for the same balance.
 
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::{MlmStep, ObjectiveConfig, Part, Setup, StepLoss, Term};
+use super::{Count, MlmStep, ObjectiveConfig, Part, Setup, StepLoss, Term};
 use crate::Result;
 
 /// The part's name in [`super::ObjectiveKind`]'s registry.
@@ -23,11 +30,29 @@ pub const NAME: &str = "sr";
 pub struct SrConfig {
     /// Weight of word-level SR.
     pub sr_weight: f64,
+    /// How the distances of the masked positions make the term (see the module's
+    /// documentation).
+    pub sr_reduction: SrReduction,
+}
+
+/// The reduction of word-level SR's distances over the masked positions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SrReduction {
+    /// Their mean over the batch's masked positions (as the masked-LM loss).
+    #[default]
+    Mean,
+    /// Their sum over each sequence's masked positions, the paper's Eq. 4, averaged over the
+    /// batch's sequences.
+    Sum,
 }
 
 impl Default for SrConfig {
     fn default() -> Self {
-        Self { sr_weight: 1.0 }
+        Self {
+            sr_weight: 1.0,
+            sr_reduction: SrReduction::Mean,
+        }
     }
 }
 
@@ -39,6 +64,7 @@ impl SrConfig {
 
 struct WordRegularization {
     weight: f64,
+    reduction: SrReduction,
 }
 
 /// The part when the kind includes word-level SR.
@@ -46,6 +72,7 @@ pub fn build(cfg: &ObjectiveConfig, _: &mut Setup) -> Result<Option<Box<dyn Part
     Ok(cfg.kind.has(NAME).then(|| {
         Box::new(WordRegularization {
             weight: cfg.sr.sr_weight,
+            reduction: cfg.sr.sr_reduction,
         }) as Box<dyn Part>
     }))
 }
@@ -57,7 +84,17 @@ pub const LABELS: [(&str, &str); 1] = [(TERM, "Soft Regularization term")];
 impl Part for WordRegularization {
     fn add_terms(&self, s: &MlmStep, loss: &mut StepLoss) {
         let distances = cosine_distances(s.words.clone(), s.argmax.clone(), s.labels.clone());
-        let term = Term::with(s.mean_over_masked(distances), s.masked_count());
+        let term = match self.reduction {
+            SrReduction::Mean => Term::with(s.mean_over_masked(distances), s.masked_count()),
+            SrReduction::Sum => {
+                let total = match &s.valid {
+                    Some(v) => (distances * v.clone()).sum(),
+                    None => distances.sum(),
+                };
+                let rows = s.batch.batch.max(1) as f64;
+                Term::with(total / rows, Count::Host(rows))
+            }
+        };
         loss.add(TERM, term, self.weight);
     }
 }

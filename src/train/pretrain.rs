@@ -474,10 +474,7 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
     let mut last = None;
     let mut fixed = FixedStep::new(&cfg.fixed_plan(), &replicas)?;
     for step in start.step..total {
-        let lr =
-            cfg.optimizer
-                .schedule
-                .lr(cfg.optimizer.lr, step, cfg.optimizer.warmup_steps, total);
+        let lr = cfg.optimizer.lr_at(step, total);
         let at = StepRun {
             step,
             lr,

@@ -111,8 +111,7 @@ fn warn_schedule_change(dir: &Path, saved: &PretrainConfig, config: &PretrainCon
     if old == new || step >= new {
         return;
     }
-    let o = &config.optimizer;
-    let lr = |total| o.schedule.lr(o.lr, step, o.warmup_steps, total);
+    let lr = |total| config.optimizer.lr_at(step, total);
     tracing::warn!(
         "train.steps {old} -> {new}: the run resumes at step {step} on the schedule of {new} steps, its learning rate {:.3e} where the schedule of {old} steps had {:.3e}{}",
         lr(new),
