@@ -452,10 +452,10 @@ fn electras_recipe_takes_the_learning_rate_of_the_encoders_size() {
     let electra = FinetuneOptions::for_task(Recipe::Electra, GlueTask::Rte);
     for (hidden, lr) in [(64, 3e-4), (256, 3e-4), (768, 1e-4), (1024, 5e-5)] {
         encoder.hidden_size = hidden;
-        assert_eq!(electra.for_encoder(&encoder).lr, lr, "hidden {hidden}");
+        assert_eq!(electra.for_encoder(&encoder).0.lr, lr, "hidden {hidden}");
     }
     let transformers = FinetuneOptions::for_task(Recipe::Transformers, GlueTask::Rte);
-    assert_eq!(transformers.for_encoder(&encoder).lr, 2e-5);
+    assert_eq!(transformers.for_encoder(&encoder).0.lr, 2e-5);
     // On the command line: chosen by size and recorded, unless --lr says otherwise.
     let dir = tempfile::tempdir().unwrap();
     let model = transformers_folder(dir.path(), "electra_discriminator");
@@ -483,4 +483,36 @@ fn electras_recipe_takes_the_learning_rate_of_the_encoders_size() {
         assert_eq!(o["lr"].as_f64().unwrap(), lr, "{o}");
         assert_eq!(o["lr_by_size"], by_size, "{o}");
     }
+}
+
+#[test]
+fn a_model_that_predicts_one_class_or_one_score_is_called_collapsed() {
+    use trueneg::finetune::scores::score;
+    use trueneg::tasks::glue::{GlueTask, Label};
+    let balanced: Vec<Label> = (0..20).map(|i| Label::Class(i % 2)).collect();
+    let one_class = vec![1.0; 20];
+    let s = score(GlueTask::Rte, &one_class, &balanced);
+    let why = s.collapsed.expect("one class on balanced labels");
+    assert!(
+        why.contains("`not_entailment` for 20 of 20") && why.contains("learning rate"),
+        "{why}"
+    );
+    // Mixed predictions, or gold labels as one-sided as the predictions: no note.
+    let mixed: Vec<f64> = (0..20).map(|i| (i % 3 == 0) as u8 as f64).collect();
+    assert!(score(GlueTask::Rte, &mixed, &balanced).collapsed.is_none());
+    let one_sided: Vec<Label> = (0..20).map(|i| Label::Class((i == 0) as usize)).collect();
+    assert!(
+        score(GlueTask::Rte, &[0.0; 20], &one_sided)
+            .collapsed
+            .is_none()
+    );
+    // A regression to a constant.
+    let gold: Vec<Label> = (0..20).map(|i| Label::Score(i as f64 / 4.0)).collect();
+    let flat = vec![2.5; 20];
+    let why = score(GlueTask::Stsb, &flat, &gold)
+        .collapsed
+        .expect("a constant score");
+    assert!(why.contains("nearly the same score"), "{why}");
+    let spread: Vec<f64> = (0..20).map(|i| i as f64 / 5.0).collect();
+    assert!(score(GlueTask::Stsb, &spread, &gold).collapsed.is_none());
 }

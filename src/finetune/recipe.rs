@@ -248,25 +248,23 @@ impl FinetuneOptions {
     /// The options for `encoder`: with [`lr_by_size`](Self::lr_by_size), ELECTRA's
     /// fine-tuning learning rate for the encoder's size (the paper's Table 7 and
     /// `configure_finetuning.py`: Small 3e-4, Base 1e-4, Large 5e-5, told apart by the hidden
-    /// size: up to 256, up to 768, larger), with a note naming it.
-    pub fn for_encoder(&self, encoder: &crate::model::EncoderConfig) -> Self {
+    /// size: up to 256, up to 768, larger), and a note naming the choice.
+    pub fn for_encoder(&self, encoder: &crate::model::EncoderConfig) -> (Self, Option<String>) {
         let mut o = self.clone();
         if !o.lr_by_size {
-            return o;
+            return (o, None);
         }
         let (size, lr) = match encoder.hidden_size {
             0..=256 => ("Small", 3e-4),
             257..=768 => ("Base", 1e-4),
             _ => ("Large", 5e-5),
         };
-        if o.lr != lr {
-            tracing::info!(
-                "fine-tuning lr {lr:e}: ELECTRA's for a {size}-size encoder (hidden size {}); --lr chooses another",
-                encoder.hidden_size
-            );
-        }
         o.lr = lr;
-        o
+        let note = format!(
+            "fine-tuning lr {lr:e}: ELECTRA's for a {size}-size encoder (hidden size {}); --lr chooses another",
+            encoder.hidden_size
+        );
+        (o, Some(note))
     }
 
     /// ELECTRA's recipe for `task`.

@@ -16,6 +16,62 @@ use crate::{Error, Result};
 pub struct Scores {
     pub metrics: BTreeMap<String, f64>,
     pub score: f64,
+    /// Set when the predictions collapsed (one class for nearly every example, or nearly the
+    /// same score): what was seen and the likely cause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collapsed: Option<String>,
+}
+
+/// A share of the examples above which one predicted class is a collapse (unless the gold
+/// labels are that one-sided too).
+const ONE_CLASS: f64 = 0.95;
+
+/// The likely causes of a collapse, for the note.
+const CAUSES: &str = "usually a learning rate too high for the model's size, or too few training steps (more epochs or examples; a larger pre-trained model)";
+
+/// Whether `pred` collapsed against `gold`, in words: a class predicted for at least
+/// [`ONE_CLASS`] of 10 or more examples while the gold labels are not that one-sided; scores
+/// spread under 1 % of the gold scores' spread.
+fn collapse(task: GlueTask, pred: &[f64], gold: &[Label]) -> Option<String> {
+    let n = pred.len();
+    if n < 10 {
+        return None;
+    }
+    if task.is_regression() {
+        let spread = |v: &[f64]| {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
+        };
+        let g: Vec<f64> = gold
+            .iter()
+            .map(|l| if let Label::Score(s) = l { *s } else { 0.0 })
+            .collect();
+        let (sp, sg) = (spread(pred), spread(&g));
+        return (sg > 0.0 && sp < 0.01 * sg).then(|| {
+            format!(
+                "predicts nearly the same score for all {n} examples (spread {sp:.4} against the gold scores' {sg:.2}): the model collapsed to a constant; {CAUSES}"
+            )
+        });
+    }
+    let mut counts = BTreeMap::new();
+    for &p in pred {
+        *counts.entry(p as usize).or_insert(0usize) += 1;
+    }
+    let (&class, &top) = counts.iter().max_by_key(|(_, c)| **c)?;
+    let mut golds = BTreeMap::new();
+    for l in gold {
+        if let Label::Class(c) = l {
+            *golds.entry(*c).or_insert(0usize) += 1;
+        }
+    }
+    let majority = golds.values().copied().max().unwrap_or(0) as f64 / n as f64;
+    let name = task.labels().get(class).copied().unwrap_or("?");
+    (top as f64 >= ONE_CLASS * n as f64 && majority < ONE_CLASS).then(|| {
+        format!(
+            "predicts `{name}` for {top} of {n} examples (the gold labels' most frequent class is {:.1} %): the model collapsed to one class; {CAUSES}",
+            100.0 * majority
+        )
+    })
 }
 
 /// The metric a task is scored by, as ELECTRA and the GLUE papers report it: Matthews
@@ -65,7 +121,11 @@ pub fn score(task: GlueTask, pred: &[f64], gold: &[Label]) -> Scores {
         }
     }
     let score = m[score_metric(task)];
-    Scores { metrics: m, score }
+    Scores {
+        metrics: m,
+        score,
+        collapsed: collapse(task, pred, gold),
+    }
 }
 
 /// The scores of `pred` on the labelled examples of `file`, refusing what would give a
@@ -142,6 +202,7 @@ pub fn check_metric_defined(task: GlueTask, file: &Path, labels: &[Option<Label>
 /// under `<file stem>/` (`dev_mismatched/accuracy`), so none overwrites another.
 pub fn merge_dev_scores(files: &[&Path], scores: Vec<Scores>) -> Scores {
     let score = scores.first().map_or(f64::NAN, |s| s.score);
+    let collapsed = scores.iter().find_map(|s| s.collapsed.clone());
     let mut metrics = BTreeMap::new();
     for (i, (s, file)) in scores.into_iter().zip(files).enumerate() {
         let stem = file.file_stem().unwrap_or_default().to_string_lossy();
@@ -150,5 +211,9 @@ pub fn merge_dev_scores(files: &[&Path], scores: Vec<Scores>) -> Scores {
             metrics.insert(key, v);
         }
     }
-    Scores { metrics, score }
+    Scores {
+        metrics,
+        score,
+        collapsed,
+    }
 }

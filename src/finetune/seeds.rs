@@ -164,7 +164,12 @@ pub fn results_table(results: &[TaskResult]) -> String {
 
 /// Writes `results.json` and `results.md` into `out`.
 pub fn write_results(out: &Path, result: &TaskResult) -> Result<String> {
-    let md = results_table(std::slice::from_ref(result));
+    let mut md = results_table(std::slice::from_ref(result));
+    for (seed, s) in result.seeds.iter().zip(&result.per_seed) {
+        if let Some(why) = &s.collapsed {
+            md += &format!("\nWarning, {} seed {seed}: {why}.\n", result.task);
+        }
+    }
     crate::io::write::folder(out)?;
     crate::io::write_atomic(&out.join("results.md"), md.as_bytes())?;
     crate::io::write_json(&out.join("results.json"), result)?;
@@ -243,6 +248,9 @@ pub fn run_seeds(
         train_rate += trained.train_examples_per_s / seeds.len() as f64;
         let (s, rate) = run.score(seed, &dir, report)?;
         eval_rate += rate / seeds.len() as f64;
+        if let Some(why) = &s.collapsed {
+            report(format!("{} seed {seed}: warning: {why}", run.name()));
+        }
         per_seed.push(s);
     }
     let mut result = TaskResult::new(run.name(), seeds, per_seed, (train_rate, eval_rate));
@@ -378,8 +386,10 @@ pub fn finetune_glue(
     plan: SeedPlan,
 ) -> Result<TaskResult> {
     let (train, dev) = read_task(task, data)?;
-    let opts = &opts.for_encoder(&pre.config);
+    let (opts, note) = opts.for_encoder(&pre.config);
+    let opts = &opts;
     check_training_fits(pre, opts, train.len())?;
+    note.inspect(|n| tracing::info!("{n}"));
     let run = GlueRun {
         task,
         pre,
@@ -509,8 +519,10 @@ pub fn finetune_qa(
     qa: &QaOptions,
     plan: SeedPlan,
 ) -> Result<TaskResult> {
-    let opts = &opts.for_encoder(&pre.config);
+    let (opts, note) = opts.for_encoder(&pre.config);
+    let opts = &opts;
     check_training_fits(pre, opts, train.len())?;
+    note.inspect(|n| tracing::info!("{n}"));
     let run = SquadRun {
         pre,
         train,
@@ -532,6 +544,7 @@ pub fn squad_scores(
     Scores {
         metrics: [("em".to_string(), em), ("f1".to_string(), f1)].into(),
         score: f1,
+        collapsed: None,
     }
 }
 

@@ -97,19 +97,53 @@ pub fn spearman(x: &[f64], y: &[f64]) -> f64 {
     pearson(&ranks(x), &ranks(y))
 }
 
-/// SQuAD's normalisation: lower case, punctuation removed, articles (a, an, the) removed,
-/// white space collapsed.
+/// SQuAD's normalisation, in the official script's order: lower case, ASCII punctuation
+/// removed (Python's `string.punctuation`), articles removed where the script's regex
+/// `\b(a|an|the)\b` finds them (also next to a character that is neither a letter, a digit nor
+/// `_`, such as non-ASCII punctuation: "the’s", "«the»"), white space collapsed.
 pub fn normalize_answer(s: &str) -> String {
     let lower = s.to_lowercase();
     let no_punct: String = lower
         .chars()
         .filter(|c| !c.is_ascii_punctuation())
         .collect();
-    no_punct
+    remove_articles(&no_punct)
         .split_whitespace()
-        .filter(|w| !matches!(*w, "a" | "an" | "the"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A character of a word for the `\b` of Python's `re` on text: a letter, a digit or `_`.
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// `re.sub(r'\b(a|an|the)\b', ' ', text)`: every article standing between word boundaries
+/// becomes a space.
+fn remove_articles(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut prev_word = false;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        let article = (!prev_word)
+            .then(|| {
+                ["a", "an", "the"].into_iter().find(|a| {
+                    rest.strip_prefix(a)
+                        .is_some_and(|after| !after.chars().next().is_some_and(is_word_char))
+                })
+            })
+            .flatten();
+        if let Some(a) = article {
+            out.push(' ');
+            rest = &rest[a.len()..];
+            prev_word = false;
+            continue;
+        }
+        out.push(c);
+        prev_word = is_word_char(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 pub fn exact_match(pred: &str, gold: &str) -> f64 {

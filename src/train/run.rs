@@ -91,7 +91,6 @@ pub fn resume_run(dir: &Path, overrides: &[String]) -> Result<RunFolder> {
             dir.display()
         )));
     }
-    warn_schedule_change(dir, &saved, &config);
     Ok(RunFolder {
         dir: dir.to_path_buf(),
         config,
@@ -100,23 +99,22 @@ pub fn resume_run(dir: &Path, overrides: &[String]) -> Result<RunFolder> {
     })
 }
 
-/// A resumed run given another `train.steps` follows the schedule of the new total from its
-/// last checkpoint: extending a finished run warms its learning rate up again (its decay had
-/// reached 0). Said before the run goes on, with both learning rates.
-fn warn_schedule_change(dir: &Path, saved: &PretrainConfig, config: &PretrainConfig) {
-    let (old, new) = (saved.train.steps, config.train.steps);
-    let Some((step, _)) = super::checkpoint::list(dir).last().cloned() else {
+/// A run resumed at `step` with another `train.steps` than its folder's `config.toml` follows
+/// the schedule of the new total: extending a finished run warms its learning rate up again
+/// (its decay had reached 0). Said once the run goes on, with both learning rates.
+pub fn warn_schedule_change(dir: &Path, config: &PretrainConfig, step: u64) {
+    let Ok(saved) = PretrainConfig::load_file(&dir.join("config.toml"), &[]) else {
         return;
     };
-    if old == new || step >= new {
+    let (old, new) = (saved.train.steps, config.train.steps);
+    let lr = |total| config.optimizer.lr_at(step, total);
+    let (before, after) = (lr(old), lr(new));
+    if old == new || step >= new || (before - after).abs() <= 1e-9 * config.optimizer.lr {
         return;
     }
-    let lr = |total| config.optimizer.lr_at(step, total);
     tracing::warn!(
-        "train.steps {old} -> {new}: the run resumes at step {step} on the schedule of {new} steps, its learning rate {:.3e} where the schedule of {old} steps had {:.3e}{}",
-        lr(new),
-        lr(old),
-        if step >= old {
+        "train.steps {old} -> {new}: the run resumes at step {step} on the schedule of {new} steps, its learning rate {after:.3e} where the schedule of {old} steps had {before:.3e}{}",
+        if before == 0.0 {
             " (the finished run's decay had reached 0: this warms it up again; start a new run with model.init_from = the run to continue from its weights on a schedule of its own)"
         } else {
             ""
