@@ -317,7 +317,7 @@ pub fn pretrain_in(
         }
     };
     if opts.resume && main {
-        super::run::warn_schedule_change(run, &cfg, start.step);
+        super::run::warn_schedule_change(run, cfg, start.step);
         truncate_metrics(&run.join(METRICS), start.step)?;
     }
     let mut replicas = Replicas::new(model, opt, base_devices)?;
