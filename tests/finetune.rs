@@ -86,6 +86,17 @@ fn tiny_model_fine_tunes_on_five_glue_tasks() {
                 .output()
                 .unwrap());
             assert!(e.contains("accuracy"), "{e}");
+            // The printed scores are written too.
+            let scores: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(sub.join("scores.json")).unwrap())
+                    .unwrap();
+            let written = scores["files"][0]["scores"]["metrics"]["accuracy"]
+                .as_f64()
+                .unwrap();
+            assert!(
+                e.contains(&format!("accuracy {written:.2}")),
+                "{e} {scores}"
+            );
             // Under SwapSynWordNet: a Table 6 row with the drop.
             let a = ok(bin()
                 .args(["evaluate", "--model"])

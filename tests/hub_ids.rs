@@ -65,7 +65,7 @@ fn finetune_takes_a_model_id_from_the_cache() {
 
     let e = fails(finetune("google/nope", "ft2"));
     assert!(
-        e.contains("models--google--nope/refs/main") && e.contains("huggingface-cli download"),
+        e.contains("models--google--nope/refs/main") && e.contains("hf download google/nope"),
         "{e}"
     );
     // A snapshot with PyTorch's pickle only is named, with the way out.

@@ -111,3 +111,94 @@ fn words_split_like_a_shell() {
         ["trueneg", "a", "--set", "x=1 2", "y"]
     );
 }
+
+/// The `--flag`s named in backticks in `text` (prose and inline code, not the code blocks,
+/// which [`every_readme_command_parses`] runs).
+fn named_flags(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for span in text.split('`').skip(1).step_by(2) {
+        for word in span.split(|c: char| c.is_whitespace() || c == '=' || c == ',') {
+            let flag = word.trim_end_matches(['.', ')', ':', ';']);
+            let name = flag.strip_prefix("--").unwrap_or("");
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-') {
+                out.push(flag.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Flags of other programs the docs show: cargo's, torchrun's, TensorBoard's, the PyTorch
+/// benchmark's (`../shared/bench`) and `scripts/build-gpu.sh`'s.
+const OTHER_PROGRAMS: [&str; 10] = [
+    "--release",
+    "--features",
+    "--example",
+    "--target-dir",
+    "--nproc-per-node",
+    "--nnodes",
+    "--logdir",
+    "--masked-head",
+    "--compile",
+    "--check",
+];
+
+#[test]
+fn every_flag_the_docs_name_is_a_flag_of_the_binary() {
+    let help = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_trueneg"))
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let top = help(&["--help"]);
+    let commands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{top}");
+    let mut all = top.clone();
+    for c in &commands {
+        all += &help(&[c, "--help"]);
+        if c == "lexicon" {
+            all += &help(&[c, "build", "--help"]);
+        }
+    }
+    let mut bad = Vec::new();
+    for (file, text) in common::readme_and_docs() {
+        for flag in named_flags(&text) {
+            let known = [" ", "\n", "]", ","]
+                .iter()
+                .any(|end| all.contains(&format!("{flag}{end}")));
+            if !known && !OTHER_PROGRAMS.contains(&flag.as_str()) {
+                bad.push(format!("{file}: `{flag}`"));
+            }
+        }
+    }
+    bad.dedup();
+    assert!(
+        bad.is_empty(),
+        "flags the binary does not have:\n{}",
+        bad.join("\n")
+    );
+    assert_eq!(named_flags("use `--keep best`, `--x_y`"), vec!["--keep"]);
+}
+
+#[test]
+fn the_commands_that_take_a_preset_list_every_preset() {
+    for command in ["pretrain", "ablation"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_trueneg"))
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout).replace(['\n', ' '], "");
+        for (name, _) in trueneg::train::config::PRESETS {
+            assert!(help.contains(name), "`{command} --help` lacks {name}");
+        }
+    }
+}

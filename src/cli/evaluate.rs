@@ -49,6 +49,39 @@ pub struct Args {
     force: bool,
 }
 
+/// `scores.json` (with an attack: `scores-<attack>.json`) in `out`.
+fn scores_file(out: &std::path::Path, attack: Option<trueneg::attack::AttackKind>) -> PathBuf {
+    match attack {
+        Some(k) => out.join(format!("scores-{}.json", k.name())),
+        None => out.join("scores.json"),
+    }
+}
+
+/// Writes each evaluated file's scores (none for a file without gold labels), its rate and
+/// the predictions written, as JSON.
+fn write_scores(
+    outputs: &trueneg::io::outputs::Outputs,
+    path: &std::path::Path,
+    model: &std::path::Path,
+    evaluations: &[trueneg::eval::evaluate::Evaluation],
+) -> anyhow::Result<()> {
+    let files: Vec<serde_json::Value> = evaluations
+        .iter()
+        .map(|e| {
+            serde_json::json!({
+                "file": e.file,
+                "scores": e.scores,
+                "examples_per_s": e.examples_per_s,
+                "predictions": e.written,
+            })
+        })
+        .collect();
+    let json = serde_json::json!({ "model": model, "files": files });
+    outputs.write_json(path, &json)?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
 fn show_scores(s: &trueneg::finetune::scores::Scores) -> String {
     s.metrics
         .iter()
@@ -112,9 +145,11 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         .map(super::attack::attack_kind)
         .transpose()?;
     let mut files = evaluation_files(&a.model, &data, &a.out, None)?;
+    files.push(scores_file(&a.out, None));
     if let Some(k) = kind {
         files.extend(evaluation_files(&a.model, &data, &a.out, Some(k))?);
         files.push(a.out.join(format!("attack-{}.md", k.name())));
+        files.push(scores_file(&a.out, Some(k)));
     }
     outputs.check(&files)?;
     let mut request = EvalRequest {
@@ -135,9 +170,13 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
                 show_scores(s),
                 e.examples_per_s
             );
+            if let Some(why) = &s.collapsed {
+                eprintln!("warning: {}: {why}", e.file.display());
+            }
         }
         println!("wrote {}", e.written.display());
     }
+    write_scores(&outputs, &scores_file(&a.out, None), &a.model, &original)?;
     let Some(kind) = kind else {
         return Ok(());
     };
@@ -148,6 +187,12 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         seed: a.seed,
     });
     let attacked = evaluate_model(&request, &outputs)?;
+    write_scores(
+        &outputs,
+        &scores_file(&a.out, Some(kind)),
+        &a.model,
+        &attacked,
+    )?;
     let mut md = String::new();
     for (o, t) in original.iter().zip(&attacked) {
         if let (Some(os), Some(ts)) = (&o.scores, &t.scores) {

@@ -11,7 +11,9 @@ use super::Ui;
 #[derive(clap::Args)]
 pub struct Args {
     /// Text files (.txt, one paragraph per line, blank line = document end), .jsonl with a
-    /// text field (--text-field), either gzipped, or directories of them.
+    /// text field (--text-field), either gzipped, Parquet (.parquet) or Arrow IPC
+    /// (.arrow, .feather; a Hugging Face `datasets` cache file) with that text column, or
+    /// directories of them.
     #[arg(long, required = true, num_args = 1..)]
     input: Vec<PathBuf>,
     /// tokenizer.json or BERT vocab.txt (exactly one of --tokenizer and --train-vocab).

@@ -52,8 +52,8 @@ fn snapshot_in(cache: &Path, id: &str) -> Result<PathBuf> {
     let commit = crate::io::read::read_text(&refs, 4096).map_err(|_| {
         Error::Input(format!(
             "{id}: no such folder, and not a model in the Hugging Face cache ({} absent); \
-             fetch it once with `huggingface-cli download {id}` (or set HF_HOME / \
-             HF_HUB_CACHE), or give a folder",
+             fetch it once with `hf download {id}` (huggingface_hub before 0.34: \
+             `huggingface-cli download {id}`; or set HF_HOME / HF_HUB_CACHE), or give a folder",
             refs.display()
         ))
     })?;
