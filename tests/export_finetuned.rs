@@ -302,6 +302,27 @@ fn the_default_one_layer_electra_head_exports_with_the_same_logits() {
             config(&hub)["architectures"],
             json!(["ElectraForSequenceClassification"])
         );
+        // The card: the Hub's front matter with the seed's dev score, and no local path.
+        let card = std::fs::read_to_string(hub.join("README.md")).unwrap();
+        let front = card.split("---").nth(1).unwrap();
+        let results: Value = serde_json::from_str(
+            &std::fs::read_to_string(seed.parent().unwrap().join("results.json")).unwrap(),
+        )
+        .unwrap();
+        let (metric, hub_metric) = if task.is_regression() {
+            ("spearman", "spearmanr")
+        } else {
+            ("accuracy", "accuracy")
+        };
+        let value = results["per_seed"][0]["metrics"][metric].as_f64().unwrap();
+        assert!(
+            front.contains("datasets:\n- nyu-mll/glue")
+                && front.contains(&format!("config: {}", name.to_lowercase().replace('-', "")))
+                && front.contains(&format!("- type: {hub_metric}\n      value: {value:.2}")),
+            "{front}"
+        );
+        let here = dir.path().to_string_lossy().to_string();
+        assert!(!card.contains(&here), "{card}");
         if let Some(py) = python() {
             same_logits(&py, &seed, &hub, task, &task.dev_files(&data(folder))[0]);
         }

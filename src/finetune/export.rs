@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::classify::{ClsHead, FineTunedInfo};
 use super::folder::read_model_info;
+use super::scores::Scores;
 use super::seeds::TaskResult;
 use super::span::{QaInfo, finetuned_task};
 use crate::interop::HfConfig;
@@ -155,7 +156,7 @@ fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
                 .checkpoint_step
                 .map(|s| format!(" (checkpoint step {s})"))
                 .unwrap_or_default();
-            facts.push(format!("- Encoder: `{}`{step}.", p.model.display()));
+            facts.push(format!("- Encoder: `{}`{step}.", last_name(&p.model)));
         }
         if let Some(o) = &r.options {
             facts.push(format!(
@@ -189,8 +190,12 @@ fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
         Task::Classification(_) => ("text-classification", "AutoModelForSequenceClassification"),
         Task::Squad => ("question-answering", "AutoModelForQuestionAnswering"),
     };
+    let seed_scores = results.as_ref().and_then(|r| {
+        let at = seed.and_then(|s| r.seeds.iter().position(|x| *x == s))?;
+        r.per_seed.get(at)
+    });
     format!(
-        "---\nlibrary_name: transformers\npipeline_tag: {pipeline}\ntags:\n- trueneg\n- {kind}\n---\n\n\
+        "---\nlibrary_name: transformers\npipeline_tag: {pipeline}\nlicense: other\ntags:\n- trueneg\n- {kind}\n{front}---\n\n\
 # {name} fine-tuned on {task}\n\n\
 Fine-tuned with trueneg {version} from `{model}`.\n\n\
 ## Architecture\n\n\
@@ -198,12 +203,26 @@ Fine-tuned with trueneg {version} from `{model}`.\n\n\
 {positions} positions.\n\n\
 ## Fine-tuning\n\n{facts}\n\n\
 ## Use\n\n```python\nfrom transformers import pipeline\n\
-p = pipeline(\"{pipeline}\", model=\"path/to/this/folder\")  # or {auto}\n```\n",
+p = pipeline(\"{pipeline}\", model=\"path/to/this/folder\")  # or {auto}\n```\n\n\
+## License\n\nSet `license` above to the terms of the pre-training and fine-tuning data.\n",
         kind = hf.model_type,
         name = hf.model_type.to_uppercase(),
         task = task.display_name(),
         version = crate::VERSION,
-        model = model.display(),
+        front = front_matter(
+            &format!(
+                "trueneg-{}-{}",
+                hf.model_type,
+                task.display_name().to_lowercase()
+            ),
+            task,
+            pipeline,
+            seed_scores
+        ),
+        model = model
+            .parent()
+            .map(|p| format!("{}/{}", last_name(p), last_name(model)))
+            .unwrap_or_else(|| last_name(model)),
         arch = hf.architectures.join(", "),
         layers = e.num_hidden_layers,
         hidden = e.hidden_size,
@@ -212,4 +231,56 @@ p = pipeline(\"{pipeline}\", model=\"path/to/this/folder\")  # or {auto}\n```\n"
         positions = e.max_position_embeddings,
         facts = facts.join("\n"),
     )
+}
+
+/// The last component of `path` (a card names folders, never where they were on this machine).
+fn last_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// The Hub dataset of `task` and its configuration, where it has one.
+fn hub_dataset(task: Task) -> Option<(&'static str, String)> {
+    match task {
+        Task::Squad => Some(("rajpurkar/squad", "plain_text".into())),
+        Task::Classification(GlueTask::Boolq) => Some(("google/boolq", "default".into())),
+        Task::Classification(t) if t.is_glue() => {
+            Some(("nyu-mll/glue", t.dir_name().to_lowercase().replace('-', "")))
+        }
+        Task::Classification(_) => None,
+    }
+}
+
+/// A metric's type in the Hub's model-index (the `evaluate` library's names).
+fn metric_type(name: &str) -> &str {
+    match name {
+        "mcc" => "matthews_correlation",
+        "spearman" => "spearmanr",
+        "pearson" => "pearsonr",
+        "em" => "exact_match",
+        other => other,
+    }
+}
+
+/// The card's `datasets` and `model-index` (the seed's dev scores) in YAML, when known.
+fn front_matter(name: &str, task: Task, pipeline: &str, scores: Option<&Scores>) -> String {
+    let Some((dataset, config)) = hub_dataset(task) else {
+        return String::new();
+    };
+    let mut y = format!("datasets:\n- {dataset}\n");
+    let Some(scores) = scores else {
+        return y;
+    };
+    y += &format!(
+        "model-index:\n- name: {name}\n  results:\n  - task:\n      type: {pipeline}\n    dataset:\n      type: {dataset}\n      name: {}\n      config: {config}\n      split: validation\n    metrics:\n",
+        task.display_name()
+    );
+    for (k, v) in scores.metrics.iter().filter(|(k, _)| !k.contains('/')) {
+        y += &format!(
+            "    - type: {}\n      value: {v:.2}\n      name: dev {k}\n",
+            metric_type(k)
+        );
+    }
+    y
 }

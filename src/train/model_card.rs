@@ -21,7 +21,14 @@ pub fn model_card(
     let tokens =
         step as f64 * (cfg.data.batch_size * cfg.train.grad_accum * cfg.data.max_seq_len) as f64;
     let data = match &cfg.data.shards {
-        Some(d) => format!("the shards in `{}`", d.display()),
+        // The folder's name: a card never says where the data sat on this machine.
+        Some(d) => format!(
+            "the shards `{}`",
+            d.file_name().map_or_else(
+                || d.display().to_string(),
+                |n| n.to_string_lossy().into_owned()
+            )
+        ),
         None => "trueneg's embedded default corpus (WordNet 3.0 glosses)".into(),
     };
     // The exported step's line (the last one at or before it).
@@ -53,7 +60,7 @@ pub fn model_card(
     };
     let objective = toml::to_string(&cfg.objective).unwrap_or_default();
     format!(
-        "---\nlibrary_name: transformers\ntags:\n- trueneg\n- {kind}\n---\n\n\
+        "---\nlibrary_name: transformers\nlicense: other\ntags:\n- trueneg\n- {kind}\n---\n\n\
 # {name} ({role})\n\n\
 Pre-trained with trueneg {version}.\n\n\
 {pair}\n\n\
