@@ -302,22 +302,29 @@ fn metrics_lines(seed: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// `finetune --task rte` of `model` into `out` on 64 training rows of 32 tokens in batches of
+/// 16, with `extra` flags.
+fn finetune_rte(model: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    bin()
+        .args(["finetune", "--task", "rte", "--data"])
+        .arg(glue("RTE"))
+        .arg("--model")
+        .arg(model)
+        .arg("--out")
+        .arg(out)
+        .args(["--max-train-examples", "64", "--max-seq-len", "32"])
+        .args(["--batch-size", "16"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn each_seed_keeps_a_training_record_with_a_dev_score_per_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let model = transformers_folder(dir.path(), "electra_discriminator");
     let out = dir.path().join("ft");
-    ok(bin()
-        .args(["finetune", "--task", "rte", "--data"])
-        .arg(glue("RTE"))
-        .arg("--model")
-        .arg(&model)
-        .arg("--out")
-        .arg(&out)
-        .args(["--epochs", "3", "--max-train-examples", "64"])
-        .args(["--max-seq-len", "32", "--batch-size", "16"])
-        .output()
-        .unwrap());
+    ok(finetune_rte(&model, &out, &["--epochs", "3"]));
     let seed = out.join("seed-1");
     let lines = metrics_lines(&seed);
     let evals: Vec<&serde_json::Value> = lines
@@ -365,18 +372,20 @@ fn keep_best_saves_and_reports_the_best_evaluated_model() {
     let dir = tempfile::tempdir().unwrap();
     let model = transformers_folder(dir.path(), "electra_discriminator");
     let out = dir.path().join("ft");
-    ok(bin()
-        .args(["finetune", "--task", "rte", "--data"])
-        .arg(glue("RTE"))
-        .arg("--model")
-        .arg(&model)
-        .arg("--out")
-        .arg(&out)
-        .args(["--epochs", "4", "--max-train-examples", "64"])
-        .args(["--max-seq-len", "32", "--batch-size", "16", "--lr", "1e-3"])
-        .args(["--eval-every", "2", "--keep", "best"])
-        .output()
-        .unwrap());
+    ok(finetune_rte(
+        &model,
+        &out,
+        &[
+            "--epochs",
+            "4",
+            "--lr",
+            "1e-3",
+            "--eval-every",
+            "2",
+            "--keep",
+            "best",
+        ],
+    ));
     let seed = out.join("seed-1");
     let evals: Vec<(u64, f64)> = metrics_lines(&seed)
         .iter()
@@ -407,18 +416,7 @@ fn early_stopping_and_keep_best_need_evaluations_during_training() {
         ),
     ] {
         let out = dir.path().join("ft");
-        let e = common::fails(
-            bin()
-                .args(["finetune", "--task", "rte", "--data"])
-                .arg(glue("RTE"))
-                .arg("--model")
-                .arg(&model)
-                .arg("--out")
-                .arg(&out)
-                .args(args)
-                .output()
-                .unwrap(),
-        );
+        let e = common::fails(finetune_rte(&model, &out, args));
         assert!(e.contains(says), "{e}");
         assert!(!out.exists(), "{e}");
     }
@@ -430,18 +428,22 @@ fn early_stopping_ends_a_seed_whose_dev_score_stops_improving() {
     let model = transformers_folder(dir.path(), "electra_discriminator");
     let out = dir.path().join("ft");
     // A learning rate too small to change a prediction: the score never improves on the first.
-    let said = ok(bin()
-        .args(["finetune", "--task", "rte", "--data"])
-        .arg(glue("RTE"))
-        .arg("--model")
-        .arg(&model)
-        .arg("--out")
-        .arg(&out)
-        .args(["--epochs", "3", "--max-train-examples", "64"])
-        .args(["--max-seq-len", "32", "--batch-size", "16", "--lr", "1e-12"])
-        .args(["--eval-every", "1", "--keep", "best", "--early-stop", "2"])
-        .output()
-        .unwrap());
+    let said = ok(finetune_rte(
+        &model,
+        &out,
+        &[
+            "--epochs",
+            "3",
+            "--lr",
+            "1e-12",
+            "--eval-every",
+            "1",
+            "--keep",
+            "best",
+            "--early-stop",
+            "2",
+        ],
+    ));
     let trained: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("seed-1/training.json")).unwrap())
             .unwrap();
@@ -472,24 +474,9 @@ fn electras_recipe_takes_the_learning_rate_of_the_encoders_size() {
     let model = transformers_folder(dir.path(), "electra_discriminator");
     for (extra, lr, by_size) in [(&[][..], 3e-4, true), (&["--lr", "5e-4"][..], 5e-4, false)] {
         let out = dir.path().join(format!("ft-{by_size}"));
-        ok(bin()
-            .args(["finetune", "--task", "rte", "--data"])
-            .arg(glue("RTE"))
-            .arg("--model")
-            .arg(&model)
-            .arg("--out")
-            .arg(&out)
-            .args([
-                "--epochs",
-                "1",
-                "--max-train-examples",
-                "16",
-                "--max-seq-len",
-                "16",
-            ])
-            .args(extra)
-            .output()
-            .unwrap());
+        let mut args = vec!["--epochs", "1"];
+        args.extend_from_slice(extra);
+        ok(finetune_rte(&model, &out, &args));
         let o = &results(&out)["options"];
         assert_eq!(o["lr"].as_f64().unwrap(), lr, "{o}");
         assert_eq!(o["lr_by_size"], by_size, "{o}");
