@@ -238,10 +238,24 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
         "{out}"
     );
     assert!(is_png(&r.join("correction-stats.png")));
+    assert!(
+        out.contains("iteration level (batches with a correction; the paper's)")
+            && out.contains("sequence level (sequences with a correction)"),
+        "{out}"
+    );
 
     // The lexicon is recorded; statistics of another lexicon are not replaced unasked.
     let json = r.join("correction-stats.json");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // Both granularities: a batch holds several sequences, so the share of batches with a
+    // correction is at least the share of sequences with one.
+    for c in v["checkpoints"].as_array().unwrap() {
+        let (it, seq) = (
+            c["iteration_level"].as_f64().unwrap(),
+            c["sequence_level"].as_f64().unwrap(),
+        );
+        assert!(it >= seq && c["batches"] == 5, "{c}");
+    }
     assert!(v["lexicon"].as_str().unwrap().starts_with("wordnet"), "{v}");
     assert!(out.contains("Lexicon: wordnet"), "{out}");
     let other = serde_json::json!({"lexicon": "embeddings:other.vec", "checkpoints": []});
@@ -265,22 +279,42 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
         "{e}"
     );
     assert_eq!(std::fs::read_to_string(&json).unwrap(), other.to_string());
-    ok(stats(true));
+    // The run was trained on the generator's samples: it is measured on samples, the same
+    // ones each time.
+    assert!(out.contains("Predictions: sampled"), "{out}");
+    let table = |o: std::process::Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.starts_with("| "))
+            .map(String::from)
+            .collect()
+    };
+    let once = table(stats(true));
+    assert!(once.len() > 2, "{once:?}");
+    assert_eq!(once, table(stats(true)));
 }
 
 #[test]
 fn a_run_whose_hard_correction_corrects_almost_nothing_gets_a_note() {
     use trueneg::objective::hard_correction::few_corrections_note;
     // Under 0.01 % of the mismatches: a note that says why, with the figures.
-    let note = few_corrections_note(200_000, 3).unwrap();
+    let note = few_corrections_note(200_000, 3, "generator").unwrap();
     assert!(
-        note.contains("3 of 200000") && note.contains("function words"),
+        note.contains("3 of 200000")
+            && note.contains("a generator this early")
+            && note.contains("function words")
+            && note.contains("200k steps"),
         "{note}"
     );
-    assert!(few_corrections_note(200_000, 0).is_some());
+    // A BERT run has no generator: the note names its masked-LM model.
+    let bert = few_corrections_note(200_000, 0, "masked-LM model").unwrap();
+    assert!(
+        bert.contains("a masked-LM model this early") && !bert.contains("generator"),
+        "{bert}"
+    );
     // From 0.01 % on, or with nothing mismatched, none.
-    assert!(few_corrections_note(200_000, 20).is_none());
-    assert!(few_corrections_note(0, 0).is_none());
+    assert!(few_corrections_note(200_000, 20, "generator").is_none());
+    assert!(few_corrections_note(0, 0, "generator").is_none());
 }
 
 /// The plain progress lines (stderr not a terminal) carry Hard Correction's window counts next

@@ -49,47 +49,65 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     outputs.check(&[png.clone(), json_file.clone(), md_file.clone()])?;
     let stats =
         trueneg::train::stats::correction_stats(run, &a.corpus, &table, a.batches, a.batch_size)?;
+    let cfg = trueneg::train::config::PretrainConfig::of_run(run)?;
+    let prediction = serde_json::to_value(cfg.objective.hc.hc_prediction)?;
     let mut md = format!(
-        "Lexicon: {}\n\n{}",
+        "Lexicon: {}\n\nPredictions: {} (the run's hc_prediction)\n\n{}",
         table.source,
+        prediction.as_str().unwrap_or("argmax"),
         trueneg::train::stats::stats_table(&stats)
     );
-    if let Some(note) = trueneg::train::stats::stats_correction_note(&stats) {
+    if stats.len() < 3 {
+        let keep = format!(
+            "{} checkpoint(s) measured: the run keeps {} (train.keep_checkpoints); a run that keeps more gives Table 8 more rows",
+            stats.len(),
+            cfg.train.keep_checkpoints
+        );
+        eprintln!("note: {keep}");
+        md += &format!("\n**Note.** {keep}.\n");
+    }
+    if let Some(note) = trueneg::train::stats::stats_correction_note(run, &stats) {
         eprintln!("note: {note}");
         md += &format!("\n**Note.** {note}.\n");
     }
     print!("{md}");
-    let series = vec![
-        Series {
-            name: "prediction level (corrected / mismatched)".into(),
-            points: stats
-                .iter()
-                .map(|s| (s.step as f64, 100.0 * s.prediction_level))
-                .collect(),
-            group: None,
-            colour: None,
-        },
-        Series {
-            name: "iteration level (sequences with a correction)".into(),
-            points: stats
-                .iter()
-                .map(|s| (s.step as f64, 100.0 * s.iteration_level))
-                .collect(),
-            group: None,
-            colour: None,
-        },
+    type Level = fn(&trueneg::train::stats::CheckpointStats) -> f64;
+    let levels: [(&str, Level); 3] = [
+        ("prediction level (corrected / mismatched)", |s| {
+            s.prediction_level
+        }),
+        ("iteration level (batches with a correction)", |s| {
+            s.iteration_level
+        }),
+        ("sequence level (sequences with a correction)", |s| {
+            s.sequence_level
+        }),
     ];
+    // One colour, dash pattern and marker each: lines that coincide stay apart.
+    let series: Vec<Series> = levels
+        .iter()
+        .enumerate()
+        .map(|(i, (name, level))| Series {
+            name: name.to_string(),
+            points: stats
+                .iter()
+                .map(|s| (s.step as f64, 100.0 * level(s)))
+                .collect(),
+            group: Some(name.to_string()),
+            colour: Some(i),
+        })
+        .collect();
     line_plot(
         &png,
         "Hard Correction rates over training",
-        "step",
+        "training step (checkpoint)",
         "%",
         &series,
         false,
     )?;
     outputs.record(&png)?;
     let json = serde_json::to_string_pretty(
-        &serde_json::json!({"lexicon": table.source, "checkpoints": stats}),
+        &serde_json::json!({"lexicon": table.source, "prediction": prediction, "checkpoints": stats}),
     )?;
     outputs.write(&json_file, json.as_bytes())?;
     outputs.write(&md_file, md.as_bytes())?;

@@ -1,8 +1,11 @@
-//! Correction statistics over a run's checkpoints, in the layout of the paper's Table 8: for
-//! each checkpoint, how many masked predictions mismatch the gold token, how many of those Hard
-//! Correction would drop as synonyms (prediction level), and the share of sequences with at
-//! least one correction (iteration level). The same masked batches are used for every
-//! checkpoint (fixed seed).
+//! Correction statistics over a run's checkpoints, in the layout of the paper's Table 8 (which
+//! comes from its 200k-step continued runs): for each checkpoint, how many masked predictions
+//! mismatch the gold token, how many of those Hard Correction would drop as synonyms
+//! (prediction level), the share of iterations — batches — with at least one correction
+//! (iteration level, the paper's), and the share of sequences with one (sequence level). The
+//! predictions are the run's own rule: the argmax, or a sample of the predicted distribution
+//! for a run trained with `hc_prediction = "sampled"`. The same masked batches (and samples)
+//! are used for every checkpoint (fixed seeds).
 
 use crate::objective::hard_correction::{CORRECTED, MISMATCHED};
 use std::path::Path;
@@ -18,7 +21,7 @@ use super::model::{Net, PretrainModel};
 use crate::interop::tensors::TensorMap;
 use crate::kernels::device_ids;
 use crate::model::Inputs;
-use crate::objective::hard_correction::few_corrections_note;
+use crate::objective::hard_correction::{Prediction, few_corrections_note};
 use crate::objective::{CorrectionCounts, correction_weights};
 use crate::text::SynonymTable;
 use crate::text::WordPieceTokenizer;
@@ -33,7 +36,22 @@ pub struct CheckpointStats {
     pub step: u64,
     pub counts: CorrectionCounts,
     pub prediction_level: f64,
+    /// The share of batches (training iterations) with at least one correction.
     pub iteration_level: f64,
+    /// The share of sequences with at least one correction.
+    #[serde(default)]
+    pub sequence_level: f64,
+    /// The batches measured.
+    #[serde(default)]
+    pub batches: usize,
+}
+
+/// What predicts the masked tokens of a run of `cfg`, in words.
+fn predictor(cfg: &PretrainConfig) -> &'static str {
+    match cfg.model.kind {
+        super::config::ModelKind::Electra => "generator",
+        super::config::ModelKind::Bert => "masked-LM model",
+    }
 }
 
 /// The mismatched and corrected predictions of a run over all its logged steps (the sums of
@@ -57,18 +75,23 @@ pub fn run_correction_totals(run: &Path) -> Result<Option<(u64, u64)>> {
 /// The note for a run whose Hard Correction corrected (almost) nothing over its logged steps
 /// (see [`few_corrections_note`]); `None` otherwise or without Hard Correction counts.
 pub fn run_correction_note(run: &Path) -> Result<Option<String>> {
-    Ok(run_correction_totals(run)?.and_then(|(m, c)| few_corrections_note(m, c)))
+    let Some((m, c)) = run_correction_totals(run)? else {
+        return Ok(None);
+    };
+    let cfg = PretrainConfig::of_run(run)?;
+    Ok(few_corrections_note(m, c, predictor(&cfg)))
 }
 
-/// The same note for `stats`' checkpoints, over all of them.
-pub fn stats_correction_note(stats: &[CheckpointStats]) -> Option<String> {
+/// The same note for `stats`' checkpoints of `run`, over all of them.
+pub fn stats_correction_note(run: &Path, stats: &[CheckpointStats]) -> Option<String> {
     let (mismatched, corrected) = stats.iter().fold((0, 0), |(m, c), s| {
         (
             m + s.counts.mismatched as u64,
             c + s.counts.corrected as u64,
         )
     });
-    few_corrections_note(mismatched, corrected)
+    let cfg = PretrainConfig::of_run(run).ok()?;
+    few_corrections_note(mismatched, corrected, predictor(&cfg))
 }
 
 /// Packs a text corpus into examples with the run's tokenizer (seed 0).
@@ -169,6 +192,8 @@ pub fn correction_stats(
             &device,
         )?;
         let mut counts = CorrectionCounts::default();
+        let mut corrected_batches = 0usize;
+        let mut draws = ChaCha8Rng::seed_from_u64(54321);
         for (b, m) in &batches {
             let shape = [b.batch, b.len];
             let x = Inputs {
@@ -188,15 +213,21 @@ pub fn correction_stats(
                 Net::Bert(bm) => bm.mlm_logits(&x, pos),
                 Net::Electra(e) => e.generator_logits(&x, pos),
             };
-            let pred = crate::model::host_ids(logits.argmax(1));
+            let pred = match cfg.objective.hc.hc_prediction {
+                Prediction::Argmax => crate::model::host_ids(logits.argmax(1)),
+                Prediction::Sampled => sample(logits, &mut draws),
+            };
             let rows: Vec<usize> = m.positions.iter().map(|&p| p / b.len).collect();
             let (_, c) = correction_weights(&pred, &m.labels, &rows, b.batch, table);
+            corrected_batches += usize::from(c.corrected > 0);
             counts.add(&c);
         }
         out.push(CheckpointStats {
             step,
             prediction_level: counts.corrected as f64 / counts.mismatched.max(1) as f64,
-            iteration_level: counts.sequences_corrected as f64 / counts.sequences.max(1) as f64,
+            iteration_level: corrected_batches as f64 / batches.len().max(1) as f64,
+            sequence_level: counts.sequences_corrected as f64 / counts.sequences.max(1) as f64,
+            batches: batches.len(),
             counts,
         });
     }
@@ -209,20 +240,45 @@ pub fn correction_stats(
     Ok(out)
 }
 
-/// The statistics as a Markdown table (the layout of the paper's Table 8).
+/// A token drawn from each row of `logits` [n, vocab] (softmax at temperature 1, as the
+/// generator samples in training).
+fn sample(logits: Tensor<2>, rng: &mut ChaCha8Rng) -> Vec<u32> {
+    use rand::Rng;
+    let [n, vocab] = logits.dims();
+    let values = crate::kernels::read_floats(logits);
+    (0..n)
+        .map(|i| {
+            let row = &values[i * vocab..(i + 1) * vocab];
+            let top = row.iter().copied().fold(f64::MIN, f64::max);
+            let weights: Vec<f64> = row.iter().map(|&z| (z - top).exp()).collect();
+            let mut u = rng.random::<f64>() * weights.iter().sum::<f64>();
+            for (j, w) in weights.iter().enumerate() {
+                u -= w;
+                if u <= 0.0 {
+                    return j as u32;
+                }
+            }
+            (vocab - 1) as u32
+        })
+        .collect()
+}
+
+/// The statistics as a Markdown table (the layout of the paper's Table 8, with the sequence
+/// level beside its iteration level).
 pub fn stats_table(stats: &[CheckpointStats]) -> String {
     let mut s = String::from(
-        "| step | masked | mismatched | corrected | prediction-level (corrected / mismatched) | iteration-level (sequences with a correction) |\n|---:|---:|---:|---:|---:|---:|\n",
+        "| step | masked | mismatched | corrected | prediction level (corrected / mismatched) | iteration level (batches with a correction; the paper's) | sequence level (sequences with a correction) |\n|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in stats {
         s += &format!(
-            "| {} | {} | {} | {} | {:.2} % | {:.2} % |\n",
+            "| {} | {} | {} | {} | {:.2} % | {:.2} % | {:.2} % |\n",
             r.step,
             r.counts.masked,
             r.counts.mismatched,
             r.counts.corrected,
             100.0 * r.prediction_level,
-            100.0 * r.iteration_level
+            100.0 * r.iteration_level,
+            100.0 * r.sequence_level
         );
     }
     s
