@@ -55,8 +55,8 @@ pub struct Kept<M> {
     pub scores: Scores,
 }
 
-/// What training ended with: the training rate, the best model when `--keep best`, the number
-/// of updates made, and whether early stopping ended it.
+/// What training ended with: the training rate (the evaluations' time left out), the best
+/// model when `--keep best`, the number of updates made, and whether early stopping ended it.
 pub struct Trained<M> {
     pub examples_per_s: f64,
     pub best: Option<Kept<M>>,
@@ -96,6 +96,7 @@ pub fn train_epochs<M: Trainable + Clone>(
         best_score: None,
         since_best: 0,
         total: 0,
+        seconds: 0.0,
     };
     let per_epoch = rows.div_ceil(opts.batch_size);
     let total = (per_epoch * opts.epochs) as u64;
@@ -160,8 +161,9 @@ pub fn train_epochs<M: Trainable + Clone>(
         }
     }
     bar.finish_and_clear();
+    let training = start.elapsed().as_secs_f64() - evals.seconds;
     Ok(Trained {
-        examples_per_s: seen as f64 / start.elapsed().as_secs_f64().max(1e-9),
+        examples_per_s: seen as f64 / training.max(1e-9),
         best: evals.best,
         steps: step,
         stopped_early: step < total,
@@ -178,6 +180,8 @@ struct Evaluations<'a, M> {
     best_score: Option<f64>,
     since_best: usize,
     total: u64,
+    /// Time spent scoring, left out of the training rate.
+    seconds: f64,
 }
 
 impl<M: Clone> Evaluations<'_, M> {
@@ -193,7 +197,9 @@ impl<M: Clone> Evaluations<'_, M> {
         let Some(evaluate) = self.evaluate.as_mut() else {
             return Ok(false);
         };
+        let start = Instant::now();
         let scores = evaluate(model)?;
+        self.seconds += start.elapsed().as_secs_f64();
         record.eval(step, at, &scores)?;
         tracing::info!(
             "finetune step {step} (epoch {at:.2}): dev task score {:.2}",
