@@ -66,7 +66,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         eprintln!("note: {keep}");
         md += &format!("\n**Note.** {keep}.\n");
     }
-    if let Some(note) = trueneg::train::stats::stats_correction_note(run, &stats) {
+    if let Some(note) = trueneg::train::stats::stats_correction_note(&cfg, &stats) {
         eprintln!("note: {note}");
         md += &format!("\n**Note.** {note}.\n");
     }

@@ -362,23 +362,36 @@ pub struct SeedModel {
     pub stopped_early: bool,
 }
 
-/// The dev sets' scores of `ft` (their task score is the first file's), examples/s over them.
+/// The dev sets' scores of one model: each file's, and the task's over them all
+/// ([`merge_dev_scores`]: the first file's score, the others' metrics beside it).
+pub struct DevScores {
+    pub per_file: Vec<Scores>,
+    pub merged: Scores,
+    pub examples_per_s: f64,
+}
+
+/// Predicts and scores every dev file of `dev` with `ft`.
 pub fn score_dev(
     ft: &FineTuned,
     tok: &WordPieceTokenizer,
     dev: &DevSets,
     max_len: usize,
     progress: bool,
-) -> Result<(Vec<Scores>, f64)> {
+) -> Result<DevScores> {
     let device = ft.model.devices().into_iter().next().unwrap_or_default();
-    let mut scores = Vec::new();
+    let mut per_file = Vec::new();
     let mut rate = 0.0;
     for (file, ex) in dev {
         let (pred, r) = predict(ft, tok, ex, max_len, 64, &device, progress);
         rate += r / dev.len() as f64;
-        scores.push(score_file(ft.task, file, ex, &pred)?);
+        per_file.push(score_file(ft.task, file, ex, &pred)?);
     }
-    Ok((scores, rate))
+    let files: Vec<&std::path::Path> = dev.iter().map(|(f, _)| f.as_path()).collect();
+    Ok(DevScores {
+        merged: merge_dev_scores(&files, per_file.clone()),
+        per_file,
+        examples_per_s: rate,
+    })
 }
 
 /// Fine-tunes on `s.train` with one seed.
@@ -418,15 +431,8 @@ pub fn finetune_one(s: SeedTraining) -> Result<SeedModel> {
     };
     let mut evaluate = |m: &Classifier| -> Result<Scores> {
         let dev = dev.expect("evaluated only with dev sets");
-        let (scores, _) = score_dev(
-            &finetuned(m.valid()),
-            &pre.tokenizer,
-            dev,
-            opts.max_seq_len,
-            false,
-        )?;
-        let files: Vec<&std::path::Path> = dev.iter().map(|(f, _)| f.as_path()).collect();
-        Ok(merge_dev_scores(&files, scores))
+        let model = finetuned(m.valid());
+        Ok(score_dev(&model, &pre.tokenizer, dev, opts.max_seq_len, false)?.merged)
     };
     let tuned = Tuned {
         model: &mut model,

@@ -149,6 +149,10 @@ fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
         .and_then(|n| n.to_str())
         .and_then(|n| n.strip_prefix("seed-"))
         .and_then(|s| s.parse::<u64>().ok());
+    let seed_scores = results.as_ref().and_then(|r| {
+        let at = seed.and_then(|s| r.seeds.iter().position(|x| *x == s))?;
+        r.per_seed.get(at)
+    });
     let mut facts = Vec::new();
     if let Some(r) = &results {
         if let Some(p) = &r.model {
@@ -169,8 +173,7 @@ fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
                 o.layer_decay
             ));
         }
-        let at = seed.and_then(|s| r.seeds.iter().position(|x| *x == s));
-        if let Some(scores) = at.and_then(|i| r.per_seed.get(i)) {
+        if let Some(scores) = seed_scores {
             let m: Vec<String> = scores
                 .metrics
                 .iter()
@@ -190,10 +193,6 @@ fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
         Task::Classification(_) => ("text-classification", "AutoModelForSequenceClassification"),
         Task::Squad => ("question-answering", "AutoModelForQuestionAnswering"),
     };
-    let seed_scores = results.as_ref().and_then(|r| {
-        let at = seed.and_then(|s| r.seeds.iter().position(|x| *x == s))?;
-        r.per_seed.get(at)
-    });
     format!(
         "---\nlibrary_name: transformers\npipeline_tag: {pipeline}\nlicense: other\ntags:\n- trueneg\n- {kind}\n{front}---\n\n\
 # {name} fine-tuned on {task}\n\n\

@@ -8,13 +8,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::finetune::classify::{
-    DevSets, SeedTraining, finetune_one, load_finetuned, predict, read_task, save_finetuned,
+    DevSets, SeedTraining, finetune_one, load_finetuned, read_task, save_finetuned, score_dev,
 };
 use crate::finetune::eval_plan::EvalEvery;
 use crate::finetune::pretrained::PretrainedEncoder;
 use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::record::{SeedTrained, TrainingRecord};
-use crate::finetune::scores::{Scores, merge_dev_scores, score_file};
+use crate::finetune::scores::Scores;
 use crate::finetune::span::{QaOptions, finetune_squad, load_qa, predict_squad, save_qa};
 use crate::tasks::glue::GlueTask;
 use crate::tasks::squad::{SquadExample, evaluate_squad};
@@ -325,22 +325,16 @@ impl SeedRun for GlueRun<'_> {
 
     fn score(&self, seed: u64, dir: &Path, report: Report) -> Result<(Scores, f64)> {
         let (ft, tok, max_len) = load_finetuned(dir, &self.device)?;
-        let mut scores: Vec<Scores> = Vec::new();
-        let mut eval_rate = 0.0;
-        for (file, ex) in &self.dev {
-            let (pred, rate) = predict(&ft, &tok, ex, max_len, 64, &self.device, self.progress);
-            eval_rate += rate / self.dev.len() as f64;
-            let s = score_file(self.task, file, ex, &pred)?;
+        let d = score_dev(&ft, &tok, &self.dev, max_len, self.progress)?;
+        for ((file, _), s) in self.dev.iter().zip(&d.per_file) {
             report(format!(
                 "{} seed {seed} {}: {}",
                 self.task.dir_name(),
                 file.display(),
                 metrics_line(&s.metrics)
             ));
-            scores.push(s);
         }
-        let files: Vec<&Path> = self.dev.iter().map(|(f, _)| f.as_path()).collect();
-        Ok((merge_dev_scores(&files, scores), eval_rate))
+        Ok((d.merged, d.examples_per_s))
     }
 
     fn options(&self) -> &FinetuneOptions {

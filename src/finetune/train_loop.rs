@@ -88,6 +88,8 @@ pub fn train_epochs<M: Trainable + Clone>(
         progress,
     } = plan;
     let Watch { record, evaluate } = watch;
+    let per_epoch = rows.div_ceil(opts.batch_size);
+    let total = (per_epoch * opts.epochs) as u64;
     let mut evals = Evaluations {
         evaluate,
         keep: opts.keep,
@@ -95,13 +97,10 @@ pub fn train_epochs<M: Trainable + Clone>(
         best: None,
         best_score: None,
         since_best: 0,
-        total: 0,
+        total,
         seconds: 0.0,
     };
-    let per_epoch = rows.div_ceil(opts.batch_size);
-    let total = (per_epoch * opts.epochs) as u64;
     let mut opt = FinetuneOptimizer::new(opts, prefix, layers, total);
-    evals.total = total;
     let bar = progress_bar(
         total,
         "finetune {bar:30} {pos}/{len} steps  {msg}  eta {eta}",

@@ -3,10 +3,7 @@
 //! which could block or never end) and how large it is against the bound the caller gives for
 //! its format. A read never returns more than its bound, whatever the file claims.
 
-use std::fs::Metadata;
-
-/// A file opened through the door ([`open`]), for readers that stream it.
-pub use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -96,6 +93,16 @@ pub fn exists(path: &Path) -> bool {
 /// The size in bytes of the regular file `path`.
 pub fn file_len(path: &Path) -> Result<u64> {
     Ok(regular_file(path)?.len())
+}
+
+/// [`file_len`], refused (as [`read`] refuses it) when over `bound`: for a file held whole
+/// after it is read in pieces.
+pub fn bounded_len(path: &Path, bound: u64) -> Result<u64> {
+    let len = file_len(path)?;
+    if len > bound {
+        return Err(too_large(path, format!("{len} bytes"), bound));
+    }
+    Ok(len)
 }
 
 /// Opens the regular file `path` for reading, after [`regular_file`]: opening a FIFO would block.

@@ -64,7 +64,7 @@ pub const MAX_ENTRY: u64 = 1 << 20;
 
 /// A vectors file being read: its reader and the number of the last line read.
 struct Entries<'a> {
-    reader: BufReader<crate::io::read::File>,
+    reader: BufReader<crate::io::File>,
     path: &'a Path,
     line: usize,
 }

@@ -142,7 +142,7 @@ const MAX_ROW: u64 = 4 << 20;
 pub struct GlueRows {
     path: std::path::PathBuf,
     task: GlueTask,
-    reader: std::io::BufReader<crate::io::read::File>,
+    reader: std::io::BufReader<crate::io::File>,
     /// The line number of the last line read.
     line: usize,
     /// Rows read so far (the id of a row without an `index` column).

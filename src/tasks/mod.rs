@@ -25,15 +25,7 @@ pub(crate) fn read_data_file(path: &Path) -> crate::Result<Vec<u8>> {
 
 /// The memory check of a data file about to be held whole, as parsed rows.
 pub(crate) fn check_held(path: &Path) -> crate::Result<()> {
-    let len = crate::io::read::file_len(path)?;
-    let bound = crate::io::limit::DATA;
-    if len > bound {
-        return Err(crate::Error::Input(format!(
-            "{}: {len} bytes, larger than the {} a task file read whole may hold; is it the right file?",
-            path.display(),
-            crate::io::read::human(bound)
-        )));
-    }
+    let len = crate::io::read::bounded_len(path, crate::io::limit::DATA)?;
     crate::memory::check(
         len as f64 * HELD_PER_BYTE,
         &format!(

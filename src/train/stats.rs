@@ -82,16 +82,15 @@ pub fn run_correction_note(run: &Path) -> Result<Option<String>> {
     Ok(few_corrections_note(m, c, predictor(&cfg)))
 }
 
-/// The same note for `stats`' checkpoints of `run`, over all of them.
-pub fn stats_correction_note(run: &Path, stats: &[CheckpointStats]) -> Option<String> {
+/// The same note for `stats`' checkpoints of a run of `cfg`, over all of them.
+pub fn stats_correction_note(cfg: &PretrainConfig, stats: &[CheckpointStats]) -> Option<String> {
     let (mismatched, corrected) = stats.iter().fold((0, 0), |(m, c), s| {
         (
             m + s.counts.mismatched as u64,
             c + s.counts.corrected as u64,
         )
     });
-    let cfg = PretrainConfig::of_run(run).ok()?;
-    few_corrections_note(mismatched, corrected, predictor(&cfg))
+    few_corrections_note(mismatched, corrected, predictor(cfg))
 }
 
 /// Packs a text corpus into examples with the run's tokenizer (seed 0).

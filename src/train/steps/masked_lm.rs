@@ -148,18 +148,6 @@ impl MaskedLmStep {
     ) -> StepLoss {
         self.loss_on_device(model, batch, m, upload(batch, m, device), device)
     }
-
-    /// [`MaskedLmStep::loss_of`] a micro-batch already on the device (`up`).
-    pub fn loss_on_device(
-        &self,
-        model: &PretrainModel,
-        batch: &Batch,
-        m: &Masked,
-        up: Uploaded,
-        device: &Device,
-    ) -> StepLoss {
-        loss_uploaded(self, model, batch, m, up, device)
-    }
 }
 
 impl TrainingStep for MaskedLmStep {
@@ -222,103 +210,105 @@ fn label_on_padding(
     labels.clone() + (predicted - labels.clone()) * keep
 }
 
-/// The loss of a masked micro-batch already on the device (`up`, [`upload`]): nothing is
-/// uploaded or read back, as a recorded step (CUDA graph) requires.
-fn loss_uploaded(
-    step: &MaskedLmStep,
-    model: &PretrainModel,
-    batch: &Batch,
-    m: &Masked,
-    up: Uploaded,
-    device: &Device,
-) -> StepLoss {
-    let objective = &step.objective;
-    let Uploaded {
-        x,
-        positions,
-        labels,
-        valid,
-    } = up;
+impl MaskedLmStep {
+    /// [`MaskedLmStep::loss_of`] a masked micro-batch already on the device (`up`, [`upload`]):
+    /// nothing is uploaded or read back, as a recorded step (CUDA graph) requires.
+    pub fn loss_on_device(
+        &self,
+        model: &PretrainModel,
+        batch: &Batch,
+        m: &Masked,
+        up: Uploaded,
+        device: &Device,
+    ) -> StepLoss {
+        let objective = &self.objective;
+        let Uploaded {
+            x,
+            positions,
+            labels,
+            valid,
+        } = up;
 
-    let (logits, words) = match &model.net {
-        Net::Bert(b) => (
-            b.mlm_logits(&x, positions.clone()),
-            b.embeddings.word_matrix(),
-        ),
-        Net::Electra(e) => (
-            e.generator_logits(&x, positions.clone()),
-            e.embeddings.word_matrix(),
-        ),
-    };
-    let mut argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
-    // ELECTRA's `masked_lm_accuracy`: the top prediction is the gold token.
-    let hits = argmax.clone().equal(labels.clone()).float();
-    let mlm_hits = match &valid {
-        Some(v) => (hits * v.clone()).sum(),
-        None => hits.sum(),
-    };
-    let mut sampled = match &model.net {
-        Net::Electra(_) => Some(crate::kernels::sampling::sample(&logits)),
-        Net::Bert(_) => None,
-    };
-    if let Some(v) = &valid {
-        argmax = label_on_padding(argmax, &labels, v);
-        sampled = sampled.map(|x| label_on_padding(x, &labels, v));
-    }
-    let encode = |x: &Inputs| model.net.mlm_encode(x);
-    let discriminator = |x: &Inputs| model.net.encode(x);
-    let predictions = Predictions {
-        positions,
-        labels: labels.clone(),
-        argmax,
-        sampled,
-        valid: valid.clone(),
-    };
-    let mut s = MlmStep::new(batch, m, &x, predictions, words, &encode, device);
-    s.discriminator_encode =
-        matches!(model.net, Net::Electra(_)).then_some(&discriminator as &dyn Fn(&Inputs) -> _);
-
-    // A position is kept when every part that weights the positions keeps it (and a padding
-    // slot never is).
-    let mut weights: Option<Tensor<1>> = valid;
-    let mut counters = DeviceCounters::new();
-    for p in &objective.parts {
-        if let Some((w, c)) = p.mlm_weights(&s) {
-            add_device_counters(&mut counters, c);
-            weights = Some(match weights {
-                Some(all) => all * w,
-                None => w,
-            });
+        let (logits, words) = match &model.net {
+            Net::Bert(b) => (
+                b.mlm_logits(&x, positions.clone()),
+                b.embeddings.word_matrix(),
+            ),
+            Net::Electra(e) => (
+                e.generator_logits(&x, positions.clone()),
+                e.embeddings.word_matrix(),
+            ),
+        };
+        let mut argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
+        // ELECTRA's `masked_lm_accuracy`: the top prediction is the gold token.
+        let hits = argmax.clone().equal(labels.clone()).float();
+        let mlm_hits = match &valid {
+            Some(v) => (hits * v.clone()).sum(),
+            None => hits.sum(),
+        };
+        let mut sampled = match &model.net {
+            Net::Electra(_) => Some(crate::kernels::sampling::sample(&logits)),
+            Net::Bert(_) => None,
+        };
+        if let Some(v) = &valid {
+            argmax = label_on_padding(argmax, &labels, v);
+            sampled = sampled.map(|x| label_on_padding(x, &labels, v));
         }
-    }
-    // The loss averages over the positions kept (weight 1), a count the device holds.
-    let mlm = match weights {
-        Some(w) => {
-            let kept = w.clone().sum();
-            Term::counted(masked_cross_entropy(logits, labels, Some(w)), kept)
-        }
-        None => Term::new(
-            masked_cross_entropy(logits, labels, None),
-            m.positions.len(),
-        ),
-    };
-    let mut loss = StepLoss::new(crate::objective::mlm::LOSS, mlm);
-    loss.counters = counters;
-    loss.log(
-        crate::objective::mlm::ACCURACY,
-        Logged::Rate {
-            hits: mlm_hits,
-            of: s.masked_count(),
-        },
-    );
-    for p in &objective.parts {
-        p.add_terms(&s, &mut loss);
-    }
+        let encode = |x: &Inputs| model.net.mlm_encode(x);
+        let discriminator = |x: &Inputs| model.net.encode(x);
+        let predictions = Predictions {
+            positions,
+            labels: labels.clone(),
+            argmax,
+            sampled,
+            valid: valid.clone(),
+        };
+        let mut s = MlmStep::new(batch, m, &x, predictions, words, &encode, device);
+        s.discriminator_encode =
+            matches!(model.net, Net::Electra(_)).then_some(&discriminator as &dyn Fn(&Inputs) -> _);
 
-    if let Net::Electra(e) = &model.net {
-        discriminator_loss(e, step, &s, &mut loss);
+        // A position is kept when every part that weights the positions keeps it (and a padding
+        // slot never is).
+        let mut weights: Option<Tensor<1>> = valid;
+        let mut counters = DeviceCounters::new();
+        for p in &objective.parts {
+            if let Some((w, c)) = p.mlm_weights(&s) {
+                add_device_counters(&mut counters, c);
+                weights = Some(match weights {
+                    Some(all) => all * w,
+                    None => w,
+                });
+            }
+        }
+        // The loss averages over the positions kept (weight 1), a count the device holds.
+        let mlm = match weights {
+            Some(w) => {
+                let kept = w.clone().sum();
+                Term::counted(masked_cross_entropy(logits, labels, Some(w)), kept)
+            }
+            None => Term::new(
+                masked_cross_entropy(logits, labels, None),
+                m.positions.len(),
+            ),
+        };
+        let mut loss = StepLoss::new(crate::objective::mlm::LOSS, mlm);
+        loss.counters = counters;
+        loss.log(
+            crate::objective::mlm::ACCURACY,
+            Logged::Rate {
+                hits: mlm_hits,
+                of: s.masked_count(),
+            },
+        );
+        for p in &objective.parts {
+            p.add_terms(&s, &mut loss);
+        }
+
+        if let Net::Electra(e) = &model.net {
+            discriminator_loss(e, self, &s, &mut loss);
+        }
+        loss
     }
-    loss
 }
 
 /// ELECTRA's discriminator on the generator's sampled tokens: `λ·L_D` joins `loss`, with its
