@@ -20,8 +20,19 @@ For the first QUESTIONS questions of a real dev file, with tests/fixtures/squad/
      a question gives the answer, cut from the context between the start token's first and the
      end token's last character (sub-word precision, as BERT's `get_final_text`); no pair:
      the empty answer.
+  5. answers by ELECTRA's joint rules (google-research/electra `finetune/qa/qa_metrics.py` with
+     `joint_prediction`), written out here, on a beam drawn per window from a second seeded
+     generator: start logits over the window with every position but [CLS] and the context
+     masked by −1000, their log-softmax's BEAM best (log-probability, index); for each of those
+     starts, end logits masked the same way and their BEAM best. A pair (start i, end j) is kept
+     when the start is not [CLS], both are context tokens, the start's max-context window is
+     this one, start ≤ end and the span is at most MAX_ANSWER tokens; its score is the start's
+     plus the end's log-probability; the best over all windows gives the answer (the first on
+     ties), cut as in 4.
 Written: decoding.json (options, per window: question index, ids, logits' offset) and
-decoding.safetensors (`start`, `end`: every window's logits, concatenated), with the answers.
+decoding.safetensors (`start`, `end`: every window's logits, concatenated; `joint.start_lp`,
+`joint.start_index` [windows, BEAM], `joint.end_lp`, `joint.end_index` [windows, BEAM, BEAM]),
+with the answers of 4 (`answers`) and of 5 (`joint_answers`).
 """
 import json
 import pathlib
@@ -32,6 +43,7 @@ from safetensors.numpy import save_file
 from tokenizers import Tokenizer
 
 QUESTIONS, MAX_LEN, DOC_STRIDE, MAX_QUERY, N_BEST, MAX_ANSWER = 60, 64, 24, 64, 20, 30
+BEAM = 20
 
 dev = json.loads(pathlib.Path(sys.argv[1]).read_text())
 out = pathlib.Path(sys.argv[2])
@@ -46,7 +58,22 @@ for article in dev["data"]:
 examples = examples[:QUESTIONS]
 
 rng = np.random.default_rng(20261124)
+joint_rng = np.random.default_rng(20261127)
 windows, starts, ends, answers = [], [], [], {}
+joint_answers = {}
+joint = {"start_lp": [], "start_index": [], "end_lp": [], "end_index": []}
+
+
+def log_softmax(x):
+    x = x.astype(np.float64)
+    z = x - x.max()
+    return (z - np.log(np.exp(z).sum())).astype(np.float32)
+
+
+def top(lp):
+    """The BEAM highest (value, index), highest first (tf.nn.top_k)."""
+    idx = np.argsort(-lp, kind="stable")[:BEAM]
+    return lp[idx], idx
 offset = 0
 for qi, (qid, question, context) in enumerate(examples):
     q = tok.encode(question, add_special_tokens=False).ids[:MAX_QUERY]
@@ -72,6 +99,7 @@ for qi, (qid, question, context) in enumerate(examples):
         return best_i == si
 
     candidates = []
+    joint_candidates = []
     for si, (s0, n) in enumerate(spans):
         ids = [CLS] + q + [SEP] + c.ids[s0 : s0 + n] + [SEP]
         first = len(q) + 2
@@ -95,6 +123,37 @@ for qi, (qid, question, context) in enumerate(examples):
                 if e < s or e - s + 1 > MAX_ANSWER:
                     continue
                 candidates.append((float(sl[s]) + float(el[e]), chars[s][0], chars[e][1]))
+        # ELECTRA's joint beam: padding to MAX_LEN, as a batch of windows holds it.
+        allowed = np.zeros(MAX_LEN, np.float32)
+        allowed[0] = 1
+        allowed[first : first + n + 1] = 1  # the context and its [SEP] (segment 1)
+        allowed[len(ids) :] = 0
+        js = joint_rng.standard_normal(MAX_LEN).astype(np.float32) + 1000 * (allowed - 1)
+        s_lp, s_idx = top(log_softmax(js))
+        e_lp = np.zeros((BEAM, BEAM), np.float32)
+        e_idx = np.zeros((BEAM, BEAM), np.int64)
+        for i in range(BEAM):
+            je = joint_rng.standard_normal(MAX_LEN).astype(np.float32) + 1000 * (allowed - 1)
+            e_lp[i], e_idx[i] = top(log_softmax(je))
+        joint["start_lp"].append(s_lp)
+        joint["start_index"].append(s_idx)
+        joint["end_lp"].append(e_lp)
+        joint["end_index"].append(e_idx)
+        for i, s in enumerate(s_idx):
+            for j, e in enumerate(e_idx[i]):
+                if s >= len(ids) or e >= len(ids) or s == 0:
+                    continue
+                if chars[s] is None or chars[e] is None or not is_max[s]:
+                    continue
+                if e < s or e - s + 1 > MAX_ANSWER:
+                    continue
+                score = float(s_lp[i]) + float(e_lp[i, j])
+                joint_candidates.append((score, chars[s][0], chars[e][1]))
+    if joint_candidates:
+        best = sorted(joint_candidates, key=lambda x: x[0], reverse=True)[0]
+        joint_answers[qid] = context[best[1] : best[2]]
+    else:
+        joint_answers[qid] = ""
     if candidates:
         # The first of the best (Python's sort is stable).
         best = sorted(candidates, key=lambda x: x[0], reverse=True)[0]
@@ -103,7 +162,11 @@ for qi, (qid, question, context) in enumerate(examples):
         answers[qid] = ""
 
 save_file(
-    {"start": np.concatenate(starts), "end": np.concatenate(ends)},
+    {
+        "start": np.concatenate(starts),
+        "end": np.concatenate(ends),
+        **{f"joint.{k}": np.stack(v) for k, v in joint.items()},
+    },
     str(out / "decoding.safetensors"),
 )
 (out / "decoding.json").write_text(
@@ -116,9 +179,11 @@ save_file(
                 "max_query_len": MAX_QUERY,
                 "n_best": N_BEST,
                 "max_answer_len": MAX_ANSWER,
+                "beam": BEAM,
             },
             "windows": windows,
             "answers": answers,
+            "joint_answers": joint_answers,
         },
         indent=1,
     )

@@ -178,6 +178,11 @@ fn squad_slice_fine_tunes_and_attacks_are_evaluated() {
         .output()
         .unwrap());
     assert!(stdout.contains("SQuAD v1.1 EM"), "{stdout}");
+    // The ELECTRA recipe's SQuAD head is ELECTRA's joint one.
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("seed-1/finetuned.json")).unwrap())
+            .unwrap();
+    assert_eq!(info["head"], "electra-joint", "{info}");
     let r = results(&out);
     let f1 = r["per_seed"][0]["metrics"]["f1"].as_f64().unwrap();
     let em = r["per_seed"][0]["metrics"]["em"].as_f64().unwrap();

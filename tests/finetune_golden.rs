@@ -8,8 +8,9 @@ use std::path::PathBuf;
 
 use burn::prelude::*;
 use trueneg::finetune::classify::{Classifier, ClsHead, classifier_loss};
+use trueneg::finetune::joint_span::{JointSpanHead, JointTargets};
 use trueneg::finetune::recipe::{FinetuneOptimizer, FinetuneOptions, LayerDecayRule, Recipe};
-use trueneg::finetune::span::{SpanExtractor, span_loss};
+use trueneg::finetune::span::{SpanExtractor, SpanHead, SpanHeadKind, span_loss};
 use trueneg::finetune::train_loop::Trainable;
 use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::{Exporter, HostTensor, Loader, TensorMap, read_safetensors};
@@ -210,11 +211,11 @@ fn electra_question_answering_matches_transformers() {
     let fx = fixture();
     let (cfg, w) = weights("electra_discriminator", "electra_qa", &fx);
     let d = device();
-    let mut model = SpanExtractor::new(&cfg, &d);
+    let mut model = SpanExtractor::new(&cfg, SpanHeadKind::Transformers, &d);
     let mut loader = Loader::new(&w, &d);
     model.walk("electra", &mut loader);
     loader.finish().unwrap();
-    let (start, end) = model.forward(&inputs(&d));
+    let (start, end) = model.logits(&inputs(&d));
     // The reference stacks [start, end] on the last axis.
     let reference = &get(&fx, "electra_qa.logits").values;
     let (s, e) = (host(start.clone()), host(end.clone()));
@@ -233,6 +234,88 @@ fn electra_question_answering_matches_transformers() {
     assert!((value - want).abs() <= 1e-4, "QA loss {value} vs {want}");
     let grads = Grads::collect(&loss.backward(), |w| model.walk("electra", w));
     check_grads(&grads, &fx, "electra_qa");
+}
+
+fn squad_fixture() -> TensorMap {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/finetune/electra_squad.safetensors");
+    read_safetensors(&p).unwrap()
+}
+
+fn positions(fx: &TensorMap, k: &str) -> Vec<usize> {
+    get(fx, k).values.iter().map(|&v| v as usize).collect()
+}
+
+/// ELECTRA's joint SQuAD head against its PyTorch transcription (scripts/squad_head_golden.py):
+/// the masked start logits, the end logits under the gold start, the answerability logit, the
+/// loss, every gradient, and the beam of starts and ends at inference.
+#[test]
+fn electras_joint_squad_head_matches_its_transcription() {
+    let fx = squad_fixture();
+    let (cfg, w) = weights("electra_discriminator", "electra_squad", &fx);
+    let d = device();
+    let mut model = SpanExtractor::new(&cfg, SpanHeadKind::ElectraJoint, &d);
+    let mut loader = Loader::new(&w, &d);
+    model.walk("electra", &mut loader);
+    loader.finish().unwrap();
+    let mut x = inputs(&d);
+    let types = get(&fx, "electra_squad.token_type_ids");
+    let types: Vec<i64> = types.values.iter().map(|&v| v as i64).collect();
+    x.token_types = Tensor::<2, Int>::from_data(TensorData::new(types, [3, 20]), &d);
+    let SpanHead::ElectraJoint(head) = &model.head else {
+        unreachable!()
+    };
+    let starts = positions(&fx, "electra_squad.start_positions");
+    let ends = positions(&fx, "electra_squad.end_positions");
+    let out = head.train_outputs(model.hidden(&x), &x, &starts);
+    // Masked logits sit near −1000, where f32 steps are 6e-5.
+    for (name, ours) in [
+        ("start_logits", host(out.start_logits.clone())),
+        ("end_logits", host(out.end_logits.clone())),
+    ] {
+        let diff = max_abs(&ours, &get(&fx, &format!("electra_squad.{name}")).values);
+        assert!(diff <= 1e-3, "{name} differ by {diff}");
+    }
+    let answerable = HostTensor::from_tensor(out.answerable.clone()).values;
+    let diff = max_abs(&answerable, &get(&fx, "electra_squad.answerable").values);
+    assert!(diff <= 1e-4, "answerable logits differ by {diff}");
+    let impossible: Vec<bool> = get(&fx, "electra_squad.is_impossible")
+        .values
+        .iter()
+        .map(|&v| v > 0.5)
+        .collect();
+    let targets = JointTargets {
+        start: &starts,
+        end: &ends,
+        impossible: &impossible,
+    };
+    let loss = JointSpanHead::loss(out, &targets);
+    let value = loss.clone().into_scalar::<f32>();
+    let want = get(&fx, "electra_squad.loss").values[0];
+    assert!((value - want).abs() <= 1e-4, "loss {value} vs {want}");
+    let grads = Grads::collect(&loss.backward(), |w| model.walk("electra", w));
+    assert!(check_grads(&grads, &fx, "electra_squad") > 30);
+    // Inference: the beam.
+    let SpanHead::ElectraJoint(head) = &model.head else {
+        unreachable!()
+    };
+    let k = get(&fx, "electra_squad.beam.start_index").shape[1];
+    let beam = head.beam(model.hidden(&x), &x, k);
+    assert_eq!(
+        beam.start_index,
+        positions(&fx, "electra_squad.beam.start_index")
+    );
+    assert_eq!(
+        beam.end_index,
+        positions(&fx, "electra_squad.beam.end_index")
+    );
+    for (name, ours) in [("start_lp", &beam.start_lp), ("end_lp", &beam.end_lp)] {
+        let diff = max_abs(
+            ours,
+            &get(&fx, &format!("electra_squad.beam.{name}")).values,
+        );
+        assert!(diff <= 1e-3, "beam {name} differs by {diff}");
+    }
 }
 
 /// Every parameter's change over three updates, ours against the reference's, within 5e-3

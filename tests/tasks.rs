@@ -372,7 +372,7 @@ fn sentence_pairs_are_encoded_and_truncated_longest_first() {
 
 #[test]
 fn squad_windows_hold_the_answer_tokens() {
-    use trueneg::finetune::span::{QaOptions, make_features};
+    use trueneg::finetune::qa_features::{QaOptions, make_features};
     use trueneg::text::WordPieceTokenizer;
     let mut ex = read_squad(&data("squad-v1.1/dev-half-a.json")).unwrap();
     ex.truncate(300);
@@ -423,7 +423,8 @@ fn squad_windows_hold_the_answer_tokens() {
 
 #[test]
 fn best_span_respects_order_and_length() {
-    use trueneg::finetune::span::{QaFeature, best_span};
+    use trueneg::finetune::qa_features::QaFeature;
+    use trueneg::finetune::span_decode::best_span;
     let f = QaFeature {
         example: 0,
         ids: vec![0; 6],

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use trueneg::finetune::qa_features::QaOptions;
 use trueneg::finetune::recipe::{
     EvalEvery, FinetuneOptions, HeadKind, Keep, LayerDecayRule, Recipe, Schedule,
 };
@@ -78,10 +79,13 @@ pub struct Args {
     /// Adam's bias correction [electra: false; transformers: true].
     #[arg(long)]
     bias_correction: Option<bool>,
-    /// The head on an ELECTRA backbone: `electra` (dropout + dense on [CLS]) or `transformers`
-    /// (ElectraClassificationHead: dense, GELU, dense). The head only: the optimizer, schedule
-    /// and lengths stay the recipe's (`--recipe` changes those). Both export to transformers.
-    /// BERT backbones always take BERT's pooler [electra: electra; transformers: transformers].
+    /// The head: `electra` (GLUE: dropout + dense on [CLS]; SQuAD: ELECTRA's joint head, the
+    /// end conditioned on the start, beam decoding and an answerability classifier) or
+    /// `transformers` (GLUE: ElectraClassificationHead, dense, GELU, dense; SQuAD: one
+    /// qa_outputs layer). The head only: the optimizer, schedule and lengths stay the recipe's
+    /// (`--recipe` changes those). Both GLUE heads export to transformers; ELECTRA's SQuAD head
+    /// has no transformers class, and `export` refuses it. BERT backbones always take BERT's
+    /// pooler for GLUE [electra: electra; transformers: transformers].
     #[arg(long, value_parser = parse_head)]
     head: Option<HeadKind>,
     /// Train on at most this many examples (0 = all).
@@ -313,10 +317,15 @@ fn tune(
     } else {
         let (train, dev) =
             runner::squad_splits(&a.data, a.max_train_examples, a.max_eval_examples)?;
-        let qa_opts = qa::QaOptions {
+        if qa::SpanHeadKind::of(opts.head) == qa::SpanHeadKind::ElectraJoint {
+            eprintln!(
+                "note: SQuAD under --head electra trains ELECTRA's joint start-to-end head, which transformers has no class for: `export` will refuse these models (--head transformers trains one that exports)"
+            );
+        }
+        let qa_opts = QaOptions {
             max_seq_len: opts.max_seq_len,
             doc_stride: a.doc_stride,
-            ..qa::QaOptions::default()
+            ..QaOptions::default()
         };
         runner::finetune_qa(
             pre,

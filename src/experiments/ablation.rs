@@ -27,10 +27,11 @@ pub use crate::experiments::ablation_spec::{
 };
 use crate::experiments::stages::Stages;
 use crate::finetune::pretrained::{PretrainedEncoder, load_pretrained};
+use crate::finetune::qa_features::QaOptions;
 use crate::finetune::seeds::{
     SeedPlan, TaskResult, finetune_glue, finetune_qa, squad_scores, squad_splits,
 };
-use crate::finetune::span::{QaOptions, load_qa, predict_squad};
+use crate::finetune::span::{load_qa, predict_squad};
 use crate::objective::ObjectiveKind;
 use crate::tasks::glue::GlueTask;
 use crate::tasks::squad::SquadExample;

@@ -1,8 +1,9 @@
 //! `export --model <fine-tuned seed folder>`: a model fine-tuned by trueneg as a transformers
 //! folder. GLUE → `ElectraForSequenceClassification` / `BertForSequenceClassification` with
 //! `id2label` / `label2id` (STS-B: one output, `problem_type = "regression"`, in the task's 0–5
-//! units); SQuAD → `ElectraForQuestionAnswering` / `BertForQuestionAnswering`. With the
-//! tokenizer's Hub files and a model card.
+//! units); SQuAD with transformers' head → `ElectraForQuestionAnswering` /
+//! `BertForQuestionAnswering` (ELECTRA's joint SQuAD head has no transformers class and is
+//! refused). With the tokenizer's Hub files and a model card.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use super::classify::{ClsHead, FineTunedInfo};
 use super::folder::read_model_info;
 use super::scores::Scores;
 use super::seeds::TaskResult;
-use super::span::{QaInfo, finetuned_task};
+use super::span::{QaInfo, SpanHeadKind, finetuned_task};
 use crate::interop::HfConfig;
 use crate::interop::hub::{check_folders, write_folder};
 use crate::interop::tensors::{HostTensor, read_safetensors};
@@ -60,6 +61,12 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
         }
         Task::Squad => {
             let info: QaInfo = read_model_info(model)?;
+            if info.head == SpanHeadKind::ElectraJoint {
+                return Err(Error::Input(format!(
+                    "{}: this SQuAD model has ELECTRA's joint start-to-end head (the ELECTRA recipe's), which transformers has no class for; fine-tune with --head transformers to export one",
+                    model.display()
+                )));
+            }
             (info.prefix, info.config, Map::new())
         }
     };

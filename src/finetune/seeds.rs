@@ -12,10 +12,11 @@ use crate::finetune::classify::{
 };
 use crate::finetune::eval_plan::EvalEvery;
 use crate::finetune::pretrained::PretrainedEncoder;
+use crate::finetune::qa_features::QaOptions;
 use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::record::{SeedTrained, TrainingRecord};
 use crate::finetune::scores::Scores;
-use crate::finetune::span::{QaOptions, finetune_squad, load_qa, predict_squad, save_qa};
+use crate::finetune::span::{finetune_squad, load_qa, predict_squad, save_qa};
 use crate::tasks::glue::GlueTask;
 use crate::tasks::squad::{SquadExample, evaluate_squad};
 use crate::tasks::task::Task;

@@ -1,22 +1,16 @@
-//! SQuAD v1.1 span extraction: question + context windows → start / end logits per token
-//! (a `qa_outputs` linear layer over every hidden state, as transformers'
-//! `ElectraForQuestionAnswering`), trained with the mean of the start and end cross-entropies.
+//! SQuAD v1.1 span extraction: question + context windows → answer spans, with one of two
+//! heads over the encoder's hidden states ([`SpanHeadKind`]):
+//! - `transformers`: a `qa_outputs` linear layer giving independent start and end logits, as
+//!   transformers' `ElectraForQuestionAnswering`, trained with the mean of the start and end
+//!   cross-entropies over every position;
+//! - `electra-joint`: ELECTRA's joint head (end conditioned on the start, beam decoding, an
+//!   answerability classifier; `joint_span.rs`), the ELECTRA recipe's.
 //!
-//! Features follow the original BERT / ELECTRA SQuAD code: the question is cut to 64 tokens;
-//! the context is cut into windows of at most `max_len − |question| − 3` tokens whose starts are
-//! `doc_stride` tokens apart (the last window ends at the context's end); `[CLS] question [SEP]
-//! window [SEP]`, segment ids 0 / 1. A training window that does not hold the whole answer
-//! points at `[CLS]` (start = end = 0).
-//!
-//! Prediction follows transformers' `postprocess_qa_predictions` with BERT's max-context rule:
-//! per window the `n_best` highest start and end logits over all its positions; a pair counts
-//! when both are context tokens, the start token is in its max-context window (of the windows
-//! holding a token, the one where min(tokens left, tokens right) + 0.01 · window length is
-//! largest), start ≤ end and the span has at most `max_answer_len` tokens; its score is start +
-//! end logit. The best pair over all windows of a question is the answer, cut from the context
-//! between the start token's first and the end token's last character: sub-word precision, as
-//! BERT's `get_final_text` gives ("1990" from the "1990s" of "199 ##0 ##s" when the span ends
-//! on "##0").
+//! The model reads the windows of `qa_features.rs`; prediction applies each head's decoding
+//! rule (`span_decode.rs`) with BERT's max-context rule. The best pair over all windows of a question is the answer, cut from
+//! the context between the start token's first and the end token's last character: sub-word
+//! precision, as BERT's `get_final_text` gives ("1990" from the "1990s" of "199 ##0 ##s" when
+//! the span ends on "##0").
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -31,8 +25,11 @@ use serde::{Deserialize, Serialize};
 use crate::finetune::folder::{
     load_weights, read_model_folder, read_model_info, write_model_folder,
 };
+use crate::finetune::joint_span::{JointSpanHead, JointTargets};
 use crate::finetune::pretrained::PretrainedEncoder;
-use crate::finetune::recipe::{FinetuneOptions, progress_bar};
+use crate::finetune::qa_features::{QaFeature, QaOptions, make_features};
+use crate::finetune::recipe::{FinetuneOptions, HeadKind, progress_bar};
+use crate::finetune::span_decode::{best_joint_span, best_span};
 use crate::finetune::train_loop::{Epochs, Trainable, Tuned, Watch, train_epochs};
 use crate::interop::tensors::Loader;
 use crate::model::encoder::{Embeddings, Encoder};
@@ -43,180 +40,111 @@ use crate::tasks::task::Task;
 use crate::text::WordPieceTokenizer;
 use crate::{Error, Result};
 
-/// Feature and decoding settings (the BERT / ELECTRA defaults).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct QaOptions {
-    pub max_seq_len: usize,
-    pub doc_stride: usize,
-    pub max_query_len: usize,
-    pub n_best: usize,
-    pub max_answer_len: usize,
+/// Which head reads the hidden states.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SpanHeadKind {
+    /// transformers' `qa_outputs` (hidden → 2: start, end); what models saved before the
+    /// joint head existed hold.
+    #[default]
+    Transformers,
+    /// ELECTRA's joint head.
+    ElectraJoint,
 }
 
-impl Default for QaOptions {
-    fn default() -> Self {
-        Self {
-            max_seq_len: 384,
-            doc_stride: 128,
-            max_query_len: 64,
-            n_best: 20,
-            max_answer_len: 30,
+impl SpanHeadKind {
+    /// The recipe's head choice: ELECTRA's gives its joint head, on any backbone.
+    pub fn of(head: HeadKind) -> Self {
+        match head {
+            HeadKind::Electra => Self::ElectraJoint,
+            HeadKind::Transformers => Self::Transformers,
         }
     }
 }
 
-/// One window of one question.
-#[derive(Clone, Debug, PartialEq)]
-pub struct QaFeature {
-    /// Index of the question in the example list.
-    pub example: usize,
-    pub ids: Vec<u32>,
-    pub types: Vec<u32>,
-    /// Byte range in the context of each context token; `None` for the question and specials.
-    pub spans: Vec<Option<(usize, usize)>>,
-    /// Per position: a context token whose max-context window this is.
-    pub max_context: Vec<bool>,
-    /// Training target (token positions); (0, 0) when the answer is not inside the window.
-    pub start: usize,
-    pub end: usize,
+/// The layers over the hidden states. One per model, so the variants' sizes do not matter
+/// (burn's `Module` derive takes no `Box`).
+#[derive(Module, Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum SpanHead {
+    Transformers(Linear),
+    ElectraJoint(JointSpanHead),
 }
 
-fn char_to_byte(s: &str, c: usize) -> usize {
-    s.char_indices().nth(c).map(|(b, _)| b).unwrap_or(s.len())
-}
-
-/// Cuts every example into windows (see the module doc). The first gold answer is the
-/// training target.
-pub fn make_features(
-    tok: &WordPieceTokenizer,
-    examples: &[SquadExample],
-    o: &QaOptions,
-) -> Result<Vec<QaFeature>> {
-    let mut out = Vec::new();
-    for (ei, e) in examples.iter().enumerate() {
-        let mut q = tok.encode(&e.question);
-        q.truncate(o.max_query_len);
-        let enc = tok
-            .inner
-            .encode(e.context.as_str(), false)
-            .map_err(|err| Error::Input(format!("question {}: {err}", e.id)))?;
-        let ctx_ids = enc.get_ids();
-        let ctx_spans = enc.get_offsets();
-        let room = o.max_seq_len.saturating_sub(q.len() + 3);
-        if room == 0 {
-            return Err(Error::Config(format!(
-                "max_seq_len {} leaves no room for the context after a {}-token question",
-                o.max_seq_len,
-                q.len()
-            )));
-        }
-        // The answer's token range in the whole context.
-        let answer = e.answers.first().map(|(text, start)| {
-            let a = char_to_byte(&e.context, *start);
-            let b = a + text.len();
-            let s = ctx_spans.iter().position(|&(_, end)| end > a);
-            let t = ctx_spans.iter().rposition(|&(st, _)| st < b);
-            (s, t)
-        });
-        let windows = windows(ctx_ids.len(), room, o.doc_stride);
-        for (wi, &(w0, len)) in windows.iter().enumerate() {
-            let s = tok.special;
-            let mut ids = vec![s.cls];
-            ids.extend(&q);
-            ids.push(s.sep);
-            let offset = ids.len();
-            let mut types = vec![0; offset];
-            let mut spans = vec![None; offset];
-            let mut max_context = vec![false; offset];
-            ids.extend(&ctx_ids[w0..w0 + len]);
-            spans.extend(ctx_spans[w0..w0 + len].iter().map(|&p| Some(p)));
-            max_context.extend((w0..w0 + len).map(|t| max_context_window(&windows, t) == wi));
-            ids.push(s.sep);
-            spans.push(None);
-            max_context.push(false);
-            types.resize(ids.len(), 1);
-            let (start, end) = match answer {
-                Some((Some(a), Some(b))) if a >= w0 && b < w0 + len && a <= b => {
-                    (a - w0 + offset, b - w0 + offset)
-                }
-                _ => (0, 0),
-            };
-            out.push(QaFeature {
-                example: ei,
-                ids,
-                types,
-                spans,
-                max_context,
-                start,
-                end,
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// The context windows (first token, length) of a context of `n` tokens: at most `room`
-/// tokens each, starts `stride` apart, the last ending at the context's end.
-fn windows(n: usize, room: usize, stride: usize) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut w0 = 0;
-    loop {
-        let len = room.min(n - w0);
-        out.push((w0, len));
-        if w0 + len >= n {
-            return out;
-        }
-        w0 += len.min(stride);
-    }
-}
-
-/// BERT's max-context window of context token `t`: of the windows holding it, the one where
-/// min(tokens left of it, tokens right of it) + 0.01 · window length is largest (the first on
-/// ties).
-fn max_context_window(windows: &[(usize, usize)], t: usize) -> usize {
-    let mut best: Option<(f64, usize)> = None;
-    for (i, &(w0, len)) in windows.iter().enumerate() {
-        if t < w0 || t >= w0 + len {
-            continue;
-        }
-        let score = (t - w0).min(w0 + len - 1 - t) as f64 + 0.01 * len as f64;
-        if best.is_none_or(|(b, _)| score > b) {
-            best = Some((score, i));
-        }
-    }
-    best.map_or(usize::MAX, |(_, i)| i)
-}
-
-/// Encoder + `qa_outputs` (hidden → 2: start, end).
+/// Encoder + span head.
 #[derive(Module, Debug)]
 pub struct SpanExtractor {
     pub embeddings: Embeddings,
     pub encoder: Encoder,
-    pub head: Linear,
+    pub head: SpanHead,
 }
 
 impl SpanExtractor {
-    pub fn new(c: &EncoderConfig, device: &Device) -> Self {
+    pub fn new(c: &EncoderConfig, kind: SpanHeadKind, device: &Device) -> Self {
+        let d = c.hidden_size;
         Self {
             embeddings: Embeddings::new(c, device).with_frozen_pad(c.pad_token_id),
             encoder: Encoder::new(c, device),
-            head: crate::model::encoder::linear(c.hidden_size, 2, device),
+            head: match kind {
+                SpanHeadKind::Transformers => {
+                    SpanHead::Transformers(crate::model::encoder::linear(d, 2, device))
+                }
+                SpanHeadKind::ElectraJoint => SpanHead::ElectraJoint(JointSpanHead::new(d, device)),
+            },
         }
     }
 
-    /// Start and end logits, each [batch, len], at every position (padding included, as
-    /// transformers' `ElectraForQuestionAnswering` gives them; decoding only reads context
-    /// tokens).
-    pub fn forward(&self, x: &Inputs) -> (Tensor<2>, Tensor<2>) {
+    pub fn kind(&self) -> SpanHeadKind {
+        match self.head {
+            SpanHead::Transformers(_) => SpanHeadKind::Transformers,
+            SpanHead::ElectraJoint(_) => SpanHeadKind::ElectraJoint,
+        }
+    }
+
+    /// The encoder's last hidden states [batch, len, hidden].
+    pub fn hidden(&self, x: &Inputs) -> Tensor<3> {
         let e = self
             .embeddings
             .forward(x.ids.clone(), x.token_types.clone());
-        let h = self.encoder.forward(e, x.attention_mask.clone());
+        self.encoder.forward(e, x.attention_mask.clone())
+    }
+
+    /// Start and end logits of transformers' head, each [batch, len], at every position
+    /// (padding included, as `ElectraForQuestionAnswering` gives them; decoding only reads
+    /// context tokens). Panics on the joint head, whose end logits need a start.
+    pub fn logits(&self, x: &Inputs) -> (Tensor<2>, Tensor<2>) {
+        let SpanHead::Transformers(head) = &self.head else {
+            panic!("the joint head's end logits are conditioned on a start: use `beam`")
+        };
+        let h = self.hidden(x);
         let [b, l, _] = h.dims();
-        let logits = self.head.forward(h);
+        let logits = head.forward(h);
         let start = logits.clone().slice([0..b, 0..l, 0..1]).reshape([b, l]);
         let end = logits.slice([0..b, 0..l, 1..2]).reshape([b, l]);
         (start, end)
+    }
+
+    /// The training loss of a batch of windows under the head's own rule.
+    pub fn loss(&self, x: &Inputs, fs: &[&QaFeature]) -> Tensor<1> {
+        let starts: Vec<usize> = fs.iter().map(|f| f.start).collect();
+        let ends: Vec<usize> = fs.iter().map(|f| f.end).collect();
+        match &self.head {
+            SpanHead::Transformers(_) => {
+                let (start, end) = self.logits(x);
+                span_loss(start, end, &starts, &ends)
+            }
+            SpanHead::ElectraJoint(head) => {
+                let out = head.train_outputs(self.hidden(x), x, &starts);
+                // SQuAD v1.1: every question has an answer.
+                let impossible = vec![false; fs.len()];
+                let targets = JointTargets {
+                    start: &starts,
+                    end: &ends,
+                    impossible: &impossible,
+                };
+                JointSpanHead::loss(out, &targets)
+            }
+        }
     }
 
     pub fn walk_encoder(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
@@ -228,7 +156,10 @@ impl SpanExtractor {
 impl Trainable for SpanExtractor {
     fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
         self.walk_encoder(prefix, w);
-        walk_linear(w, "qa_outputs", &mut self.head);
+        match &mut self.head {
+            SpanHead::Transformers(head) => walk_linear(w, "qa_outputs", head),
+            SpanHead::ElectraJoint(head) => head.walk(w),
+        }
     }
 }
 
@@ -263,7 +194,7 @@ pub fn finetune_squad(
     let base = crate::device::device_for(&opts.device)?;
     crate::model::seed(&base, seed);
     let device = base.clone().autodiff();
-    let mut model = SpanExtractor::new(&pre.config, &device);
+    let mut model = SpanExtractor::new(&pre.config, SpanHeadKind::of(opts.head), &device);
     let mut loader = Loader::new(&pre.weights, &device);
     model.walk_encoder(&pre.prefix, &mut loader);
     loader.finish()?;
@@ -293,10 +224,7 @@ pub fn finetune_squad(
     };
     let trained = train_epochs(tuned, opts, plan, watch, |model, chunk| {
         let fs: Vec<&QaFeature> = chunk.iter().map(|&i| &features[i]).collect();
-        let (start, end) = model.forward(&batch(&fs, pad, &device));
-        let gold =
-            |f: &dyn Fn(&QaFeature) -> usize| -> Vec<usize> { fs.iter().map(|x| f(x)).collect() };
-        span_loss(start, end, &gold(&|f| f.start), &gold(&|f| f.end))
+        model.loss(&batch(&fs, pad, &device), &fs)
     })?;
     Ok((
         QaModel {
@@ -333,40 +261,36 @@ pub fn span_loss(
     (ls + le).neg().div_scalar(2.0)
 }
 
-/// The best answer of one window: (score, byte start, byte end) in the context (see the
-/// module documentation for the rules).
-pub fn best_span(
-    f: &QaFeature,
-    start: &[f32],
-    end: &[f32],
-    n_best: usize,
-    max_answer_len: usize,
-) -> Option<(f32, usize, usize)> {
-    let top = |logits: &[f32]| {
-        let mut idx: Vec<usize> = (0..f.ids.len()).collect();
-        idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
-        idx.truncate(n_best);
-        idx
-    };
-    let mut best: Option<(f32, usize, usize)> = None;
-    for &s in &top(start) {
-        if !f.max_context.get(s).copied().unwrap_or(false) {
-            continue;
-        }
-        for &e in &top(end) {
-            let (Some(a), Some(z)) = (f.spans[s], f.spans[e]) else {
-                continue;
+/// Each window's best answer (score, byte range in the context) by the model's head.
+fn window_answers(m: &QaModel, x: &Inputs, fs: &[&QaFeature]) -> Vec<Option<(f32, usize, usize)>> {
+    let o = &m.options;
+    match &m.model.head {
+        SpanHead::Transformers(_) => {
+            let (s, e) = m.model.logits(x);
+            let len = s.dims()[1];
+            let host = |t: Tensor<2>| {
+                t.into_data()
+                    .convert::<f32>()
+                    .try_into_vec::<f32>()
+                    .expect("f32")
             };
-            if e < s || e - s + 1 > max_answer_len {
-                continue;
-            }
-            let score = start[s] + end[e];
-            if best.is_none_or(|b| score > b.0) {
-                best = Some((score, a.0, z.1));
-            }
+            let (s, e) = (host(s), host(e));
+            fs.iter()
+                .enumerate()
+                .map(|(k, f)| {
+                    let row = k * len..k * len + f.ids.len();
+                    best_span(f, &s[row.clone()], &e[row], o.n_best, o.max_answer_len)
+                })
+                .collect()
+        }
+        SpanHead::ElectraJoint(head) => {
+            let beam = head.beam(m.model.hidden(x), x, o.beam);
+            fs.iter()
+                .enumerate()
+                .map(|(k, f)| best_joint_span(f, beam.window(k), o.max_answer_len))
+                .collect()
         }
     }
-    best
 }
 
 /// Answers (id → text) for `examples`, with questions/s.
@@ -387,24 +311,8 @@ pub fn predict_squad(
     let mut best: Vec<Option<(f32, usize, usize)>> = vec![None; examples.len()];
     for chunk in features.chunks(32) {
         let fs: Vec<&QaFeature> = chunk.iter().collect();
-        let (s, e) = m.model.forward(&batch(&fs, tok.special.pad, device));
-        let len = s.dims()[1];
-        let host = |t: Tensor<2>| {
-            t.into_data()
-                .convert::<f32>()
-                .try_into_vec::<f32>()
-                .expect("f32")
-        };
-        let (s, e) = (host(s), host(e));
-        for (k, f) in chunk.iter().enumerate() {
-            let row = k * len..k * len + f.ids.len();
-            let cand = best_span(
-                f,
-                &s[row.clone()],
-                &e[row],
-                m.options.n_best,
-                m.options.max_answer_len,
-            );
+        let windows = window_answers(m, &batch(&fs, tok.special.pad, device), &fs);
+        for (f, cand) in chunk.iter().zip(windows) {
             if let Some(c) = cand
                 && best[f.example].is_none_or(|b| c.0 > b.0)
             {
@@ -432,6 +340,9 @@ pub fn predict_squad(
 #[derive(Serialize, Deserialize)]
 pub(crate) struct QaInfo {
     pub task: Task,
+    /// Absent in folders written before the joint head: transformers' head.
+    #[serde(default)]
+    pub head: SpanHeadKind,
     pub prefix: String,
     pub config: EncoderConfig,
     pub options: QaOptions,
@@ -440,6 +351,7 @@ pub(crate) struct QaInfo {
 pub fn save_qa(m: &mut QaModel, tok: &WordPieceTokenizer, dir: &Path) -> Result<()> {
     let info = QaInfo {
         task: Task::Squad,
+        head: m.model.kind(),
         prefix: m.prefix.clone(),
         config: m.config.clone(),
         options: m.options.clone(),
@@ -457,7 +369,7 @@ pub fn load_qa(dir: &Path, device: &Device) -> Result<(QaModel, WordPieceTokeniz
         )));
     }
     super::pretrained::check_model_fits(&info.config, &dir.join("finetuned.json"))?;
-    let mut model = SpanExtractor::new(&info.config.clone().without_dropout(), device);
+    let mut model = SpanExtractor::new(&info.config.clone().without_dropout(), info.head, device);
     load_weights(&weights, device, |l| model.walk(&info.prefix, l))?;
     Ok((
         QaModel {
