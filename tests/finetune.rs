@@ -519,3 +519,30 @@ fn a_model_that_predicts_one_class_or_one_score_is_called_collapsed() {
     let spread: Vec<f64> = (0..20).map(|i| i as f64 / 5.0).collect();
     assert!(score(GlueTask::Stsb, &spread, &gold).collapsed.is_none());
 }
+
+/// `--precision bf16` and `--grad-accum` train on the CPU too, recorded in results.json; a
+/// slice count beyond the batch is refused in one line before anything is written.
+#[test]
+fn bf16_and_gradient_accumulation_train_and_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = transformers_folder(dir.path(), "electra_discriminator");
+    let out = dir.path().join("ft");
+    let args = ["--epochs", "1", "--precision", "bf16", "--grad-accum", "4"];
+    ok(finetune_rte(&model, &out, &args));
+    let r = results(&out);
+    assert_eq!(r["options"]["precision"], "bf16", "{r}");
+    assert_eq!(r["options"]["grad_accum"], 4, "{r}");
+    // 64 rows in batches of 16: 4 updates, whatever the slices.
+    let steps = metrics_lines(&out.join("seed-1"))
+        .iter()
+        .filter_map(|l| l["step"].as_u64())
+        .max();
+    assert_eq!(steps, Some(4));
+    let refused = dir.path().join("ft-refused");
+    let e = common::fails(finetune_rte(&model, &refused, &["--grad-accum", "32"]));
+    assert!(
+        e.contains("--grad-accum 32") && e.contains("--batch-size"),
+        "{e}"
+    );
+    assert!(!refused.exists(), "{e}");
+}

@@ -11,7 +11,7 @@ use trueneg::finetune::classify::{Classifier, ClsHead, classifier_loss};
 use trueneg::finetune::joint_span::{JointSpanHead, JointTargets};
 use trueneg::finetune::recipe::{FinetuneOptimizer, FinetuneOptions, LayerDecayRule, Recipe};
 use trueneg::finetune::span::{SpanExtractor, SpanHead, SpanHeadKind, span_loss};
-use trueneg::finetune::train_loop::Trainable;
+use trueneg::finetune::train_loop::{Trainable, batch_grads};
 use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::{Exporter, HostTensor, Loader, TensorMap, read_safetensors};
 use trueneg::model::{EncoderConfig, Inputs};
@@ -234,6 +234,55 @@ fn electra_question_answering_matches_transformers() {
     assert!((value - want).abs() <= 1e-4, "QA loss {value} vs {want}");
     let grads = Grads::collect(&loss.backward(), |w| model.walk("electra", w));
     check_grads(&grads, &fx, "electra_qa");
+}
+
+/// Gradient accumulation: a batch cut into slices gives the whole batch's loss and gradients
+/// (a model without dropout; slices of 1 and 2 rows of the 3-row batch).
+#[test]
+fn gradient_accumulation_gives_the_whole_batchs_gradients() {
+    let fx = fixture();
+    let (mut model, prefix) = classifier(
+        "electra_discriminator",
+        "electra_cls",
+        3,
+        ClsHead::ElectraTransformers,
+    );
+    let gold = labels(&fx, "electra_cls", false);
+    let d = device();
+    let x = inputs(&d);
+    let mut loss_of = |m: &Classifier, rows: &[usize]| {
+        let idx: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
+        let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [rows.len()]), &d);
+        let pick = |t: &Tensor<2, Int>| t.clone().select(0, idx.clone());
+        let sub = Inputs {
+            ids: pick(&x.ids),
+            token_types: pick(&x.token_types),
+            attention_mask: x.attention_mask.as_ref().map(pick),
+        };
+        let g: Vec<Label> = rows.iter().map(|&r| gold[r]).collect();
+        classifier_loss(m.forward(&sub), &g, false, 1.0)
+    };
+    let (whole, g1) = batch_grads(&mut model, &prefix, &[0, 1, 2], 1, &mut loss_of);
+    let want = get(&fx, "electra_cls.loss").values[0];
+    assert!((whole - want).abs() <= 1e-4, "{whole} vs {want}");
+    for slices in [2, 3] {
+        let (value, g) = batch_grads(&mut model, &prefix, &[0, 1, 2], slices, &mut loss_of);
+        assert!(
+            (value - whole).abs() <= 1e-5,
+            "{slices} slices: {value} vs {whole}"
+        );
+        assert_eq!(g.entries.len(), g1.entries.len());
+        for name in g1.entries.keys() {
+            let (a, b) = (g.host(name).unwrap(), g1.host(name).unwrap());
+            // The attention key bias's gradient is zero in exact arithmetic: float noise.
+            let scale = b.values.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let diff = max_abs(&a.values, &b.values);
+            assert!(
+                diff <= 1e-4 * scale + 1e-8,
+                "{slices} slices, {name}: {diff} of {scale}"
+            );
+        }
+    }
 }
 
 fn squad_fixture() -> TensorMap {

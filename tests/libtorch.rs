@@ -398,6 +398,43 @@ fn a_libtorch_run_resumed_from_a_checkpoint_repeats_its_curve() {
     );
 }
 
+/// Fine-tuning on the LibTorch device (the GPU path's code, here on LibTorch's CPU device or
+/// the one `TRUENEG_LIBTORCH_DEVICE` names), in bf16 with gradient accumulation, for GLUE and
+/// for SQuAD's joint head: trains, scores and records its settings.
+#[test]
+fn fine_tuning_runs_on_the_libtorch_device_in_bf16_with_accumulation() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::transformers_folder(dir.path(), "electra_discriminator");
+    let device = std::env::var("TRUENEG_LIBTORCH_DEVICE").unwrap_or("libtorch".into());
+    for (task, data) in [
+        ("rte", common::data("glue/RTE")),
+        ("squad", common::data("squad-v1.1/dev-half-a.json")),
+    ] {
+        let out = dir.path().join(task);
+        common::ok(
+            common::bin()
+                .args(["finetune", "--task", task, "--data"])
+                .arg(&data)
+                .arg("--model")
+                .arg(&model)
+                .arg("--out")
+                .arg(&out)
+                .args(["--device", &device, "--precision", "bf16"])
+                .args(["--grad-accum", "2", "--batch-size", "8", "--epochs", "1"])
+                .args(["--max-train-examples", "32", "--max-seq-len", "32"])
+                .args(["--max-eval-examples", "16", "--doc-stride", "16"])
+                .output()
+                .unwrap(),
+        );
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap())
+                .unwrap();
+        assert_eq!(r["options"]["precision"], "bf16", "{task}: {r}");
+        assert_eq!(r["options"]["grad_accum"], 2, "{task}: {r}");
+        assert!(r["per_seed"][0]["score"].as_f64().is_some(), "{task}: {r}");
+    }
+}
+
 /// The operation counter (`bench --count-ops`) sees each LibTorch call of a small computation
 /// once (a dtype cast as one operation, a product as a kernel whatever view-like calls it makes
 /// inside), counts the calls made into LibTorch apart, and sees the casts that mixed precision

@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long, default_value_t = 16, value_parser = super::at_least(1))]
     batch: usize,
     /// f32, or bf16 mixed precision (torch_bench.py's `--amp bf16`).
-    #[arg(long, default_value = "f32", value_parser = parse_precision)]
+    #[arg(long, default_value = "f32", value_parser = super::precision)]
     precision: trueneg::model::Precision,
     /// AdamW implementation: auto (multi-tensor on GPUs), on, off.
     #[arg(long, default_value = "auto", value_parser = parse_multi_tensor)]
@@ -60,10 +60,6 @@ fn parse_model(s: &str) -> Result<trueneg::train::config::ModelKind, String> {
 
 fn parse_multi_tensor(s: &str) -> Result<trueneg::train::optimizer::MultiTensor, String> {
     from_name(s, "auto, on or off")
-}
-
-fn parse_precision(s: &str) -> Result<trueneg::model::Precision, String> {
-    from_name(s, "f32 or bf16")
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {

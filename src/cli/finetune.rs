@@ -88,6 +88,17 @@ pub struct Args {
     /// pooler for GLUE [electra: electra; transformers: transformers].
     #[arg(long, value_parser = parse_head)]
     head: Option<HeadKind>,
+    /// The encoder's compute precision: `f32`, or `bf16` mixed precision (bf16 matrix
+    /// products; f32 weights, updates, LayerNorm, softmax and losses), as pre-training's
+    /// train.precision. It pays on a GPU (--device libtorch-cuda); on a CPU without fast bf16
+    /// products it is slower than f32.
+    #[arg(long, default_value = "f32", value_parser = super::precision)]
+    precision: trueneg::model::Precision,
+    /// Micro-batches per update (gradient accumulation): each batch runs as this many slices
+    /// whose gradients are summed into one update, so the update is the batch's and the
+    /// memory a slice's.
+    #[arg(long, default_value_t = 1, value_parser = super::at_least(1))]
+    grad_accum: usize,
     /// Train on at most this many examples (0 = all).
     #[arg(long, default_value_t = 0)]
     max_train_examples: usize,
@@ -175,6 +186,8 @@ impl Args {
         o.head = self.head.unwrap_or(o.head);
         o.both_orders = self.both_orders.unwrap_or(o.both_orders);
         o.max_train_examples = self.max_train_examples;
+        o.precision = self.precision;
+        o.grad_accum = self.grad_accum;
         o.device = self.device.clone();
         o.keep = self.keep;
         o.early_stop = self.early_stop.unwrap_or(0);

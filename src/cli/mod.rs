@@ -93,6 +93,11 @@ pub fn from_name<T: serde::de::DeserializeOwned>(s: &str, expected: &str) -> Res
 
 /// A count option of at least `min`: clap refuses anything less in one line naming the option
 /// and the value, before any work.
+/// `--precision`: f32 or bf16.
+pub fn precision(s: &str) -> Result<trueneg::model::Precision, String> {
+    from_name(s, "f32 or bf16")
+}
+
 pub fn at_least(min: u64) -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(min..)
 }

@@ -125,16 +125,18 @@ impl Classifier {
         self.walk_head(prefix, w);
     }
 
-    /// A classifier over `pre`'s encoder (its weights loaded) with a fresh head; BERT's
-    /// pooler is taken from `pre` when it has one, as transformers does.
+    /// A classifier over `pre`'s encoder (its weights loaded) with a fresh head of `opts`'s
+    /// kind, computing in `opts`'s precision; BERT's pooler is taken from `pre` when it has
+    /// one, as transformers does.
     pub fn from_pretrained(
         pre: &PretrainedEncoder,
         outputs: usize,
-        head: HeadKind,
+        opts: &FinetuneOptions,
         device: &Device,
     ) -> Result<Self> {
-        let kind = ClsHead::of(&pre.prefix, head);
-        let mut model = Classifier::new(&pre.config, outputs, kind, device);
+        let kind = ClsHead::of(&pre.prefix, opts.head);
+        let config = pre.config.clone().with_precision(opts.precision);
+        let mut model = Classifier::new(&config, outputs, kind, device);
         let mut loader = Loader::new(&pre.weights, device);
         model.walk_encoder(&pre.prefix, &mut loader);
         let pooler = format!("{}.pooler.dense", pre.prefix);
@@ -411,7 +413,7 @@ pub fn finetune_one(s: SeedTraining) -> Result<SeedModel> {
     let base = crate::device::device_for(&opts.device)?;
     crate::model::seed(&base, seed);
     let device = base.clone().autodiff();
-    let mut model = Classifier::from_pretrained(pre, task.num_labels(), opts.head, &device)?;
+    let mut model = Classifier::from_pretrained(pre, task.num_labels(), opts, &device)?;
     let rows = training_rows(&pre.tokenizer, train, opts);
     if rows.is_empty() {
         return Err(Error::Input("no labelled training examples".into()));

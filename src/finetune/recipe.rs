@@ -175,6 +175,17 @@ pub struct FinetuneOptions {
     /// recipe without `--lr`.
     #[serde(default)]
     pub lr_by_size: bool,
+    /// The encoder's compute precision (`bf16`: mixed precision, f32 weights and updates).
+    #[serde(default)]
+    pub precision: crate::model::Precision,
+    /// Micro-batches per update: each batch's gradient is summed over this many slices of it,
+    /// so the update is the batch's whatever the split (the memory is a slice's).
+    #[serde(default = "one_slice")]
+    pub grad_accum: usize,
+}
+
+fn one_slice() -> usize {
+    1
 }
 
 fn cpu() -> String {
@@ -217,6 +228,8 @@ impl FinetuneOptions {
                 keep: Keep::Last,
                 early_stop: 0,
                 lr_by_size: true,
+                precision: crate::model::Precision::F32,
+                grad_accum: 1,
             },
             Recipe::Transformers => Self {
                 recipe,
@@ -241,6 +254,8 @@ impl FinetuneOptions {
                 keep: Keep::Last,
                 early_stop: 0,
                 lr_by_size: false,
+                precision: crate::model::Precision::F32,
+                grad_accum: 1,
             },
         }
     }
@@ -303,6 +318,12 @@ impl FinetuneOptions {
             ),
             rule("--epochs", self.epochs, self.epochs > 0, "> 0"),
             rule("--batch-size", self.batch_size, self.batch_size > 0, "> 0"),
+            rule(
+                "--grad-accum",
+                self.grad_accum,
+                self.grad_accum > 0 && self.grad_accum <= self.batch_size,
+                "between 1 and --batch-size",
+            ),
             rule(
                 "--max-seq-len",
                 self.max_seq_len,
@@ -371,6 +392,11 @@ impl FinetuneOptions {
 
 impl FinetuneOptions {
     /// The options against the model they fine-tune: examples fit its position embeddings.
+    /// Rows in one forward and backward pass: a batch's slice under gradient accumulation.
+    pub fn micro_batch(&self) -> usize {
+        self.batch_size.div_ceil(self.grad_accum)
+    }
+
     pub fn check_model(&self, model: &crate::model::EncoderConfig) -> Result<()> {
         check_length(self.max_seq_len, model)
     }

@@ -358,17 +358,18 @@ impl SeedRun for GlueRun<'_> {
     }
 }
 
-/// Refuses fine-tuning whose step cannot fit in memory (a batch of `opts.batch_size` rows, at
-/// most the `rows` examples there are, of `opts.max_seq_len` tokens), before any training.
+/// Refuses fine-tuning whose step cannot fit in memory (a micro-batch of
+/// [`FinetuneOptions::micro_batch`] rows, at most the `rows` examples there are, of
+/// `opts.max_seq_len` tokens), before any training.
 fn check_training_fits(pre: &PretrainedEncoder, opts: &FinetuneOptions, rows: usize) -> Result<()> {
-    let batch = opts.batch_size.min(rows.max(1));
+    let batch = opts.micro_batch().min(rows.max(1));
     crate::memory::check(
         crate::model::footprint::training_bytes(&pre.config, batch, opts.max_seq_len),
         &format!(
             "fine-tuning with batches of {batch} × {} tokens (model {} × {} layers)",
             opts.max_seq_len, pre.config.hidden_size, pre.config.num_hidden_layers
         ),
-        "lower --batch-size or --max-seq-len",
+        "lower --batch-size or --max-seq-len, or raise --grad-accum",
     )
 }
 

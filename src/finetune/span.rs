@@ -194,7 +194,8 @@ pub fn finetune_squad(
     let base = crate::device::device_for(&opts.device)?;
     crate::model::seed(&base, seed);
     let device = base.clone().autodiff();
-    let mut model = SpanExtractor::new(&pre.config, SpanHeadKind::of(opts.head), &device);
+    let config = pre.config.clone().with_precision(opts.precision);
+    let mut model = SpanExtractor::new(&config, SpanHeadKind::of(opts.head), &device);
     let mut loader = Loader::new(&pre.weights, &device);
     model.walk_encoder(&pre.prefix, &mut loader);
     loader.finish()?;

@@ -121,8 +121,7 @@ pub fn train_epochs<M: Trainable + Clone>(
                     "stopped by a signal at fine-tuning step {step} of {total}"
                 )));
             }
-            let loss = loss_of(model, chunk);
-            let value: f32 = loss.clone().into_scalar::<f32>();
+            let (value, grads) = batch_grads(model, prefix, chunk, opts.grad_accum, &mut loss_of);
             if !value.is_finite() {
                 return Err(Error::Diverged(format!(
                     "fine-tuning step {}: loss is {value}",
@@ -130,7 +129,6 @@ pub fn train_epochs<M: Trainable + Clone>(
                 )));
             }
             let learning_rate = opt.lr();
-            let grads = Grads::collect(&loss.backward(), |w| model.walk(prefix, w));
             let grad_norm = opt.update(grads, |w| model.walk(prefix, w));
             step += 1;
             seen += chunk.len();
@@ -167,6 +165,33 @@ pub fn train_epochs<M: Trainable + Clone>(
         steps: step,
         stopped_early: step < total,
     })
+}
+
+/// A batch's mean loss and its gradients, the batch cut into `slices` micro-batches of
+/// nearly equal size (gradient accumulation): each slice's mean loss is weighted by its share
+/// of the batch, so the loss and the gradients are the whole batch's mean however it is cut
+/// (dropout's draws aside).
+pub fn batch_grads<M: Trainable>(
+    model: &mut M,
+    prefix: &str,
+    batch: &[usize],
+    slices: usize,
+    loss_of: &mut impl FnMut(&M, &[usize]) -> Tensor<1>,
+) -> (f32, Grads) {
+    let size = batch.len().div_ceil(slices.max(1));
+    let mut value = 0.0f32;
+    let mut sum: Option<Grads> = None;
+    for slice in batch.chunks(size) {
+        let share = slice.len() as f64 / batch.len() as f64;
+        let loss = loss_of(model, slice).mul_scalar(share);
+        value += loss.clone().into_scalar::<f32>();
+        let grads = Grads::collect(&loss.backward(), |w| model.walk(prefix, w));
+        match &mut sum {
+            Some(s) => s.accumulate(grads),
+            None => sum = Some(grads),
+        }
+    }
+    (value, sum.expect("a batch holds rows"))
 }
 
 /// The evaluations during training: the dev scores at each, the best model kept, and the
