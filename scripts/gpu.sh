@@ -6,6 +6,7 @@
 #            `electra-small` preset end to end, recorded and not
 #   graph    the recorded step (CUDA graph) and the collectives: same curves, same resumes
 #   quick    the most wanted of `electra` and `graph`, sized for one short device call
+#   finetune the fine-tuning step against transformers' model in PyTorch (Small and Base)
 # Each needs a `tch` build against a LibTorch with CUDA (scripts/build-gpu.sh) and the python3
 # whose PyTorch it was built against.
 #
@@ -14,12 +15,12 @@ set -euo pipefail
 here=$(dirname "$0")
 part=${1:-}
 case "$part" in
-  bench | electra | graph | quick)
+  bench | electra | graph | quick | finetune)
     shift
     exec "$here/gpu/$part.sh" "$@"
     ;;
   *)
-    echo "usage: scripts/gpu.sh bench|electra|graph|quick ARGS... (see scripts/gpu/PART.sh)" >&2
+    echo "usage: scripts/gpu.sh bench|electra|graph|quick|finetune ARGS... (see scripts/gpu/PART.sh)" >&2
     exit 2
     ;;
 esac
