@@ -17,6 +17,7 @@ pub const VERSION: &str = concat!(
 
 pub mod attack;
 pub mod bench;
+pub mod bench_efficiency;
 pub mod device;
 pub mod dist;
 pub mod error;

@@ -48,3 +48,40 @@ fn electra_bench_runs_the_generator_and_discriminator_step() {
     );
     assert!(err.contains("--objective"), "{err}");
 }
+
+/// A printed `key=value` number.
+fn printed(out: &str, key: &str) -> f64 {
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {out}"));
+    line.trim().parse().unwrap()
+}
+
+/// The bench reports its efficiency: the step's GFLOP as the shapes give it (here BERT with 1
+/// layer, batch 2 × 128, written out independently), the rate at the median step, the
+/// device's product rate and the CPU's name.
+#[test]
+fn bench_reports_the_steps_work_and_the_machines_product_rate() {
+    let out = ok(bin()
+        .args(["bench", "--layers", "1", "--batch", "2", "--steps", "2"])
+        .args(["--warmup", "0"])
+        .output()
+        .unwrap());
+    // Per token: Q, K, V, output (4·2·256²), FFN (2·2·256·1024), attention (2·2·128·256);
+    // per masked position (19 per sequence): dense 2·256² and decoder 2·256·30522; ×3.
+    let tokens = 2.0 * 128.0;
+    let layer = 4.0 * 2.0 * 256.0 * 256.0 + 4.0 * 256.0 * 1024.0 + 4.0 * 128.0 * 256.0;
+    let head = 2.0 * 256.0 * 256.0 + 2.0 * 256.0 * 30522.0;
+    let want = 3.0 * (tokens * layer + 2.0 * 19.0 * head) / 1e9;
+    let gflop = printed(&out, "gflop_per_step");
+    assert!((gflop - want).abs() < 1e-3, "{gflop} vs {want}");
+    let ms = printed(&out, "ms_per_step");
+    let rate = printed(&out, "gflop_per_s");
+    assert!((rate - gflop / (ms / 1e3)).abs() / rate < 0.01, "{out}");
+    assert!(printed(&out, "matmul_gflop_per_s") > 0.0, "{out}");
+    assert!(
+        out.contains("GFLOP per step") && out.contains(" on "),
+        "{out}"
+    );
+}

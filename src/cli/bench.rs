@@ -138,7 +138,33 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         },
     )?;
     print_summary(&names, &reports, &device);
+    print_efficiency(&spec, &reports[0], &device, &backend.to_string());
     Ok(())
+}
+
+/// The first objective's step against the machine: its GFLOP counted from the shapes, the
+/// rate at the median step, the device's matrix-product rate at the encoder's shapes measured
+/// now, and the CPU's name (`bench_efficiency`); `scripts/torch_product_rates.py` gives
+/// PyTorch's rate on the same shapes.
+fn print_efficiency(
+    spec: &trueneg::bench::BenchSpec,
+    report: &trueneg::bench::BenchReport,
+    device: &burn::prelude::Device,
+    backend: &str,
+) {
+    use trueneg::bench_efficiency::{cpu_name, matmul_gflop_per_s, step_gflop};
+    let gflop = step_gflop(spec);
+    let achieved = gflop / (report.median_ms / 1e3);
+    let matmul = matmul_gflop_per_s(device, spec, 5);
+    let cpu = cpu_name().unwrap_or_else(|| "unknown CPU".into());
+    println!(
+        "# {gflop:.1} GFLOP per step (matrix products, from the shapes): {achieved:.1} GFLOP/s at the median step; the device's products at the encoder's shapes {matmul:.1} GFLOP/s ({:.0} % of it); {backend} on {cpu}, {} threads",
+        100.0 * achieved / matmul,
+        rayon::current_num_threads()
+    );
+    println!("gflop_per_step={gflop:.3}");
+    println!("gflop_per_s={achieved:.2}");
+    println!("matmul_gflop_per_s={matmul:.2}");
 }
 
 /// What the timed steps came to: each objective's phases and operations, the memory peaks,
