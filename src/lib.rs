@@ -17,7 +17,6 @@ pub const VERSION: &str = concat!(
 
 pub mod attack;
 pub mod bench;
-pub mod bench_efficiency;
 pub mod device;
 pub mod dist;
 pub mod error;

@@ -144,7 +144,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 
 /// The first objective's step against the machine: its GFLOP counted from the shapes, the
 /// rate at the median step, the device's matrix-product rate at the encoder's shapes measured
-/// now, and the CPU's name (`bench_efficiency`); `scripts/torch_product_rates.py` gives
+/// now, and the CPU's name (`bench::efficiency`); `scripts/torch_product_rates.py` gives
 /// PyTorch's rate on the same shapes.
 fn print_efficiency(
     spec: &trueneg::bench::BenchSpec,
@@ -152,7 +152,7 @@ fn print_efficiency(
     device: &burn::prelude::Device,
     backend: &str,
 ) {
-    use trueneg::bench_efficiency::{cpu_name, matmul_gflop_per_s, step_gflop};
+    use trueneg::bench::efficiency::{cpu_name, matmul_gflop_per_s, step_gflop};
     let gflop = step_gflop(spec);
     let achieved = gflop / (report.median_ms / 1e3);
     let matmul = matmul_gflop_per_s(device, spec, 5);

@@ -16,7 +16,7 @@ use std::time::Instant;
 use burn::prelude::*;
 use burn::tensor::FloatDType;
 
-use crate::bench::{BenchSpec, MASKED_PER_SEQ, SEQ, VOCAB, bench_model};
+use super::{BenchSpec, MASKED_PER_SEQ, SEQ, VOCAB, bench_model};
 use crate::model::EncoderConfig;
 use crate::train::config::ModelKind;
 

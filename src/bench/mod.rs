@@ -15,6 +15,8 @@
 //! `pretrain` runs (`MaskedLmStep::loss_on_device`: forward + loss) + backward + optimizer update +
 //! reading the loss.
 
+pub mod efficiency;
+
 use std::time::Instant;
 
 use burn::prelude::*;
