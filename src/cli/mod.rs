@@ -10,6 +10,7 @@ mod evaluate;
 mod export;
 mod finetune;
 mod hits;
+mod inspect;
 mod lexicon;
 mod prepare;
 mod pretrain;
@@ -50,6 +51,10 @@ enum Command {
     },
     /// Correction statistics over a run's checkpoints (the paper's Table 8) and their plot.
     Stats(stats::Args),
+    /// What Hard Correction corrects: one checkpoint's predictions at masked positions, each
+    /// with its gold token and the table's verdict, counts by part of speech and the most
+    /// frequent pairs.
+    Inspect(inspect::Args),
     /// Plot one metric of several runs side by side (PNG).
     Compare(compare::Args),
     /// Fine-tune on a GLUE task or SQuAD and report dev scores over seeds.
@@ -91,13 +96,13 @@ pub fn from_name<T: serde::de::DeserializeOwned>(s: &str, expected: &str) -> Res
         .map_err(|_| format!("{s}: expected {expected}"))
 }
 
-/// A count option of at least `min`: clap refuses anything less in one line naming the option
-/// and the value, before any work.
 /// `--precision`: f32 or bf16.
 pub fn precision(s: &str) -> Result<trueneg::model::Precision, String> {
     from_name(s, "f32 or bf16")
 }
 
+/// A count option of at least `min`: clap refuses anything less in one line naming the option
+/// and the value, before any work.
 pub fn at_least(min: u64) -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(min..)
 }
@@ -137,6 +142,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Export(a) => export::run(a),
         Command::Lexicon { command } => lexicon::run(command),
         Command::Stats(a) => stats::run(a),
+        Command::Inspect(a) => inspect::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Finetune(a) => finetune::run(a, ui),
         Command::Attack(a) => attack::run(a),

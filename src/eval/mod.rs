@@ -1,5 +1,7 @@
 //! Evaluation of fine-tuned and pre-trained models: predictions and submissions on dev files,
-//! contrast consistency, and CLINE's Hits.
+//! contrast consistency, CLINE's Hits, and what Hard Correction corrects in a pre-trained
+//! checkpoint.
 
 pub mod evaluate;
 pub mod hits;
+pub mod inspect;

@@ -10,25 +10,16 @@
 use crate::objective::hard_correction::{CORRECTED, MISMATCHED};
 use std::path::Path;
 
-use burn::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint;
 use super::config::PretrainConfig;
-use super::model::{Net, PretrainModel};
-use crate::interop::tensors::TensorMap;
-use crate::kernels::device_ids;
-use crate::model::Inputs;
-use crate::objective::hard_correction::{Prediction, few_corrections_note};
+use super::predict_masked::{check_fits, checkpoint_model, masked_batches, predict_masked};
+use crate::objective::hard_correction::few_corrections_note;
 use crate::objective::{CorrectionCounts, correction_weights};
 use crate::text::SynonymTable;
-use crate::text::WordPieceTokenizer;
-use crate::text::batches::Batch;
-use crate::text::corpus::read_documents;
-use crate::text::examples::{Example, PackingConfig, pack_document};
-use crate::text::masking::mask_batch;
 use crate::{Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -93,28 +84,6 @@ pub fn stats_correction_note(cfg: &PretrainConfig, stats: &[CheckpointStats]) ->
     few_corrections_note(mismatched, corrected, predictor(cfg))
 }
 
-/// Packs a text corpus into examples with the run's tokenizer (seed 0).
-pub fn corpus_examples(
-    corpus: &Path,
-    tokenizer: &WordPieceTokenizer,
-    max_len: usize,
-) -> Result<Vec<Example>> {
-    let s = tokenizer.special;
-    let cfg = PackingConfig::new(max_len, s.cls, s.sep);
-    let mut rng = ChaCha8Rng::seed_from_u64(0);
-    let mut out = Vec::new();
-    for d in read_documents(corpus)? {
-        out.extend(pack_document(&d.sentence_ids(tokenizer), &cfg, &mut rng));
-    }
-    if out.is_empty() {
-        return Err(Error::Input(format!(
-            "{}: the corpus has no text",
-            corpus.display()
-        )));
-    }
-    Ok(out)
-}
-
 /// Refuses to replace a run's `correction-stats.json` made with another lexicon than `source`
 /// (one that records none, from before the lexicon was recorded, may be replaced).
 pub fn check_earlier_lexicon(run: &Path, source: &str) -> Result<()> {
@@ -130,23 +99,6 @@ pub fn check_earlier_lexicon(run: &Path, source: &str) -> Result<()> {
         ))),
         _ => Ok(()),
     }
-}
-
-/// Refuses statistics whose model and batches of `batch_size` cannot fit in host memory,
-/// before the model is built (the masked-LM model's forward pass, one checkpoint at a time).
-fn check_fits(cfg: &PretrainConfig, vocab: usize, batch_size: usize) -> Result<()> {
-    if cfg.replica_devices().iter().any(|d| d.kind.is_gpu()) {
-        return Ok(());
-    }
-    let len = cfg.data.max_seq_len;
-    let need: f64 = (cfg.model.encoders(vocab).iter())
-        .map(|e| crate::model::footprint::inference_bytes(e, batch_size, len))
-        .sum();
-    crate::memory::check(
-        need,
-        &format!("statistics at --batch-size {batch_size} × {len} tokens"),
-        "lower --batch-size",
-    )
 }
 
 /// Statistics of every checkpoint of `run` on up to `max_batches` batches of `corpus`.
@@ -166,56 +118,18 @@ pub fn correction_stats(
         )));
     }
     let vocab = tokenizer.vocab_size();
-    check_fits(&cfg, vocab, batch_size)?;
-    let examples = corpus_examples(corpus, &tokenizer, cfg.data.max_seq_len)?;
+    check_fits(&cfg, vocab, batch_size, "statistics")?;
+    let batches = masked_batches(&cfg, &tokenizer, corpus, batch_size, max_batches, 12345)?;
     let device = crate::device::open(&cfg.replica_devices()[0])?;
-    let mut rng = ChaCha8Rng::seed_from_u64(12345);
-    let batches: Vec<_> = examples
-        .chunks(batch_size)
-        .take(max_batches)
-        .map(|c| {
-            let b = Batch::from_examples(c, tokenizer.special.pad);
-            let m = mask_batch(&b, &cfg.masking, &tokenizer.special, vocab, &mut rng);
-            (b, m)
-        })
-        .collect();
+    let rule = cfg.objective.hc.hc_prediction;
     let mut out = Vec::new();
     for (step, dir) in checkpoint::list(run) {
-        let ck = checkpoint::load(&dir)?;
-        let mut model = PretrainModel::of(&cfg.model_shape(vocab), &cfg.step_settings(), &device);
-        model.load(
-            &TensorMap {
-                tensors: ck.model,
-                source: dir.join("model.safetensors"),
-            },
-            &device,
-        )?;
+        let model = checkpoint_model(&cfg, vocab, &dir, &device)?;
         let mut counts = CorrectionCounts::default();
         let mut corrected_batches = 0usize;
         let mut draws = ChaCha8Rng::seed_from_u64(54321);
         for (b, m) in &batches {
-            let shape = [b.batch, b.len];
-            let x = Inputs {
-                ids: device_ids(&m.input_ids, shape, &device),
-                token_types: device_ids(&b.token_types, shape, &device),
-                attention_mask: Some(device_ids(&b.attention_mask, shape, &device)),
-            };
-            let n = m.positions.len();
-            let pos: Tensor<1, Int> = Tensor::from_data(
-                TensorData::new(
-                    m.positions.iter().map(|&p| p as i64).collect::<Vec<_>>(),
-                    [n],
-                ),
-                &device,
-            );
-            let logits = match &model.net {
-                Net::Bert(bm) => bm.mlm_logits(&x, pos),
-                Net::Electra(e) => e.generator_logits(&x, pos),
-            };
-            let pred = match cfg.objective.hc.hc_prediction {
-                Prediction::Argmax => crate::model::host_ids(logits.argmax(1)),
-                Prediction::Sampled => sample(logits, &mut draws),
-            };
+            let pred = predict_masked(&model, rule, b, m, &device, &mut draws).ids;
             let rows: Vec<usize> = m.positions.iter().map(|&p| p / b.len).collect();
             let (_, c) = correction_weights(&pred, &m.labels, &rows, b.batch, table);
             corrected_batches += usize::from(c.corrected > 0);
@@ -237,29 +151,6 @@ pub fn correction_stats(
         )));
     }
     Ok(out)
-}
-
-/// A token drawn from each row of `logits` [n, vocab] (softmax at temperature 1, as the
-/// generator samples in training).
-fn sample(logits: Tensor<2>, rng: &mut ChaCha8Rng) -> Vec<u32> {
-    use rand::Rng;
-    let [n, vocab] = logits.dims();
-    let values = crate::kernels::read_floats(logits);
-    (0..n)
-        .map(|i| {
-            let row = &values[i * vocab..(i + 1) * vocab];
-            let top = row.iter().copied().fold(f64::MIN, f64::max);
-            let weights: Vec<f64> = row.iter().map(|&z| (z - top).exp()).collect();
-            let mut u = rng.random::<f64>() * weights.iter().sum::<f64>();
-            for (j, w) in weights.iter().enumerate() {
-                u -= w;
-                if u <= 0.0 {
-                    return j as u32;
-                }
-            }
-            (vocab - 1) as u32
-        })
-        .collect()
 }
 
 /// The statistics as a Markdown table (the layout of the paper's Table 8, with the sequence

@@ -1,0 +1,91 @@
+//! `trueneg inspect`: what Hard Correction corrects in one checkpoint of a run
+//! (`eval::inspect`), written beside the run's other reports: `inspect-step-N.tsv` (the
+//! sampled positions), `.md` (the page a person reads) and `.json` (everything).
+
+use std::path::PathBuf;
+
+use trueneg::eval::inspect::{InspectRequest, inspect, page, sample_tsv};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The run folder.
+    #[arg(long)]
+    run: PathBuf,
+    /// The checkpoint's step [default: the latest].
+    #[arg(long)]
+    step: Option<u64>,
+    /// Text corpus to mask and predict (e.g. ../shared/data/wikitext-2/wiki.test.raw).
+    #[arg(long)]
+    corpus: PathBuf,
+    /// Synonym table [default: the run's lexicon.safetensors, else WordNet].
+    #[arg(long)]
+    lexicon: Option<PathBuf>,
+    /// WordNet database folder, for the parts of speech [default: /usr/share/wordnet].
+    #[arg(long)]
+    wordnet: Option<PathBuf>,
+    /// Batches of the corpus masked and predicted.
+    #[arg(long, default_value_t = 20, value_parser = super::at_least(1))]
+    batches: usize,
+    /// Sequences per batch.
+    #[arg(long, default_value_t = 32, value_parser = super::at_least(1))]
+    batch_size: usize,
+    /// Masked positions written to the TSV and the page (a seeded sample).
+    #[arg(long, default_value_t = 200, value_parser = super::at_least(1))]
+    sample: usize,
+    /// Seed of the masking, the sampled predictions and the sample: the same seed, the same
+    /// page.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Replace inspect files of this step that another command (or a person) wrote.
+    #[arg(long)]
+    force: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let run = &a.run;
+    trueneg::train::run::run_model(run)?;
+    let tok = trueneg::train::run::run_tokenizer(run)?;
+    let wordnet_dir = super::wordnet_dir(&a.wordnet);
+    let table = match a
+        .lexicon
+        .or_else(|| Some(run.join("lexicon.safetensors")).filter(|p| p.exists()))
+    {
+        Some(p) => trueneg::text::SynonymTable::load_for(&p, &tok.fingerprint())?,
+        None => trueneg::text::synonym_table::wordnet_table(&tok, &wordnet_dir)?,
+    };
+    let wordnet = trueneg::lexicon::WordNet::open(&wordnet_dir)?;
+    let request = InspectRequest {
+        run,
+        step: a.step,
+        corpus: &a.corpus,
+        table: &table,
+        wordnet: &wordnet,
+        batches: a.batches,
+        batch_size: a.batch_size,
+        sample: a.sample,
+        seed: a.seed,
+    };
+    let outputs = trueneg::io::outputs::Outputs::new("inspect", a.force);
+    let files =
+        |step: u64| ["tsv", "md", "json"].map(|e| run.join(format!("inspect-step-{step}.{e}")));
+    if let Some(step) = a.step {
+        outputs.check(&files(step))?;
+    }
+    let inspection = inspect(&request)?;
+    let [tsv, md, json] = files(inspection.step);
+    outputs.check(&[tsv.clone(), md.clone(), json.clone()])?;
+    outputs.write(&tsv, sample_tsv(&inspection).as_bytes())?;
+    outputs.write(&md, page(&inspection).as_bytes())?;
+    outputs.write_json(&json, &inspection)?;
+    let t = &inspection.total;
+    println!(
+        "step {}: {} masked, {} mismatched, {} corrected ({:.1} % of the mismatched) -> {}",
+        inspection.step,
+        t.masked,
+        t.mismatched,
+        t.corrected,
+        100.0 * t.corrected as f64 / t.mismatched.max(1) as f64,
+        md.display()
+    );
+    Ok(())
+}
