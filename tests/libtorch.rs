@@ -398,6 +398,30 @@ fn a_libtorch_run_resumed_from_a_checkpoint_repeats_its_curve() {
     );
 }
 
+/// The self synonym table from the same embeddings: the device's top-k (LibTorch) keeps the
+/// pairs the host's selection keeps.
+#[test]
+fn the_self_table_on_the_libtorch_device_equals_the_hosts() {
+    use trueneg::text::self_synonyms::SelfSynonyms;
+    let (rows, dim) = (300, 16);
+    let values = random(&[rows, dim], 7);
+    let build = SelfSynonyms {
+        k: 4,
+        threshold: 0.2,
+        stop_words: Default::default(),
+    };
+    let candidates: Vec<u32> = (5..rows as u32).collect();
+    let pairs = |device: &Device| {
+        let e = Tensor::<2>::from_data(TensorData::new(values.clone(), [rows, dim]), device);
+        let mut p = build.pairs(e, &candidates);
+        p.sort_unstable();
+        p
+    };
+    let host = pairs(&trueneg::device::host());
+    assert!(host.len() > 100);
+    assert_eq!(pairs(&device()), host);
+}
+
 /// Fine-tuning on the LibTorch device (the GPU path's code, here on LibTorch's CPU device or
 /// the one `TRUENEG_LIBTORCH_DEVICE` names), in bf16 with gradient accumulation, for GLUE and
 /// for SQuAD's joint head: trains, scores and records its settings.

@@ -1,5 +1,6 @@
 //! Text: tokenizer, corpus reading, example packing, memory-mapped shards, dynamic masking,
-//! synonym tables projected onto a tokenizer's vocabulary, and sentence pairs for classifiers.
+//! synonym tables projected onto a tokenizer's vocabulary (or built from a model's own
+//! embeddings), and sentence pairs for classifiers.
 
 pub mod batches;
 pub mod cline;
@@ -11,6 +12,7 @@ pub mod masking;
 pub mod pairs;
 pub mod prepare;
 pub mod prepare_triples;
+pub mod self_synonyms;
 pub mod sentences;
 pub mod shards;
 pub mod synonym_table;
