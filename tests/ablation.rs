@@ -399,3 +399,20 @@ fn ablation_refuses_bad_settings_before_any_work() {
     }
     assert!(!out.exists());
 }
+
+/// The spec's learning rate is the one every fine-tuning of the ablation uses, GLUE and SQuAD:
+/// ELECTRA's choice by the encoder's size does not overwrite it.
+#[test]
+fn the_ablations_learning_rate_reaches_every_fine_tuning() {
+    let s = spec();
+    let small = trueneg::model::EncoderConfig::default();
+    for task in &s.tasks {
+        let (o, note) = s.glue_options(*task).for_encoder(&small);
+        assert_eq!((o.lr, note), (2e-3, None), "{task:?}");
+    }
+    let (o, note) = s.squad_options(512).for_encoder(&small);
+    assert_eq!((o.lr, note), (2e-3, None));
+    // Without one, ELECTRA's rate for a Small encoder.
+    let none = AblationSpec { lr: None, ..s };
+    assert_eq!(none.squad_options(512).for_encoder(&small).0.lr, 3e-4);
+}

@@ -169,10 +169,7 @@ impl Args {
             Task::Squad => FinetuneOptions::squad(self.recipe),
             Task::Classification(t) => FinetuneOptions::for_task(self.recipe, t),
         };
-        if let Some(lr) = self.lr {
-            o.lr = lr;
-            o.lr_by_size = false;
-        }
+        o.choose_lr(self.lr);
         o.epochs = self.epochs.unwrap_or(o.epochs);
         o.batch_size = self.batch_size.unwrap_or(o.batch_size);
         o.max_seq_len = self.max_seq_len.unwrap_or(o.max_seq_len);
@@ -241,10 +238,7 @@ impl RecipeArgs {
 
     pub fn apply(&self, o: &mut FinetuneOptions) {
         o.epochs = self.epochs.unwrap_or(o.epochs);
-        if let Some(lr) = self.lr {
-            o.lr = lr;
-            o.lr_by_size = false;
-        }
+        o.choose_lr(self.lr);
         o.max_seq_len = self.max_seq_len.unwrap_or(o.max_seq_len);
         o.max_train_examples = self.max_train_examples;
     }

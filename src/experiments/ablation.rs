@@ -163,18 +163,10 @@ fn squad_stage(
     data: &SquadData,
     dir: &Path,
 ) -> Result<SquadRobustness> {
-    let spec = &o.spec;
-    let mut opts = crate::finetune::recipe::FinetuneOptions::squad(spec.recipe);
-    let len = spec
-        .squad_max_seq_len
-        .unwrap_or(384.min(pre.config.max_position_embeddings));
-    opts.max_seq_len = len;
-    opts.epochs = spec.squad_epochs.unwrap_or(opts.epochs);
-    opts.lr = spec.lr.unwrap_or(opts.lr);
-    opts.device = spec.device.clone().unwrap_or_else(|| "cpu".into());
+    let opts = o.spec.squad_options(pre.config.max_position_embeddings);
     opts.validate()?;
     let qa = QaOptions {
-        max_seq_len: len,
+        max_seq_len: opts.max_seq_len,
         ..QaOptions::default()
     };
     let ori = finetune_qa(
@@ -184,7 +176,7 @@ fn squad_stage(
         &opts,
         &qa,
         SeedPlan {
-            seeds: &spec.finetune_seeds,
+            seeds: &o.spec.finetune_seeds,
             out: dir,
             progress: o.progress == Progress::Bar,
             report: &mut crate::experiments::stages::seed_lines(o.progress),
@@ -200,7 +192,7 @@ fn squad_stage(
         })
         .collect();
     // Each fine-tuned model is read once and scored on every attacked copy.
-    for &fs in &spec.finetune_seeds {
+    for &fs in &o.spec.finetune_seeds {
         let seed_dir = dir.join(format!("seed-{fs}"));
         let (m, tok) = load_qa(&seed_dir, &device)?;
         for ((kind, dev), scores) in data.attacked.iter().zip(&mut attacks) {
@@ -263,7 +255,7 @@ fn glue_stage(
         &spec.glue.as_ref().expect("validated").join(task.dir_name()),
         &spec.glue_options(task),
         SeedPlan {
-            seeds: &spec.finetune_seeds,
+            seeds: &o.spec.finetune_seeds,
             out: dir,
             progress: o.progress == Progress::Bar,
             report: &mut crate::experiments::stages::seed_lines(o.progress),

@@ -175,9 +175,20 @@ impl AblationSpec {
     pub fn glue_options(&self, task: GlueTask) -> FinetuneOptions {
         let mut o = FinetuneOptions::for_task(self.recipe, task);
         o.epochs = self.epochs.unwrap_or(o.epochs);
-        o.lr = self.lr.unwrap_or(o.lr);
+        o.choose_lr(self.lr);
         o.max_seq_len = self.max_seq_len.unwrap_or(o.max_seq_len);
         o.max_train_examples = self.max_train_examples;
+        o.device = self.device.clone().unwrap_or_else(|| "cpu".into());
+        o
+    }
+
+    /// The recipe's SQuAD options with this experiment's changes, windows of at most 384
+    /// tokens within the model's `positions` unless the spec says.
+    pub fn squad_options(&self, positions: usize) -> FinetuneOptions {
+        let mut o = FinetuneOptions::squad(self.recipe);
+        o.max_seq_len = self.squad_max_seq_len.unwrap_or(384.min(positions));
+        o.epochs = self.squad_epochs.unwrap_or(o.epochs);
+        o.choose_lr(self.lr);
         o.device = self.device.clone().unwrap_or_else(|| "cpu".into());
         o
     }

@@ -260,6 +260,16 @@ impl FinetuneOptions {
         }
     }
 
+    /// The learning rate the user chose, if any (`--lr`): it replaces the recipe's and, under
+    /// ELECTRA's recipe, the choice by the encoder's size. Every command's `--lr` goes through
+    /// here, so none can set the rate and leave the size rule to overwrite it.
+    pub fn choose_lr(&mut self, lr: Option<f64>) {
+        if let Some(lr) = lr {
+            self.lr = lr;
+            self.lr_by_size = false;
+        }
+    }
+
     /// The options for `encoder`: with [`lr_by_size`](Self::lr_by_size), ELECTRA's
     /// fine-tuning learning rate for the encoder's size (the paper's Table 7 and
     /// `configure_finetuning.py`: Small 3e-4, Base 1e-4, Large 5e-5, told apart by the hidden
