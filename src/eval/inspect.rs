@@ -1,6 +1,6 @@
 //! What Hard Correction corrects, position by position: a checkpoint's predictions at masked
 //! positions of a corpus (masked as the run masks, predicted by the run's own rule:
-//! `train::predict_masked`), each with its gold token, its probability, whether the gold token
+//! `train::stats`), each with its gold token, its probability, whether the gold token
 //! has synonyms in the table, whether the prediction is one of them and whether Hard
 //! Correction would drop the position from the loss. Summaries: counts by the gold word's part
 //! of speech (WordNet's dominant sense: the part of speech with the most synsets over its
@@ -16,12 +16,14 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::lexicon::WordNet;
-use crate::objective::correction_weights;
 use crate::text::batches::Batch;
+use crate::text::masking::Masked;
 use crate::text::{SynonymTable, WordPieceTokenizer};
 use crate::train::checkpoint;
 use crate::train::config::PretrainConfig;
-use crate::train::predict_masked::{check_fits, checkpoint_model, masked_batches, predict_masked};
+use crate::train::stats::{
+    Predicted, check_fits, checkpoint_model, masked_batches, predict_masked, verdicts,
+};
 use crate::{Error, Result};
 
 /// What to inspect.
@@ -138,13 +140,12 @@ fn batch_positions(
     r: &InspectRequest,
     tok: &WordPieceTokenizer,
     b: &Batch,
-    labels: &[u32],
-    positions: &[usize],
-    predicted: &crate::train::predict_masked::Predicted,
+    m: &Masked,
+    predicted: &Predicted,
 ) -> Vec<Position> {
-    let rows: Vec<usize> = positions.iter().map(|&p| p / b.len).collect();
-    let (weights, _) = correction_weights(&predicted.ids, labels, &rows, b.batch, r.table);
-    positions
+    let (weights, _) = verdicts(b, m, &predicted.ids, r.table);
+    let labels = &m.labels;
+    m.positions
         .iter()
         .enumerate()
         .map(|(k, &p)| {
@@ -210,14 +211,7 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
     let mut all = Vec::new();
     for (b, m) in &batches {
         let predicted = predict_masked(&model, rule, b, m, &device, &mut draws);
-        all.extend(batch_positions(
-            r,
-            &tok,
-            b,
-            &m.labels,
-            &m.positions,
-            &predicted,
-        ));
+        all.extend(batch_positions(r, &tok, b, m, &predicted));
     }
     let mut total = Counts::default();
     let mut by_pos: BTreeMap<String, Counts> = BTreeMap::new();

@@ -18,7 +18,6 @@ pub mod model_card;
 pub mod optimizer;
 #[cfg(feature = "tch")]
 pub mod overlap;
-pub mod predict_masked;
 pub mod pretrain;
 pub mod replicas;
 pub mod run;
