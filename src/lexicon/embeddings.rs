@@ -207,30 +207,41 @@ pub fn top_k_neighbours(vectors: &WordVectors, k: usize, device: &Device) -> Vec
         TensorData::new(vectors.values.clone(), [n, vectors.dim]),
         device,
     );
+    nearest_rows(m, k)
+        .into_iter()
+        .map(|row| row.into_iter().map(|(j, _)| j).collect())
+        .collect()
+}
+
+/// For each row of `m` ([n, dim], on any device), its `k` most cosine-similar other rows with
+/// their cosines, the most similar first (the lower row on ties). Blocks of rows are multiplied
+/// against all of them on the device; each row's best are found by the device's top-k, or on
+/// the host selected in place on all cores (a full sort of each row costs far more there).
+pub fn nearest_rows(m: Tensor<2>, k: usize) -> Vec<Vec<(usize, f32)>> {
+    let [n, dim] = m.dims();
+    if n < 2 || k == 0 {
+        return vec![Vec::new(); n];
+    }
+    let on_host = m.device() == crate::device::host();
     let norms = m.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
     let m = m / norms;
     let mt = m.clone().transpose();
     let kk = (k + 1).min(n);
     let mut out = Vec::with_capacity(n);
-    let block = BLOCK;
-    for start in (0..n).step_by(block) {
-        let end = (start + block).min(n);
-        let sims = m
-            .clone()
-            .slice([start..end, 0..vectors.dim])
-            .matmul(mt.clone());
-        let (_, idx) = sims.topk_with_indices(kk, 1);
-        let idx: Vec<i64> = idx
-            .into_data()
-            .convert::<i64>()
-            .try_into_vec::<i64>()
-            .expect("indices");
-        for (r, row) in idx.chunks(kk).enumerate() {
+    for start in (0..n).step_by(BLOCK) {
+        let end = (start + BLOCK).min(n);
+        let sims = m.clone().slice([start..end, 0..dim]).matmul(mt.clone());
+        let best = if on_host {
+            host_top_k(sims, kk)
+        } else {
+            device_top_k(sims, kk)
+        };
+        for (r, row) in best.chunks(kk).enumerate() {
             let me = start + r;
             out.push(
                 row.iter()
-                    .map(|&j| j as usize)
-                    .filter(|&j| j != me)
+                    .copied()
+                    .filter(|&(j, _)| j != me)
                     .take(k)
                     .collect(),
             );
@@ -239,7 +250,48 @@ pub fn top_k_neighbours(vectors: &WordVectors, k: usize, device: &Device) -> Vec
     out
 }
 
-/// Rows of similarities [`top_k_neighbours`] computes at a time.
+/// Each row's `k` largest (column, value), largest first, by the device's top-k.
+fn device_top_k(sims: Tensor<2>, k: usize) -> Vec<(usize, f32)> {
+    let (values, idx) = sims.topk_with_indices(k, 1);
+    let values: Vec<f32> = values
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .expect("f32");
+    let idx: Vec<i64> = idx
+        .into_data()
+        .convert::<i64>()
+        .try_into_vec::<i64>()
+        .expect("indices");
+    idx.into_iter().map(|j| j as usize).zip(values).collect()
+}
+
+/// [`device_top_k`] on the host: each row's best selected in place (the lower column on
+/// ties), rows in parallel.
+fn host_top_k(sims: Tensor<2>, k: usize) -> Vec<(usize, f32)> {
+    use rayon::prelude::*;
+    let [_, n] = sims.dims();
+    let values = sims
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .expect("f32");
+    let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    values
+        .par_chunks(n)
+        .flat_map_iter(|row| {
+            let mut v: Vec<(usize, f32)> = row.iter().copied().enumerate().collect();
+            if k < v.len() {
+                v.select_nth_unstable_by(k - 1, order);
+                v.truncate(k);
+            }
+            v.sort_unstable_by(order);
+            v
+        })
+        .collect()
+}
+
+/// Rows of similarities [`nearest_rows`] computes at a time.
 const BLOCK: usize = 1024;
 
 /// Bytes [`top_k_neighbours`] holds at its peak for `n` vectors of `dim` values: the matrix,

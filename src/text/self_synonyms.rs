@@ -1,9 +1,9 @@
 //! A synonym table from a model's own input embeddings: for each whole-word vocabulary entry
 //! (no `##` pieces, no special tokens, letters only: no punctuation or numbers), its `k` most
 //! cosine-similar whole words whose cosine is at least `threshold`, leaving out a stop list;
-//! made symmetric, as WordNet's table is. Computed on the embeddings' device as batched
-//! products of blocks of rows against all of them (no loop over the vocabulary on the host
-//! beyond reading the top-k back), so a table can be rebuilt while a model trains.
+//! made symmetric, as WordNet's table is. The neighbours are `lexicon::embeddings`'
+//! `nearest_rows`: batched products on the embeddings' device, so a table can be rebuilt while
+//! a model trains.
 //!
 //! [`agreement`] compares two tables on the same words (the self table against WordNet's:
 //! precision and recall of its pairs) and [`changed`] measures how much a table moved between
@@ -15,9 +15,7 @@ use burn::prelude::*;
 
 use super::WordPieceTokenizer;
 use super::synonym_table::{SynonymTable, whole_words};
-
-/// Rows of similarities computed at a time.
-const BLOCK: usize = 1024;
+use crate::lexicon::embeddings::nearest_rows;
 
 /// How the table is built.
 #[derive(Clone, Debug)]
@@ -65,79 +63,19 @@ impl SelfSynonyms {
             return Vec::new();
         }
         let device = embeddings.device();
-        let [_, dim] = embeddings.dims();
         let ids: Vec<i64> = candidates.iter().map(|&i| i64::from(i)).collect();
         let ids = Tensor::<1, Int>::from_data(TensorData::new(ids, [n]), &device);
-        let m = embeddings.select(0, ids);
-        let norms = m.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
-        let m = m / norms;
-        let mt = m.clone().transpose();
-        let kk = (self.k + 1).min(n);
-        let mut pairs = Vec::new();
-        // On the host the rows' best are selected in place on all cores (a full sort of each
-        // row of similarities costs far more than the product); elsewhere by the device's
-        // top-k.
-        let on_host = device == crate::device::host();
-        for start in (0..n).step_by(BLOCK) {
-            let end = (start + BLOCK).min(n);
-            let sims = m.clone().slice([start..end, 0..dim]).matmul(mt.clone());
-            let best = if on_host {
-                host_top_k(sims, kk)
-            } else {
-                device_top_k(sims, kk)
-            };
-            for (r, row) in best.chunks(kk).enumerate() {
-                let me = start + r;
-                let kept = row
-                    .iter()
-                    .filter(|&&(j, v)| j != me && v >= self.threshold)
-                    .take(self.k);
-                pairs.extend(kept.map(|&(j, _)| (candidates[me], candidates[j])));
-            }
-        }
-        pairs
+        let rows = embeddings.select(0, ids);
+        nearest_rows(rows, self.k)
+            .into_iter()
+            .enumerate()
+            .flat_map(|(me, row)| {
+                row.into_iter()
+                    .filter(|&(_, v)| v >= self.threshold)
+                    .map(move |(j, _)| (candidates[me], candidates[j]))
+            })
+            .collect()
     }
-}
-
-/// Each row's `k` largest (column, value), largest first (the lower column on ties), by
-/// LibTorch's or CubeCL's top-k on the device.
-fn device_top_k(sims: Tensor<2>, k: usize) -> Vec<(usize, f32)> {
-    let (values, idx) = sims.topk_with_indices(k, 1);
-    let values: Vec<f32> = values
-        .into_data()
-        .convert::<f32>()
-        .try_into_vec::<f32>()
-        .expect("f32");
-    let idx: Vec<i64> = idx
-        .into_data()
-        .convert::<i64>()
-        .try_into_vec::<i64>()
-        .expect("indices");
-    idx.into_iter().map(|j| j as usize).zip(values).collect()
-}
-
-/// [`device_top_k`] on the host: each row's best selected in place, rows in parallel.
-fn host_top_k(sims: Tensor<2>, k: usize) -> Vec<(usize, f32)> {
-    use rayon::prelude::*;
-    let [_, n] = sims.dims();
-    let values = sims
-        .into_data()
-        .convert::<f32>()
-        .try_into_vec::<f32>()
-        .expect("f32");
-    let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    values
-        .par_chunks(n)
-        .flat_map_iter(|row| {
-            let mut v: Vec<(usize, f32)> = row.iter().copied().enumerate().collect();
-            if k < v.len() {
-                v.select_nth_unstable_by(k - 1, order);
-                v.truncate(k);
-            }
-            v.sort_unstable_by(order);
-            v
-        })
-        .collect()
 }
 
 /// The directed pairs (a, b) of `table` with both ends in `words`.
