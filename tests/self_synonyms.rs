@@ -141,3 +141,52 @@ fn a_trained_runs_embeddings_give_a_symmetric_deterministic_table_of_whole_words
     let again = build.build(emb(), &candidates, &tok, "self");
     assert_eq!(all_pairs(&again), pairs);
 }
+
+/// `lexicon build --checkpoint` builds the self table from a run's checkpoint: symmetric,
+/// whole words only, no stop word, every kept pair at the asked cosine or above, and a higher
+/// floor keeps fewer pairs.
+#[test]
+fn lexicon_build_from_a_checkpoint_is_the_self_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::pretrained_tiny(dir.path());
+    let (_, last) = trueneg::train::checkpoint::list(&run).pop().unwrap();
+    let stop = dir.path().join("stop.txt");
+    std::fs::write(&stop, "the\nof\n").unwrap();
+    let build = |out: &str, min: &str| {
+        let out = dir.path().join(out);
+        common::ok(
+            common::bin()
+                .args(["lexicon", "build", "--tokenizer"])
+                .arg(run.join("tokenizer.json"))
+                .arg("--checkpoint")
+                .arg(last.join("model.safetensors"))
+                .args(["--top-k", "5", "--min-cosine", min, "--stop-words"])
+                .arg(&stop)
+                .arg("--out")
+                .arg(&out)
+                .output()
+                .unwrap(),
+        );
+        SynonymTable::load(&out).unwrap()
+    };
+    let any = build("any.lex", "-1");
+    let close = build("close.lex", "0.5");
+    let tok = WordPieceTokenizer::load(&run.join("tokenizer.json")).unwrap();
+    let words: BTreeSet<u32> = candidate_ids(&tok, &BTreeSet::new()).into_iter().collect();
+    for t in [&any, &close] {
+        assert!(is_symmetric(t));
+        let pairs = all_pairs(t);
+        assert!(
+            pairs
+                .iter()
+                .all(|(a, b)| words.contains(a) && words.contains(b))
+        );
+        for w in ["the", "of"] {
+            let id = tok.inner.token_to_id(w).unwrap();
+            assert!(t.synonyms(id).is_empty(), "{w} is a stop word");
+        }
+    }
+    let (n_any, n_close) = (all_pairs(&any).len(), all_pairs(&close).len());
+    assert!(n_close < n_any && n_any > 100, "{n_close} vs {n_any}");
+    assert!(close.source.starts_with("checkpoint:"));
+}

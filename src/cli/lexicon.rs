@@ -19,12 +19,19 @@ pub enum Command {
         #[arg(long, conflicts_with_all = ["wordnet", "checkpoint"])]
         embeddings: Option<PathBuf>,
         /// Use top-k neighbours in a checkpoint's own token embeddings (a model.safetensors,
-        /// e.g. runs/tiny/checkpoints/step-00000200/model.safetensors).
+        /// e.g. runs/tiny/checkpoints/step-00000200/model.safetensors): the model's own
+        /// synonyms, trueneg's extension of the paper.
         #[arg(long, conflicts_with = "wordnet")]
         checkpoint: Option<PathBuf>,
         /// Neighbours per word with --embeddings / --checkpoint.
         #[arg(long, default_value_t = 10, value_parser = super::at_least(1))]
         top_k: usize,
+        /// With --checkpoint: keep a neighbour only at this cosine or above [default: any].
+        #[arg(long, requires = "checkpoint", allow_hyphen_values = true)]
+        min_cosine: Option<f32>,
+        /// With --checkpoint: a file of words (one per line) left out of the table.
+        #[arg(long, requires = "checkpoint")]
+        stop_words: Option<PathBuf>,
     },
 }
 
@@ -36,6 +43,8 @@ pub fn run(c: Command) -> anyhow::Result<()> {
         embeddings,
         checkpoint,
         top_k,
+        min_cosine,
+        stop_words,
     } = c;
     use trueneg::lexicon::embeddings::read_vectors;
     use trueneg::text::synonym_table::{embedding_table, whole_words, wordnet_table};
@@ -74,16 +83,35 @@ pub fn run(c: Command) -> anyhow::Result<()> {
                 tok.vocab_size()
             );
         }
-        let dim = m.shape[1];
-        let v = trueneg::lexicon::embeddings::WordVectors {
-            words: words.iter().map(|(w, _)| w.to_lowercase()).collect(),
-            dim,
-            values: words
-                .iter()
-                .flat_map(|(_, id)| m.values[*id as usize * dim..(*id as usize + 1) * dim].to_vec())
+        let stop = match &stop_words {
+            Some(f) => trueneg::io::read::read_text(f, trueneg::io::limit::SMALL)?
+                .lines()
+                .map(|l| l.trim().to_lowercase())
+                .filter(|l| !l.is_empty())
                 .collect(),
+            None => Default::default(),
         };
-        embedding_table(&tok, &v, top_k, &format!("checkpoint:{}", c.display()))?
+        let build = trueneg::text::self_synonyms::SelfSynonyms {
+            k: top_k,
+            threshold: min_cosine.unwrap_or(-1.0),
+            stop_words: stop,
+        };
+        let device = trueneg::device::host();
+        let e = burn::prelude::Tensor::<2>::from_data(
+            burn::prelude::TensorData::new(m.values.clone(), [m.shape[0], m.shape[1]]),
+            &device,
+        );
+        let candidates = trueneg::text::self_synonyms::candidate_ids(&tok, &build.stop_words);
+        trueneg::memory::check(
+            trueneg::lexicon::embeddings::neighbours_bytes(candidates.len(), m.shape[1]),
+            &format!(
+                "the neighbour search over {} words of {} dimensions",
+                candidates.len(),
+                m.shape[1]
+            ),
+            "build it on a machine with more memory",
+        )?;
+        build.build(e, &candidates, &tok, &format!("checkpoint:{}", c.display()))
     } else {
         wordnet_table(&tok, &super::wordnet_dir(&wordnet))?
     };
