@@ -206,15 +206,26 @@ fn electras_own_head_matches_the_reference() {
     );
 }
 
-#[test]
-fn electra_question_answering_matches_transformers() {
-    let fx = fixture();
-    let (cfg, w) = weights("electra_discriminator", "electra_qa", &fx);
+/// The golden discriminator with fixture `fx`'s `<name>.head.*` as a span extractor of `kind`.
+fn span_extractor(fx: &TensorMap, name: &str, kind: SpanHeadKind) -> SpanExtractor {
+    let (cfg, w) = weights("electra_discriminator", name, fx);
     let d = device();
-    let mut model = SpanExtractor::new(&cfg, SpanHeadKind::Transformers, &d);
+    let mut model = SpanExtractor::new(&cfg, kind, &d);
     let mut loader = Loader::new(&w, &d);
     model.walk("electra", &mut loader);
     loader.finish().unwrap();
+    model
+}
+
+fn positions(fx: &TensorMap, k: &str) -> Vec<usize> {
+    get(fx, k).values.iter().map(|&v| v as usize).collect()
+}
+
+#[test]
+fn electra_question_answering_matches_transformers() {
+    let fx = fixture();
+    let mut model = span_extractor(&fx, "electra_qa", SpanHeadKind::Transformers);
+    let d = device();
     let (start, end) = model.logits(&inputs(&d));
     // The reference stacks [start, end] on the last axis.
     let reference = &get(&fx, "electra_qa.logits").values;
@@ -222,12 +233,11 @@ fn electra_question_answering_matches_transformers() {
     let ours: Vec<f32> = s.iter().zip(&e).flat_map(|(a, b)| [*a, *b]).collect();
     let diff = max_abs(&ours, reference);
     assert!(diff <= 1e-4, "QA logits differ by {diff}");
-    let pos = |k: &str| -> Vec<usize> { get(&fx, k).values.iter().map(|&v| v as usize).collect() };
     let loss = span_loss(
         start,
         end,
-        &pos("electra_qa.start_positions"),
-        &pos("electra_qa.end_positions"),
+        &positions(&fx, "electra_qa.start_positions"),
+        &positions(&fx, "electra_qa.end_positions"),
     );
     let value = loss.clone().into_scalar::<f32>();
     let want = get(&fx, "electra_qa.loss").values[0];
@@ -291,22 +301,14 @@ fn squad_fixture() -> TensorMap {
     read_safetensors(&p).unwrap()
 }
 
-fn positions(fx: &TensorMap, k: &str) -> Vec<usize> {
-    get(fx, k).values.iter().map(|&v| v as usize).collect()
-}
-
 /// ELECTRA's joint SQuAD head against its PyTorch transcription (scripts/squad_head_golden.py):
 /// the masked start logits, the end logits under the gold start, the answerability logit, the
 /// loss, every gradient, and the beam of starts and ends at inference.
 #[test]
 fn electras_joint_squad_head_matches_its_transcription() {
     let fx = squad_fixture();
-    let (cfg, w) = weights("electra_discriminator", "electra_squad", &fx);
+    let mut model = span_extractor(&fx, "electra_squad", SpanHeadKind::ElectraJoint);
     let d = device();
-    let mut model = SpanExtractor::new(&cfg, SpanHeadKind::ElectraJoint, &d);
-    let mut loader = Loader::new(&w, &d);
-    model.walk("electra", &mut loader);
-    loader.finish().unwrap();
     let mut x = inputs(&d);
     let types = get(&fx, "electra_squad.token_type_ids");
     let types: Vec<i64> = types.values.iter().map(|&v| v as i64).collect();

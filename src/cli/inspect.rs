@@ -46,14 +46,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     trueneg::train::run::run_model(run)?;
     let tok = trueneg::train::run::run_tokenizer(run)?;
     let wordnet_dir = super::wordnet_dir(&a.wordnet);
-    let table = match a
-        .lexicon
-        .or_else(|| Some(run.join("lexicon.safetensors")).filter(|p| p.exists()))
-    {
-        Some(p) => trueneg::text::SynonymTable::load_for(&p, &tok.fingerprint())?,
-        None => trueneg::text::synonym_table::wordnet_table(&tok, &wordnet_dir)?,
-    };
+    // WordNet is opened once: for the parts of speech, and for the table when it is WordNet's.
     let wordnet = trueneg::lexicon::WordNet::open(&wordnet_dir)?;
+    let table = super::run_synonym_table(run, a.lexicon, &tok, || {
+        Ok(trueneg::text::synonym_table::wordnet_table_from(
+            &tok,
+            &wordnet,
+            &wordnet_dir,
+        ))
+    })?;
     let request = InspectRequest {
         run,
         step: a.step,

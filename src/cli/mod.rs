@@ -120,6 +120,22 @@ pub fn replaced_share(s: &str) -> Result<f64, String> {
 }
 
 /// The WordNet folder given, else Debian's wordnet-base.
+/// The table Hard Correction's reports on `run` use: `lexicon`, else the run's own
+/// `lexicon.safetensors`, else `wordnet()` (WordNet's for the run's tokenizer `tok`, built only
+/// when neither file is there).
+fn run_synonym_table(
+    run: &std::path::Path,
+    lexicon: Option<PathBuf>,
+    tok: &trueneg::text::WordPieceTokenizer,
+    wordnet: impl FnOnce() -> trueneg::Result<trueneg::text::SynonymTable>,
+) -> anyhow::Result<trueneg::text::SynonymTable> {
+    let own = Some(run.join("lexicon.safetensors")).filter(|p| p.exists());
+    Ok(match lexicon.or(own) {
+        Some(p) => trueneg::text::SynonymTable::load_for(&p, &tok.fingerprint())?,
+        None => wordnet()?,
+    })
+}
+
 fn wordnet_dir(path: &Option<PathBuf>) -> PathBuf {
     path.clone()
         .unwrap_or_else(trueneg::text::default_corpus::default_wordnet_dir)

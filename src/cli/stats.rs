@@ -31,13 +31,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // A folder of another kind is named as such before anything else is read.
     trueneg::train::run::run_model(run)?;
     let tok = trueneg::train::run::run_tokenizer(run)?;
-    let table = match a
-        .lexicon
-        .or_else(|| Some(run.join("lexicon.safetensors")).filter(|p| p.exists()))
-    {
-        Some(p) => trueneg::text::SynonymTable::load_for(&p, &tok.fingerprint())?,
-        None => trueneg::text::synonym_table::wordnet_table(&tok, &super::wordnet_dir(&None))?,
-    };
+    let table = super::run_synonym_table(run, a.lexicon, &tok, || {
+        trueneg::text::synonym_table::wordnet_table(&tok, &super::wordnet_dir(&None))
+    })?;
     if !a.force {
         trueneg::train::stats::check_earlier_lexicon(run, &table.source)?;
     }

@@ -23,6 +23,7 @@ use burn::nn::{Initializer, Linear};
 use burn::prelude::*;
 use burn::tensor::activation::{log_softmax, softmax};
 
+use crate::interop::tensors::HostTensor;
 use crate::model::Inputs;
 use crate::model::params::{ParamWalker, walk_linear};
 
@@ -126,13 +127,6 @@ fn top_k(row: &[f32], k: usize) -> Vec<(f32, usize)> {
     idx.into_iter().take(k).map(|i| (row[i], i)).collect()
 }
 
-fn host(t: Tensor<2>) -> Vec<f32> {
-    t.into_data()
-        .convert::<f32>()
-        .try_into_vec::<f32>()
-        .expect("f32")
-}
-
 impl JointSpanHead {
     pub fn new(hidden: usize, device: &Device) -> Self {
         Self {
@@ -230,10 +224,11 @@ impl JointSpanHead {
         let k = k.min(l);
         let device = h.device();
         let penalty = outside_penalty(x);
-        let start_lp = host(log_softmax(
+        let start_lp = HostTensor::from_tensor(log_softmax(
             self.start_logits(h.clone(), penalty.clone()),
             1,
-        ));
+        ))
+        .values;
         let mut beam = Beam {
             k,
             start_lp: Vec::with_capacity(b * k),
@@ -273,7 +268,7 @@ impl JointSpanHead {
             let grid = starts + positions.clone().slice([row..row + 1, 0..l, 0..INNER]);
             let pr = penalty.clone().slice([row..row + 1, 0..l]);
             let end = self.end.forward(crate::kernels::gelu(grid)).reshape([k, l]) + pr;
-            let end_lp = host(log_softmax(end, 1));
+            let end_lp = HostTensor::from_tensor(log_softmax(end, 1)).values;
             for i in 0..k {
                 for (v, j) in top_k(&end_lp[i * l..(i + 1) * l], k) {
                     beam.end_lp.push(v);

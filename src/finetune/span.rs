@@ -31,7 +31,7 @@ use crate::finetune::qa_features::{QaFeature, QaOptions, make_features};
 use crate::finetune::recipe::{FinetuneOptions, HeadKind, progress_bar};
 use crate::finetune::span_decode::{best_joint_span, best_span};
 use crate::finetune::train_loop::{Epochs, Trainable, Tuned, Watch, train_epochs};
-use crate::interop::tensors::Loader;
+use crate::interop::tensors::{HostTensor, Loader};
 use crate::model::encoder::{Embeddings, Encoder};
 use crate::model::params::{ParamWalker, walk_linear};
 use crate::model::{EncoderConfig, Inputs};
@@ -269,13 +269,10 @@ fn window_answers(m: &QaModel, x: &Inputs, fs: &[&QaFeature]) -> Vec<Option<(f32
         SpanHead::Transformers(_) => {
             let (s, e) = m.model.logits(x);
             let len = s.dims()[1];
-            let host = |t: Tensor<2>| {
-                t.into_data()
-                    .convert::<f32>()
-                    .try_into_vec::<f32>()
-                    .expect("f32")
-            };
-            let (s, e) = (host(s), host(e));
+            let (s, e) = (
+                HostTensor::from_tensor(s).values,
+                HostTensor::from_tensor(e).values,
+            );
             fs.iter()
                 .enumerate()
                 .map(|(k, f)| {

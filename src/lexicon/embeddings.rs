@@ -222,7 +222,7 @@ pub fn nearest_rows(m: Tensor<2>, k: usize) -> Vec<Vec<(usize, f32)>> {
     if n < 2 || k == 0 {
         return vec![Vec::new(); n];
     }
-    let on_host = m.device() == crate::device::host();
+    let on_host = crate::kernels::on_host(&m.device());
     let norms = m.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
     let m = m / norms;
     let mt = m.clone().transpose();
