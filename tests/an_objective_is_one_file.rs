@@ -3,14 +3,15 @@
 //! (`objective/mod.rs`) and one more (its step or its statistics).
 //!
 //! The masked-LM step's own losses (`mlm.rs`, `rtd.rs`: the baseline, which every step
-//! trains with) and the terms machinery (`terms.rs`) are not objectives. The registry's
+//! trains with), the terms machinery (`terms.rs`) and what parts do between steps
+//! (`between.rs`) are not objectives. The registry's
 //! protocol names parts declare (`NAME`, `build`, `LABELS`) are shared, not an objective's own.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 const MAX_FILES: usize = 3;
-const NOT_OBJECTIVES: [&str; 4] = ["mod", "terms", "mlm", "rtd"];
+const NOT_OBJECTIVES: [&str; 5] = ["mod", "terms", "between", "mlm", "rtd"];
 const PROTOCOL: [&str; 3] = ["NAME", "build", "LABELS"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

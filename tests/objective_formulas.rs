@@ -170,7 +170,7 @@ fn sentence_regularization_is_token_kl_over_real_tokens() {
 
 #[test]
 fn multi_piece_words_are_corrected_when_their_pieces_spell_a_synonym() {
-    use trueneg::objective::hard_correction::MultiPiece;
+    use trueneg::text::multi_piece::MultiPiece;
     // Vocabulary: 0 [PAD] 1 stay 2 ##ed 3 remain 4 the 5 rest 6 ##ing
     let tokens: Vec<String> = ["[PAD]", "stay", "##ed", "remain", "the", "rest", "##ing"]
         .iter()

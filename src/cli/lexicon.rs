@@ -84,11 +84,7 @@ pub fn run(c: Command) -> anyhow::Result<()> {
             );
         }
         let stop = match &stop_words {
-            Some(f) => trueneg::io::read::read_text(f, trueneg::io::limit::SMALL)?
-                .lines()
-                .map(|l| l.trim().to_lowercase())
-                .filter(|l| !l.is_empty())
-                .collect(),
+            Some(f) => trueneg::text::self_synonyms::read_stop_words(f)?,
             None => Default::default(),
         };
         let build = trueneg::text::self_synonyms::SelfSynonyms {

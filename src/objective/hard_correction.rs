@@ -19,18 +19,23 @@
 //! `corrected_ratio` (prediction level) and `sequences_corrected_ratio` (iteration level).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use burn::prelude::*;
 use burn::tensor::IndexingUpdateOp;
 use serde::{Deserialize, Serialize};
 
-use super::{Counters, DeviceCounters, MlmStep, ObjectiveConfig, Part, Setup};
+use super::{
+    Between, BetweenSteps, Counters, DeviceCounters, MlmStep, ObjectiveConfig, Part, Record, Setup,
+};
 use crate::Result;
 use crate::lexicon::WordNet;
 use crate::text::default_corpus::default_wordnet_dir;
+use crate::text::multi_piece::MultiPiece;
+use crate::text::self_synonyms::{Refresh, SelfSynonyms, candidate_ids, read_stop_words};
 use crate::text::shards::ShardSet;
+use crate::text::shared_table::SharedTable;
 use crate::text::synonym_table::wordnet_table_from;
 use crate::text::{SynonymTable, WordPieceTokenizer};
 
@@ -54,7 +59,7 @@ pub enum DiscriminatorCorrection {
 }
 
 /// Hard Correction's keys of the `[objective]` section.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HcConfig {
     /// HC compares the gold token with the argmax (paper) or the generator's sample.
@@ -64,6 +69,78 @@ pub struct HcConfig {
     pub hc_multi_piece: bool,
     /// Synonym table file (`trueneg lexicon build`); unset = WordNet table built for the run.
     pub lexicon: Option<PathBuf>,
+    /// `table`: `lexicon`, else WordNet's, all run long; `self`: rebuilt from the model's own
+    /// input embeddings every `hc_refresh_every` steps (trueneg's extension).
+    pub hc_source: TableSource,
+    pub hc_refresh_every: u64,
+    /// The self table: neighbours kept per word, their least cosine, words left out.
+    pub hc_self_k: usize,
+    pub hc_self_min_cosine: f64,
+    pub hc_self_stop_words: Option<PathBuf>,
+    /// The self table before the first refresh: `table` (as `hc_source = "table"`) or `none`.
+    pub hc_self_initial: InitialTable,
+    /// Corrected predictions shown (TensorBoard text, `metrics.jsonl`) every this many logged
+    /// lines (0: never), at most `hc_samples` of them.
+    pub hc_samples_every: u64,
+    pub hc_samples: usize,
+}
+
+impl Default for HcConfig {
+    fn default() -> Self {
+        Self {
+            hc_prediction: Prediction::default(),
+            hc_discriminator: DiscriminatorCorrection::default(),
+            hc_multi_piece: false,
+            lexicon: None,
+            hc_source: TableSource::Table,
+            hc_refresh_every: 1000,
+            hc_self_k: 5,
+            hc_self_min_cosine: 0.5,
+            hc_self_stop_words: None,
+            hc_self_initial: InitialTable::Table,
+            hc_samples_every: 10,
+            hc_samples: 16,
+        }
+    }
+}
+
+/// Where Hard Correction's synonym table comes from (`hc_source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TableSource {
+    Table,
+    #[serde(rename = "self")]
+    SelfTable,
+}
+
+/// The self table before its first refresh (`hc_self_initial`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InitialTable {
+    Table,
+    None,
+}
+
+impl HcConfig {
+    /// `Err((field, value, rule))` for the first bad value.
+    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
+        let bad = |f: &str, v: String, rule: &str| Err((format!("objective.{f}"), v, rule.into()));
+        if self.hc_source == TableSource::SelfTable && self.hc_refresh_every == 0 {
+            return bad(
+                "hc_refresh_every",
+                "0".into(),
+                "must be >= 1 with hc_source = \"self\"",
+            );
+        }
+        if self.hc_self_k == 0 {
+            return bad("hc_self_k", "0".into(), "must be >= 1");
+        }
+        let c = self.hc_self_min_cosine;
+        if !(-1.0..=1.0).contains(&c) {
+            return bad("hc_self_min_cosine", c.to_string(), "must be in [-1, 1]");
+        }
+        Ok(())
+    }
 }
 
 /// The part: the synonym table (and the multi-piece rule's vocabulary) of the run.
@@ -72,9 +149,9 @@ pub struct HardCorrection {
     mlm: bool,
     prediction: Prediction,
     discriminator: DiscriminatorCorrection,
-    table: SynonymTable,
-    /// The table on each device the step has run on ([`padded_table`]).
-    on_device: Mutex<Vec<(Device, Tensor<2, Int>)>>,
+    table: SharedTable,
+    /// `hc_source = "self"`: how the table is rebuilt.
+    refresh: Option<Refresh>,
     multi_piece: Option<MultiPiece>,
 }
 
@@ -85,12 +162,13 @@ pub fn build(cfg: &ObjectiveConfig, setup: &mut Setup) -> Result<Option<Box<dyn 
     if !mlm && c.hc_discriminator == DiscriminatorCorrection::Off {
         return Ok(None);
     }
-    // The run's tokenizer and WordNet, opened at most once for the table and the multi-piece
+    // The run's tokenizer and WordNet, opened at most once for the tables and the multi-piece
     // rule.
     let mut opened = None;
-    let table = match setup.synonyms.take() {
-        Some(t) => t,
-        None => synonym_table(c, setup, &mut opened)?,
+    let (table, refresh) = match (setup.synonyms.take(), c.hc_source) {
+        (Some(t), _) => (t, None),
+        (None, TableSource::Table) => (synonym_table(c, setup, &mut opened)?, None),
+        (None, TableSource::SelfTable) => self_table(c, setup, &mut opened)?,
     };
     let multi_piece = if c.hc_multi_piece {
         let (tokenizer, wordnet) = match opened.take() {
@@ -105,10 +183,55 @@ pub fn build(cfg: &ObjectiveConfig, setup: &mut Setup) -> Result<Option<Box<dyn 
         mlm,
         prediction: c.hc_prediction,
         discriminator: c.hc_discriminator,
-        table,
-        on_device: Mutex::new(Vec::new()),
+        table: SharedTable::new(table),
+        refresh,
         multi_piece,
     })))
+}
+
+/// The self table's first table and its refresh: the candidates from the run's tokenizer,
+/// WordNet's table as the reference its pairs are compared with (none, with a warning, where
+/// WordNet cannot be opened and the first table does not need it).
+fn self_table(
+    c: &HcConfig,
+    setup: &Setup,
+    opened: &mut Option<(WordPieceTokenizer, WordNet)>,
+) -> Result<(SynonymTable, Option<Refresh>)> {
+    let tokenizer = crate::text::prepare::shard_tokenizer(&shards(setup)?.dir)?;
+    let stop_words = match &c.hc_self_stop_words {
+        Some(p) => read_stop_words(p)?,
+        None => Default::default(),
+    };
+    let reference = match c.hc_self_initial {
+        InitialTable::Table => Some(synonym_table(&HcConfig::default(), setup, opened)?),
+        InitialTable::None => synonym_table(&HcConfig::default(), setup, opened)
+            .inspect_err(|e| tracing::warn!("the self table is not compared with WordNet's: {e}"))
+            .ok(),
+    };
+    let initial = match (c.hc_self_initial, &c.lexicon) {
+        (InitialTable::Table, Some(_)) => synonym_table(c, setup, opened)?,
+        (InitialTable::Table, None) => reference.clone().expect("WordNet's table"),
+        (InitialTable::None, _) => SynonymTable::from_pairs(
+            tokenizer.vocab_size(),
+            tokenizer.fingerprint(),
+            "none".into(),
+            Vec::new(),
+        ),
+    };
+    let build = SelfSynonyms {
+        k: c.hc_self_k,
+        threshold: c.hc_self_min_cosine as f32,
+        stop_words,
+    };
+    let refresh = Refresh {
+        candidates: candidate_ids(&tokenizer, &build.stop_words),
+        build,
+        vocab: tokenizer.vocab_size(),
+        fingerprint: tokenizer.fingerprint(),
+        every: c.hc_refresh_every,
+        reference,
+    };
+    Ok((initial, Some(refresh)))
 }
 
 /// The run's shards, which the table and the multi-piece rule are made for.
@@ -151,17 +274,46 @@ fn synonym_table(
     Ok(table)
 }
 
+/// The file of a checkpoint that holds the self table in use.
+const STATE_FILE: &str = "synonyms.safetensors";
+
+/// The record of a refresh.
+const REFRESH: &str = "synonym_refresh";
+
 impl HardCorrection {
-    /// The synonym table on `s`'s device, padded to the model's vocabulary (built once).
+    /// The synonym table on `s`'s device, padded to the model's vocabulary.
     fn device_table(&self, s: &MlmStep) -> Tensor<2, Int> {
-        let mut cached = self.on_device.lock().expect("table cache");
-        if let Some((_, t)) = cached.iter().find(|(d, _)| d == s.device) {
-            return t.clone();
+        self.table.on_device(s.words.dims()[0], s.device)
+    }
+
+    /// Rebuilds the self table from the embeddings of `at`, and its record.
+    fn refreshed(&self, refresh: &Refresh, at: &Between) -> Record {
+        let before = self.table.get();
+        let source = format!("self:step-{}", at.done);
+        let (table, r) = refresh.run((at.words)(), &before, &source);
+        self.table.replace(table);
+        let note = format!(
+            "synonym table rebuilt from the embeddings: {} words, {} pairs, mean list {:.2}, {:.1} % changed{}",
+            r.words,
+            r.pairs,
+            r.mean_list_length,
+            100.0 * r.changed,
+            match (r.precision, r.recall) {
+                (Some(p), Some(c)) => format!(
+                    ", against WordNet precision {:.1} % recall {:.1} %",
+                    100.0 * p,
+                    100.0 * c
+                ),
+                _ => String::new(),
+            }
+        );
+        let values = serde_json::to_value(&r).expect("json");
+        Record {
+            name: REFRESH,
+            values: serde_json::from_value(values).expect("an object"),
+            text: None,
+            note,
         }
-        let rows = s.words.dims()[0].max(self.table.vocab_size());
-        let t = padded_table(&self.table, rows, s.device);
-        cached.push((s.device.clone(), t.clone()));
-        t
     }
 
     /// The weights and counts by the multi-piece rule, which spells words on the host: it
@@ -176,7 +328,8 @@ impl HardCorrection {
             _ => s.argmax_host(),
         };
         let labels = &s.masked.labels;
-        let (mut w, mut c) = correction_weights(pred, labels, &s.rows, s.batch.batch, &self.table);
+        let (mut w, mut c) =
+            correction_weights(pred, labels, &s.rows, s.batch.batch, &self.table.get());
         let words = mp.masked_words(&s.batch.ids, s.batch.len, &s.masked.positions);
         c.corrected += mp.correct(&words, pred, labels, &mut w);
         let mut hit = vec![false; s.batch.batch];
@@ -204,25 +357,8 @@ fn count(v: usize, device: &Device) -> Tensor<1, Int> {
     Tensor::full([1], v as i64, device)
 }
 
-/// The synonym lists of `table` as a `[rows, K]` id matrix on `device` (K the longest list, at
-/// least 1), each row padded with −1, which matches no token.
-pub fn padded_table(table: &SynonymTable, rows: usize, device: &Device) -> Tensor<2, Int> {
-    let k = (0..table.vocab_size())
-        .map(|i| table.synonyms(i as u32).len())
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let mut ids = vec![-1i64; rows * k];
-    for i in 0..table.vocab_size().min(rows) {
-        for (j, &x) in table.synonyms(i as u32).iter().enumerate() {
-            ids[i * k + j] = x as i64;
-        }
-    }
-    Tensor::from_data(TensorData::new(ids, [rows, k]), device)
-}
-
 /// Whether `b[i]` differs from `a[i]` and is one of its synonyms in `table` (a
-/// [`padded_table`]), on the device: [n].
+/// `text::shared_table::padded_table`), on the device: [n].
 pub fn synonyms_on_device(
     table: Tensor<2, Int>,
     a: Tensor<1, Int>,
@@ -290,6 +426,45 @@ impl Part for HardCorrection {
 
     fn drops_discriminator_tokens(&self) -> bool {
         self.discriminator == DiscriminatorCorrection::Ignore
+    }
+
+    fn between_steps(&self, at: &Between) -> Result<BetweenSteps> {
+        let Some(refresh) = self.refresh.as_ref().filter(|r| r.due(at.done)) else {
+            return Ok(BetweenSteps::default());
+        };
+        Ok(BetweenSteps {
+            records: vec![self.refreshed(refresh, at)],
+            replaced_inputs: true,
+        })
+    }
+
+    fn synonyms(&self) -> Option<Arc<SynonymTable>> {
+        Some(self.table.get())
+    }
+
+    fn save_state(&self, dir: &Path) -> Result<()> {
+        match &self.refresh {
+            Some(_) => self.table.get().save(&dir.join(STATE_FILE)),
+            None => Ok(()),
+        }
+    }
+
+    fn restore_state(&self, dir: &Path, at: &Between) -> Result<()> {
+        let Some(refresh) = &self.refresh else {
+            return Ok(());
+        };
+        let path = dir.join(STATE_FILE);
+        if path.exists() {
+            self.table
+                .replace(SynonymTable::load_for(&path, &refresh.fingerprint)?);
+        } else {
+            tracing::warn!(
+                "{}: no synonym table saved; rebuilt from the checkpoint's embeddings",
+                dir.display()
+            );
+            self.refreshed(refresh, at);
+        }
+        Ok(())
     }
 
     fn progress(&self, c: &Counters) -> Option<String> {
@@ -397,109 +572,4 @@ pub fn correction_weights(
     }
     c.sequences_corrected = hit.iter().filter(|&&h| h).count();
     (weights, c)
-}
-
-/// Word → its synonyms (WordNet), for words the vocabulary splits into pieces.
-pub type WordSynonyms = Box<dyn Fn(&str) -> Vec<String> + Send + Sync>;
-
-/// What the multi-piece rule needs: the vocabulary's token strings and word-level synonyms.
-pub struct MultiPiece {
-    pub tokens: Vec<String>,
-    pub synonyms: WordSynonyms,
-}
-
-impl MultiPiece {
-    /// The rule for `tokenizer`'s vocabulary, with `wordnet`'s synonyms.
-    pub fn new(tokenizer: &WordPieceTokenizer, wordnet: WordNet) -> Self {
-        let mut tokens = vec![String::new(); tokenizer.vocab_size()];
-        for (t, id) in tokenizer.inner.get_vocab(true) {
-            if let Some(slot) = tokens.get_mut(id as usize) {
-                *slot = t;
-            }
-        }
-        Self {
-            tokens,
-            synonyms: Box::new(move |w| wordnet.synonyms(w).into_iter().collect()),
-        }
-    }
-
-    /// Joins WordPiece tokens into a word (`##` pieces glued to the previous one).
-    pub fn spell(&self, ids: &[u32]) -> String {
-        ids.iter()
-            .map(|&i| {
-                let t = self
-                    .tokens
-                    .get(i as usize)
-                    .map(String::as_str)
-                    .unwrap_or("");
-                t.strip_prefix("##").unwrap_or(t)
-            })
-            .collect()
-    }
-
-    fn is_piece(&self, id: u32) -> bool {
-        self.tokens
-            .get(id as usize)
-            .is_some_and(|t| t.starts_with("##"))
-    }
-
-    /// Whole words split into several pieces, all of them masked: per word the indices into the
-    /// masked positions. `ids` are the original batch ids, `len` the row length, `positions`
-    /// the sorted flat masked positions.
-    pub fn masked_words(&self, ids: &[u32], len: usize, positions: &[usize]) -> Vec<Vec<usize>> {
-        let mut out = Vec::new();
-        let mut k = 0;
-        while k < positions.len() {
-            let p = positions[k];
-            let mut word = vec![k];
-            if !self.is_piece(ids[p]) {
-                while k + word.len() < positions.len() {
-                    let q = positions[k + word.len()];
-                    let prev = positions[k + word.len() - 1];
-                    if q == prev + 1 && !q.is_multiple_of(len) && self.is_piece(ids[q]) {
-                        word.push(k + word.len());
-                    } else {
-                        break;
-                    }
-                }
-                let after = positions[k + word.len() - 1] + 1;
-                let complete =
-                    after.is_multiple_of(len) || after >= ids.len() || !self.is_piece(ids[after]);
-                if word.len() > 1 && complete {
-                    out.push(word.clone());
-                }
-            }
-            k += word.len();
-        }
-        out
-    }
-
-    /// Applies the rule: a masked multi-piece word whose predicted pieces spell a synonym of it
-    /// is corrected (all its pieces get weight 0). Returns how many positions were added.
-    pub fn correct(
-        &self,
-        words: &[Vec<usize>],
-        predicted: &[u32],
-        gold: &[u32],
-        weights: &mut [f32],
-    ) -> usize {
-        let mut extra = 0;
-        for pieces in words {
-            let pred: Vec<u32> = pieces.iter().map(|&k| predicted[k]).collect();
-            let gold_ids: Vec<u32> = pieces.iter().map(|&k| gold[k]).collect();
-            if pred == gold_ids {
-                continue;
-            }
-            let (p, g) = (self.spell(&pred), self.spell(&gold_ids));
-            if (self.synonyms)(&g).contains(&p) {
-                for &k in pieces {
-                    if weights[k] != 0.0 {
-                        weights[k] = 0.0;
-                        extra += 1;
-                    }
-                }
-            }
-        }
-        extra
-    }
 }

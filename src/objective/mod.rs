@@ -7,6 +7,7 @@
 //! file holds its formula, its config keys, its terms and its metrics; the loop sums, logs and
 //! plots them by name ([`terms`]). Adding one: see `docs/adding-an-objective.md`.
 
+pub mod between;
 pub mod contrastive;
 pub mod hard_correction;
 pub mod mlm;
@@ -15,6 +16,7 @@ pub mod sentence_regularization;
 pub mod soft_regularization;
 pub mod terms;
 
+pub use between::{Between, BetweenSteps, Record};
 pub use contrastive::{ClineContrast, ClineLossConfig, ClineOri, ClineRtd, ClineWeights};
 pub use hard_correction::{CorrectionCounts, Prediction, correction_weights};
 pub use mlm::masked_cross_entropy;
@@ -24,6 +26,7 @@ pub use terms::{Count, Counters, DeviceCounters, Logged, StepLoss, Term};
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -230,6 +233,7 @@ impl ObjectiveConfig {
     /// Checks every part's values (Hard Correction's are all enumerations):
     /// `Err((field, value, rule))` names the first bad one.
     pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
+        self.hc.validate()?;
         self.sr.validate()?;
         self.sr_sent.validate()?;
         self.cline.validate()
@@ -237,7 +241,7 @@ impl ObjectiveConfig {
 
     /// The paths among the values, to be made absolute with the rest of the config.
     pub fn paths_mut(&mut self) -> Vec<&mut Option<std::path::PathBuf>> {
-        vec![&mut self.hc.lexicon]
+        vec![&mut self.hc.lexicon, &mut self.hc.hc_self_stop_words]
     }
 }
 
@@ -440,6 +444,29 @@ pub trait Part: Send + Sync {
     fn progress(&self, _counters: &Counters) -> Option<String> {
         None
     }
+
+    /// Between two steps (see [`between`]): state of its own rebuilt from the model, and what
+    /// it logs of that.
+    fn between_steps(&self, _at: &Between) -> Result<BetweenSteps> {
+        Ok(BetweenSteps::default())
+    }
+
+    /// The synonym table it decides with now (shown by samples of its decisions).
+    fn synonyms(&self) -> Option<Arc<SynonymTable>> {
+        None
+    }
+
+    /// Writes the state it rebuilds between steps into checkpoint folder `dir`, so that a
+    /// resumed run goes on with the same state.
+    fn save_state(&self, _dir: &Path) -> Result<()> {
+        Ok(())
+    }
+
+    /// Takes up the state saved in checkpoint folder `dir` (`at`: the step resumed from and
+    /// the model's weights loaded from it).
+    fn restore_state(&self, _dir: &Path, _at: &Between) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A run's objective: the parts of its masked-LM step, built from its config.
@@ -467,6 +494,30 @@ impl Objective {
             .filter_map(|p| p.progress(counters))
             .map(|s| format!("  {s}"))
             .collect()
+    }
+
+    /// Every part's work between two steps.
+    pub fn between_steps(&self, at: &Between) -> Result<BetweenSteps> {
+        let mut out = BetweenSteps::default();
+        for p in &self.parts {
+            out.join(p.between_steps(at)?);
+        }
+        Ok(out)
+    }
+
+    /// The synonym table of the first part that decides with one.
+    pub fn synonyms(&self) -> Option<Arc<SynonymTable>> {
+        self.parts.iter().find_map(|p| p.synonyms())
+    }
+
+    /// Every part's state into checkpoint folder `dir`.
+    pub fn save_state(&self, dir: &Path) -> Result<()> {
+        self.parts.iter().try_for_each(|p| p.save_state(dir))
+    }
+
+    /// Every part's state from checkpoint folder `dir`.
+    pub fn restore_state(&self, dir: &Path, at: &Between) -> Result<()> {
+        self.parts.iter().try_for_each(|p| p.restore_state(dir, at))
     }
 
     /// Every part's values of a logging window's `counters`.

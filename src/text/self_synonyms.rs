@@ -10,11 +10,15 @@
 //! two builds.
 
 use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Instant;
 
 use burn::prelude::*;
+use serde::Serialize;
 
 use super::WordPieceTokenizer;
 use super::synonym_table::{SynonymTable, whole_words};
+use crate::Result;
 use crate::lexicon::embeddings::nearest_rows;
 
 /// How the table is built.
@@ -26,6 +30,15 @@ pub struct SelfSynonyms {
     pub threshold: f32,
     /// Lower-case words left out on both sides.
     pub stop_words: BTreeSet<String>,
+}
+
+/// The words of a stop list file, one per line, lower-cased (blank lines left out).
+pub fn read_stop_words(path: &Path) -> Result<BTreeSet<String>> {
+    Ok(crate::io::read::read_text(path, crate::io::limit::SMALL)?
+        .lines()
+        .map(|l| l.trim().to_lowercase())
+        .filter(|l| !l.is_empty())
+        .collect())
 }
 
 /// The vocabulary ids the table is defined on: whole words not in the stop list.
@@ -122,4 +135,75 @@ pub fn changed(before: &SynonymTable, now: &SynonymTable) -> f64 {
         return 0.0;
     }
     a.symmetric_difference(&b).count() as f64 / union as f64
+}
+
+/// A table rebuilt from a training model's embeddings every `every` steps.
+pub struct Refresh {
+    pub build: SelfSynonyms,
+    /// The words the table is defined on ([`candidate_ids`]).
+    pub candidates: Vec<u32>,
+    /// The tokenizer's vocabulary size and fingerprint, which the tables are made for.
+    pub vocab: usize,
+    pub fingerprint: String,
+    /// Steps between two refreshes.
+    pub every: u64,
+    /// The table its pairs are compared with (WordNet's), when there is one.
+    pub reference: Option<SynonymTable>,
+}
+
+/// What a refresh logs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RefreshReport {
+    /// Words with at least one synonym.
+    pub words: usize,
+    /// Synonym pairs, each direction counted (a table's entries).
+    pub pairs: usize,
+    pub mean_list_length: f64,
+    /// The share of its pairs among the candidates that the reference has.
+    pub precision: Option<f64>,
+    /// The share of the reference's pairs among the candidates that it has.
+    pub recall: Option<f64>,
+    /// The share of the pairs of the table before or after that only one of them has.
+    pub changed: f64,
+    pub seconds: f64,
+}
+
+impl Refresh {
+    /// Whether the table is rebuilt after step `done`.
+    pub fn due(&self, done: u64) -> bool {
+        self.every > 0 && done.is_multiple_of(self.every)
+    }
+
+    /// The table of `embeddings` ([vocab, dim]) named `source`, and how it compares with the
+    /// reference and with `before`, the table it replaces.
+    pub fn run(
+        &self,
+        embeddings: Tensor<2>,
+        before: &SynonymTable,
+        source: &str,
+    ) -> (SynonymTable, RefreshReport) {
+        let start = Instant::now();
+        let pairs = self.build.pairs(embeddings, &self.candidates);
+        let table = SynonymTable::from_pairs(
+            self.vocab,
+            self.fingerprint.clone(),
+            source.to_string(),
+            pairs,
+        );
+        let coverage = table.coverage(self.candidates.len());
+        let (precision, recall) = match &self.reference {
+            Some(r) => agreement(&table, r, &self.candidates),
+            None => (None, None),
+        };
+        let report = RefreshReport {
+            words: coverage.with_synonyms,
+            pairs: table.entries(),
+            mean_list_length: coverage.mean_list_length,
+            precision,
+            recall,
+            changed: changed(before, &table),
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        (table, report)
+    }
 }

@@ -118,6 +118,11 @@ impl SynonymTable {
         &self.ids[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
+    /// Its entries: every (token, synonym) pair, each direction counted.
+    pub fn entries(&self) -> usize {
+        self.ids.len()
+    }
+
     /// True when `a` and `b` are different tokens and synonyms.
     pub fn are_synonyms(&self, a: u32, b: u32) -> bool {
         a != b && self.synonyms(a).binary_search(&b).is_ok()

@@ -121,22 +121,32 @@ fn remove(dir: &Path) -> Result<()> {
     crate::io::write::remove_folder(&gone)
 }
 
-pub fn save(
-    run: &Path,
-    state: &TrainState,
-    model: &BTreeMap<String, HostTensor>,
-    optimizer: &BTreeMap<String, HostTensor>,
-    keep: usize,
-) -> Result<PathBuf> {
-    let root = checkpoints_dir(run);
-    let name = format!("step-{:08}", state.step);
-    let tmp = root.join(format!(".{name}.tmp"));
-    let dir = root.join(&name);
+/// What a checkpoint holds besides its state: the weights, the optimizer's moments, and the
+/// files of the training step's own state (`step_state` writes them into the folder it is
+/// given, `TrainingStep::save_state`).
+pub struct Contents<'a> {
+    pub model: &'a BTreeMap<String, HostTensor>,
+    pub optimizer: &'a BTreeMap<String, HostTensor>,
+    pub step_state: &'a dyn Fn(&Path) -> Result<()>,
+}
+
+/// The folder of the checkpoint of step `step` of `run`.
+pub fn dir_of(run: &Path, step: u64) -> PathBuf {
+    checkpoints_dir(run).join(format!("step-{step:08}"))
+}
+
+/// Writes `state` and `contents` as the checkpoint of `state.step` (whole, or not at all),
+/// keeping the newest `keep` checkpoints.
+pub fn save(run: &Path, state: &TrainState, contents: Contents, keep: usize) -> Result<PathBuf> {
+    let dir = dir_of(run, state.step);
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.with_file_name(format!(".{name}.tmp"));
     clean_leftovers(run)?;
     crate::io::write::folder(&tmp)?;
     let written = (|| {
-        write_safetensors(&tmp.join("model.safetensors"), model, None)?;
-        write_safetensors(&tmp.join("optimizer.safetensors"), optimizer, None)?;
+        write_safetensors(&tmp.join("model.safetensors"), contents.model, None)?;
+        write_safetensors(&tmp.join("optimizer.safetensors"), contents.optimizer, None)?;
+        (contents.step_state)(&tmp)?;
         let json = serde_json::to_string_pretty(state).expect("json");
         crate::io::write_atomic(&tmp.join("state.json"), json.as_bytes())
     })();

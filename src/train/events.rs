@@ -1,11 +1,12 @@
 //! The run's TensorBoard event file: every `metrics.jsonl` field as a scalar at its step (tagged
 //! as transformers' Trainer tags them: `train/loss`, `train/learning_rate`, `eval/loss`) and
-//! the resolved config as text. On `--resume` the event files are written anew from the
+//! the resolved config as text; the records of what was done between steps as scalars and
+//! text (`write_record`). On `--resume` the event files are written anew from the
 //! (truncated) `metrics.jsonl` before the run goes on, so TensorBoard never sees a step twice.
 
 use std::path::Path;
 
-use super::metrics::{StepMetrics, read_metrics};
+use super::metrics::StepMetrics;
 use crate::Result;
 use crate::tensorboard::{EventWriter, event_files};
 
@@ -44,6 +45,29 @@ pub fn scalars(m: &StepMetrics) -> Vec<(String, f64)> {
     out
 }
 
+/// Writes a record line of `metrics.jsonl` (`objective::Record::line`) as events at its step:
+/// its numbers as scalars under `<record>/<field>` and its text under `<record>`.
+pub fn write_record(w: &mut EventWriter, line: &serde_json::Value) -> Result<()> {
+    let (Some(step), Some(name)) = (line["step"].as_u64(), line["record"].as_str()) else {
+        return Ok(());
+    };
+    let Some(fields) = line.as_object() else {
+        return Ok(());
+    };
+    let values: Vec<(String, f64)> = fields
+        .iter()
+        .filter(|(k, _)| k.as_str() != "step")
+        .filter_map(|(k, v)| Some((format!("{name}/{k}"), v.as_f64()?)))
+        .collect();
+    if !values.is_empty() {
+        w.scalars(step, &values)?;
+    }
+    match line["text"].as_str() {
+        Some(text) => w.text(step, name, text),
+        None => Ok(()),
+    }
+}
+
 /// The run's event file, new, its text tab holding the run's `config.toml` (`config_toml`):
 /// with `resume`, earlier event files are replaced by one written
 /// from the run's `metrics.jsonl`.
@@ -57,8 +81,18 @@ pub fn open(run: &Path, resume: bool, config_toml: &str) -> Result<EventWriter> 
     let config = format!("```toml\n{config_toml}\n```");
     w.text(0, "config", &config)?;
     if resume {
-        for m in read_metrics(run) {
-            w.scalars(m.step, &scalars(&m))?;
+        let text =
+            crate::io::read::read_text(&run.join(super::start::METRICS), crate::io::limit::DATA)
+                .unwrap_or_default();
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if v.get("record").is_some() {
+                write_record(&mut w, &v)?;
+            } else if let Ok(m) = serde_json::from_value::<StepMetrics>(v) {
+                w.scalars(m.step, &scalars(&m))?;
+            }
         }
     }
     Ok(w)

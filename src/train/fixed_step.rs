@@ -120,6 +120,20 @@ impl FixedStep {
         }))
     }
 
+    /// Forgets the recorded step, whose graph reads device tensors the training step has
+    /// replaced (a refreshed synonym table): the next steps run as they are for [`WARMUP`]
+    /// steps, building the new tensors outside any recording, and the step is recorded anew.
+    pub fn record_anew(&mut self, replicas: &Replicas) -> Result<()> {
+        if self.graph.is_none() {
+            return Ok(());
+        }
+        self.recorded = None;
+        self.graph = None;
+        self.graph = Some(CudaGraph::new(&replicas.devices[0])?);
+        self.done = 0;
+        Ok(())
+    }
+
     /// Runs micro-step `at`'s `work` (forward, backward and, at the last micro-step, the
     /// update): its draws seeded and, at the first micro-step, the parameters staged for the
     /// learning rate outside the recorded work; then as it is, recorded, or replayed. The

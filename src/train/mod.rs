@@ -21,6 +21,7 @@ pub mod overlap;
 pub mod pretrain;
 pub mod replicas;
 pub mod run;
+pub mod run_log;
 pub mod schedule;
 pub mod start;
 pub mod stats;

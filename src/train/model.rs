@@ -76,6 +76,16 @@ impl PretrainModel {
         self.heads.as_ref()?.as_any().downcast_ref()
     }
 
+    /// The token-embedding matrix, [vocab, dim], without gradient (ELECTRA's is shared by
+    /// its generator and discriminator).
+    pub fn word_matrix(&self) -> Tensor<2> {
+        match &self.net {
+            Net::Bert(b) => b.embeddings.word_matrix(),
+            Net::Electra(e) => e.embeddings.word_matrix(),
+        }
+        .detach()
+    }
+
     pub fn is_electra(&self) -> bool {
         matches!(self.net, Net::Electra(_))
     }

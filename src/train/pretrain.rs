@@ -6,12 +6,8 @@
 //! the uninterrupted one.
 
 use crate::device::DeviceName;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
-
-use indicatif::{ProgressBar, ProgressStyle};
+use std::sync::atomic::Ordering;
 
 use super::checkpoint::{self, TrainState, WindowTotals};
 use super::config::PretrainConfig;
@@ -24,7 +20,7 @@ use super::replicas::Replicas;
 use super::start::{
     METRICS, RunPlace, Start, Trainee, forget_unstarted, start_point, write_run_files,
 };
-use super::steps::{TrainingStep, WithStep, kind_of, with_step};
+use super::steps::{StepAt, TrainingStep, WithStep, kind_of, with_step};
 use crate::dist::Group;
 use crate::objective::Setup;
 use crate::objective::terms::{Pending, WindowCounts, add_counters};
@@ -33,26 +29,8 @@ use crate::text::shards::ShardSet;
 use crate::{Error, Result};
 
 pub use super::metrics::StepMetrics;
-
-/// How a run reports progress.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Progress {
-    /// A progress bar (an interactive terminal).
-    Bar,
-    /// One plain `tracing` line per `train.log_every` (step, losses, tokens/s, ETA): for logs,
-    /// CI, `nohup`, cluster jobs.
-    Lines,
-    Hidden,
-}
-
-pub struct RunOptions {
-    pub run_dir: PathBuf,
-    pub resume: bool,
-    pub progress: Progress,
-    /// Raised by a signal handler: the run finishes its step, writes a checkpoint and stops
-    /// with [`Error::Interrupted`].
-    pub stop: Option<&'static AtomicBool>,
-}
+use super::run_log::Log;
+pub use super::run_log::{Progress, RunOptions};
 
 /// Summary of a finished run.
 pub struct RunSummary {
@@ -63,20 +41,18 @@ pub struct RunSummary {
     pub run_dir: PathBuf,
 }
 
-/// `h:mm:ss` for an ETA.
-fn clock(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
-    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-}
-
-/// Truncates `metrics.jsonl` to the lines with step ≤ `step` (after a resume).
+/// Truncates `metrics.jsonl` to the lines (step lines and records) with step ≤ `step` (after a
+/// resume).
 fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
     let Ok(text) = crate::io::read::read_text(path, crate::io::limit::DATA) else {
         return Ok(());
     };
     let kept: String = text
         .lines()
-        .filter(|l| serde_json::from_str::<StepMetrics>(l).is_ok_and(|m| m.step <= step))
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .is_ok_and(|v| v["step"].as_u64().is_some_and(|s| s <= step))
+        })
         .map(|l| format!("{l}\n"))
         .collect();
     crate::io::write_atomic(path, kept.as_bytes())
@@ -119,113 +95,21 @@ fn check_shards(cfg: &PretrainConfig, shards: &ShardSet) -> Result<()> {
     Ok(())
 }
 
-/// Progress of a run: `metrics.jsonl` lines, the bar or plain log lines, tokens/s over the
-/// steps of this process since the previous line.
-struct Log {
-    /// `metrics.jsonl` (rank 0 only: the other ranks of a job write nothing).
-    file: Option<crate::io::File>,
-    /// The TensorBoard event file beside it (rank 0 only).
-    events: Option<crate::tensorboard::EventWriter>,
-    path: PathBuf,
-    bar: ProgressBar,
-    lines: bool,
-    total: u64,
-    start_step: u64,
-    run_start: Instant,
-    rate_tokens: usize,
-    rate_start: Instant,
-}
-
-impl Log {
-    fn open(opts: &RunOptions, cfg: &PretrainConfig, start_step: u64, main: bool) -> Result<Self> {
-        let total = cfg.train.steps;
-        let path = opts.run_dir.join(METRICS);
-        let (file, events) = if main {
-            let f = crate::io::write::append(&path)?;
-            let events = super::events::open(&opts.run_dir, opts.resume, &cfg.to_toml())?;
-            (Some(f), Some(events))
-        } else {
-            (None, None)
-        };
-        let bar = if opts.progress == Progress::Bar && main {
-            ProgressBar::new(total)
-        } else {
-            ProgressBar::hidden()
-        };
-        bar.set_style(
-            ProgressStyle::with_template("pretrain {bar:30} {pos}/{len} steps  {msg}  eta {eta}")
-                .expect("template"),
-        );
-        bar.set_position(start_step);
-        Ok(Self {
-            file,
-            events,
-            path,
-            bar,
-            lines: opts.progress == Progress::Lines && main,
-            total,
-            start_step,
-            run_start: Instant::now(),
-            rate_tokens: 0,
-            rate_start: Instant::now(),
-        })
-    }
-
-    fn tokens_per_s(&self) -> f64 {
-        self.rate_tokens as f64 / self.rate_start.elapsed().as_secs_f64().max(1e-9)
-    }
-
-    /// Writes `m` as a `metrics.jsonl` line and starts a new window; in line mode also a plain
-    /// log line with every loss term and the objective's `note` (its parts' window counts).
-    fn line(&mut self, m: &StepMetrics, note: &str) -> Result<()> {
-        if let Some(file) = &mut self.file {
-            let line = serde_json::to_string(m).expect("json");
-            writeln!(file, "{line}").map_err(|e| Error::io(&self.path, e))?;
-            file.flush().map_err(|e| Error::io(&self.path, e))?;
-        }
-        if let Some(events) = &mut self.events {
-            events.scalars(m.step, &super::events::scalars(m))?;
-        }
-        if self.lines {
-            let (done, total) = (m.step, self.total);
-            let per_step = self.run_start.elapsed().as_secs_f64() / (done - self.start_step) as f64;
-            tracing::info!(
-                "step {done}/{total}  loss {:.4}  mlm {:.4}{}{note}  lr {:.3e}  {:.0} tok/s  eta {}",
-                m.loss,
-                m.mlm_loss(),
-                m.other_losses("  "),
-                m.lr,
-                m.tokens_per_s,
-                clock((total - done) as f64 * per_step)
-            );
-        }
-        self.rate_tokens = 0;
-        self.rate_start = Instant::now();
-        Ok(())
-    }
-
-    fn tick(&self, m: &StepMetrics) {
-        self.bar
-            .set_message(format!("loss {:.4}  {:.0} tok/s", m.loss, m.tokens_per_s));
-        self.bar.inc(1);
-    }
-}
-
-/// Writes replica 0's model and optimizer state with `state` as the run's next checkpoint,
-/// keeping the last `keep`; returns its folder.
-fn save_checkpoint(
+/// Writes replica 0's model and optimizer state, and `train`'s own state, with `state` as the
+/// run's next checkpoint, keeping the last `keep`; returns its folder.
+fn save_checkpoint<S: TrainingStep>(
     run: &Path,
     state: &TrainState,
     replicas: &mut Replicas,
+    train: &S,
     keep: usize,
 ) -> Result<PathBuf> {
-    checkpoint::save(
-        run,
-        state,
-        &replicas.models[0].export(),
-        &replicas.opt.state(),
-        keep,
-    )
+    let contents = checkpoint::Contents {
+        model: &replicas.models[0].export(),
+        optimizer: &replicas.opt.state(),
+        step_state: &|dir| train.save_state(dir),
+    };
+    checkpoint::save(run, state, contents, keep)
 }
 
 /// The error of a run stopped by a signal after step `done`, naming its checkpoint `dir` and the
@@ -413,6 +297,24 @@ fn read_step<S: TrainingStep>(
     })
 }
 
+/// What `train` is given between steps, after step `done`.
+fn step_at<'a>(
+    done: u64,
+    replicas: &'a Replicas,
+    cfg: &PretrainConfig,
+    shards: &'a ShardSet,
+) -> StepAt<'a> {
+    StepAt {
+        done,
+        model: &replicas.models[0],
+        device: replicas.eval_device(),
+        shards,
+        seed: cfg.train.seed,
+        log_every: cfg.train.log_every,
+        main: replicas.is_main(),
+    }
+}
+
 /// A run about to train: what the loop needs besides its step.
 struct Ready<'a> {
     cfg: &'a PretrainConfig,
@@ -474,6 +376,10 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
     };
     let mut last = None;
     let mut fixed = FixedStep::new(&cfg.fixed_plan(), &replicas)?;
+    if start.step > 0 {
+        let dir = checkpoint::dir_of(run, start.step);
+        train.restore_state(&dir, &step_at(start.step, &replicas, cfg, shards))?;
+    }
     for step in start.step..total {
         let lr = cfg.optimizer.lr_at(step, total);
         let at = StepRun {
@@ -487,6 +393,15 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
         let outcome = train_step(train, at, &mut replicas)?;
         log.rate_tokens += outcome.tokens;
         let done = step + 1;
+        let between = train.between_steps(&step_at(done, &replicas, cfg, shards))?;
+        if between.replaced_inputs
+            && let Some(f) = fixed.as_mut()
+        {
+            f.record_anew(&replicas)?;
+        }
+        for r in &between.records {
+            log.record(done, r)?;
+        }
         window.totals.masked += outcome.masked;
         window.totals.steps += 1;
         let stopping = replicas.any(opts.stop.is_some_and(|s| s.load(Ordering::SeqCst)))?;
@@ -531,7 +446,8 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
                 &shards.manifest,
                 window.totals.clone(),
             );
-            let dir = save_checkpoint(run, &state, &mut replicas, cfg.train.keep_checkpoints)?;
+            let keep = cfg.train.keep_checkpoints;
+            let dir = save_checkpoint(run, &state, &mut replicas, train, keep)?;
             if stopping && done < total {
                 log.bar.abandon();
                 return Err(interrupted(run, &dir, done, total));

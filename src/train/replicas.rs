@@ -216,6 +216,11 @@ impl Replicas {
 
     /// Replica 0's model without autodiff (so without dropout) and its device: what a
     /// held-out evaluation runs.
+    /// Replica 0's device without autodiff, where its evaluation copy lives.
+    pub fn eval_device(&self) -> &Device {
+        &self.base[0]
+    }
+
     pub fn eval_model(&self) -> (PretrainModel, Device) {
         (self.models[0].valid(), self.base[0].clone())
     }

@@ -51,7 +51,25 @@ pub fn ok(out: Output) -> String {
 }
 
 /// Every line of a run's `metrics.jsonl`.
+/// The step lines of a run's `metrics.jsonl` (its records, `"record": …`, left out); every
+/// one must parse.
 pub fn metrics(run: &Path) -> Vec<trueneg::train::pretrain::StepMetrics> {
+    metrics_lines(run)
+        .into_iter()
+        .filter(|v| v.get("record").is_none())
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect()
+}
+
+/// The records named `name` of a run's `metrics.jsonl`.
+pub fn records(run: &Path, name: &str) -> Vec<serde_json::Value> {
+    metrics_lines(run)
+        .into_iter()
+        .filter(|v| v["record"] == name)
+        .collect()
+}
+
+fn metrics_lines(run: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap()
         .lines()

@@ -9,18 +9,20 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::path::Path;
 
 use burn::prelude::*;
 use rand_chacha::ChaCha8Rng;
 
+use super::correction_samples::CorrectionSamples;
 use super::upload::{Uploaded, upload};
-use super::{MicroBatch, StepKind, TrainingStep};
+use super::{MicroBatch, StepAt, StepKind, TrainingStep};
 use crate::Result;
 use crate::model::Inputs;
 use crate::objective::terms::add_device_counters;
 use crate::objective::{
-    Counters, DeviceCounters, Logged, MlmStep, Objective, Predictions, Setup, StepLoss, Term,
-    masked_cross_entropy, replaced_token_loss,
+    Between, BetweenSteps, Counters, DeviceCounters, Logged, MlmStep, Objective, Predictions,
+    Setup, StepLoss, Term, masked_cross_entropy, replaced_token_loss,
 };
 use crate::text::batches::Batch;
 use crate::text::masking::{Masked, MaskingConfig, mask_batch};
@@ -80,6 +82,8 @@ pub struct MaskedLmStep {
     pub context: MaskingContext,
     pub objective: Objective,
     pub disc_weight: f64,
+    /// Samples of Hard Correction's decisions while the run trains.
+    pub samples: Option<CorrectionSamples>,
 }
 
 /// A masked micro-batch of packed examples; `uploaded` holds its device tensors where a
@@ -120,11 +124,13 @@ impl MaskedLmStep {
         context: MaskingContext,
         setup: &mut Setup,
     ) -> Result<Self> {
-        Ok(Self::new(
+        let mut step = Self::new(
             context,
             Objective::build(&settings.objective, setup)?,
             settings.disc_weight,
-        ))
+        );
+        step.samples = CorrectionSamples::of(&settings.objective);
+        Ok(step)
     }
 
     pub fn new(context: MaskingContext, objective: Objective, disc_weight: f64) -> Self {
@@ -132,6 +138,7 @@ impl MaskedLmStep {
             context,
             objective,
             disc_weight,
+            samples: None,
         }
     }
 
@@ -197,6 +204,40 @@ impl TrainingStep for MaskedLmStep {
 
     fn progress(&self, counters: &Counters) -> String {
         self.objective.progress(counters)
+    }
+
+    fn between_steps(&self, at: &StepAt) -> Result<BetweenSteps> {
+        let words = || at.model.word_matrix();
+        let between = Between {
+            done: at.done,
+            words: &words,
+        };
+        let mut out = self.objective.between_steps(&between)?;
+        let due = self
+            .samples
+            .as_ref()
+            .filter(|s| at.main && s.due(at.done, at.log_every));
+        if let (Some(s), Some(table)) = (due, self.objective.synonyms()) {
+            let mut draws = s.draws(at);
+            let indices = s.indices(at.shards.len(), &mut draws);
+            let b = self.batch(at.shards, &indices, &mut draws)?;
+            out.records
+                .push(s.record(at, &b.batch, &b.masked, &table, &mut draws)?);
+        }
+        Ok(out)
+    }
+
+    fn save_state(&self, dir: &Path) -> Result<()> {
+        self.objective.save_state(dir)
+    }
+
+    fn restore_state(&self, dir: &Path, at: &StepAt) -> Result<()> {
+        let words = || at.model.word_matrix();
+        let between = Between {
+            done: at.done,
+            words: &words,
+        };
+        self.objective.restore_state(dir, &between)
     }
 }
 

@@ -17,12 +17,14 @@
 
 pub mod cline;
 pub mod cline_heads;
+pub mod correction_samples;
 pub mod masked_lm;
 pub mod triples;
 pub mod upload;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::path::Path;
 
 use burn::prelude::*;
 use rand_chacha::ChaCha8Rng;
@@ -32,7 +34,7 @@ use super::model::PretrainModel;
 use crate::Result;
 use crate::model::EncoderConfig;
 use crate::model::step_heads::StepHeads;
-use crate::objective::{Counters, ObjectiveKind, Setup, StepLoss};
+use crate::objective::{BetweenSteps, Counters, ObjectiveKind, Setup, StepLoss};
 use crate::text::shards::{DataKind, ShardSet};
 
 /// What a kind of training step declares before a run starts (see the module documentation).
@@ -117,6 +119,22 @@ pub trait MicroBatch {
     fn take_rows(&self, rows: Range<usize>) -> Self;
 }
 
+/// What a step is given between two training steps, outside the recorded work of a step.
+pub struct StepAt<'a> {
+    /// The step just done (1-based; on a resume, the step resumed from).
+    pub done: u64,
+    /// Replica 0's model as it is now.
+    pub model: &'a PretrainModel,
+    /// The device of its evaluation copy (`PretrainModel::valid`).
+    pub device: &'a Device,
+    pub shards: &'a ShardSet,
+    /// The run's seed and steps between two logged lines (`train.seed`, `train.log_every`).
+    pub seed: u64,
+    pub log_every: u64,
+    /// This process writes the run's files (rank 0 of a job): it alone shows samples.
+    pub main: bool,
+}
+
 /// What a training step does each micro-step (see the module documentation).
 pub trait TrainingStep {
     type Batch: MicroBatch;
@@ -156,6 +174,22 @@ pub trait TrainingStep {
     /// note after two spaces).
     fn progress(&self, _counters: &Counters) -> String {
         String::new()
+    }
+
+    /// Between two steps: state of its own rebuilt from the model, samples of what it does,
+    /// and their records (`objective::between`).
+    fn between_steps(&self, _at: &StepAt) -> Result<BetweenSteps> {
+        Ok(BetweenSteps::default())
+    }
+
+    /// Writes that state into checkpoint folder `dir`.
+    fn save_state(&self, _dir: &Path) -> Result<()> {
+        Ok(())
+    }
+
+    /// Takes up the state saved in checkpoint folder `dir` on a resume from step `at.done`.
+    fn restore_state(&self, _dir: &Path, _at: &StepAt) -> Result<()> {
+        Ok(())
     }
 }
 
