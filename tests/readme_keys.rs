@@ -67,6 +67,7 @@ fn every_documented_objective_value_parses() {
     for key in [
         "hc_prediction",
         "hc_discriminator",
+        "hc_source",
         "sr_sent_target",
         "sr_sent_encoder",
     ] {

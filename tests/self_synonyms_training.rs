@@ -167,6 +167,12 @@ fn a_resumed_self_table_run_repeats_the_uninterrupted_run() {
     );
     assert_eq!(records(&cut, "corrections"), records(&full, "corrections"));
     assert_eq!(table_at(&cut, 16), table_at(&full, 16));
+    // The samples change nothing of the training: the same run without them has the same
+    // curve.
+    let quiet = dir.path().join("quiet");
+    self_run(&quiet, &[wide[0], wide[1], "objective.hc_samples_every=0"]);
+    assert!(records(&quiet, "corrections").is_empty());
+    assert_eq!(losses(&quiet), losses(&full));
     // TensorBoard's text tab holds each sample once after the resume.
     assert_eq!(tensorboard_texts(&cut), tensorboard_texts(&full));
 }

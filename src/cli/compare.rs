@@ -27,7 +27,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     outputs.check(std::slice::from_ref(&a.out))?;
     let mut series = Vec::new();
     for r in &a.runs {
-        let mut s = trueneg::plot::metric_series(r, &a.metric)?.ok_or_else(|| {
+        let mut s = trueneg::train::metrics::metric_series(r, &a.metric)?.ok_or_else(|| {
             anyhow::anyhow!(
                 "{}: no field `{}`",
                 r.join("metrics.jsonl").display(),

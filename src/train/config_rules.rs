@@ -258,6 +258,15 @@ impl PretrainConfig {
         }
     }
 
+    /// What the micro-step loop takes from the config.
+    pub fn loop_settings(&self) -> crate::train::micro_steps::LoopSettings {
+        crate::train::micro_steps::LoopSettings {
+            seed: self.train.seed,
+            grad_accum: self.train.grad_accum,
+            max_grad_norm: self.optimizer.max_grad_norm,
+        }
+    }
+
     /// Checks every value against its range; the error names the first bad field, its value
     /// and the rule.
     pub fn validate(&self, origin: &str) -> Result<()> {

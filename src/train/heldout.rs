@@ -31,6 +31,8 @@ const EVAL_SEED: u64 = 0x5EED_E7A1;
 /// The held-out micro-batches of a run's step, read and masked once.
 pub struct HeldOut<B> {
     batches: Vec<B>,
+    /// Steps between two evaluations (`train.eval_every`).
+    every: u64,
 }
 
 impl<B> HeldOut<B> {
@@ -81,7 +83,12 @@ impl<B> HeldOut<B> {
             let mut rng = ChaCha8Rng::seed_from_u64(EVAL_SEED ^ b as u64);
             batches.push(step.batch(&shards, &indices, &mut rng)?);
         }
-        Ok(Some(Self { batches }))
+        Ok(Some(Self { batches, every }))
+    }
+
+    /// Whether the model is evaluated after step `done`.
+    pub fn due(&self, done: u64) -> bool {
+        done.is_multiple_of(self.every)
     }
 
     /// The held-out figures of `model` (on `device`, without autodiff), named `eval_…`.

@@ -13,7 +13,7 @@ use super::checkpoint::{self, TrainState, WindowTotals};
 use super::config::PretrainConfig;
 use super::fixed_step::FixedStep;
 use super::heldout::HeldOut;
-use super::micro_steps::{LoopSettings, StepRun, train_step};
+use super::micro_steps::{StepRun, train_step};
 use super::model::PretrainModel;
 use super::optimizer::AdamW;
 use super::replicas::Replicas;
@@ -315,6 +315,27 @@ fn step_at<'a>(
     }
 }
 
+/// `train`'s work between step `at.done` and the next (`objective::between`): its records
+/// logged, and a recorded step recorded anew where the work replaced tensors it reads.
+fn between_steps<S: TrainingStep>(
+    train: &S,
+    at: &StepAt,
+    replicas: &Replicas,
+    fixed: Option<&mut FixedStep>,
+    log: &mut Log,
+) -> Result<()> {
+    let between = train.between_steps(at)?;
+    if between.replaced_inputs
+        && let Some(f) = fixed
+    {
+        f.record_anew(replicas)?;
+    }
+    for r in &between.records {
+        log.record(at.done, r)?;
+    }
+    Ok(())
+}
+
 /// A run about to train: what the loop needs besides its step.
 struct Ready<'a> {
     cfg: &'a PretrainConfig,
@@ -365,11 +386,7 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
     } else {
         None
     };
-    let settings = LoopSettings {
-        seed: cfg.train.seed,
-        grad_accum: cfg.train.grad_accum,
-        max_grad_norm: cfg.optimizer.max_grad_norm,
-    };
+    let settings = cfg.loop_settings();
     let mut window = Window {
         counts: WindowCounts::default(),
         totals: start.window,
@@ -377,8 +394,8 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
     let mut last = None;
     let mut fixed = FixedStep::new(&cfg.fixed_plan(), &replicas)?;
     if start.step > 0 {
-        let dir = checkpoint::dir_of(run, start.step);
-        train.restore_state(&dir, &step_at(start.step, &replicas, cfg, shards))?;
+        let at = step_at(start.step, &replicas, cfg, shards);
+        train.restore_state(&checkpoint::dir_of(run, start.step), &at)?;
     }
     for step in start.step..total {
         let lr = cfg.optimizer.lr_at(step, total);
@@ -393,15 +410,8 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
         let outcome = train_step(train, at, &mut replicas)?;
         log.rate_tokens += outcome.tokens;
         let done = step + 1;
-        let between = train.between_steps(&step_at(done, &replicas, cfg, shards))?;
-        if between.replaced_inputs
-            && let Some(f) = fixed.as_mut()
-        {
-            f.record_anew(&replicas)?;
-        }
-        for r in &between.records {
-            log.record(done, r)?;
-        }
+        let at = step_at(done, &replicas, cfg, shards);
+        between_steps(train, &at, &replicas, fixed.as_mut(), &mut log)?;
         window.totals.masked += outcome.masked;
         window.totals.steps += 1;
         let stopping = replicas.any(opts.stop.is_some_and(|s| s.load(Ordering::SeqCst)))?;
@@ -421,10 +431,7 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
         };
         let mut metrics = read_step(read, &replicas, train, &mut window, run)?;
         metrics.tokens_per_s = log.tokens_per_s(); // after the read waited for the device
-        if let Some(h) = heldout
-            .as_ref()
-            .filter(|_| done % cfg.train.eval_every == 0)
-        {
+        if let Some(h) = heldout.as_ref().filter(|h| h.due(done)) {
             let (model, device) = replicas.eval_model();
             metrics.terms.extend(h.evaluate(&model, train, &device)?);
         }
@@ -433,13 +440,12 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
             window.totals = WindowTotals::default();
         }
         log.tick(&metrics);
-        if !main {
-            if stopping && done < total {
-                return Err(Error::Interrupted(format!(
-                    "stopped by a signal after step {done} of {total}; rank 0 wrote the checkpoint"
-                )));
-            }
-        } else if save_now {
+        if !main && stopping && done < total {
+            return Err(Error::Interrupted(format!(
+                "stopped by a signal after step {done} of {total}; rank 0 wrote the checkpoint"
+            )));
+        }
+        if main && save_now {
             let state = TrainState::new(
                 done,
                 stream.position,
@@ -457,7 +463,7 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
     }
     log.bar.finish_and_clear();
     if main {
-        crate::plot::run_loss_plot(run, &crate::objective::term_labels())?;
+        super::metrics::run_loss_plot(run, &crate::objective::term_labels())?;
     }
     Ok(RunSummary {
         already_finished: false,

@@ -63,13 +63,10 @@ fn predictor(cfg: &PretrainConfig) -> &'static str {
 /// The mismatched and corrected predictions of a run over all its logged steps (the sums of
 /// `metrics.jsonl`'s window counts); `None` when the run logs no Hard Correction counts.
 pub fn run_correction_totals(run: &Path) -> Result<Option<(u64, u64)>> {
-    let path = run.join("metrics.jsonl");
-    let text = crate::io::read::read_text(&path, crate::io::limit::DATA)?;
     let mut totals: Option<(u64, u64)> = None;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-        if let (Some(m), Some(c)) = (v[MISMATCHED].as_u64(), v[CORRECTED].as_u64()) {
+    for v in super::metrics::step_lines(run)? {
+        let count = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+        if let (Some(m), Some(c)) = (count(MISMATCHED), count(CORRECTED)) {
             let t = totals.get_or_insert((0, 0));
             t.0 += m;
             t.1 += c;
