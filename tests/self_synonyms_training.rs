@@ -138,6 +138,63 @@ fn the_self_table_is_refreshed_logged_saved_and_follows_its_rules() {
 }
 
 #[test]
+fn inspect_and_stats_judge_each_checkpoint_with_the_table_it_trained_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    self_run(&run, &[]);
+    let corpus = common::shared("data/wikitext-2/wiki.test.raw");
+    let inspect = |step: &str, extra: &[&str]| -> serde_json::Value {
+        ok(common::bin()
+            .args(["inspect", "--run"])
+            .arg(&run)
+            .arg("--corpus")
+            .arg(&corpus)
+            .args([
+                "--batches",
+                "2",
+                "--batch-size",
+                "8",
+                "--step",
+                step,
+                "--force",
+            ])
+            .args(extra)
+            .output()
+            .unwrap());
+        let json = run.join(format!("inspect-step-{step}.json"));
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+    };
+    assert_eq!(inspect("12", &[])["lexicon"], "self:step-12");
+    assert_eq!(inspect("6", &[])["lexicon"], "self:step-4");
+    // A table given on the command line judges every checkpoint.
+    let wordnet = run.join("lexicon.safetensors");
+    let given = inspect("12", &["--lexicon", wordnet.to_str().unwrap()]);
+    assert!(
+        given["lexicon"].as_str().unwrap().starts_with("wordnet:"),
+        "{given}"
+    );
+    ok(common::bin()
+        .args(["stats", "--checkpoints"])
+        .arg(&run)
+        .arg("--corpus")
+        .arg(&corpus)
+        .args(["--batches", "2", "--batch-size", "8"])
+        .output()
+        .unwrap());
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("correction-stats.json")).unwrap())
+            .unwrap();
+    assert!(
+        stats["lexicon"]
+            .as_str()
+            .unwrap()
+            .contains("each checkpoint's own table"),
+        "{}",
+        stats["lexicon"]
+    );
+}
+
+#[test]
 fn a_resumed_self_table_run_repeats_the_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
     let full = dir.path().join("full");

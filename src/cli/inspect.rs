@@ -17,7 +17,8 @@ pub struct Args {
     /// Text corpus to mask and predict (e.g. ../shared/data/wikitext-2/wiki.test.raw).
     #[arg(long)]
     corpus: PathBuf,
-    /// Synonym table [default: the run's lexicon.safetensors, else WordNet].
+    /// Synonym table [default: the checkpoint's own (a self-table run's), else the run's
+    /// lexicon.safetensors, else WordNet].
     #[arg(long)]
     lexicon: Option<PathBuf>,
     /// WordNet database folder, for the parts of speech [default: /usr/share/wordnet].
@@ -48,6 +49,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let wordnet_dir = super::wordnet_dir(&a.wordnet);
     // WordNet is opened once: for the parts of speech, and for the table when it is WordNet's.
     let wordnet = trueneg::lexicon::WordNet::open(&wordnet_dir)?;
+    let given = a.lexicon.is_some();
     let table = super::run_synonym_table(run, a.lexicon, &tok, || {
         Ok(trueneg::text::synonym_table::wordnet_table_from(
             &tok,
@@ -55,6 +57,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             &wordnet_dir,
         ))
     })?;
+    let table = trueneg::train::stats::JudgingTable { table, given };
     let request = InspectRequest {
         run,
         step: a.step,

@@ -12,7 +12,8 @@ pub struct Args {
     /// Text corpus to mask and predict (e.g. ../shared/data/wikitext-2/wiki.test.raw).
     #[arg(long)]
     corpus: PathBuf,
-    /// Synonym table [default: the run's lexicon.safetensors, else WordNet].
+    /// Synonym table [default: each checkpoint's own (a self-table run's), else the run's
+    /// lexicon.safetensors, else WordNet].
     #[arg(long)]
     lexicon: Option<PathBuf>,
     /// Batches per checkpoint.
@@ -31,11 +32,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // A folder of another kind is named as such before anything else is read.
     trueneg::train::run::run_model(run)?;
     let tok = trueneg::train::run::run_tokenizer(run)?;
+    let given = a.lexicon.is_some();
     let table = super::run_synonym_table(run, a.lexicon, &tok, || {
         trueneg::text::synonym_table::wordnet_table(&tok, &super::wordnet_dir(&None))
     })?;
+    let tables = trueneg::train::stats::JudgingTable { given, table };
+    let source = tables.source(run);
     if !a.force {
-        trueneg::train::stats::check_earlier_lexicon(run, &table.source)?;
+        trueneg::train::stats::check_earlier_lexicon(run, &source)?;
     }
     // Files of the user's with these names are not replaced (nor anything with --force
     // that another command wrote): checked before the checkpoints are measured.
@@ -44,12 +48,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ["png", "json", "md"].map(|e| run.join(format!("correction-stats.{e}")));
     outputs.check(&[png.clone(), json_file.clone(), md_file.clone()])?;
     let stats =
-        trueneg::train::stats::correction_stats(run, &a.corpus, &table, a.batches, a.batch_size)?;
+        trueneg::train::stats::correction_stats(run, &a.corpus, &tables, a.batches, a.batch_size)?;
     let cfg = trueneg::train::config::PretrainConfig::of_run(run)?;
     let prediction = serde_json::to_value(cfg.objective.hc.hc_prediction)?;
     let mut md = format!(
         "Lexicon: {}\n\nPredictions: {} (the run's hc_prediction)\n\n{}",
-        table.source,
+        source,
         prediction.as_str().unwrap_or("argmax"),
         trueneg::train::stats::stats_table(&stats)
     );
@@ -103,7 +107,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     )?;
     outputs.record(&png)?;
     let json = serde_json::to_string_pretty(
-        &serde_json::json!({"lexicon": table.source, "prediction": prediction, "checkpoints": stats}),
+        &serde_json::json!({"lexicon": source, "prediction": prediction, "checkpoints": stats}),
     )?;
     outputs.write(&json_file, json.as_bytes())?;
     outputs.write(&md_file, md.as_bytes())?;

@@ -23,7 +23,7 @@ use crate::text::{SynonymTable, WordPieceTokenizer};
 use crate::train::checkpoint;
 use crate::train::config::PretrainConfig;
 use crate::train::stats::{
-    Predicted, check_fits, checkpoint_model, masked_batches, predict_masked, verdicts,
+    JudgingTable, Predicted, check_fits, checkpoint_model, masked_batches, predict_masked, verdicts,
 };
 use crate::{Error, Result};
 
@@ -33,7 +33,8 @@ pub struct InspectRequest<'a> {
     /// The checkpoint's step (`None`: the latest).
     pub step: Option<u64>,
     pub corpus: &'a Path,
-    pub table: &'a SynonymTable,
+    /// The table each checkpoint is judged with.
+    pub table: &'a JudgingTable,
     /// WordNet, for the gold words' parts of speech.
     pub wordnet: &'a WordNet,
     pub batches: usize,
@@ -104,15 +105,17 @@ fn top(pairs: BTreeMap<(String, String), usize>) -> Vec<(String, String, usize)>
     v
 }
 
-/// The positions of one batch, each with its flat index among the batch's masked positions.
+/// The positions of one batch, each with its flat index among the batch's masked positions,
+/// judged with `table`.
 fn batch_positions(
     r: &InspectRequest,
+    table: &SynonymTable,
     tok: &WordPieceTokenizer,
     b: &Batch,
     m: &Masked,
     predicted: &Predicted,
 ) -> Vec<Position> {
-    let (weights, _) = verdicts(b, m, &predicted.ids, r.table);
+    let (weights, _) = verdicts(b, m, &predicted.ids, table);
     let labels = &m.labels;
     m.positions
         .iter()
@@ -134,8 +137,8 @@ fn batch_positions(
                 predicted: token(predicted.ids[k]),
                 probability: predicted.probability[k],
                 pos: part_of_speech(r.wordnet, &word),
-                gold_in_table: !r.table.synonyms(labels[k]).is_empty(),
-                synonym: r.table.are_synonyms(labels[k], predicted.ids[k]),
+                gold_in_table: !table.synonyms(labels[k]).is_empty(),
+                synonym: table.are_synonyms(labels[k], predicted.ids[k]),
                 dropped: weights[k] == 0.0,
             }
         })
@@ -146,7 +149,7 @@ fn batch_positions(
 pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
     let cfg = PretrainConfig::of_run(r.run)?;
     let tok = crate::train::run::run_tokenizer(r.run)?;
-    if r.table.fingerprint != tok.fingerprint() {
+    if r.table.table.fingerprint != tok.fingerprint() {
         return Err(Error::Input(format!(
             "{}: the lexicon was built for another tokenizer",
             r.run.display()
@@ -175,12 +178,13 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
     let batches = masked_batches(&cfg, &tok, r.corpus, r.batch_size, r.batches, r.seed)?;
     let device = crate::device::open(&cfg.replica_devices()[0])?;
     let model = checkpoint_model(&cfg, vocab, &dir, &device)?;
+    let table = r.table.at(&dir)?;
     let rule = cfg.objective.hc.hc_prediction;
     let mut draws = ChaCha8Rng::seed_from_u64(r.seed.wrapping_add(2));
     let mut all = Vec::new();
     for (b, m) in &batches {
         let predicted = predict_masked(&model, rule, b, m, &device, &mut draws);
-        all.extend(batch_positions(r, &tok, b, m, &predicted));
+        all.extend(batch_positions(r, &table, &tok, b, m, &predicted));
     }
     let mut total = Counts::default();
     let mut by_pos: BTreeMap<String, Counts> = BTreeMap::new();
@@ -204,7 +208,7 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
     chosen.sort_unstable();
     Ok(Inspection {
         step,
-        lexicon: r.table.source.clone(),
+        lexicon: table.source.clone(),
         prediction: serde_json::to_value(rule)
             .ok()
             .and_then(|v| v.as_str().map(String::from))

@@ -107,11 +107,16 @@ fn pretrain_run(
     Ok(!s.already_finished)
 }
 
-/// Table 8 over the run's checkpoints, with the run's own synonym table.
+/// Table 8 over the run's checkpoints, with the run's own synonym table (each checkpoint's,
+/// where the run rebuilt it).
 fn run_stats(run: &Path, corpus: &Path, batches: usize) -> Result<Vec<CheckpointStats>> {
     let tok = crate::train::run::run_tokenizer(run)?;
     let table = SynonymTable::load_for(&run.join("lexicon.safetensors"), &tok.fingerprint())?;
-    correction_stats(run, corpus, &table, batches, 32)
+    let tables = crate::train::stats::JudgingTable {
+        table,
+        given: false,
+    };
+    correction_stats(run, corpus, &tables, batches, 32)
 }
 
 fn remove_models(dir: &Path) -> Result<()> {

@@ -36,7 +36,7 @@ use crate::text::multi_piece::MultiPiece;
 use crate::text::self_synonyms::{Refresh, SelfSynonyms, candidate_ids, read_stop_words};
 use crate::text::shards::ShardSet;
 use crate::text::shared_table::SharedTable;
-use crate::text::synonym_table::wordnet_table_from;
+use crate::text::synonym_table::{IN_CHECKPOINT, wordnet_table_from};
 use crate::text::{SynonymTable, WordPieceTokenizer};
 
 /// The part's name in [`super::ObjectiveKind`]'s registry.
@@ -274,9 +274,6 @@ fn synonym_table(
     Ok(table)
 }
 
-/// The file of a checkpoint that holds the self table in use.
-const STATE_FILE: &str = "synonyms.safetensors";
-
 /// The record of a refresh.
 const REFRESH: &str = "synonym_refresh";
 
@@ -444,7 +441,7 @@ impl Part for HardCorrection {
 
     fn save_state(&self, dir: &Path) -> Result<()> {
         match &self.refresh {
-            Some(_) => self.table.get().save(&dir.join(STATE_FILE)),
+            Some(_) => self.table.get().save(&dir.join(IN_CHECKPOINT)),
             None => Ok(()),
         }
     }
@@ -453,7 +450,7 @@ impl Part for HardCorrection {
         let Some(refresh) = &self.refresh else {
             return Ok(());
         };
-        let path = dir.join(STATE_FILE);
+        let path = dir.join(IN_CHECKPOINT);
         if path.exists() {
             self.table
                 .replace(SynonymTable::load_for(&path, &refresh.fingerprint)?);

@@ -11,6 +11,10 @@ use serde::Serialize;
 use super::WordPieceTokenizer;
 use crate::{Error, Result};
 
+/// The file of a checkpoint that holds the synonym table its run trained with at that step,
+/// where the run rebuilds its table as it trains (`objective.hc_source = "self"`).
+pub const IN_CHECKPOINT: &str = "synonyms.safetensors";
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct SynonymTable {
     pub fingerprint: String,

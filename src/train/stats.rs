@@ -13,6 +13,7 @@
 //! for every checkpoint (fixed seeds).
 
 use crate::objective::hard_correction::{CORRECTED, MISMATCHED};
+use std::borrow::Cow;
 use std::path::Path;
 
 use burn::prelude::*;
@@ -35,6 +36,7 @@ use crate::text::batches::Batch;
 use crate::text::corpus::read_documents;
 use crate::text::examples::{Example, PackingConfig, pack_document};
 use crate::text::masking::{Masked, mask_batch};
+use crate::text::synonym_table::IN_CHECKPOINT;
 use crate::{Error, Result};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -113,17 +115,53 @@ pub fn check_earlier_lexicon(run: &Path, source: &str) -> Result<()> {
     }
 }
 
+/// The synonym table a checkpoint's predictions are judged with: the `lexicon` given by the
+/// user where there is one; else the table the checkpoint trained with where it kept one (a
+/// self-table run's `synonyms.safetensors`); else the run's (`lexicon.safetensors`, or
+/// WordNet's).
+pub struct JudgingTable {
+    pub table: SynonymTable,
+    /// `table` was given by the user (`--lexicon`): every checkpoint is judged with it.
+    pub given: bool,
+}
+
+impl JudgingTable {
+    /// The table of the checkpoint in `dir`.
+    pub fn at(&self, dir: &Path) -> Result<Cow<'_, SynonymTable>> {
+        let own = dir.join(IN_CHECKPOINT);
+        if self.given || !own.exists() {
+            return Ok(Cow::Borrowed(&self.table));
+        }
+        Ok(Cow::Owned(SynonymTable::load_for(
+            &own,
+            &self.table.fingerprint,
+        )?))
+    }
+
+    /// What the statistics of `run`'s checkpoints record as their lexicon.
+    pub fn source(&self, run: &Path) -> String {
+        let own = checkpoint::list(run)
+            .iter()
+            .any(|(_, d)| d.join(IN_CHECKPOINT).exists());
+        if own && !self.given {
+            "each checkpoint's own table (objective.hc_source = \"self\")".into()
+        } else {
+            self.table.source.clone()
+        }
+    }
+}
+
 /// Statistics of every checkpoint of `run` on up to `max_batches` batches of `corpus`.
 pub fn correction_stats(
     run: &Path,
     corpus: &Path,
-    table: &SynonymTable,
+    tables: &JudgingTable,
     max_batches: usize,
     batch_size: usize,
 ) -> Result<Vec<CheckpointStats>> {
     let cfg = PretrainConfig::of_run(run)?;
     let tokenizer = super::run::run_tokenizer(run)?;
-    if table.fingerprint != tokenizer.fingerprint() {
+    if tables.table.fingerprint != tokenizer.fingerprint() {
         return Err(Error::Input(format!(
             "{}: the lexicon was built for another tokenizer",
             run.display()
@@ -137,12 +175,13 @@ pub fn correction_stats(
     let mut out = Vec::new();
     for (step, dir) in checkpoint::list(run) {
         let model = checkpoint_model(&cfg, vocab, &dir, &device)?;
+        let table = tables.at(&dir)?;
         let mut counts = CorrectionCounts::default();
         let mut corrected_batches = 0usize;
         let mut draws = ChaCha8Rng::seed_from_u64(54321);
         for (b, m) in &batches {
             let pred = predict_masked(&model, rule, b, m, &device, &mut draws).ids;
-            let (_, c) = verdicts(b, m, &pred, table);
+            let (_, c) = verdicts(b, m, &pred, &table);
             corrected_batches += usize::from(c.corrected > 0);
             counts.add(&c);
         }
