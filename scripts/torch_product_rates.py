@@ -1,7 +1,8 @@
 """GFLOP/s of torch.mm on the matrix products of the CPU bench step, in the same operand
-layouts as `cargo run --release --example product_rates` (best of 8 calls on warm buffers).
+layouts as `cargo run --release --example product_rates` (best of 8 calls on warm buffers),
+in f32 or with bf16 operands (oneDNN's bf16 kernels, f32 accumulation, bf16 result).
 
-    python scripts/torch_product_rates.py [threads]
+    python scripts/torch_product_rates.py [threads] [f32|bf16]
 """
 import sys
 import time
@@ -24,18 +25,25 @@ SHAPES = [
 ]
 
 
+DTYPE = torch.float32
+
+
 def operand(rows, cols, transposed):
-    return torch.rand(cols, rows).t() if transposed else torch.rand(rows, cols)
+    x = torch.rand(cols, rows).t() if transposed else torch.rand(rows, cols)
+    return x.to(DTYPE)
 
 
 def main():
+    global DTYPE
     if len(sys.argv) > 1:
         torch.set_num_threads(int(sys.argv[1]))
-    print(f"threads={torch.get_num_threads()}")
+    if len(sys.argv) > 2:
+        DTYPE = {"f32": torch.float32, "bf16": torch.bfloat16}[sys.argv[2]]
+    print(f"threads={torch.get_num_threads()} dtype={DTYPE}")
     total_s = total_flop = 0.0
     for name, m, k, n, at, bt in SHAPES:
         a, b = operand(m, k, at), operand(k, n, bt)
-        c = torch.empty(m, n)
+        c = torch.empty(m, n, dtype=DTYPE)
         best = float("inf")
         for _ in range(8):
             start = time.perf_counter()

@@ -166,6 +166,20 @@ fn inspect_and_stats_judge_each_checkpoint_with_the_table_it_trained_with() {
     };
     assert_eq!(inspect("12", &[])["lexicon"], "self:step-12");
     assert_eq!(inspect("6", &[])["lexicon"], "self:step-4");
+    // Prepared shards (the run's own) are inspected as a text corpus is.
+    ok(common::bin()
+        .args(["inspect", "--run"])
+        .arg(&run)
+        .arg("--corpus")
+        .arg(shards())
+        .args(["--batches", "2", "--batch-size", "8", "--step", "16"])
+        .output()
+        .unwrap());
+    let page = std::fs::read_to_string(run.join("inspect-step-16.md")).unwrap();
+    assert!(
+        page.contains("self:step-16") && page.contains("| all |"),
+        "{page}"
+    );
     // A table given on the command line judges every checkpoint.
     let wordnet = run.join("lexicon.safetensors");
     let given = inspect("12", &["--lexicon", wordnet.to_str().unwrap()]);

@@ -14,7 +14,8 @@ pub struct Args {
     /// The checkpoint's step [default: the latest].
     #[arg(long)]
     step: Option<u64>,
-    /// Text corpus to mask and predict (e.g. ../shared/data/wikitext-2/wiki.test.raw).
+    /// Text corpus to mask and predict (e.g. ../shared/data/wikitext-2/wiki.test.raw), or
+    /// shards `prepare` wrote with the run's tokenizer.
     #[arg(long)]
     corpus: PathBuf,
     /// Synonym table [default: the checkpoint's own (a self-table run's), else the run's

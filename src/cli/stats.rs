@@ -9,7 +9,8 @@ pub struct Args {
     /// The run folder whose checkpoints are measured.
     #[arg(long)]
     checkpoints: PathBuf,
-    /// Text corpus to mask and predict (e.g. ../shared/data/wikitext-2/wiki.test.raw).
+    /// Text corpus to mask and predict (e.g. ../shared/data/wikitext-2/wiki.test.raw), or
+    /// shards `prepare` wrote with the run's tokenizer.
     #[arg(long)]
     corpus: PathBuf,
     /// Synonym table [default: each checkpoint's own (a self-table run's), else the run's

@@ -36,6 +36,7 @@ use crate::text::batches::Batch;
 use crate::text::corpus::read_documents;
 use crate::text::examples::{Example, PackingConfig, pack_document};
 use crate::text::masking::{Masked, mask_batch};
+use crate::text::shards::ShardSet;
 use crate::text::synonym_table::IN_CHECKPOINT;
 use crate::{Error, Result};
 
@@ -224,12 +225,17 @@ pub fn stats_table(stats: &[CheckpointStats]) -> String {
     s
 }
 
-/// Packs a text corpus into examples with the run's tokenizer (seed 0).
+/// The first `limit` examples of `corpus`: a text corpus packed with the run's tokenizer (seed
+/// 0), or a folder of shards `prepare` wrote with that tokenizer, read as they are.
 pub fn corpus_examples(
     corpus: &Path,
     tokenizer: &WordPieceTokenizer,
     max_len: usize,
+    limit: usize,
 ) -> Result<Vec<Example>> {
+    if crate::io::read::is_folder(corpus) {
+        return shard_examples(corpus, tokenizer, max_len, limit);
+    }
     let s = tokenizer.special;
     let cfg = PackingConfig::new(max_len, s.cls, s.sep);
     let mut rng = ChaCha8Rng::seed_from_u64(0);
@@ -243,7 +249,38 @@ pub fn corpus_examples(
             corpus.display()
         )));
     }
+    out.truncate(limit);
     Ok(out)
+}
+
+/// The first `limit` examples of the shards in `dir`, which must hold packed examples of at
+/// most `max_len` tokens made with `tokenizer`.
+fn shard_examples(
+    dir: &Path,
+    tokenizer: &WordPieceTokenizer,
+    max_len: usize,
+    limit: usize,
+) -> Result<Vec<Example>> {
+    let shards = ShardSet::open(dir)?;
+    let m = &shards.manifest;
+    let refuse = |why: String| Err(Error::Input(format!("{}: {why}", dir.display())));
+    if m.tokenizer_fingerprint != tokenizer.fingerprint() {
+        return refuse("prepared with another tokenizer than the run's".into());
+    }
+    if shards.holds_triples() {
+        return refuse("holds CLINE's sentence triples; give packed examples or a text".into());
+    }
+    if m.max_seq_len > max_len {
+        return refuse(format!(
+            "examples of {} tokens, the run's are at most {max_len}",
+            m.max_seq_len
+        ));
+    }
+    let indices: Vec<usize> = (0..shards.len().min(limit)).collect();
+    if indices.is_empty() {
+        return refuse("holds no examples".into());
+    }
+    shards.examples(&indices)
 }
 
 /// Up to `max_batches` batches of `batch_size` sequences of `corpus`, masked as the run masks
@@ -256,7 +293,8 @@ pub fn masked_batches(
     max_batches: usize,
     seed: u64,
 ) -> Result<Vec<(Batch, Masked)>> {
-    let examples = corpus_examples(corpus, tokenizer, cfg.data.max_seq_len)?;
+    let limit = batch_size.saturating_mul(max_batches);
+    let examples = corpus_examples(corpus, tokenizer, cfg.data.max_seq_len, limit)?;
     let vocab = tokenizer.vocab_size();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     Ok(examples
