@@ -34,6 +34,7 @@ mod flex;
 pub mod fused_ops;
 pub mod gelu;
 pub mod gemm;
+pub mod gemm_bf16;
 pub mod grad_watch;
 mod host;
 pub mod layer_norm;

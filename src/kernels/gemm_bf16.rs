@@ -1,0 +1,407 @@
+//! Matrix products with bf16 operands and f32 accumulation, on x86 CPUs with AVX-512 BF16
+//! (`vdpbf16ps`: 16 lanes, each adding two bf16 products to an f32 sum).
+//!
+//! `dst = [dst +] scale · a · b`: the operands are rounded to bf16 (round to nearest even) as
+//! they are packed, the sums are f32, `dst` stays f32. The inner dimension is taken in pairs:
+//! the packed right operand holds, for each pair of rows (2p, 2p+1) and each column j, the two
+//! values side by side in one 32-bit lane; the left operand's pair (a[i, 2p], a[i, 2p+1]) is
+//! broadcast to all lanes. An odd inner dimension gets a zero pad. The work is split over row
+//! blocks of `dst` (never over the inner dimension: the result does not depend on the thread
+//! count).
+
+use super::gemm::{View, ViewMut};
+
+/// Rows and columns of `dst` one micro-kernel call computes: 8 × 2 vectors of 16 lanes of
+/// sums, two of the right operand and a broadcast, 19 of the 32 vector registers.
+const MR: usize = 14;
+const NR: usize = 32;
+
+/// Pairs of the inner dimension per block (512 values): a block of the packed right operand
+/// for 1024 columns is 1 MiB.
+const KP: usize = 256;
+
+/// Whether this CPU runs the kernel.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `x` rounded to bf16 (to nearest, ties to even; a NaN stays a NaN), as its 16 bits.
+pub fn to_bf16(x: f32) -> u16 {
+    bf16_bits(x.to_bits()) as u16
+}
+
+/// [`to_bf16`] on the bits, without a branch (so that the packing loops vectorise).
+#[inline(always)]
+fn bf16_bits(u: u32) -> u32 {
+    let nan = (u & 0x7fff_ffff) > 0x7f80_0000;
+    let rounded = u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16;
+    if nan { (u >> 16) | 0x40 } else { rounded }
+}
+
+/// Two values as one lane of a pair: `lo` in the low half.
+#[inline(always)]
+fn lane(lo: f32, hi: f32) -> u32 {
+    bf16_bits(lo.to_bits()) | (bf16_bits(hi.to_bits()) << 16)
+}
+
+/// The value of bf16 bits `h`.
+pub fn from_bf16(h: u16) -> f32 {
+    f32::from_bits(u32::from(h) << 16)
+}
+
+/// `m`'s line `i` (a row where `cs` is 1, a column where `rs` is 1) as a slice of `len`
+/// values.
+///
+/// # Safety
+/// `m` points at memory valid for its extent; the line's values are contiguous.
+unsafe fn line<'a>(m: &View, i: usize, stride: isize, len: usize) -> &'a [f32] {
+    // SAFETY: the caller's.
+    unsafe { std::slice::from_raw_parts(m.ptr.offset(i as isize * stride), len) }
+}
+
+/// Element (r, c) of `m`, zero outside it.
+///
+/// # Safety
+/// `m` points at memory valid for its extent.
+#[inline]
+unsafe fn at(m: &View, r: usize, c: usize) -> f32 {
+    if r < m.rows && c < m.cols {
+        // SAFETY: inside the view.
+        unsafe { *m.ptr.offset(r as isize * m.rs + c as isize * m.cs) }
+    } else {
+        0.0
+    }
+}
+
+/// The right operand's pairs `p0 .. p0 + kp` packed in panels of [`NR`] columns:
+/// `[panel][pair][NR]` lanes, each (b[2p, j], b[2p + 1, j]); beyond `b` zero. The panels are
+/// packed on `threads` threads.
+///
+/// # Safety
+/// `b` points at memory valid for its extent.
+unsafe fn pack_right(b: &View, p0: usize, kp: usize, threads: usize) -> Vec<u32> {
+    let panels = b.cols.div_ceil(NR);
+    let mut out = vec![0u32; panels * kp * NR];
+    // SAFETY (each call): the caller's; each panel writes its own chunk.
+    let one = |(panel, chunk): (usize, &mut [u32])| unsafe { pack_panel(b, p0, kp, panel, chunk) };
+    if threads > 1 {
+        use rayon::prelude::*;
+        out.par_chunks_mut(kp * NR).enumerate().for_each(one);
+    } else {
+        out.chunks_mut(kp * NR).enumerate().for_each(one);
+    }
+    out
+}
+
+/// Panel `panel` of [`pack_right`] into `out` (`kp · NR` lanes, zero on entry).
+///
+/// # Safety
+/// `b` points at memory valid for its extent.
+unsafe fn pack_panel(b: &View, p0: usize, kp: usize, panel: usize, out: &mut [u32]) {
+    let (k, n) = (b.rows, b.cols);
+    let cols = panel * NR..(panel * NR + NR).min(n);
+    if b.cs == 1 {
+        // Rows contiguous: two rows make a pair's lanes, column by column.
+        let zeros = [0f32; NR];
+        for p in 0..kp {
+            let row = |r: usize| -> &[f32] {
+                if r < k {
+                    // SAFETY: rows inside `b` are contiguous runs of n values.
+                    let run: &[f32] = unsafe { line(b, r, b.rs, n) };
+                    &run[cols.clone()]
+                } else {
+                    &zeros[..cols.len()]
+                }
+            };
+            let (lo, hi) = (row(2 * (p0 + p)), row(2 * (p0 + p) + 1));
+            let dst = &mut out[p * NR..][..cols.len()];
+            for ((d, &x), &y) in dst.iter_mut().zip(lo).zip(hi) {
+                *d = lane(x, y);
+            }
+        }
+        return;
+    }
+    for (lane_at, j) in cols.enumerate() {
+        if b.rs == 1 {
+            // Columns contiguous: a pair's two values are neighbours in a column.
+            // SAFETY: column j is a contiguous run of k values.
+            let col = unsafe { line(b, j, b.cs, k) };
+            for p in 0..kp {
+                let r = 2 * (p0 + p);
+                let x = col.get(r).copied().unwrap_or(0.0);
+                let y = col.get(r + 1).copied().unwrap_or(0.0);
+                out[p * NR + lane_at] = lane(x, y);
+            }
+        } else {
+            for p in 0..kp {
+                let r = 2 * (p0 + p);
+                // SAFETY: the caller's.
+                out[p * NR + lane_at] = unsafe { lane(at(b, r, j), at(b, r + 1, j)) };
+            }
+        }
+    }
+}
+
+/// Rows `r0 .. r0 + MR` of the left operand, pairs `p0 .. p0 + kp`, as `[row][pair]` lanes
+/// (row i's pairs at `i · kp`), each (a[i, 2p], a[i, 2p + 1]); beyond `a` zero.
+///
+/// # Safety
+/// `a` points at memory valid for its extent; the CPU runs the kernel ([`available`]).
+unsafe fn pack_left(a: &View, r0: usize, p0: usize, kp: usize, out: &mut [u32]) {
+    let (m, k) = (a.rows, a.cols);
+    let rows = MR.min(m - r0);
+    if rows < MR {
+        out.fill(0);
+    }
+    if a.cs == 1 {
+        // Rows contiguous: a row's values in order are its pairs' lanes.
+        for i in 0..rows {
+            // SAFETY: row r0 + i holds k contiguous values.
+            let row = unsafe { line(a, r0 + i, a.rs, k) };
+            let from = (2 * p0).min(k);
+            let to = (2 * (p0 + kp)).min(k);
+            // SAFETY: `available()`, checked by `product`.
+            unsafe { convert(&row[from..to], &mut out[i * kp..(i + 1) * kp]) };
+        }
+        return;
+    }
+    if a.rs == 1 {
+        // Columns contiguous (a transposed operand): 16 pairs of the MR rows at a time, read
+        // down the columns and written along the rows.
+        let zeros = [0f32; MR];
+        let mut tile = [[0u32; 16]; MR];
+        for pc in (0..kp).step_by(16) {
+            let w = 16.min(kp - pc);
+            for (pl, column) in (0..w).map(|pl| (pl, 2 * (p0 + pc + pl))) {
+                // SAFETY: columns inside `a` hold m contiguous values.
+                let col = |c: usize| {
+                    if c < k {
+                        let run: &[f32] = unsafe { line(a, c, a.cs, m) };
+                        &run[r0..r0 + rows]
+                    } else {
+                        &zeros[..rows]
+                    }
+                };
+                let (x, y) = (col(column), col(column + 1));
+                for i in 0..rows {
+                    tile[i][pl] = lane(x[i], y[i]);
+                }
+            }
+            for (i, t) in tile.iter().enumerate().take(rows) {
+                out[i * kp + pc..][..w].copy_from_slice(&t[..w]);
+            }
+        }
+        return;
+    }
+    for i in 0..rows {
+        for p in 0..kp {
+            let c = 2 * (p0 + p);
+            // SAFETY: the caller's.
+            out[i * kp + p] = unsafe { lane(at(a, r0 + i, c), at(a, r0 + i, c + 1)) };
+        }
+    }
+}
+
+/// `src` rounded to bf16, in order, into `dst` as lanes of two (`dst[p]` holds `src[2p]` and
+/// `src[2p + 1]`); `dst`'s lanes past `src` are zero.
+///
+/// # Safety
+/// The CPU has AVX-512 F and BF16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn convert(src: &[f32], dst: &mut [u32]) {
+    use std::arch::x86_64::*;
+    use std::mem::transmute;
+    let whole = src.len() / 32;
+    for c in 0..whole {
+        // SAFETY: 32 values from `32 c` are inside `src`, 16 lanes from `16 c` inside `dst`.
+        unsafe {
+            let lo = _mm512_loadu_ps(src.as_ptr().add(32 * c));
+            let hi = _mm512_loadu_ps(src.as_ptr().add(32 * c + 16));
+            let v: __m512i = transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+            _mm512_storeu_si512(dst.as_mut_ptr().add(16 * c).cast(), v);
+        }
+    }
+    let rest = &src[32 * whole..];
+    for (p, d) in dst[16 * whole..].iter_mut().enumerate() {
+        let x = rest.get(2 * p).copied().unwrap_or(0.0);
+        let y = rest.get(2 * p + 1).copied().unwrap_or(0.0);
+        *d = lane(x, y);
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn convert(_: &[f32], _: &mut [u32]) {
+    unreachable!("the bf16 kernel runs on x86-64 only")
+}
+
+/// The sums of one tile: `[MR][NR]`, from `kp` pairs of packed lanes (`a` as
+/// [`pack_left`] lays them out, `b` one panel of [`pack_right`]).
+///
+/// # Safety
+/// The CPU has AVX-512 F and BF16 ([`available`]); `a` holds `kp · MR` lanes, `b` `kp · NR`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn tile(kp: usize, a: &[u32], b: &[u32], out: &mut [f32; MR * NR]) {
+    use std::arch::x86_64::*;
+    use std::mem::transmute;
+    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    for p in 0..kp {
+        // SAFETY: `b` holds NR lanes at pair p, `a` MR.
+        let (b0, b1) = unsafe {
+            (
+                _mm512_loadu_si512(b.as_ptr().add(p * NR).cast()),
+                _mm512_loadu_si512(b.as_ptr().add(p * NR + 16).cast()),
+            )
+        };
+        // SAFETY: the same 512 bits, read as 32 bf16 values.
+        let (b0, b1): (__m512bh, __m512bh) = unsafe {
+            (
+                transmute::<__m512i, __m512bh>(b0),
+                transmute::<__m512i, __m512bh>(b1),
+            )
+        };
+        for (i, sums) in acc.iter_mut().enumerate() {
+            // SAFETY: `a` holds kp lanes of each of its MR rows.
+            let ai = unsafe { *a.as_ptr().add(i * kp + p) };
+            // SAFETY: as above.
+            let ai: __m512bh =
+                unsafe { transmute::<__m512i, __m512bh>(_mm512_set1_epi32(ai as i32)) };
+            sums[0] = _mm512_dpbf16_ps(sums[0], ai, b0);
+            sums[1] = _mm512_dpbf16_ps(sums[1], ai, b1);
+        }
+    }
+    for (i, sums) in acc.iter().enumerate() {
+        // SAFETY: row i of `out` has NR floats.
+        unsafe {
+            _mm512_storeu_ps(out.as_mut_ptr().add(i * NR), sums[0]);
+            _mm512_storeu_ps(out.as_mut_ptr().add(i * NR + 16), sums[1]);
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn tile(_: usize, _: &[u32], _: &[u32], _: &mut [f32; MR * NR]) {
+    unreachable!("the bf16 kernel runs on x86-64 only")
+}
+
+/// Rows `rows` of `dst` for the pairs `p0 .. p0 + kp`: `dst (+)= scale · a · b` over them
+/// (`add`: onto what `dst` holds).
+///
+/// # Safety
+/// As [`product`]; `packed` is [`pack_right`] of the same pairs.
+unsafe fn rows_block(
+    dst: &ViewMut,
+    a: &View,
+    packed: &[u32],
+    block: PairBlock,
+    rows: std::ops::Range<usize>,
+) {
+    let PairBlock { p0, kp, add, scale } = block;
+    let mut left = vec![0u32; kp * MR];
+    let mut out = [0f32; MR * NR];
+    for r0 in rows.clone().step_by(MR) {
+        // SAFETY: the caller's.
+        unsafe { pack_left(a, r0, p0, kp, &mut left) };
+        for (panel, right) in packed.chunks(kp * NR).enumerate() {
+            // SAFETY: `available()` was checked by `product`; the slices have their sizes.
+            unsafe { tile(kp, &left, right, &mut out) };
+            let cols = NR.min(dst.cols - panel * NR);
+            for i in 0..MR.min(rows.end - r0) {
+                let sums = &out[i * NR..][..cols];
+                let first = (r0 + i) as isize * dst.rs + (panel * NR) as isize * dst.cs;
+                if dst.cs == 1 {
+                    // SAFETY: a contiguous run of `cols` values of `dst`'s row, in rows this
+                    // call alone writes.
+                    let d = unsafe { std::slice::from_raw_parts_mut(dst.ptr.offset(first), cols) };
+                    if add {
+                        d.iter_mut().zip(sums).for_each(|(d, s)| *d += scale * s);
+                    } else {
+                        d.iter_mut().zip(sums).for_each(|(d, s)| *d = scale * s);
+                    }
+                    continue;
+                }
+                for (j, s) in sums.iter().enumerate() {
+                    // SAFETY: inside `dst`, in rows this call alone writes.
+                    unsafe {
+                        let d = dst.ptr.offset(first + j as isize * dst.cs);
+                        *d = if add { *d + scale * s } else { scale * s };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One block of pairs of the inner dimension and how its sums meet `dst`.
+#[derive(Clone, Copy)]
+struct PairBlock {
+    p0: usize,
+    kp: usize,
+    add: bool,
+    scale: f32,
+}
+
+/// `dst = [dst +] scale · a · b` in bf16 products with f32 sums, on `threads` of rayon's
+/// threads (0 or 1: the calling thread).
+///
+/// # Safety
+/// [`available`] is true; every view points at memory valid for its extent, and `dst` overlaps
+/// neither `a` nor `b` and is not written by another thread meanwhile.
+pub unsafe fn product(
+    dst: ViewMut,
+    a: View,
+    b: View,
+    accumulate: bool,
+    scale: f32,
+    threads: usize,
+) {
+    assert_eq!(a.cols, b.rows, "inner dimensions");
+    assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
+    assert!(available(), "the CPU has no AVX-512 BF16");
+    let pairs = a.cols.div_ceil(2);
+    if pairs == 0 {
+        for i in 0..dst.rows {
+            for j in 0..dst.cols {
+                // SAFETY: inside `dst`.
+                unsafe {
+                    let d = dst.ptr.offset(i as isize * dst.rs + j as isize * dst.cs);
+                    *d = if accumulate { *d } else { 0.0 };
+                }
+            }
+        }
+        return;
+    }
+    for p0 in (0..pairs).step_by(KP) {
+        let kp = KP.min(pairs - p0);
+        // SAFETY: the caller's.
+        let packed = unsafe { pack_right(&b, p0, kp, threads) };
+        let block = PairBlock {
+            p0,
+            kp,
+            add: accumulate || p0 > 0,
+            scale,
+        };
+        let blocks = threads.max(1).min(a.rows.div_ceil(MR)).max(1);
+        let per = a.rows.div_ceil(MR).div_ceil(blocks) * MR;
+        let run = |t: usize| {
+            let rows = (t * per).min(a.rows)..((t + 1) * per).min(a.rows);
+            // SAFETY: each block writes its own rows of `dst`.
+            unsafe { rows_block(&dst, &a, &packed, block, rows) };
+        };
+        if blocks == 1 {
+            run(0);
+        } else {
+            use rayon::prelude::*;
+            (0..blocks).into_par_iter().for_each(run);
+        }
+    }
+}

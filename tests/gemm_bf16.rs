@@ -1,0 +1,117 @@
+//! The bf16 matrix product (`kernels::gemm_bf16`): its rounding to bf16, and its products
+//! against a float64 reference of the bf16-rounded operands, in every operand layout, with odd
+//! sizes, accumulation and scaling, the same on one thread and two. Runs where the CPU has
+//! AVX-512 BF16 (Zen 4, Sapphire Rapids and later); elsewhere it says so and checks the
+//! rounding only.
+
+use trueneg::kernels::gemm::{View, ViewMut};
+use trueneg::kernels::gemm_bf16::{available, from_bf16, product, to_bf16};
+
+#[test]
+fn rounding_to_bf16_is_to_nearest_even_and_keeps_nan_and_infinity() {
+    let bits = |x: u32| to_bf16(f32::from_bits(x));
+    assert_eq!(to_bf16(1.0), 0x3f80);
+    assert_eq!(
+        bits(0x3f80_8000),
+        0x3f80,
+        "a tie goes to the even neighbour"
+    );
+    assert_eq!(
+        bits(0x3f81_8000),
+        0x3f82,
+        "a tie goes to the even neighbour"
+    );
+    assert_eq!(bits(0x3f80_8001), 0x3f81, "above the tie rounds up");
+    assert_eq!(bits(0x3f80_7fff), 0x3f80, "below the tie rounds down");
+    assert_eq!(to_bf16(f32::INFINITY), 0x7f80);
+    assert_eq!(
+        to_bf16(f32::MAX),
+        0x7f80,
+        "the largest float rounds to infinity"
+    );
+    assert!(
+        from_bf16(bits(0x7f80_0001)).is_nan(),
+        "a NaN with low payload stays a NaN"
+    );
+    assert!(from_bf16(to_bf16(f32::NAN)).is_nan());
+    assert_eq!(from_bf16(to_bf16(-2.5)), -2.5);
+}
+
+/// A `rows × cols` operand over `data`: row-major, its transpose's storage, or every other
+/// element of a row-major buffer twice as wide (neither stride 1).
+fn view(data: &[f32], rows: usize, cols: usize, layout: u8) -> View {
+    match layout {
+        0 => View::rows(data, 0, rows, cols, cols),
+        1 => View::rows(data, 0, cols, rows, rows).t(),
+        _ => View {
+            ptr: data.as_ptr(),
+            rows,
+            cols,
+            rs: 2 * cols as isize,
+            cs: 2,
+        },
+    }
+}
+
+fn values(n: usize, seed: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 7919 + seed * 104_729) % 2001) as f32 / 1000.0 - 1.0)
+        .collect()
+}
+
+#[test]
+fn bf16_products_match_the_rounded_operands_in_every_layout() {
+    if !available() {
+        println!("this CPU has no AVX-512 BF16: the products are not checked here");
+        return;
+    }
+    for (m, k, n) in [(37, 65, 45), (8, 1, 33), (29, 600, 70), (3, 2, 1)] {
+        for (la, lb) in [(0, 0), (1, 0), (0, 1), (1, 1), (2, 2)] {
+            let a = values(m * k * 2, 1);
+            let b = values(k * n * 2, 2);
+            let (av, bv) = (view(&a, m, k, la), view(&b, k, n, lb));
+            let get = |v: &View, r: usize, c: usize| unsafe {
+                from_bf16(to_bf16(
+                    *v.ptr.offset(r as isize * v.rs + c as isize * v.cs),
+                )) as f64
+            };
+            let base = values(m * n, 3);
+            let mut want = vec![0f64; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    let s: f64 = (0..k).map(|p| get(&av, i, p) * get(&bv, p, j)).sum();
+                    want[i * n + j] = base[i * n + j] as f64 + 0.5 * s;
+                }
+            }
+            let mut got = Vec::new();
+            for threads in [1, 2] {
+                let mut c = base.clone();
+                // SAFETY: the views cover their buffers; `c` is separate.
+                unsafe {
+                    product(
+                        ViewMut::rows(&mut c, 0, m, n, n),
+                        av,
+                        bv,
+                        true,
+                        0.5,
+                        threads,
+                    )
+                };
+                got.push(c);
+            }
+            assert_eq!(got[0], got[1], "{m}x{k}x{n}: one thread and two differ");
+            for (g, w) in got[0].iter().zip(&want) {
+                let tol = 1e-5 * (1.0 + w.abs()) * (k as f64).sqrt();
+                assert!(
+                    (*g as f64 - w).abs() <= tol,
+                    "{m}x{k}x{n} layouts {la}{lb}: {g} vs {w}"
+                );
+            }
+            // Without accumulation `dst` is not read: NaNs there do not reach the result.
+            let mut c = vec![f32::NAN; m * n];
+            // SAFETY: as above.
+            unsafe { product(ViewMut::rows(&mut c, 0, m, n, n), av, bv, false, 1.0, 2) };
+            assert!(c.iter().all(|x| x.is_finite()), "{m}x{k}x{n}");
+        }
+    }
+}
