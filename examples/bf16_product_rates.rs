@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use trueneg::kernels::Products::F32;
 use trueneg::kernels::gemm::{View, ViewMut, product_into};
 use trueneg::kernels::gemm_bf16;
 
@@ -54,7 +55,7 @@ fn main() {
             let (x, y) = (operand(&a, m, k, at), operand(&b, k, n, bt));
             let start = Instant::now();
             // Safety: the views cover exactly the buffers, which nothing else touches.
-            unsafe { product_into(ViewMut::rows(&mut c32, 0, m, n, n), x, y, false) };
+            unsafe { product_into(ViewMut::rows(&mut c32, 0, m, n, n), x, y, false, F32) };
             best32 = best32.min(start.elapsed().as_secs_f64());
             let start = Instant::now();
             // Safety: as above; the CPU has the instructions (checked).

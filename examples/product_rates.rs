@@ -13,6 +13,7 @@
 
 use std::time::Instant;
 
+use trueneg::kernels::Products;
 use trueneg::kernels::gemm::{View, ViewMut, in_halves, product_into};
 use trueneg::kernels::linear;
 
@@ -61,6 +62,7 @@ fn main() {
                     operand(&a, m, k, at),
                     operand(&b, k, n, bt),
                     false,
+                    Products::F32,
                 )
             };
             best = best.min(start.elapsed().as_secs_f64());
@@ -94,20 +96,20 @@ fn backward_pair(name: &str, rows: usize, inp: usize, out: usize, transposed: bo
     let wv = operand(&w, inp, out, transposed);
     let grad_w = |threads| {
         if transposed {
-            linear::grad_weight(gv, xv, threads)
+            linear::grad_weight(gv, xv, threads, Products::F32)
         } else {
-            linear::grad_weight(xv, gv, threads)
+            linear::grad_weight(xv, gv, threads, Products::F32)
         }
     };
     let all = rayon::current_num_threads();
     let (mut in_turn, mut at_once) = (f64::MAX, f64::MAX);
     for _ in 0..REPEATS {
         let start = Instant::now();
-        let pair = (linear::grad_input(gv, wv, all), grad_w(all));
+        let pair = (linear::grad_input(gv, wv, all, Products::F32), grad_w(all));
         in_turn = in_turn.min(start.elapsed().as_secs_f64());
         drop(pair);
         let start = Instant::now();
-        let pair = in_halves(|t| linear::grad_input(gv, wv, t), grad_w);
+        let pair = in_halves(|t| linear::grad_input(gv, wv, t, Products::F32), grad_w);
         at_once = at_once.min(start.elapsed().as_secs_f64());
         drop(pair);
     }

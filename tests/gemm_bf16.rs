@@ -115,3 +115,70 @@ fn bf16_products_match_the_rounded_operands_in_every_layout() {
         }
     }
 }
+
+mod common;
+use burn::prelude::*;
+use common::{assert_close, leaf, random, vec_of};
+
+/// `v` rounded to bf16 and back.
+fn rounded(v: Vec<f32>) -> Vec<f32> {
+    v.into_iter().map(|x| from_bf16(to_bf16(x))).collect()
+}
+
+#[test]
+fn the_linear_kernel_with_bf16_products_is_the_f32_one_on_rounded_operands() {
+    if !available() {
+        println!("this CPU has no AVX-512 BF16: the linear kernel's bf16 products are not checked");
+        return;
+    }
+    use trueneg::kernels::{Products, fused_ops};
+    let device = Device::flex().autodiff();
+    let d_in = 40;
+    // A weight [in, out], and one stored [out, in] (the MLM decoder's tied embeddings).
+    for (rows, d_out, as_rows) in [(70, 33, false), (50, 300, true)] {
+        let stored = if as_rows {
+            [d_out, d_in]
+        } else {
+            [d_in, d_out]
+        };
+        let (xv, wv) = (random(&[rows, d_in], 1), random(&[d_in, d_out], 2));
+        let (bv, gv) = (random(&[d_out], 3), random(&[rows, d_out], 4));
+        let case = |bf16: bool| {
+            let round = |v: &Vec<f32>| if bf16 { v.clone() } else { rounded(v.clone()) };
+            let x = leaf(round(&xv), [rows, d_in], &device);
+            let w = leaf(round(&wv), stored, &device);
+            let b = leaf(bv.clone(), [d_out], &device);
+            let g = Tensor::<2>::from_data(TensorData::new(round(&gv), [rows, d_out]), &device);
+            let y = match (bf16, as_rows) {
+                (true, true) => {
+                    fused_ops::linear_transposed(x.clone(), w.clone(), b.clone(), Products::Bf16)
+                }
+                (true, false) => fused_ops::linear(x.clone(), w.clone(), b.clone(), Products::Bf16),
+                (false, true) => {
+                    x.clone().matmul(w.clone().transpose()) + b.clone().unsqueeze::<2>()
+                }
+                (false, false) => x.clone().matmul(w.clone()) + b.clone().unsqueeze::<2>(),
+            };
+            let grads = (y.clone() * g).sum().backward();
+            [
+                vec_of(y),
+                vec_of(x.grad(&grads).unwrap()),
+                vec_of(w.grad(&grads).unwrap()),
+                vec_of(b.grad(&grads).unwrap()),
+            ]
+        };
+        let (got, mut want) = (case(true), case(false));
+        // The bias gradient sums the gradient as it is: no product, nothing rounded.
+        want[3] = (0..d_out)
+            .map(|j| (0..rows).map(|i| gv[i * d_out + j]).sum())
+            .collect();
+        for (name, (g, w)) in ["y", "dx", "dw", "db"].iter().zip(got.iter().zip(&want)) {
+            assert_close(
+                &format!("{name} ({rows}x{d_out}, [out, in] {as_rows})"),
+                g,
+                w,
+                1e-4,
+            );
+        }
+    }
+}

@@ -297,11 +297,11 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                     );
                     let xv = kernels::gemm::View::rows(&x, 0, rows, 40, 40);
                     let wv = kernels::gemm::View::rows(&w, 0, 40, 50, 50);
-                    let y = kernels::linear::forward(xv, wv, &b);
+                    let y = kernels::linear::forward(xv, wv, &b, kernels::Products::F32);
                     let gv = kernels::gemm::View::rows(&y, 0, rows, 50, 50);
                     all.extend([
-                        kernels::linear::grad_input(gv, wv, threads),
-                        kernels::linear::grad_weight(xv, gv, threads),
+                        kernels::linear::grad_input(gv, wv, threads, kernels::Products::F32),
+                        kernels::linear::grad_weight(xv, gv, threads, kernels::Products::F32),
                         kernels::linear::grad_bias(&y, 50),
                         y.clone(),
                     ]);
@@ -311,7 +311,12 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                 let (x, g) = (random(&[60, 40], 20), random(&[60, 4100], 21));
                 let xv = kernels::gemm::View::rows(&x, 0, 60, 40, 40);
                 let gv = kernels::gemm::View::rows(&g, 0, 60, 4100, 4100);
-                all.push(kernels::linear::grad_weight(gv, xv, threads));
+                all.push(kernels::linear::grad_weight(
+                    gv,
+                    xv,
+                    threads,
+                    kernels::Products::F32,
+                ));
                 all
             })
     };
@@ -386,9 +391,14 @@ fn fused_linear_matches_the_composed_operations() {
                 &device,
             );
             let y = if fused && as_rows {
-                kernels::fused_ops::linear_transposed(x.clone(), w0.clone(), b.clone())
+                kernels::fused_ops::linear_transposed(
+                    x.clone(),
+                    w0.clone(),
+                    b.clone(),
+                    kernels::Products::F32,
+                )
             } else if fused {
-                kernels::fused_ops::linear(x.clone(), w, b.clone())
+                kernels::fused_ops::linear(x.clone(), w, b.clone(), kernels::Products::F32)
             } else {
                 x.clone().matmul(w) + b.clone().unsqueeze::<2>()
             };

@@ -18,7 +18,7 @@ use burn::tensor::{DType, Shape};
 use super::adamw::{self, AdamWStep};
 use super::attention::{self, Dims, DropMask};
 use super::cross_entropy as ce_kernel;
-use super::gemm::{View, in_halves};
+use super::gemm::{Products, View, in_halves};
 use super::linear as linear_kernel;
 use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
 
@@ -48,6 +48,7 @@ pub trait FusedOps: Backend {
         w: FloatTensor<Self>,
         b: FloatTensor<Self>,
         transposed: bool,
+        products: Products,
     ) -> FloatTensor<Self>;
     /// The optimizer's update: new (parameter, m, v). Not differentiable.
     fn fused_adamw(
@@ -191,9 +192,15 @@ impl FusedOps for Flex {
         tensor(nll, Shape::new([n]))
     }
 
-    fn fused_linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, transposed: bool) -> FlexTensor {
+    fn fused_linear(
+        x: FlexTensor,
+        w: FlexTensor,
+        b: FlexTensor,
+        transposed: bool,
+        products: Products,
+    ) -> FlexTensor {
         let w = weight(&w, transposed);
-        let y = linear_kernel::forward(matrix(&x), w, &host(&b));
+        let y = linear_kernel::forward(matrix(&x), w, &host(&b), products);
         tensor(y, Shape::new([x.shape()[0], w.cols]))
     }
 
@@ -311,6 +318,7 @@ struct LinearState {
     x: FlexTensor,
     w: FlexTensor,
     transposed: bool,
+    products: Products,
 }
 
 impl Backward<Flex, 3> for LinearStep {
@@ -330,16 +338,17 @@ impl Backward<Flex, 3> for LinearStep {
         // weight) are the same size: computed at once, on half the threads each.
         let (dx, dw) = in_halves(
             |threads| {
-                node_x
-                    .is_some()
-                    .then(|| linear_kernel::grad_input(g, weight(&s.w, s.transposed), threads))
+                node_x.is_some().then(|| {
+                    let w = weight(&s.w, s.transposed);
+                    linear_kernel::grad_input(g, w, threads, s.products)
+                })
             },
             |threads| {
                 node_w.is_some().then(|| {
                     if s.transposed {
-                        linear_kernel::grad_weight(g, matrix(&s.x), threads)
+                        linear_kernel::grad_weight(g, matrix(&s.x), threads, s.products)
                     } else {
-                        linear_kernel::grad_weight(matrix(&s.x), g, threads)
+                        linear_kernel::grad_weight(matrix(&s.x), g, threads, s.products)
                     }
                 })
             },
@@ -490,12 +499,21 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         w: FloatTensor<Self>,
         b: FloatTensor<Self>,
         transposed: bool,
+        products: Products,
     ) -> FloatTensor<Self> {
         let guards = [x.node(), w.node(), b.node()];
         let (x, w, b) = (x.into_primitive(), w.into_primitive(), b.into_primitive());
-        let y = Flex::fused_linear(x.clone(), w.clone(), b, transposed);
+        let y = Flex::fused_linear(x.clone(), w.clone(), b, transposed, products);
         match LinearStep.prepare::<C>(guards).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => prep.finish(LinearState { x, w, transposed }, y),
+            OpsKind::Tracked(prep) => {
+                let state = LinearState {
+                    x,
+                    w,
+                    transposed,
+                    products,
+                };
+                prep.finish(state, y)
+            }
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }

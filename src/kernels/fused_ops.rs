@@ -5,6 +5,7 @@ use burn::prelude::*;
 
 use super::adamw::AdamWStep;
 use super::attention::DropMask;
+use super::gemm::Products;
 
 /// Multi-head attention context `[batch, len, hidden]` from the packed projections `qkv`
 /// `[batch, len, 3 · hidden]` (Q, K, V on each row: the one product of the three
@@ -49,12 +50,13 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 
 /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]` (may be a transposed view), `b`
 /// `[out]` (see [`linear`](mod@super::linear)). Only where [`fused`] holds.
-pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, products: Products) -> Tensor<2> {
     Tensor::from_dispatch(fused_op!(fused_linear(
         x.into_dispatch(),
         w.into_dispatch(),
         b.into_dispatch(),
         false,
+        products,
     )))
 }
 
@@ -62,12 +64,18 @@ pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
 /// as [`linear`] with `W.transpose()`, but `W`'s gradient comes back in `W`'s own layout, so
 /// that it adds to the embedding lookup's gradient without a strided pass over it. Only where
 /// [`fused`] holds.
-pub fn linear_transposed(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+pub fn linear_transposed(
+    x: Tensor<2>,
+    w: Tensor<2>,
+    b: Tensor<1>,
+    products: Products,
+) -> Tensor<2> {
     Tensor::from_dispatch(fused_op!(fused_linear(
         x.into_dispatch(),
         w.into_dispatch(),
         b.into_dispatch(),
         true,
+        products,
     )))
 }
 

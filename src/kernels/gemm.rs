@@ -85,14 +85,38 @@ impl ViewMut {
     }
 }
 
-/// `dst = a · b` (`accumulate`: `dst += a · b`), on all of rayon's threads: for the large
-/// products of a linear layer (the split is over rows and columns of `dst`, never over the
-/// inner dimension, so the result does not depend on the thread count).
+/// How a product multiplies: in f32, or with its operands rounded to bf16 and f32 sums
+/// (`kernels::gemm_bf16`, on CPUs with AVX-512 BF16).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Products {
+    #[default]
+    F32,
+    Bf16,
+}
+
+impl Products {
+    /// Whether a product of left operand `a` runs in bf16: asked for, the CPU has the
+    /// instructions, and `a` is row-major. A transposed left operand (the weight gradients
+    /// `xᵀ·G`) stays f32: there the bf16 kernel is no faster than the f32 one (BENCHMARKS.md).
+    fn in_bf16(self, a: &View) -> bool {
+        self == Products::Bf16 && super::gemm_bf16::available() && (a.cs == 1 || a.rs == 1)
+    }
+}
+
+/// `dst = a · b` (`accumulate`: `dst += a · b`), on all of rayon's threads, multiplied as
+/// `products` says: for the large products of a linear layer (the split is over rows and
+/// columns of `dst`, never over the inner dimension, so the result does not depend on the
+/// thread count).
 ///
 /// # Safety
 /// As [`product`].
-pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool) {
-    unsafe { product_on(dst, a, b, accumulate, rayon::current_num_threads()) }
+pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool, products: Products) {
+    let threads = rayon::current_num_threads();
+    if products.in_bf16(&a) {
+        // SAFETY: the caller's; the CPU has the instructions (`in_bf16`).
+        return unsafe { super::gemm_bf16::product(dst, a, b, accumulate, 1.0, threads) };
+    }
+    unsafe { product_on(dst, a, b, accumulate, threads) }
 }
 
 /// As [`product_into`], on `threads` of rayon's threads (one: on the calling thread alone).
@@ -103,8 +127,9 @@ pub unsafe fn product_on(dst: ViewMut, a: View, b: View, accumulate: bool, threa
     unsafe { call(dst, a, b, accumulate, 1.0, threads) }
 }
 
-/// `a · b` as a fresh row-major `[a.rows, b.cols]` buffer, on `threads` threads, not zeroed
-/// first: the gemm crate (0.19) does not read the destination of a product that does not
+/// `a · b` as a fresh row-major `[a.rows, b.cols]` buffer, on `threads` threads, multiplied as
+/// `products` says, not zeroed first (the bf16 kernel writes every element of a product that
+/// does not accumulate too): the gemm crate (0.19) does not read the destination of a product that does not
 /// accumulate (`read_dst = false` sets its α to zero, and each of its paths then writes
 /// `β · a · b`, or zeros when the inner dimension is empty, without loading `dst`), nor does
 /// faer (0.24) with `Accum::Replace`. `tests/kernels.rs` checks that on NaN-filled
@@ -112,12 +137,19 @@ pub unsafe fn product_on(dst: ViewMut, a: View, b: View, accumulate: bool, threa
 ///
 /// # Safety
 /// `a` and `b` must point at memory valid for their extents, not written meanwhile.
-pub unsafe fn product_new(a: View, b: View, threads: usize) -> Vec<f32> {
+pub unsafe fn product_new(a: View, b: View, threads: usize, products: Products) -> Vec<f32> {
     let (rows, cols) = (a.rows, b.cols);
-    // SAFETY: the product writes every element of its own fresh destination (above).
+    let bf16 = products.in_bf16(&a);
+    // SAFETY: the product writes every element of its own fresh destination (above); the CPU
+    // has the bf16 instructions where `bf16` holds.
     let (v, ()) = unsafe {
         super::buffers::filled_by(rows * cols, |dst| {
-            product_on(ViewMut::uninit(dst, rows, cols), a, b, false, threads)
+            let dst = ViewMut::uninit(dst, rows, cols);
+            if bf16 {
+                super::gemm_bf16::product(dst, a, b, false, 1.0, threads)
+            } else {
+                product_on(dst, a, b, false, threads)
+            }
         })
     };
     v

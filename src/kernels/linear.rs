@@ -10,31 +10,39 @@
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::gemm::{View, ViewMut, product_into, product_new};
+use super::gemm::{Products, View, ViewMut, product_into, product_new};
 
 /// Rows per parallel task of the bias gradient (fixed, so sums do not depend on threads).
 const BLOCK: usize = 64;
 
-/// `x W + b` as a `[rows, out]` buffer.
-pub fn forward(x: View, w: View, b: &[f32]) -> Vec<f32> {
+/// `x W + b` as a `[rows, out]` buffer, the product multiplied as `products` says.
+pub fn forward(x: View, w: View, b: &[f32], products: Products) -> Vec<f32> {
     let (rows, out) = (x.rows, w.cols);
     assert_eq!(b.len(), out, "linear: bias width");
     let mut y = super::buffers::repeated_rows(b, rows);
     // Safety: `y` holds rows × out elements and is only this call's.
-    unsafe { product_into(ViewMut::rows(&mut y, 0, rows, out, out), x, w, true) };
+    unsafe {
+        product_into(
+            ViewMut::rows(&mut y, 0, rows, out, out),
+            x,
+            w,
+            true,
+            products,
+        )
+    };
     y
 }
 
-/// `G Wᵀ` `[rows, in]`, on `threads` threads.
-pub fn grad_input(g: View, w: View, threads: usize) -> Vec<f32> {
+/// `G Wᵀ` `[rows, in]`, on `threads` threads, multiplied as `products` says.
+pub fn grad_input(g: View, w: View, threads: usize, products: Products) -> Vec<f32> {
     // Safety: the operands are the caller's views, only read.
-    unsafe { product_new(g, w.t(), threads) }
+    unsafe { product_new(g, w.t(), threads, products) }
 }
 
-/// `xᵀ G` `[in, out]`, on `threads` threads.
-pub fn grad_weight(x: View, g: View, threads: usize) -> Vec<f32> {
+/// `xᵀ G` `[in, out]`, on `threads` threads, multiplied as `products` says.
+pub fn grad_weight(x: View, g: View, threads: usize, products: Products) -> Vec<f32> {
     // Safety: as in `grad_input`.
-    unsafe { product_new(x.t(), g, threads) }
+    unsafe { product_new(x.t(), g, threads, products) }
 }
 
 /// `Σ_rows G` `[out]` of a contiguous `[rows, out]` gradient.

@@ -52,6 +52,7 @@ use burn::prelude::*;
 
 pub use adamw::AdamWStep;
 pub use attention::{Dims, DropMask};
+pub use gemm::Products;
 pub use host::host_reads;
 pub(crate) use host::{count_read, device_ids, host_ids, on_host, read_floats};
 #[cfg(feature = "tch")]
@@ -114,11 +115,12 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 }
 
 /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]`, in the operands' dtype (the caller casts
-/// them): our fused kernel, LibTorch's `addmm`, or burn's product and sum.
-pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Option<Tensor<1>>) -> Tensor<2> {
+/// them): our fused kernel (its products multiplied as `products` says), LibTorch's `addmm`, or
+/// burn's product and sum.
+pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Option<Tensor<1>>, products: Products) -> Tensor<2> {
     let dtype = burn::tensor::FloatDType::from(x.dtype());
     match b {
-        Some(b) if fused(&x.device(), x.dtype()) => fused_ops::linear(x, w, b),
+        Some(b) if fused(&x.device(), x.dtype()) => fused_ops::linear(x, w, b, products),
         Some(b) if torch(&x.device()) => torch_linear(x, w, param_cast(b, dtype)),
         Some(b) => x.matmul(w) + b.cast(dtype).unsqueeze::<2>(),
         None => x.matmul(w),
@@ -128,9 +130,14 @@ pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Option<Tensor<1>>) -> Tensor<2> {
 /// `x Wᵀ + b` for `W` stored `[out, in]` (the MLM decoder's tied word embeddings): the product
 /// in `x`'s dtype, the result in `b`'s (f32 logits). Our fused kernel (`W`'s gradient in its own
 /// layout), or burn's product and sum.
-pub fn linear_transposed(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+pub fn linear_transposed(
+    x: Tensor<2>,
+    w: Tensor<2>,
+    b: Tensor<1>,
+    products: Products,
+) -> Tensor<2> {
     if fused(&x.device(), x.dtype()) {
-        return fused_ops::linear_transposed(x, w, b);
+        return fused_ops::linear_transposed(x, w, b, products);
     }
     let dtype = burn::tensor::FloatDType::from(x.dtype());
     let y = x.matmul(param_cast(w, dtype).transpose());

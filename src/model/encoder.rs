@@ -154,7 +154,7 @@ impl Layer {
             attention_dropout: DropoutConfig::new(c.attention_probs_dropout_prob).init(),
             hidden_dropout: DropoutConfig::new(c.hidden_dropout_prob).init(),
             heads: c.num_attention_heads,
-            precision: c.precision,
+            precision: c.precision.on(device),
             eps: c.layer_norm_eps,
         }
     }
@@ -266,7 +266,7 @@ impl Encoder {
             layers: (0..c.num_hidden_layers)
                 .map(|_| Layer::new(c, device))
                 .collect(),
-            precision: c.precision,
+            precision: c.precision.on(device),
         }
     }
 

@@ -31,7 +31,7 @@ impl MlmHead {
             dense: linear(c.hidden_size, c.embedding_size, device),
             norm: layer_norm(c.embedding_size, c.layer_norm_eps, device),
             bias: Param::from_tensor(Tensor::zeros([c.vocab_size], device)),
-            precision: c.precision,
+            precision: c.precision.on(device),
             eps: c.layer_norm_eps,
         }
     }
@@ -46,7 +46,7 @@ impl MlmHead {
             self.eps,
             full(kernels::gelu(p.linear(&self.dense, hidden))),
         ));
-        kernels::linear_transposed(h, words, self.bias.val())
+        kernels::linear_transposed(h, words, self.bias.val(), p.products())
     }
 
     /// `transform` names dense and LayerNorm's prefix, `bias` the decoder bias' full name.
@@ -76,7 +76,7 @@ impl RtdHead {
         Self {
             dense: linear(c.hidden_size, c.hidden_size, device),
             prediction: linear(c.hidden_size, outputs, device),
-            precision: c.precision,
+            precision: c.precision.on(device),
         }
     }
 

@@ -28,14 +28,40 @@ pub enum Precision {
     #[default]
     F32,
     Bf16,
+    /// What `Bf16` is on our CPU kernels where the CPU has AVX-512 BF16 ([`Precision::on`]):
+    /// every tensor stays f32, and the linear layers' products round their operands to bf16
+    /// and sum in f32 (`kernels::gemm_bf16`) — the products are where bf16 pays on a CPU
+    /// (BENCHMARKS.md), the casts of the other operations would cost more than they save. Not
+    /// a config value.
+    #[serde(skip)]
+    HostBf16,
 }
 
 impl Precision {
+    /// The precision a model built on `device` computes in: `Bf16` on our CPU kernels becomes
+    /// [`Precision::HostBf16`] where the CPU has AVX-512 BF16; anything else stays itself.
+    pub fn on(self, device: &Device) -> Self {
+        let host = kernels::fused(device, burn::tensor::DType::F32);
+        if self == Precision::Bf16 && host && kernels::gemm_bf16::available() {
+            Precision::HostBf16
+        } else {
+            self
+        }
+    }
+
     /// The dtype matrix products run in.
     pub fn dtype(self) -> FloatDType {
         match self {
-            Precision::F32 => FloatDType::F32,
+            Precision::F32 | Precision::HostBf16 => FloatDType::F32,
             Precision::Bf16 => FloatDType::BF16,
+        }
+    }
+
+    /// How our CPU kernels multiply the linear layers' operands.
+    pub fn products(self) -> kernels::gemm::Products {
+        match self {
+            Precision::HostBf16 => kernels::gemm::Products::Bf16,
+            Precision::F32 | Precision::Bf16 => kernels::gemm::Products::F32,
         }
     }
 
@@ -72,7 +98,7 @@ impl Precision {
         let rows = dims[..D - 1].iter().product::<usize>();
         let w = self.param(w);
         let x = self.compute(x).reshape([rows, d_in]);
-        let y = kernels::linear(x, w, b);
+        let y = kernels::linear(x, w, b, self.products());
         dims[D - 1] = y.dims()[1];
         y.reshape(dims)
     }
