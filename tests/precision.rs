@@ -198,7 +198,10 @@ fn bf16_mlm_decoder_multiplies_bf16_operands_on_every_cpu() {
             .zip(&want)
             .map(|(g, w)| (g - w).abs() / (1.0 + w.abs()))
             .fold(0f32, f32::max);
-        assert!(worst > 0.0 && worst < 0.05, "worst relative difference {worst}");
+        assert!(
+            worst > 0.0 && worst < 0.05,
+            "worst relative difference {worst}"
+        );
         return;
     }
     let logits = host(head.forward(hidden, words));

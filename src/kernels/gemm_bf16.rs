@@ -9,7 +9,7 @@
 //! blocks of `dst` (never over the inner dimension: the result does not depend on the thread
 //! count).
 
-use super::gemm::{View, ViewMut};
+use super::views::{View, ViewMut};
 
 /// Rows and columns of `dst` one micro-kernel call computes: 8 × 2 vectors of 16 lanes of
 /// sums, two of the right operand and a broadcast, 19 of the 32 vector registers.

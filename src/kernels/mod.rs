@@ -47,6 +47,7 @@ pub mod sampling;
 mod select;
 mod simd;
 mod torch_calls;
+pub mod views;
 
 use burn::prelude::*;
 

@@ -1,0 +1,84 @@
+//! Strided matrix views over raw buffers: what the matrix products (`gemm`, `gemm_bf16`) read
+//! and write.
+
+use std::mem::MaybeUninit;
+
+/// A read-only matrix view: element (i, j) is at `ptr + i·rs + j·cs`.
+#[derive(Clone, Copy)]
+pub struct View {
+    pub ptr: *const f32,
+    pub rows: usize,
+    pub cols: usize,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+impl View {
+    /// A row-major `rows × cols` block of `data` starting at `offset`, rows `stride` apart.
+    pub fn rows(data: &[f32], offset: usize, rows: usize, cols: usize, stride: usize) -> Self {
+        assert!(rows == 0 || offset + (rows - 1) * stride + cols <= data.len());
+        Self {
+            ptr: data[offset..].as_ptr(),
+            rows,
+            cols,
+            rs: stride as isize,
+            cs: 1,
+        }
+    }
+
+    /// The transpose, without moving anything.
+    pub fn t(self) -> Self {
+        Self {
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+            ..self
+        }
+    }
+}
+
+/// A writable matrix view, as [`View`].
+#[derive(Clone, Copy)]
+pub struct ViewMut {
+    pub ptr: *mut f32,
+    pub rows: usize,
+    pub cols: usize,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+// The views are raw pointers into buffers whose disjoint parts different threads write; the
+// kernels guarantee the disjointness.
+unsafe impl Send for View {}
+unsafe impl Sync for View {}
+unsafe impl Send for ViewMut {}
+unsafe impl Sync for ViewMut {}
+
+impl ViewMut {
+    /// As [`View::rows`], over a buffer that outlives every use of the view.
+    pub fn rows(data: &mut [f32], offset: usize, rows: usize, cols: usize, stride: usize) -> Self {
+        assert!(rows == 0 || offset + (rows - 1) * stride + cols <= data.len());
+        Self {
+            ptr: data[offset..].as_mut_ptr(),
+            rows,
+            cols,
+            rs: stride as isize,
+            cs: 1,
+        }
+    }
+
+    /// As [`ViewMut::rows`] over a whole contiguous `rows × cols` buffer that may be
+    /// uninitialised: only for the destination of a product that does not accumulate (see
+    /// [`product_new`]).
+    pub fn uninit(data: &mut [MaybeUninit<f32>], rows: usize, cols: usize) -> Self {
+        assert_eq!(data.len(), rows * cols, "output shape");
+        Self {
+            ptr: data.as_mut_ptr().cast(),
+            rows,
+            cols,
+            rs: cols as isize,
+            cs: 1,
+        }
+    }
+}
