@@ -8,31 +8,14 @@
 use std::time::Instant;
 
 use trueneg::kernels::Products::F32;
-use trueneg::kernels::gemm::{View, ViewMut, product_into};
+use trueneg::kernels::gemm::{ViewMut, product_into};
 use trueneg::kernels::gemm_bf16;
 
 const REPEATS: usize = 8;
 
-/// `(name, m, k, n, a transposed, b transposed)`, as `examples/product_rates.rs`.
-const SHAPES: [(&str, usize, usize, usize, bool, bool); 9] = [
-    ("attention projection x·W", 2048, 256, 256, false, false),
-    ("attention projection G·Wᵀ", 2048, 256, 256, false, true),
-    ("attention projection xᵀ·G", 256, 2048, 256, true, false),
-    ("FFN in x·W", 2048, 256, 1024, false, false),
-    ("FFN in G·Wᵀ", 2048, 1024, 256, false, true),
-    ("FFN in xᵀ·G", 256, 2048, 1024, true, false),
-    ("FFN out x·W", 2048, 1024, 256, false, false),
-    ("FFN out G·Wᵀ", 2048, 256, 1024, false, true),
-    ("FFN out xᵀ·G", 1024, 2048, 256, true, false),
-];
-
-fn operand(data: &[f32], rows: usize, cols: usize, transposed: bool) -> View {
-    if transposed {
-        View::rows(data, 0, cols, rows, rows).t()
-    } else {
-        View::rows(data, 0, rows, cols, cols)
-    }
-}
+#[path = "common/product_shapes.rs"]
+mod product_shapes;
+use product_shapes::{SHAPES, operand};
 
 fn main() {
     if !gemm_bf16::available() {
@@ -42,7 +25,8 @@ fn main() {
     let threads = rayon::current_num_threads();
     println!("threads={threads}");
     let (mut f32_s, mut bf16_s, mut flops) = (0.0, 0.0, 0.0);
-    for (name, m, k, n, at, bt) in SHAPES {
+    // The encoder's nine shapes (the MLM decoder's products stay with `product_rates`).
+    for (name, m, k, n, at, bt) in SHAPES.into_iter().take(9) {
         let a: Vec<f32> = (0..m * k)
             .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
             .collect();

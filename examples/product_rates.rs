@@ -14,35 +14,14 @@
 use std::time::Instant;
 
 use trueneg::kernels::Products;
-use trueneg::kernels::gemm::{View, ViewMut, in_halves, product_into};
+use trueneg::kernels::gemm::{ViewMut, in_halves, product_into};
 use trueneg::kernels::linear;
 
 const REPEATS: usize = 8;
 
-/// `(name, m, k, n, a transposed, b transposed)`: `dst[m, n] = A[m, k] · B[k, n]`, where a
-/// transposed operand is the transpose of a row-major matrix.
-const SHAPES: [(&str, usize, usize, usize, bool, bool); 12] = [
-    ("attention projection x·W", 2048, 256, 256, false, false),
-    ("attention projection G·Wᵀ", 2048, 256, 256, false, true),
-    ("attention projection xᵀ·G", 256, 2048, 256, true, false),
-    ("FFN in x·W", 2048, 256, 1024, false, false),
-    ("FFN in G·Wᵀ", 2048, 1024, 256, false, true),
-    ("FFN in xᵀ·G", 256, 2048, 1024, true, false),
-    ("FFN out x·W", 2048, 1024, 256, false, false),
-    ("FFN out G·Wᵀ", 2048, 256, 1024, false, true),
-    ("FFN out xᵀ·G", 1024, 2048, 256, true, false),
-    ("MLM decoder x·Eᵀ", 304, 256, 30522, false, true),
-    ("MLM decoder G·E", 304, 30522, 256, false, false),
-    ("MLM decoder xᵀ·G", 256, 304, 30522, true, false),
-];
-
-fn operand(data: &[f32], rows: usize, cols: usize, transposed: bool) -> View {
-    if transposed {
-        View::rows(data, 0, cols, rows, rows).t()
-    } else {
-        View::rows(data, 0, rows, cols, cols)
-    }
-}
+#[path = "common/product_shapes.rs"]
+mod product_shapes;
+use product_shapes::{SHAPES, operand};
 
 fn main() {
     println!("threads={}", rayon::current_num_threads());

@@ -167,7 +167,10 @@ pub fn build(cfg: &ObjectiveConfig, setup: &mut Setup) -> Result<Option<Box<dyn 
     let mut opened = None;
     let (table, refresh) = match (setup.synonyms.take(), c.hc_source) {
         (Some(t), _) => (t, None),
-        (None, TableSource::Table) => (synonym_table(c, setup, &mut opened)?, None),
+        (None, TableSource::Table) => (
+            synonym_table(c.lexicon.as_deref(), setup, &mut opened)?,
+            None,
+        ),
         (None, TableSource::SelfTable) => self_table(c, setup, &mut opened)?,
     };
     let multi_piece = if c.hc_multi_piece {
@@ -203,13 +206,13 @@ fn self_table(
         None => Default::default(),
     };
     let reference = match c.hc_self_initial {
-        InitialTable::Table => Some(synonym_table(&HcConfig::default(), setup, opened)?),
-        InitialTable::None => synonym_table(&HcConfig::default(), setup, opened)
+        InitialTable::Table => Some(synonym_table(None, setup, opened)?),
+        InitialTable::None => synonym_table(None, setup, opened)
             .inspect_err(|e| tracing::warn!("the self table is not compared with WordNet's: {e}"))
             .ok(),
     };
     let initial = match (c.hc_self_initial, &c.lexicon) {
-        (InitialTable::Table, Some(_)) => synonym_table(c, setup, opened)?,
+        (InitialTable::Table, Some(p)) => synonym_table(Some(p), setup, opened)?,
         (InitialTable::Table, None) => reference.clone().expect("WordNet's table"),
         (InitialTable::None, _) => SynonymTable::from_pairs(
             tokenizer.vocab_size(),
@@ -251,12 +254,12 @@ fn tokenizer_and_wordnet(setup: &Setup) -> Result<(WordPieceTokenizer, WordNet)>
 /// `lexicon`, else the WordNet table of the run's tokenizer, built once into
 /// `<run>/lexicon.safetensors` (building it opens the tokenizer and WordNet into `opened`).
 fn synonym_table(
-    c: &HcConfig,
+    lexicon: Option<&Path>,
     setup: &Setup,
     opened: &mut Option<(WordPieceTokenizer, WordNet)>,
 ) -> Result<SynonymTable> {
     let fp = &shards(setup)?.manifest.tokenizer_fingerprint;
-    if let Some(p) = &c.lexicon {
+    if let Some(p) = lexicon {
         return SynonymTable::load_for(p, fp);
     }
     let run = setup
