@@ -3,6 +3,7 @@
 //! embeddings), and sentence pairs for classifiers.
 
 pub mod batches;
+pub mod chunk_memo;
 pub mod cline;
 pub mod columnar;
 pub mod corpus;

@@ -13,6 +13,7 @@ use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
 use tokenizers::{AddedToken, Model, Tokenizer};
 
+use super::chunk_memo::ChunkMemo;
 use super::vocab::WordCounts;
 use crate::{Error, Result};
 
@@ -33,7 +34,9 @@ pub struct WordPieceTokenizer {
     pub inner: Tokenizer,
     pub special: SpecialIds,
     /// `inner` reading special-token strings as text ([`encode_text`](Self::encode_text)).
-    as_text: std::sync::OnceLock<Tokenizer>,
+    as_text: Tokenizer,
+    /// `as_text`'s ids of corpus chunks, where its ids are those of its chunks.
+    chunks: Option<ChunkMemo>,
 }
 
 fn tok_err(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -145,10 +148,14 @@ impl WordPieceTokenizer {
             ("[SEP]".into(), special.sep),
             ("[CLS]".into(), special.cls),
         )));
+        let mut as_text = inner.clone();
+        as_text.set_encode_special_tokens(true);
+        let chunks = ChunkMemo::for_pipeline(&as_text);
         Ok(Self {
             inner,
             special,
-            as_text: std::sync::OnceLock::new(),
+            as_text,
+            chunks,
         })
     }
 
@@ -271,16 +278,24 @@ impl WordPieceTokenizer {
     /// As [`encode`](Self::encode), for raw corpus text: a special token's string written in
     /// the text (`[MASK]`, `[CLS]`, …) is text, tokenised as the words and punctuation it is
     /// made of, never a special id in the middle of a sequence. (Task inputs keep transformers'
-    /// reading through [`encode`](Self::encode).)
+    /// reading through [`encode`](Self::encode).) A BERT pipeline's ids are those of the
+    /// text's white-space-separated chunks, each tokenised once per thread ([`ChunkMemo`]).
     pub fn encode_text(&self, text: &str) -> Vec<u32> {
-        let t = self.as_text.get_or_init(|| {
-            let mut t = self.inner.clone();
-            t.set_encode_special_tokens(true);
-            t
-        });
-        t.encode_fast(text, false)
-            .map(|e| e.get_ids().to_vec())
-            .unwrap_or_default()
+        let whole = |text: &str| {
+            self.as_text
+                .encode_fast(text, false)
+                .map(|e| e.get_ids().to_vec())
+                .unwrap_or_default()
+        };
+        match &self.chunks {
+            Some(memo) => memo.ids(text, whole),
+            None => whole(text),
+        }
+    }
+
+    /// Whether [`encode_text`](Self::encode_text) reads a chunk at a time.
+    pub fn reads_in_chunks(&self) -> bool {
+        self.chunks.is_some()
     }
 
     /// How many of this tokenizer's tokens have another id, or none, in `other` (and the

@@ -39,15 +39,28 @@ impl WordCounts {
         }
     }
 
-    /// Counts the words of `texts`, text by text on all cores.
+    /// Counts the words of `texts` on all cores. The texts' white-space-separated chunks are
+    /// counted first, and each distinct chunk is normalised once: a chunk's words are those
+    /// the whole text has there ([`super::chunk_memo`]).
     pub fn add(&mut self, texts: &[String]) -> Result<()> {
         let normalizer = &self.normalizer;
-        let batch = texts
+        let chunks: Vec<(&str, u64)> = texts
             .par_iter()
-            .try_fold(AHashMap::<String, u64>::new, |mut counts, text| {
-                each_word(text, normalizer, |w| match counts.get_mut(w) {
-                    Some(c) => *c += 1,
-                    None if !w.is_empty() => drop(counts.insert(w.to_string(), 1)),
+            .fold(AHashMap::<&str, u64>::new, |mut counts, text| {
+                for chunk in super::chunk_memo::chunks(text) {
+                    *counts.entry(chunk).or_default() += 1;
+                }
+                counts
+            })
+            .reduce(AHashMap::new, merge_counts)
+            .into_iter()
+            .collect();
+        let batch = chunks
+            .par_iter()
+            .try_fold(AHashMap::<String, u64>::new, |mut counts, &(chunk, n)| {
+                each_word(chunk, normalizer, |w| match counts.get_mut(w) {
+                    Some(c) => *c += n,
+                    None if !w.is_empty() => drop(counts.insert(w.to_string(), n)),
                     None => {}
                 })?;
                 Ok::<_, Error>(counts)
@@ -104,7 +117,10 @@ fn each_word(text: &str, normalizer: &BertNormalizer, mut f: impl FnMut(&str)) -
     Ok(())
 }
 
-fn merge_counts(mut a: AHashMap<String, u64>, b: AHashMap<String, u64>) -> AHashMap<String, u64> {
+fn merge_counts<K: Eq + std::hash::Hash>(
+    mut a: AHashMap<K, u64>,
+    b: AHashMap<K, u64>,
+) -> AHashMap<K, u64> {
     for (w, c) in b {
         *a.entry(w).or_default() += c;
     }
