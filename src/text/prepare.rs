@@ -5,7 +5,7 @@
 //! randomness from its own RNG seeded by (seed, document index), so the output is the same for a
 //! given seed whatever the number of threads. The corpus is streamed: read, tokenized and packed a batch
 //! at a time, each shard written when full, so memory does not grow with the corpus (a
-//! trained vocabulary takes a first pass to count words; see [`SMALL_CORPUS`]).
+//! trained vocabulary takes a first pass to count words).
 
 use std::path::{Path, PathBuf};
 
@@ -136,32 +136,18 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
     r
 }
 
-/// Up to this many bytes of input, `--train-vocab` keeps the corpus in memory between the
-/// counting pass and packing, and takes each sentence's ids from the counting pass's
-/// normalisation (one pass of the normaliser instead of two); larger corpora are read twice.
-const SMALL_CORPUS: u64 = 16 << 20;
-
-/// Each paragraph's sentences as token ids, in corpus order, when the vocabulary training made
-/// them.
-type Ids = Option<Vec<Vec<Vec<u32>>>>;
-
 /// The tokenizer given, or one trained on the corpus (its words counted a batch at a time).
-fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<(WordPieceTokenizer, Ids)> {
+fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<WordPieceTokenizer> {
     match (&opts.tokenizer, opts.train_vocab) {
-        (Some(p), None) => Ok((WordPieceTokenizer::load(p)?, None)),
+        (Some(p), None) => WordPieceTokenizer::load(p),
         (None, Some(n)) => {
             let bar = bytes_bar(opts, files, "vocabulary: counting words");
-            let small = input_bytes(files) <= SMALL_CORPUS && opts.records.is_none();
             let mut counts = WordPieceTokenizer::word_counts();
-            let (mut texts, mut lines) = (Vec::new(), 0usize);
+            let mut lines = 0usize;
             for_each_batch(files, opts.field(), |b| {
                 let batch: Vec<String> = b.paragraphs.into_iter().map(|p| p.text).collect();
                 bar.inc(b.file_bytes);
                 lines += batch.len();
-                if small {
-                    texts.extend(batch);
-                    return Ok(());
-                }
                 counts.add(&batch)
             })?;
             bar.finish_and_clear();
@@ -171,12 +157,7 @@ fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<(WordPieceToken
                     input_list(files)
                 )));
             }
-            let (t, ids) = if small {
-                let (t, ids) = WordPieceTokenizer::train_with_ids(&texts, n)?;
-                (t, Some(ids))
-            } else {
-                (WordPieceTokenizer::train_on(counts, n)?, None)
-            };
+            let t = WordPieceTokenizer::train_on(counts, n)?;
             let got = t.vocab_size();
             if got > n {
                 tracing::warn!(
@@ -187,7 +168,7 @@ fn tokenizer(opts: &PrepareOptions, files: &[PathBuf]) -> Result<(WordPieceToken
                     "--train-vocab {n}: the corpus gave {got} tokens only (no pair of pieces left that occurs twice); a larger corpus gives more"
                 );
             }
-            Ok((t, ids))
+            Ok(t)
         }
         _ => Err(Error::Config(
             "give exactly one of --tokenizer and --train-vocab".into(),
@@ -218,7 +199,7 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
         return Err(Error::Input("no input files".into()));
     }
     let input_bytes = input_bytes(&files);
-    let (tokenizer, trained_ids) = tokenizer(opts, &files)?;
+    let tokenizer = tokenizer(opts, &files)?;
     crate::io::write::folder(&opts.out)?;
     let bar = bytes_bar(opts, &files, "prepare");
     let written = match &opts.records {
@@ -228,7 +209,7 @@ fn prepare_into(opts: &PrepareOptions) -> Result<PrepareReport> {
             tokenizer: &tokenizer,
             bar,
         })?,
-        None => write_packed(opts, &files, &tokenizer, trained_ids, bar)?,
+        None => write_packed(opts, &files, &tokenizer, bar)?,
     };
     finish(
         opts,
@@ -245,7 +226,6 @@ fn write_packed(
     opts: &PrepareOptions,
     files: &[PathBuf],
     tokenizer: &WordPieceTokenizer,
-    trained_ids: Ids,
     bar: ProgressBar,
 ) -> Result<Written> {
     let token_bytes = token_bytes(tokenizer);
@@ -264,17 +244,13 @@ fn write_packed(
     };
     // The document being packed: its index and packer.
     let mut current: Option<(u64, Packer<ChaCha8Rng>)> = None;
-    let mut trained_ids = trained_ids.map(Vec::into_iter);
     for_each_batch(files, opts.field(), |b| {
-        // Tokenized on all cores (rayon's collect keeps the order), or taken from the training.
-        let ids: Vec<Vec<Vec<u32>>> = match &mut trained_ids {
-            Some(trained) => trained.by_ref().take(b.paragraphs.len()).collect(),
-            None => b
-                .paragraphs
-                .par_iter()
-                .map(|p| paragraph_ids(&p.text, tokenizer))
-                .collect(),
-        };
+        // Tokenized on all cores (rayon's collect keeps the order).
+        let ids: Vec<Vec<Vec<u32>>> = b
+            .paragraphs
+            .par_iter()
+            .map(|p| paragraph_ids(&p.text, tokenizer))
+            .collect();
         let mut made = Vec::new();
         for (p, sentences) in b.paragraphs.iter().zip(ids) {
             if current.as_ref().is_none_or(|(doc, _)| *doc != p.doc) {

@@ -1,10 +1,7 @@
 //! WordPiece tokenizers through the `tokenizers` crate: a `tokenizer.json`, a BERT `vocab.txt`
 //! (uncased BERT normalisation), or a vocabulary trained on the corpus.
 
-use std::collections::HashMap;
 use std::path::Path;
-
-use rayon::prelude::*;
 
 use sha2::{Digest, Sha256};
 use tokenizers::models::wordpiece::WordPiece;
@@ -176,67 +173,6 @@ impl WordPieceTokenizer {
     /// Trains an uncased WordPiece vocabulary of `vocab_size` on counted words.
     pub fn train_on(counts: WordCounts, vocab_size: usize) -> Result<Self> {
         Self::from_word_counts(&counts.sorted(), vocab_size)
-    }
-
-    /// As [`train`](Self::train), also returning each text's sentences
-    /// ([`split_sentences`](super::sentences::split_sentences)) as the token ids
-    /// [`encode`](Self::encode) gives them, without normalising the corpus a second time: each
-    /// sentence's normalised words are kept from the count, and each distinct word is tokenised
-    /// once by the WordPiece model. (A sentence that holds a `[`, which may open a special token
-    /// such as `[MASK]`, goes through [`encode`](Self::encode).) The words counted are those
-    /// of the whole texts: splitting sentences drops only white space.
-    pub fn train_with_ids(
-        texts: &[String],
-        vocab_size: usize,
-    ) -> Result<(Self, Vec<Vec<Vec<u32>>>)> {
-        let normalizer = uncased();
-        let sentences: Vec<Vec<&str>> = texts
-            .par_iter()
-            .map(|t| super::sentences::split_sentences(t))
-            .collect();
-        let joined = sentences
-            .par_iter()
-            .map(|ss| {
-                ss.iter()
-                    .map(|s| super::vocab::normalized_words(s, &normalizer))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let mut counts = Self::word_counts();
-        counts.add_joined(joined.iter().flatten());
-        let words = counts.sorted();
-        let t = Self::from_word_counts(&words, vocab_size)?;
-        let model = t.inner.get_model();
-        let pieces: HashMap<&str, Vec<u32>> = words
-            .par_iter()
-            .filter_map(|(w, _)| {
-                let tokens = model.tokenize(w).ok()?;
-                Some((w.as_str(), tokens.iter().map(|t| t.id).collect()))
-            })
-            .collect();
-        let ids = sentences
-            .par_iter()
-            .zip(&joined)
-            .map(|(ss, js)| {
-                ss.iter()
-                    .zip(js)
-                    .map(|(s, j)| {
-                        if s.contains('[') {
-                            return t.encode_text(s);
-                        }
-                        let mut ids = Vec::new();
-                        for w in j.split(' ').filter(|w| !w.is_empty()) {
-                            match pieces.get(w) {
-                                Some(p) => ids.extend_from_slice(p),
-                                None => return t.encode_text(s),
-                            }
-                        }
-                        ids
-                    })
-                    .collect()
-            })
-            .collect();
-        Ok((t, ids))
     }
 
     /// The tokenizer of the vocabulary trained on `words` (word, count).

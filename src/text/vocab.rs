@@ -70,39 +70,12 @@ impl WordCounts {
         Ok(())
     }
 
-    /// Counts the words of texts already normalised by [`normalized_words`] (words joined by
-    /// single spaces).
-    pub fn add_joined<'a>(&mut self, joined: impl Iterator<Item = &'a String>) {
-        for text in joined {
-            for w in text.split(' ').filter(|w| !w.is_empty()) {
-                match self.counts.get_mut(w) {
-                    Some(c) => *c += 1,
-                    None => drop(self.counts.insert(w.to_string(), 1)),
-                }
-            }
-        }
-    }
-
     /// (word, count) sorted by word.
     pub fn sorted(self) -> Vec<(String, u64)> {
         let mut words: Vec<(String, u64)> = self.counts.into_iter().collect();
         words.sort_unstable();
         words
     }
-}
-
-/// The words of `text` after BERT's uncased normalisation and pre-tokenisation, joined by single
-/// spaces (a word never holds white space: the pre-tokeniser splits there).
-pub fn normalized_words(text: &str, normalizer: &BertNormalizer) -> Result<String> {
-    let (mut joined, mut first) = (String::with_capacity(text.len()), true);
-    each_word(text, normalizer, |w| {
-        if !first {
-            joined.push(' ');
-        }
-        first = false;
-        joined.push_str(w);
-    })?;
-    Ok(joined)
 }
 
 /// Calls `f` on each word of `text` after BERT's uncased normalisation and pre-tokenisation.
