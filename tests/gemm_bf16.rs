@@ -65,7 +65,13 @@ fn bf16_products_match_the_rounded_operands_in_every_layout() {
         println!("this CPU has no AVX-512 BF16: the products are not checked here");
         return;
     }
-    for (m, k, n) in [(37, 65, 45), (8, 1, 33), (29, 600, 70), (3, 2, 1)] {
+    for (m, k, n) in [
+        (37, 65, 45),
+        (8, 1, 33),
+        (29, 600, 70),
+        (3, 2, 1),
+        (40, 71, 64),
+    ] {
         for (la, lb) in [(0, 0), (1, 0), (0, 1), (1, 1), (2, 2)] {
             let a = values(m * k * 2, 1);
             let b = values(k * n * 2, 2);

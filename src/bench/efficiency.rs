@@ -17,7 +17,10 @@ use burn::prelude::*;
 use burn::tensor::FloatDType;
 
 use super::{BenchSpec, MASKED_PER_SEQ, SEQ, VOCAB, bench_model};
+use crate::kernels::Products;
+use crate::kernels::gemm::{View, product_new};
 use crate::model::EncoderConfig;
+use crate::model::precision::Precision;
 use crate::train::config::ModelKind;
 
 /// Forward FLOPs of one encoder over `tokens` tokens of sequences of `SEQ`.
@@ -65,15 +68,21 @@ pub fn step_gflop(spec: &BenchSpec) -> f64 {
 
 /// The device's rate, in GFLOP/s, on the encoder's three product shapes (tokens × hidden ×
 /// FFN, tokens × FFN × hidden, tokens × hidden × hidden) in the step's precision: for each,
-/// the best of `repeats` products on warm operands, and the three together.
+/// the best of `repeats` products on warm operands, and the three together. Where the step's
+/// bf16 is [`Precision::HostBf16`], the products are those its linear layers run: our bf16
+/// kernel's.
 pub fn matmul_gflop_per_s(device: &Device, spec: &BenchSpec, repeats: usize) -> f64 {
     let c = bench_model(spec).encoder(VOCAB);
     let tokens = spec.batch * SEQ;
     let (h, i) = (c.hidden_size, c.intermediate_size);
+    let shapes = [(tokens, h, i), (tokens, i, h), (tokens, h, h)];
+    if spec.precision.on(device) == Precision::HostBf16 {
+        return host_gflop_per_s(shapes, repeats, Precision::HostBf16.products());
+    }
     let dtype = spec.precision.dtype();
     let mut seconds = 0.0;
     let mut flop = 0.0;
-    for (m, k, n) in [(tokens, h, i), (tokens, i, h), (tokens, h, h)] {
+    for (m, k, n) in shapes {
         let a = Tensor::<2>::ones([m, k], device).cast(dtype);
         let b = Tensor::<2>::ones([k, n], device)
             .mul_scalar(0.5)
@@ -91,6 +100,33 @@ pub fn matmul_gflop_per_s(device: &Device, spec: &BenchSpec, repeats: usize) -> 
         run();
         let best = (0..repeats.max(1)).map(|_| run()).fold(f64::MAX, f64::min);
         seconds += best;
+        flop += 2.0 * (m * k * n) as f64;
+    }
+    flop / seconds / 1e9
+}
+
+/// As [`matmul_gflop_per_s`], for our CPU kernels' products (`products`) on all of rayon's
+/// threads.
+fn host_gflop_per_s(shapes: [(usize, usize, usize); 3], repeats: usize, products: Products) -> f64 {
+    let (mut seconds, mut flop) = (0.0, 0.0);
+    for (m, k, n) in shapes {
+        let (a, b) = (vec![1f32; m * k], vec![0.5f32; k * n]);
+        let run = || {
+            let start = Instant::now();
+            // SAFETY: the views cover their own buffers, which nothing else touches.
+            let y = unsafe {
+                product_new(
+                    View::rows(&a, 0, m, k, k),
+                    View::rows(&b, 0, k, n, n),
+                    rayon::current_num_threads(),
+                    products,
+                )
+            };
+            std::hint::black_box(y);
+            start.elapsed().as_secs_f64()
+        };
+        run();
+        seconds += (0..repeats.max(1)).map(|_| run()).fold(f64::MAX, f64::min);
         flop += 2.0 * (m * k * n) as f64;
     }
     flop / seconds / 1e9

@@ -16,8 +16,8 @@ pub enum Products {
 
 impl Products {
     /// Whether a product of left operand `a` runs in bf16: asked for, the CPU has the
-    /// instructions, and `a` is row-major. A transposed left operand (the weight gradients
-    /// `xᵀ·G`) stays f32: there the bf16 kernel is no faster than the f32 one (BENCHMARKS.md).
+    /// instructions, and `a` is row-major or transposed (the weight gradients `xᵀ·G`); other
+    /// strides stay f32.
     fn in_bf16(self, a: &View) -> bool {
         self == Products::Bf16 && super::gemm_bf16::available() && (a.cs == 1 || a.rs == 1)
     }

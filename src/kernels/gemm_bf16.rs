@@ -5,9 +5,15 @@
 //! they are packed, the sums are f32, `dst` stays f32. The inner dimension is taken in pairs:
 //! the packed right operand holds, for each pair of rows (2p, 2p+1) and each column j, the two
 //! values side by side in one 32-bit lane; the left operand's pair (a[i, 2p], a[i, 2p+1]) is
-//! broadcast to all lanes. An odd inner dimension gets a zero pad. The work is split over row
-//! blocks of `dst` (never over the inner dimension: the result does not depend on the thread
-//! count).
+//! broadcast to all lanes. An odd inner dimension gets a zero pad. The left operand's lanes are
+//! packed row by row where it is row-major, pair by pair where it is transposed (the weight
+//! gradients `xᵀ·G`: a pair of its columns holds the lanes of 16 rows side by side), so that
+//! both pack with whole-vector conversions. (The vector conversion, `vcvtne2ps2bf16`, takes a
+//! subnormal value as zero; the scalar one, on the edges, keeps it.) The work is split over
+//! row blocks of `dst` (never over the inner dimension: the result does not depend on the
+//! thread count).
+
+use std::mem::MaybeUninit;
 
 use super::views::{View, ViewMut};
 
@@ -25,6 +31,7 @@ pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512bf16")
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -81,83 +88,177 @@ unsafe fn at(m: &View, r: usize, c: usize) -> f32 {
     }
 }
 
-/// The right operand's pairs `p0 .. p0 + kp` packed in panels of [`NR`] columns:
+/// The right operand's pairs `p0 .. p0 + kp` packed in panels of [`NR`] columns into `out`:
 /// `[panel][pair][NR]` lanes, each (b[2p, j], b[2p + 1, j]); beyond `b` zero. The panels are
-/// packed on `threads` threads.
+/// packed on `threads` threads. `out` is reused from block to block: every lane is written, so
+/// it is never zeroed first.
 ///
 /// # Safety
-/// `b` points at memory valid for its extent.
-unsafe fn pack_right(b: &View, p0: usize, kp: usize, threads: usize) -> Vec<u32> {
-    let panels = b.cols.div_ceil(NR);
-    let mut out = vec![0u32; panels * kp * NR];
-    // SAFETY (each call): the caller's; each panel writes its own chunk.
-    let one = |(panel, chunk): (usize, &mut [u32])| unsafe { pack_panel(b, p0, kp, panel, chunk) };
+/// `b` points at memory valid for its extent; the CPU runs the kernel ([`available`]).
+unsafe fn pack_right(b: &View, p0: usize, kp: usize, threads: usize, out: &mut Vec<u32>) {
+    let len = b.cols.div_ceil(NR) * kp * NR;
+    out.clear();
+    out.reserve(len);
+    let lanes = &mut out.spare_capacity_mut()[..len];
+    // SAFETY (each call): the caller's; each panel writes its own chunk, every lane of it.
+    let one = |(panel, chunk): (usize, &mut [MaybeUninit<u32>])| unsafe {
+        pack_panel(b, p0, kp, panel, chunk)
+    };
     if threads > 1 {
         use rayon::prelude::*;
-        out.par_chunks_mut(kp * NR).enumerate().for_each(one);
+        lanes.par_chunks_mut(kp * NR).enumerate().for_each(one);
     } else {
-        out.chunks_mut(kp * NR).enumerate().for_each(one);
+        lanes.chunks_mut(kp * NR).enumerate().for_each(one);
     }
-    out
+    // SAFETY: the panels wrote all `len` lanes.
+    unsafe { out.set_len(len) };
 }
 
-/// Panel `panel` of [`pack_right`] into `out` (`kp · NR` lanes, zero on entry).
+/// Panel `panel` of [`pack_right`] into `out` (`kp · NR` lanes, every one written).
 ///
 /// # Safety
-/// `b` points at memory valid for its extent.
-unsafe fn pack_panel(b: &View, p0: usize, kp: usize, panel: usize, out: &mut [u32]) {
+/// `b` points at memory valid for its extent; the CPU runs the kernel ([`available`]).
+unsafe fn pack_panel(b: &View, p0: usize, kp: usize, panel: usize, out: &mut [MaybeUninit<u32>]) {
     let (k, n) = (b.rows, b.cols);
     let cols = panel * NR..(panel * NR + NR).min(n);
-    if b.cs == 1 {
-        // Rows contiguous: two rows make a pair's lanes, column by column.
-        let zeros = [0f32; NR];
-        for p in 0..kp {
-            let row = |r: usize| -> &[f32] {
-                if r < k {
-                    // SAFETY: rows inside `b` are contiguous runs of n values.
-                    let run: &[f32] = unsafe { line(b, r, b.rs, n) };
-                    &run[cols.clone()]
-                } else {
-                    &zeros[..cols.len()]
-                }
+    let full = cols.len() == NR;
+    if b.rs == 1 && b.cs != 1 {
+        // Columns contiguous: a pair's two values are neighbours in a column.
+        for lane_at in 0..NR {
+            let j = cols.start + lane_at;
+            // SAFETY: column j, inside `b`, is a contiguous run of k values.
+            let col: &[f32] = if j < n {
+                unsafe { line(b, j, b.cs, k) }
+            } else {
+                &[]
             };
-            let (lo, hi) = (row(2 * (p0 + p)), row(2 * (p0 + p) + 1));
-            let dst = &mut out[p * NR..][..cols.len()];
-            for ((d, &x), &y) in dst.iter_mut().zip(lo).zip(hi) {
-                *d = lane(x, y);
-            }
-        }
-        return;
-    }
-    for (lane_at, j) in cols.enumerate() {
-        if b.rs == 1 {
-            // Columns contiguous: a pair's two values are neighbours in a column.
-            // SAFETY: column j is a contiguous run of k values.
-            let col = unsafe { line(b, j, b.cs, k) };
             for p in 0..kp {
                 let r = 2 * (p0 + p);
                 let x = col.get(r).copied().unwrap_or(0.0);
                 let y = col.get(r + 1).copied().unwrap_or(0.0);
-                out[p * NR + lane_at] = lane(x, y);
+                out[p * NR + lane_at].write(lane(x, y));
             }
-        } else {
-            for p in 0..kp {
-                let r = 2 * (p0 + p);
-                // SAFETY: the caller's.
-                out[p * NR + lane_at] = unsafe { lane(at(b, r, j), at(b, r + 1, j)) };
+        }
+        return;
+    }
+    for p in 0..kp {
+        let dst = &mut out[p * NR..][..NR];
+        let r = 2 * (p0 + p);
+        if b.cs == 1 && full && r + 1 < k {
+            // Rows contiguous, a whole panel: two rows' 32 values make its lanes.
+            // SAFETY: rows r and r + 1 hold n contiguous values, the panel's 32 among them.
+            unsafe {
+                let lo = line(b, r, b.rs, n)[cols.clone()].as_ptr();
+                let hi = line(b, r + 1, b.rs, n)[cols.clone()].as_ptr();
+                interleave_pairs(lo, hi, dst);
             }
+            continue;
+        }
+        for (lane_at, d) in dst.iter_mut().enumerate() {
+            let j = cols.start + lane_at;
+            // SAFETY: the caller's; `at` reads inside `b` only.
+            d.write(unsafe { lane(at(b, r, j), at(b, r + 1, j)) });
         }
     }
 }
 
-/// Rows `r0 .. r0 + MR` of the left operand, pairs `p0 .. p0 + kp`, as `[row][pair]` lanes
-/// (row i's pairs at `i · kp`), each (a[i, 2p], a[i, 2p + 1]); beyond `a` zero.
+/// `lo[t]` and `hi[t]` rounded to bf16 as lane `t` of `dst`, for `t` in `0 .. NR`.
 ///
 /// # Safety
-/// `a` points at memory valid for its extent; the CPU runs the kernel ([`available`]).
+/// `lo` and `hi` point at `NR` values; the CPU has AVX-512 F, BW and BF16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn interleave_pairs(lo: *const f32, hi: *const f32, dst: &mut [MaybeUninit<u32>]) {
+    use std::arch::x86_64::*;
+    for half in 0..NR / 16 {
+        // SAFETY: 16 values from `16 half` are inside both runs and `dst`.
+        unsafe {
+            let v = to_pairs(
+                _mm512_loadu_ps(lo.add(16 * half)),
+                _mm512_loadu_ps(hi.add(16 * half)),
+            );
+            _mm512_storeu_si512(dst.as_mut_ptr().add(16 * half).cast(), v);
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn interleave_pairs(_: *const f32, _: *const f32, _: &mut [MaybeUninit<u32>]) {
+    unreachable!("the bf16 kernel runs on x86-64 only")
+}
+
+/// Sixteen lanes, lane `t` holding `lo[t]` and `hi[t]` rounded to bf16 (`lo` in the low half).
+///
+/// # Safety
+/// The CPU has AVX-512 F, BW and BF16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn to_pairs(
+    lo: std::arch::x86_64::__m512,
+    hi: std::arch::x86_64::__m512,
+) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    use std::mem::transmute;
+    // The conversion puts lo's 16 values, then hi's; the permutation takes them in turns.
+    // SAFETY: the same 512 bits, read as 16 lanes of 32.
+    let both = unsafe { transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo)) };
+    let turns = _mm512_set_epi16(
+        31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
+        19, 3, 18, 2, 17, 1, 16, 0,
+    );
+    _mm512_permutexvar_epi16(turns, both)
+}
+
+/// How [`pack_left`] lays out a block of the left operand's lanes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Left {
+    /// `[row][pair]`: row i's pairs at `i · kp` (a row-major operand converts a row at a time).
+    RowMajor,
+    /// `[pair][LANES]`: pair p's rows at `p · LANES` (a transposed operand converts a pair of
+    /// its columns, rows side by side, at a time).
+    PairMajor,
+}
+
+/// Lanes per pair in [`Left::PairMajor`]: one vector, of which the first [`MR`] are rows.
+const LANES: usize = 16;
+
+impl Left {
+    fn of(a: &View) -> Self {
+        if a.rs == 1 && a.cs != 1 {
+            Left::PairMajor
+        } else {
+            Left::RowMajor
+        }
+    }
+}
+
+/// Rows `r0 .. r0 + MR` of the left operand, pairs `p0 .. p0 + kp`, as lanes laid out as
+/// [`Left::of`] `a` says, each (a[i, 2p], a[i, 2p + 1]); beyond `a` zero.
+///
+/// # Safety
+/// `a` points at memory valid for its extent; the CPU runs the kernel ([`available`]); `out`
+/// holds `kp · LANES` lanes.
 unsafe fn pack_left(a: &View, r0: usize, p0: usize, kp: usize, out: &mut [u32]) {
     let (m, k) = (a.rows, a.cols);
     let rows = MR.min(m - r0);
+    if Left::of(a) == Left::PairMajor {
+        // Columns contiguous: the two columns of a pair hold its lanes for rows side by side.
+        for p in 0..kp {
+            let c = 2 * (p0 + p);
+            // SAFETY: columns inside `a` hold m contiguous values, `rows` of them from r0.
+            let column = |c: usize| (c < k).then(|| unsafe { line(a, c, a.cs, m)[r0..].as_ptr() });
+            // SAFETY: `available()`; the runs hold `rows` values; `out` has LANES at p.
+            unsafe {
+                rows_as_pairs(
+                    column(c),
+                    column(c + 1),
+                    rows,
+                    &mut out[p * LANES..][..LANES],
+                )
+            };
+        }
+        return;
+    }
     if rows < MR {
         out.fill(0);
     }
@@ -173,34 +274,6 @@ unsafe fn pack_left(a: &View, r0: usize, p0: usize, kp: usize, out: &mut [u32]) 
         }
         return;
     }
-    if a.rs == 1 {
-        // Columns contiguous (a transposed operand): 16 pairs of the MR rows at a time, read
-        // down the columns and written along the rows.
-        let zeros = [0f32; MR];
-        let mut tile = [[0u32; 16]; MR];
-        for pc in (0..kp).step_by(16) {
-            let w = 16.min(kp - pc);
-            for (pl, column) in (0..w).map(|pl| (pl, 2 * (p0 + pc + pl))) {
-                // SAFETY: columns inside `a` hold m contiguous values.
-                let col = |c: usize| {
-                    if c < k {
-                        let run: &[f32] = unsafe { line(a, c, a.cs, m) };
-                        &run[r0..r0 + rows]
-                    } else {
-                        &zeros[..rows]
-                    }
-                };
-                let (x, y) = (col(column), col(column + 1));
-                for i in 0..rows {
-                    tile[i][pl] = lane(x[i], y[i]);
-                }
-            }
-            for (i, t) in tile.iter().enumerate().take(rows) {
-                out[i * kp + pc..][..w].copy_from_slice(&t[..w]);
-            }
-        }
-        return;
-    }
     for i in 0..rows {
         for p in 0..kp {
             let c = 2 * (p0 + p);
@@ -208,6 +281,35 @@ unsafe fn pack_left(a: &View, r0: usize, p0: usize, kp: usize, out: &mut [u32]) 
             out[i * kp + p] = unsafe { lane(at(a, r0 + i, c), at(a, r0 + i, c + 1)) };
         }
     }
+}
+
+/// The first `rows` values of `lo` and `hi` (each a run, or zeros where `None`) as the lanes
+/// of `dst` (lane t: `lo[t]`, `hi[t]` rounded to bf16); lanes from `rows` on are zero.
+///
+/// # Safety
+/// Each run holds `rows` values; `rows` ≤ 16 = `dst.len()`; the CPU has AVX-512 F, BW, BF16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn rows_as_pairs(
+    lo: Option<*const f32>,
+    hi: Option<*const f32>,
+    rows: usize,
+    dst: &mut [u32],
+) {
+    use std::arch::x86_64::*;
+    let mask: __mmask16 = ((1u32 << rows) - 1) as __mmask16;
+    // SAFETY: the masked loads read the runs' first `rows` values only.
+    let load = |run: Option<*const f32>| match run {
+        Some(p) => unsafe { _mm512_maskz_loadu_ps(mask, p) },
+        None => _mm512_setzero_ps(),
+    };
+    // SAFETY: `dst` holds 16 lanes.
+    unsafe { _mm512_storeu_si512(dst.as_mut_ptr().cast(), to_pairs(load(lo), load(hi))) };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn rows_as_pairs(_: Option<*const f32>, _: Option<*const f32>, _: usize, _: &mut [u32]) {
+    unreachable!("the bf16 kernel runs on x86-64 only")
 }
 
 /// `src` rounded to bf16, in order, into `dst` as lanes of two (`dst[p]` holds `src[2p]` and
@@ -244,13 +346,14 @@ unsafe fn convert(_: &[f32], _: &mut [u32]) {
 }
 
 /// The sums of one tile: `[MR][NR]`, from `kp` pairs of packed lanes (`a` as
-/// [`pack_left`] lays them out, `b` one panel of [`pack_right`]).
+/// [`pack_left`] lays them out, [`Left::PairMajor`] where `PAIR_MAJOR`; `b` one panel of
+/// [`pack_right`]).
 ///
 /// # Safety
-/// The CPU has AVX-512 F and BF16 ([`available`]); `a` holds `kp · MR` lanes, `b` `kp · NR`.
+/// The CPU has AVX-512 F and BF16 ([`available`]); `a` holds `kp · LANES` lanes, `b` `kp · NR`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bf16")]
-unsafe fn tile(kp: usize, a: &[u32], b: &[u32], out: &mut [f32; MR * NR]) {
+unsafe fn tile<const PAIR_MAJOR: bool>(kp: usize, a: &[u32], b: &[u32], out: &mut [f32; MR * NR]) {
     use std::arch::x86_64::*;
     use std::mem::transmute;
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
@@ -270,8 +373,13 @@ unsafe fn tile(kp: usize, a: &[u32], b: &[u32], out: &mut [f32; MR * NR]) {
             )
         };
         for (i, sums) in acc.iter_mut().enumerate() {
-            // SAFETY: `a` holds kp lanes of each of its MR rows.
-            let ai = unsafe { *a.as_ptr().add(i * kp + p) };
+            let at = if PAIR_MAJOR {
+                p * LANES + i
+            } else {
+                i * kp + p
+            };
+            // SAFETY: `a` holds kp lanes of each of its MR rows, in its layout.
+            let ai = unsafe { *a.as_ptr().add(at) };
             // SAFETY: as above.
             let ai: __m512bh =
                 unsafe { transmute::<__m512i, __m512bh>(_mm512_set1_epi32(ai as i32)) };
@@ -289,7 +397,7 @@ unsafe fn tile(kp: usize, a: &[u32], b: &[u32], out: &mut [f32; MR * NR]) {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn tile(_: usize, _: &[u32], _: &[u32], _: &mut [f32; MR * NR]) {
+unsafe fn tile<const PAIR_MAJOR: bool>(_: usize, _: &[u32], _: &[u32], _: &mut [f32; MR * NR]) {
     unreachable!("the bf16 kernel runs on x86-64 only")
 }
 
@@ -306,14 +414,21 @@ unsafe fn rows_block(
     rows: std::ops::Range<usize>,
 ) {
     let PairBlock { p0, kp, add, scale } = block;
-    let mut left = vec![0u32; kp * MR];
+    let mut left = vec![0u32; kp * LANES];
     let mut out = [0f32; MR * NR];
+    let pair_major = Left::of(a) == Left::PairMajor;
     for r0 in rows.clone().step_by(MR) {
         // SAFETY: the caller's.
         unsafe { pack_left(a, r0, p0, kp, &mut left) };
         for (panel, right) in packed.chunks(kp * NR).enumerate() {
             // SAFETY: `available()` was checked by `product`; the slices have their sizes.
-            unsafe { tile(kp, &left, right, &mut out) };
+            unsafe {
+                if pair_major {
+                    tile::<true>(kp, &left, right, &mut out)
+                } else {
+                    tile::<false>(kp, &left, right, &mut out)
+                }
+            };
             let cols = NR.min(dst.cols - panel * NR);
             for i in 0..MR.min(rows.end - r0) {
                 let sums = &out[i * NR..][..cols];
@@ -380,10 +495,11 @@ pub unsafe fn product(
         }
         return;
     }
+    let mut packed = Vec::new();
     for p0 in (0..pairs).step_by(KP) {
         let kp = KP.min(pairs - p0);
         // SAFETY: the caller's.
-        let packed = unsafe { pack_right(&b, p0, kp, threads) };
+        unsafe { pack_right(&b, p0, kp, threads, &mut packed) };
         let block = PairBlock {
             p0,
             kp,
