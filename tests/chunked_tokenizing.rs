@@ -13,14 +13,43 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use tokenizers::Tokenizer;
 use trueneg::text::WordPieceTokenizer;
 use trueneg::text::chunk_memo::ChunkMemo;
 
-/// The pipeline's ids of the whole text, special-token strings read as text.
-fn whole_ids(tok: &WordPieceTokenizer, text: &str) -> Vec<u32> {
+/// `tok`'s `tokenizers` pipeline reading special-token strings as text: the reference, which
+/// tokenises each text whole.
+fn reference(tok: &WordPieceTokenizer) -> Tokenizer {
     let mut t = tok.inner.clone();
     t.set_encode_special_tokens(true);
-    t.encode_fast(text, false).unwrap().get_ids().to_vec()
+    t
+}
+
+/// The reference's ids of the whole text.
+fn whole_ids(reference: &Tokenizer, text: &str) -> Vec<u32> {
+    reference
+        .encode_fast(text, false)
+        .unwrap()
+        .get_ids()
+        .to_vec()
+}
+
+/// A tokenizer under test, its reference and whether it should read in chunks.
+struct Pipeline {
+    name: &'static str,
+    tok: WordPieceTokenizer,
+    reference: Tokenizer,
+    chunked: bool,
+}
+
+fn pipeline(name: &'static str, tok: WordPieceTokenizer, chunked: bool) -> Pipeline {
+    let reference = reference(&tok);
+    Pipeline {
+        name,
+        tok,
+        reference,
+        chunked,
+    }
 }
 
 /// The words of the whole text after BERT's uncased normaliser and pre-tokeniser.
@@ -122,9 +151,9 @@ fn variant(dir: &Path, name: &str, edit: impl Fn(&mut Value)) -> WordPieceTokeni
     WordPieceTokenizer::load(&path).unwrap()
 }
 
-/// The pipelines: name, tokenizer, whether it reads in chunks.
-fn pipelines() -> &'static Vec<(&'static str, WordPieceTokenizer, bool)> {
-    static P: OnceLock<Vec<(&'static str, WordPieceTokenizer, bool)>> = OnceLock::new();
+/// The pipelines a `tokenizer.json` may hold.
+fn pipelines() -> &'static Vec<Pipeline> {
+    static P: OnceLock<Vec<Pipeline>> = OnceLock::new();
     P.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
@@ -148,42 +177,42 @@ fn pipelines() -> &'static Vec<(&'static str, WordPieceTokenizer, bool)> {
                 "special": special}));
         };
         vec![
-            ("uncased (trained)", variant(d, "uncased", |_| {}), true),
-            (
+            pipeline("uncased (trained)", variant(d, "uncased", |_| {}), true),
+            pipeline(
                 "uncased (vocab.txt)",
                 WordPieceTokenizer::load(&d.join("vocab.txt")).unwrap(),
                 true,
             ),
-            (
+            pipeline(
                 "cased, raw text kept",
                 variant(d, "cased", |v| {
                     v["normalizer"] = bert_normaliser(false, false, json!(false), false)
                 }),
                 true,
             ),
-            (
+            pipeline(
                 "lower case, accents kept",
                 variant(d, "accents", |v| {
                     v["normalizer"] = bert_normaliser(true, true, json!(false), true)
                 }),
                 true,
             ),
-            (
+            pipeline(
                 "no normaliser",
                 variant(d, "none", |v| v["normalizer"] = Value::Null),
                 true,
             ),
-            (
+            pipeline(
                 "a special token of its own",
                 variant(d, "special", |v| added(v, true)),
                 true,
             ),
-            (
+            pipeline(
                 "an added word",
                 variant(d, "added", |v| added(v, false)),
                 false,
             ),
-            (
+            pipeline(
                 "truncated",
                 variant(d, "truncated", |v| {
                     v["truncation"] = json!({"direction": "Right", "max_length": 12,
@@ -191,14 +220,14 @@ fn pipelines() -> &'static Vec<(&'static str, WordPieceTokenizer, bool)> {
                 }),
                 false,
             ),
-            (
+            pipeline(
                 "white-space pre-tokeniser",
                 variant(d, "whitespace", |v| {
                     v["pre_tokenizer"] = json!({"type": "Whitespace"})
                 }),
                 false,
             ),
-            (
+            pipeline(
                 "a normaliser sequence",
                 variant(d, "sequence", |v| {
                     v["normalizer"] = json!({"type": "Sequence", "normalizers": [
@@ -211,12 +240,13 @@ fn pipelines() -> &'static Vec<(&'static str, WordPieceTokenizer, bool)> {
 }
 
 fn assert_same_ids(text: &str) {
-    for (name, tok, chunked) in pipelines() {
-        assert_eq!(tok.reads_in_chunks(), *chunked, "{name}");
+    for p in pipelines() {
+        assert_eq!(p.tok.reads_in_chunks(), p.chunked, "{}", p.name);
         assert_eq!(
-            tok.encode_text(text),
-            whole_ids(tok, text),
-            "{name}: {text:?}"
+            p.tok.encode_text(text),
+            whole_ids(&p.reference, text),
+            "{}: {text:?}",
+            p.name
         );
     }
 }
@@ -246,8 +276,9 @@ fn chunked_ids_equal_the_pipeline_on_the_shared_corpora() {
     );
     let tok = trained();
     assert!(tok.reads_in_chunks());
+    let whole = reference(tok);
     for text in &texts {
-        assert_eq!(tok.encode_text(text), whole_ids(tok, text), "{text:?}");
+        assert_eq!(tok.encode_text(text), whole_ids(&whole, text), "{text:?}");
     }
 }
 
@@ -284,14 +315,14 @@ proptest! {
 
 #[test]
 fn the_memo_stays_within_its_bound() {
-    let tok = trained();
+    let whole = reference(trained());
     let memo = ChunkMemo::with_limit(4096);
     let text: String = (0..5000).map(|i| format!("w{i} ")).collect();
-    let ids = memo.ids(&text, |chunk| whole_ids(tok, chunk));
-    assert_eq!(ids, whole_ids(tok, &text));
+    let ids = memo.ids(&text, |chunk| whole_ids(&whole, chunk));
+    assert_eq!(ids, whole_ids(&whole, &text));
     let kept = memo.remembered();
     assert!(kept > 0 && kept < 4096 / 64, "{kept} chunks remembered");
     // A chunk seen again is taken from the memo: `encode` is not asked for it.
     let again = memo.ids("w4999 w4999", |_| panic!("w4999 was remembered"));
-    assert_eq!(again, whole_ids(tok, "w4999 w4999"));
+    assert_eq!(again, whole_ids(&whole, "w4999 w4999"));
 }

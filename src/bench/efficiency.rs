@@ -75,61 +75,66 @@ pub fn matmul_gflop_per_s(device: &Device, spec: &BenchSpec, repeats: usize) -> 
     let c = bench_model(spec).encoder(VOCAB);
     let tokens = spec.batch * SEQ;
     let (h, i) = (c.hidden_size, c.intermediate_size);
-    let shapes = [(tokens, h, i), (tokens, i, h), (tokens, h, h)];
-    if spec.precision.on(device) == Precision::HostBf16 {
-        return host_gflop_per_s(shapes, repeats, Precision::HostBf16.products());
-    }
-    let dtype = spec.precision.dtype();
-    let mut seconds = 0.0;
-    let mut flop = 0.0;
-    for (m, k, n) in shapes {
-        let a = Tensor::<2>::ones([m, k], device).cast(dtype);
-        let b = Tensor::<2>::ones([k, n], device)
-            .mul_scalar(0.5)
-            .cast(dtype);
-        // One element read back waits for the device; its cost is the same in every repeat.
-        let run = || {
-            let start = Instant::now();
-            let y = a.clone().matmul(b.clone());
-            let _: f32 = y
-                .slice([0..1, 0..1])
-                .cast(FloatDType::F32)
-                .into_scalar::<f32>();
-            start.elapsed().as_secs_f64()
+    let host_bf16 = spec.precision.on(device) == Precision::HostBf16;
+    let (mut seconds, mut flop) = (0.0, 0.0);
+    for (m, k, n) in [(tokens, h, i), (tokens, i, h), (tokens, h, h)] {
+        seconds += if host_bf16 {
+            host_seconds(m, k, n, repeats, Precision::HostBf16.products())
+        } else {
+            device_seconds(device, spec.precision.dtype(), [m, k, n], repeats)
         };
-        run();
-        let best = (0..repeats.max(1)).map(|_| run()).fold(f64::MAX, f64::min);
-        seconds += best;
         flop += 2.0 * (m * k * n) as f64;
     }
     flop / seconds / 1e9
 }
 
-/// As [`matmul_gflop_per_s`], for our CPU kernels' products (`products`) on all of rayon's
-/// threads.
-fn host_gflop_per_s(shapes: [(usize, usize, usize); 3], repeats: usize, products: Products) -> f64 {
-    let (mut seconds, mut flop) = (0.0, 0.0);
-    for (m, k, n) in shapes {
-        let (a, b) = (vec![1f32; m * k], vec![0.5f32; k * n]);
-        let run = || {
-            let start = Instant::now();
-            // SAFETY: the views cover their own buffers, which nothing else touches.
-            let y = unsafe {
-                product_new(
-                    View::rows(&a, 0, m, k, k),
-                    View::rows(&b, 0, k, n, n),
-                    rayon::current_num_threads(),
-                    products,
-                )
-            };
-            std::hint::black_box(y);
-            start.elapsed().as_secs_f64()
+/// The best of `repeats` timings by `run`, after one untimed call (warm operands).
+fn best_of(repeats: usize, run: impl Fn() -> f64) -> f64 {
+    run();
+    (0..repeats.max(1)).map(|_| run()).fold(f64::MAX, f64::min)
+}
+
+/// Seconds of one `[m, k] · [k, n]` product of burn's on `device` in `dtype`.
+fn device_seconds(
+    device: &Device,
+    dtype: FloatDType,
+    [m, k, n]: [usize; 3],
+    repeats: usize,
+) -> f64 {
+    let a = Tensor::<2>::ones([m, k], device).cast(dtype);
+    let b = Tensor::<2>::ones([k, n], device)
+        .mul_scalar(0.5)
+        .cast(dtype);
+    // One element read back waits for the device; its cost is the same in every repeat.
+    best_of(repeats, || {
+        let start = Instant::now();
+        let y = a.clone().matmul(b.clone());
+        let _: f32 = y
+            .slice([0..1, 0..1])
+            .cast(FloatDType::F32)
+            .into_scalar::<f32>();
+        start.elapsed().as_secs_f64()
+    })
+}
+
+/// Seconds of one `[m, k] · [k, n]` product of our CPU kernels' (`products`) on all of
+/// rayon's threads.
+fn host_seconds(m: usize, k: usize, n: usize, repeats: usize, products: Products) -> f64 {
+    let (a, b) = (vec![1f32; m * k], vec![0.5f32; k * n]);
+    best_of(repeats, || {
+        let start = Instant::now();
+        // SAFETY: the views cover their own buffers, which nothing else touches.
+        let y = unsafe {
+            product_new(
+                View::rows(&a, 0, m, k, k),
+                View::rows(&b, 0, k, n, n),
+                rayon::current_num_threads(),
+                products,
+            )
         };
-        run();
-        seconds += (0..repeats.max(1)).map(|_| run()).fold(f64::MAX, f64::min);
-        flop += 2.0 * (m * k * n) as f64;
-    }
-    flop / seconds / 1e9
+        std::hint::black_box(y);
+        start.elapsed().as_secs_f64()
+    })
 }
 
 /// The CPU's name and `/proc/cpuinfo` family / model ("AMD EPYC 9R14 (family 25 model

@@ -205,10 +205,7 @@ impl WordPieceTokenizer {
 
     /// Token ids without special tokens.
     pub fn encode(&self, text: &str) -> Vec<u32> {
-        self.inner
-            .encode_fast(text, false)
-            .map(|e| e.get_ids().to_vec())
-            .unwrap_or_default()
+        ids(&self.inner, text)
     }
 
     /// As [`encode`](Self::encode), for raw corpus text: a special token's string written in
@@ -217,15 +214,9 @@ impl WordPieceTokenizer {
     /// reading through [`encode`](Self::encode).) A BERT pipeline's ids are those of the
     /// text's white-space-separated chunks, each tokenised once per thread ([`ChunkMemo`]).
     pub fn encode_text(&self, text: &str) -> Vec<u32> {
-        let whole = |text: &str| {
-            self.as_text
-                .encode_fast(text, false)
-                .map(|e| e.get_ids().to_vec())
-                .unwrap_or_default()
-        };
         match &self.chunks {
-            Some(memo) => memo.ids(text, whole),
-            None => whole(text),
+            Some(memo) => memo.ids(text, |chunk| ids(&self.as_text, chunk)),
+            None => ids(&self.as_text, text),
         }
     }
 
@@ -268,6 +259,13 @@ impl WordPieceTokenizer {
     pub fn save(&self, path: &Path) -> Result<()> {
         crate::io::write_atomic(path, self.to_json().as_bytes())
     }
+}
+
+/// `t`'s ids of `text`, without special tokens added.
+fn ids(t: &Tokenizer, text: &str) -> Vec<u32> {
+    t.encode_fast(text, false)
+        .map(|e| e.get_ids().to_vec())
+        .unwrap_or_default()
 }
 
 /// The first `tokenizer.json` or `vocab.txt` in `dirs` (each folder's `tokenizer.json` before
