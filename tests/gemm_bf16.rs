@@ -1,6 +1,7 @@
 //! The bf16 matrix product (`kernels::gemm_bf16`): its rounding to bf16, and its products
 //! against a float64 reference of the bf16-rounded operands, in every operand layout, with odd
-//! sizes, accumulation and scaling, the same on one thread and two. Runs where the CPU has
+//! sizes, accumulation and scaling, into row- and column-major destinations, the same on one
+//! thread and two. Runs where the CPU has
 //! AVX-512 BF16 (Zen 4, Sapphire Rapids and later); elsewhere it says so and checks the
 //! rounding only.
 
@@ -106,6 +107,31 @@ fn bf16_products_match_the_rounded_operands_in_every_layout() {
                 got.push(c);
             }
             assert_eq!(got[0], got[1], "{m}x{k}x{n}: one thread and two differ");
+            // A destination stored column by column gets the same sums.
+            let mut c = vec![0f32; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    c[j * m + i] = base[i * n + j];
+                }
+            }
+            let dst = ViewMut {
+                ptr: c.as_mut_ptr(),
+                rows: m,
+                cols: n,
+                rs: 1,
+                cs: m as isize,
+            };
+            // SAFETY: `dst` covers `c`, which is separate from the operands.
+            unsafe { product(dst, av, bv, true, 0.5, 2) };
+            for i in 0..m {
+                for j in 0..n {
+                    assert_eq!(
+                        c[j * m + i].to_bits(),
+                        got[0][i * n + j].to_bits(),
+                        "{m}x{k}x{n}: a column-major destination at ({i}, {j})"
+                    );
+                }
+            }
             for (g, w) in got[0].iter().zip(&want) {
                 let tol = 1e-5 * (1.0 + w.abs()) * (k as f64).sqrt();
                 assert!(

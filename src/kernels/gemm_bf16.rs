@@ -345,17 +345,39 @@ unsafe fn convert(_: &[f32], _: &mut [u32]) {
     unreachable!("the bf16 kernel runs on x86-64 only")
 }
 
-/// The sums of one tile: `[MR][NR]`, from `kp` pairs of packed lanes (`a` as
-/// [`pack_left`] lays them out, [`Left::PairMajor`] where `PAIR_MAJOR`; `b` one panel of
-/// [`pack_right`]).
+/// Where one tile's sums go: `dst (+)= scale · sums` on the first `rows` rows and `cols`
+/// columns of a row-contiguous block at `ptr`, rows `rs` apart.
+#[derive(Clone, Copy)]
+struct Sink {
+    ptr: *mut f32,
+    rs: isize,
+    rows: usize,
+    cols: usize,
+    add: bool,
+    scale: f32,
+}
+
+/// One tile: the sums of `kp` pairs of packed lanes (`a` as [`pack_left`] lays them out,
+/// [`Left::PairMajor`] where `PAIR_MAJOR`; `b` one panel of [`pack_right`]), `[MR][NR]`, met
+/// with `sink`'s block as it says. The block is fetched into the cache while the sums run.
 ///
 /// # Safety
-/// The CPU has AVX-512 F and BF16 ([`available`]); `a` holds `kp · LANES` lanes, `b` `kp · NR`.
+/// The CPU has AVX-512 F and BF16 ([`available`]); `a` holds `kp · LANES` lanes, `b` `kp · NR`;
+/// `sink` has at most `MR` rows and `NR` columns, valid for reads and writes, that no other
+/// thread touches meanwhile.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bf16")]
-unsafe fn tile<const PAIR_MAJOR: bool>(kp: usize, a: &[u32], b: &[u32], out: &mut [f32; MR * NR]) {
+unsafe fn tile<const PAIR_MAJOR: bool>(kp: usize, a: &[u32], b: &[u32], sink: Sink) {
     use std::arch::x86_64::*;
     use std::mem::transmute;
+    for i in 0..sink.rows {
+        // SAFETY: prefetching reads nothing; the addresses are the block's rows.
+        unsafe {
+            let row = sink.ptr.offset(i as isize * sink.rs).cast::<i8>();
+            _mm_prefetch::<_MM_HINT_T0>(row);
+            _mm_prefetch::<_MM_HINT_T0>(row.add(64));
+        }
+    }
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
     for p in 0..kp {
         // SAFETY: `b` holds NR lanes at pair p, `a` MR.
@@ -387,22 +409,34 @@ unsafe fn tile<const PAIR_MAJOR: bool>(kp: usize, a: &[u32], b: &[u32], out: &mu
             sums[1] = _mm512_dpbf16_ps(sums[1], ai, b1);
         }
     }
-    for (i, sums) in acc.iter().enumerate() {
-        // SAFETY: row i of `out` has NR floats.
+    let columns = |n: usize| ((1u32 << n.min(16)) - 1) as __mmask16;
+    let (first, second) = (columns(sink.cols), columns(sink.cols.saturating_sub(16)));
+    let scale = _mm512_set1_ps(sink.scale);
+    for (i, sums) in acc.iter().enumerate().take(sink.rows) {
+        // SAFETY: row i of the block holds `cols` values from `row`; the masks cover those
+        // alone (a masked lane is neither read nor written).
         unsafe {
-            _mm512_storeu_ps(out.as_mut_ptr().add(i * NR), sums[0]);
-            _mm512_storeu_ps(out.as_mut_ptr().add(i * NR + 16), sums[1]);
+            let row = sink.ptr.offset(i as isize * sink.rs);
+            let mut lo = _mm512_mul_ps(scale, sums[0]);
+            let mut hi = _mm512_mul_ps(scale, sums[1]);
+            if sink.add {
+                lo = _mm512_add_ps(_mm512_maskz_loadu_ps(first, row), lo);
+                hi = _mm512_add_ps(_mm512_maskz_loadu_ps(second, row.add(16)), hi);
+            }
+            _mm512_mask_storeu_ps(row, first, lo);
+            _mm512_mask_storeu_ps(row.add(16), second, hi);
         }
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn tile<const PAIR_MAJOR: bool>(_: usize, _: &[u32], _: &[u32], _: &mut [f32; MR * NR]) {
+unsafe fn tile<const PAIR_MAJOR: bool>(_: usize, _: &[u32], _: &[u32], _: Sink) {
     unreachable!("the bf16 kernel runs on x86-64 only")
 }
 
 /// Rows `rows` of `dst` for the pairs `p0 .. p0 + kp`: `dst (+)= scale · a · b` over them
-/// (`add`: onto what `dst` holds).
+/// (`add`: onto what `dst` holds). A tile meets a row-contiguous `dst` in place; any other
+/// `dst` through a buffer.
 ///
 /// # Safety
 /// As [`product`]; `packed` is [`pack_right`] of the same pairs.
@@ -421,34 +455,49 @@ unsafe fn rows_block(
         // SAFETY: the caller's.
         unsafe { pack_left(a, r0, p0, kp, &mut left) };
         for (panel, right) in packed.chunks(kp * NR).enumerate() {
-            // SAFETY: `available()` was checked by `product`; the slices have their sizes.
-            unsafe {
-                if pair_major {
-                    tile::<true>(kp, &left, right, &mut out)
-                } else {
-                    tile::<false>(kp, &left, right, &mut out)
+            let cols = NR.min(dst.cols - panel * NR);
+            let first = r0 as isize * dst.rs + (panel * NR) as isize * dst.cs;
+            let tile_rows = MR.min(rows.end - r0);
+            let sink = if dst.cs == 1 {
+                Sink {
+                    // SAFETY: the tile's first element, inside `dst`.
+                    ptr: unsafe { dst.ptr.offset(first) },
+                    rs: dst.rs,
+                    rows: tile_rows,
+                    cols,
+                    add,
+                    scale,
+                }
+            } else {
+                Sink {
+                    ptr: out.as_mut_ptr(),
+                    rs: NR as isize,
+                    rows: tile_rows,
+                    cols,
+                    add: false,
+                    scale,
                 }
             };
-            let cols = NR.min(dst.cols - panel * NR);
-            for i in 0..MR.min(rows.end - r0) {
-                let sums = &out[i * NR..][..cols];
-                let first = (r0 + i) as isize * dst.rs + (panel * NR) as isize * dst.cs;
-                if dst.cs == 1 {
-                    // SAFETY: a contiguous run of `cols` values of `dst`'s row, in rows this
-                    // call alone writes.
-                    let d = unsafe { std::slice::from_raw_parts_mut(dst.ptr.offset(first), cols) };
-                    if add {
-                        d.iter_mut().zip(sums).for_each(|(d, s)| *d += scale * s);
-                    } else {
-                        d.iter_mut().zip(sums).for_each(|(d, s)| *d = scale * s);
-                    }
-                    continue;
+            // SAFETY: `available()` was checked by `product`; the slices have their sizes; the
+            // sink is this call's own rows of `dst`, or `out`.
+            unsafe {
+                if pair_major {
+                    tile::<true>(kp, &left, right, sink)
+                } else {
+                    tile::<false>(kp, &left, right, sink)
                 }
-                for (j, s) in sums.iter().enumerate() {
+            };
+            if dst.cs == 1 {
+                continue;
+            }
+            for i in 0..tile_rows {
+                for (j, s) in out[i * NR..][..cols].iter().enumerate() {
                     // SAFETY: inside `dst`, in rows this call alone writes.
                     unsafe {
-                        let d = dst.ptr.offset(first + j as isize * dst.cs);
-                        *d = if add { *d + scale * s } else { scale * s };
+                        let d = dst
+                            .ptr
+                            .offset(first + i as isize * dst.rs + j as isize * dst.cs);
+                        *d = if add { *d + s } else { *s };
                     }
                 }
             }
