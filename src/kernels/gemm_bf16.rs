@@ -123,6 +123,11 @@ unsafe fn pack_panel(b: &View, p0: usize, kp: usize, panel: usize, out: &mut [Ma
     let cols = panel * NR..(panel * NR + NR).min(n);
     let full = cols.len() == NR;
     if b.rs == 1 && b.cs != 1 {
+        if full && 2 * (p0 + kp) <= k && gathers_reach(b.cs) {
+            // SAFETY: the panel's columns hold the block's pairs; the offsets reach them.
+            unsafe { gather_pairs(b, p0, kp, cols.start, out) };
+            return;
+        }
         // Columns contiguous: a pair's two values are neighbours in a column.
         for lane_at in 0..NR {
             let j = cols.start + lane_at;
@@ -160,6 +165,54 @@ unsafe fn pack_panel(b: &View, p0: usize, kp: usize, panel: usize, out: &mut [Ma
             d.write(unsafe { lane(at(b, r, j), at(b, r + 1, j)) });
         }
     }
+}
+
+/// Whether [`gather_pairs`]'s offsets (up to `(NR - 1) · cs` values) fit its 32-bit byte
+/// offsets.
+fn gathers_reach(cs: isize) -> bool {
+    cs > 0 && ((NR - 1) as isize).saturating_mul(cs).saturating_mul(4) <= i32::MAX as isize
+}
+
+/// A whole panel of a right operand whose columns are contiguous, from column `c0`, pairs
+/// `p0 .. p0 + kp` (all inside `b`), as [`pack_panel`] lays it out: for each pair, each column's
+/// two neighbouring values are gathered as one 64-bit element, eight columns per gather; the
+/// conversion of two gathers' sixteen values, in order, is the pairs of sixteen columns.
+///
+/// # Safety
+/// As [`pack_panel`]; columns `c0 .. c0 + NR` and rows `2 p0 .. 2 (p0 + kp)` are inside `b`;
+/// [`gathers_reach`] `b.cs`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn gather_pairs(b: &View, p0: usize, kp: usize, c0: usize, out: &mut [MaybeUninit<u32>]) {
+    use std::arch::x86_64::*;
+    use std::mem::transmute;
+    // Offsets in values of eight columns from the panel's first: t · cs, then 8 + t, ...
+    let offsets: [__m256i; NR / 8] = std::array::from_fn(|g| {
+        let at = |t: usize| ((8 * g + t) as isize * b.cs) as i32;
+        _mm256_setr_epi32(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7))
+    });
+    for p in 0..kp {
+        let r = 2 * (p0 + p);
+        // SAFETY: element (r, c0) is inside `b`; every gathered pair is (r, j), (r + 1, j) of a
+        // panel column j, inside `b`.
+        unsafe {
+            let first = b.ptr.offset(r as isize + c0 as isize * b.cs);
+            let gather =
+                |g: usize| _mm512_castpd_ps(_mm512_i32gather_pd::<4>(offsets[g], first.cast()));
+            for half in 0..NR / 16 {
+                let v = _mm512_cvtne2ps_pbh(gather(2 * half + 1), gather(2 * half));
+                _mm512_storeu_si512(
+                    out.as_mut_ptr().add(p * NR + 16 * half).cast(),
+                    transmute::<__m512bh, __m512i>(v),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn gather_pairs(_: &View, _: usize, _: usize, _: usize, _: &mut [MaybeUninit<u32>]) {
+    unreachable!("the bf16 kernel runs on x86-64 only")
 }
 
 /// `lo[t]` and `hi[t]` rounded to bf16 as lane `t` of `dst`, for `t` in `0 .. NR`.
@@ -242,21 +295,8 @@ unsafe fn pack_left(a: &View, r0: usize, p0: usize, kp: usize, out: &mut [u32]) 
     let (m, k) = (a.rows, a.cols);
     let rows = MR.min(m - r0);
     if Left::of(a) == Left::PairMajor {
-        // Columns contiguous: the two columns of a pair hold its lanes for rows side by side.
-        for p in 0..kp {
-            let c = 2 * (p0 + p);
-            // SAFETY: columns inside `a` hold m contiguous values, `rows` of them from r0.
-            let column = |c: usize| (c < k).then(|| unsafe { line(a, c, a.cs, m)[r0..].as_ptr() });
-            // SAFETY: `available()`; the runs hold `rows` values; `out` has LANES at p.
-            unsafe {
-                rows_as_pairs(
-                    column(c),
-                    column(c + 1),
-                    rows,
-                    &mut out[p * LANES..][..LANES],
-                )
-            };
-        }
+        // SAFETY: the caller's.
+        unsafe { pairs_of_columns(a, r0, rows, p0, kp, out) };
         return;
     }
     if rows < MR {
@@ -283,32 +323,47 @@ unsafe fn pack_left(a: &View, r0: usize, p0: usize, kp: usize, out: &mut [u32]) 
     }
 }
 
-/// The first `rows` values of `lo` and `hi` (each a run, or zeros where `None`) as the lanes
-/// of `dst` (lane t: `lo[t]`, `hi[t]` rounded to bf16); lanes from `rows` on are zero.
+/// A transposed left operand's rows `r0 .. r0 + rows` (`rows` ≤ [`MR`]), pairs `p0 .. p0 + kp`,
+/// as [`Left::PairMajor`] lanes: the two columns of a pair, each a run of `rows` values side
+/// by side, make its [`LANES`] lanes (lane t: a[r0 + t, 2p], a[r0 + t, 2p + 1]); lanes from
+/// `rows` on, and columns beyond `a`, are zero.
 ///
 /// # Safety
-/// Each run holds `rows` values; `rows` ≤ 16 = `dst.len()`; the CPU has AVX-512 F, BW, BF16.
+/// `a` points at memory valid for its extent and its columns are contiguous; `out` holds
+/// `kp · LANES` lanes; the CPU has AVX-512 F, BW and BF16.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn rows_as_pairs(
-    lo: Option<*const f32>,
-    hi: Option<*const f32>,
+unsafe fn pairs_of_columns(
+    a: &View,
+    r0: usize,
     rows: usize,
-    dst: &mut [u32],
+    p0: usize,
+    kp: usize,
+    out: &mut [u32],
 ) {
     use std::arch::x86_64::*;
     let mask: __mmask16 = ((1u32 << rows) - 1) as __mmask16;
-    // SAFETY: the masked loads read the runs' first `rows` values only.
-    let load = |run: Option<*const f32>| match run {
-        Some(p) => unsafe { _mm512_maskz_loadu_ps(mask, p) },
-        None => _mm512_setzero_ps(),
+    // SAFETY (each load): column c, inside `a`, holds `rows` values from row r0; the masked
+    // load reads those alone.
+    let load = |c: usize| {
+        if c < a.cols {
+            unsafe { _mm512_maskz_loadu_ps(mask, a.ptr.offset(c as isize * a.cs + r0 as isize)) }
+        } else {
+            _mm512_setzero_ps()
+        }
     };
-    // SAFETY: `dst` holds 16 lanes.
-    unsafe { _mm512_storeu_si512(dst.as_mut_ptr().cast(), to_pairs(load(lo), load(hi))) };
+    for p in 0..kp {
+        let c = 2 * (p0 + p);
+        // SAFETY: the CPU has the instructions; `out` holds LANES lanes at p.
+        unsafe {
+            let lanes = to_pairs(load(c), load(c + 1));
+            _mm512_storeu_si512(out.as_mut_ptr().add(p * LANES).cast(), lanes);
+        }
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn rows_as_pairs(_: Option<*const f32>, _: Option<*const f32>, _: usize, _: &mut [u32]) {
+unsafe fn pairs_of_columns(_: &View, _: usize, _: usize, _: usize, _: usize, _: &mut [u32]) {
     unreachable!("the bf16 kernel runs on x86-64 only")
 }
 
