@@ -25,6 +25,7 @@ mod macros;
 
 pub mod adamw;
 pub mod attention;
+mod bf16_pack;
 mod buffers;
 pub mod cross_entropy;
 pub mod cuda_graph;
