@@ -121,7 +121,7 @@ fn dropout_is_identity_in_evaluation_and_reseeded_by_seed() {
 // The fused kernels against burn's composed operations: values and gradients.
 
 use trueneg::kernels::dropout::fill_mask;
-use trueneg::kernels::{self, DropMask};
+use trueneg::kernels::{self, DropMask, Products};
 
 mod common;
 use common::{assert_close, leaf, random, vec_of};
@@ -157,7 +157,9 @@ fn padded_bias(b: usize, l: usize, device: &Device) -> Tensor<2> {
 }
 
 /// Value, then the gradients of Σ w ⊙ out with respect to every input, for one implementation.
-fn attention_case(fused: bool, dropout: Option<DropMask>) -> Vec<Vec<f32>> {
+/// The context and the gradients of Q, K and V: our kernel with its products multiplied as
+/// `products` says (`Some`), or burn's composed operations in f32 (`None`).
+fn attention_case(fused: Option<Products>, dropout: Option<DropMask>) -> Vec<Vec<f32>> {
     let device = Device::flex().autodiff();
     let (b, l, h, heads) = (2, 7, 12, 3);
     let q = leaf(random(&[b, l, h], 1), [b, l, h], &device);
@@ -165,11 +167,11 @@ fn attention_case(fused: bool, dropout: Option<DropMask>) -> Vec<Vec<f32>> {
     let v = leaf(random(&[b, l, h], 3), [b, l, h], &device);
     let bias = padded_bias(b, l, &device);
     let w = Tensor::<3>::from_data(TensorData::new(random(&[b, l, h], 4), [b, l, h]), &device);
-    let out = if fused {
+    let out = if let Some(products) = fused {
         // The kernel takes the three packed on each row; their gradients come back through the
         // concatenation's backward.
         let qkv = Tensor::cat(vec![q.clone(), k.clone(), v.clone()], 2);
-        kernels::fused_ops::attention(qkv, bias, heads, dropout)
+        kernels::fused_ops::attention(qkv, bias, heads, dropout, products)
     } else {
         let mask = dropout.map(|m| {
             let mut values = vec![0f32; b * heads * l * l];
@@ -188,8 +190,8 @@ fn attention_case(fused: bool, dropout: Option<DropMask>) -> Vec<Vec<f32>> {
 #[test]
 fn fused_attention_matches_the_composed_operations() {
     for dropout in [None, Some(DropMask { p: 0.3, seed: 11 })] {
-        let fused = attention_case(true, dropout);
-        let composed = attention_case(false, dropout);
+        let fused = attention_case(Some(Products::F32), dropout);
+        let composed = attention_case(None, dropout);
         for (name, (f, c)) in ["context", "dq", "dk", "dv"]
             .iter()
             .zip(fused.iter().zip(&composed))
@@ -203,9 +205,31 @@ fn fused_attention_matches_the_composed_operations() {
         assert!(dk[..(2 * l - 2) * h].iter().any(|&g| g != 0.0));
     }
     // Dropout changes the result, and the same seed gives the same result.
-    let a = attention_case(true, Some(DropMask { p: 0.3, seed: 11 }));
-    assert_eq!(a, attention_case(true, Some(DropMask { p: 0.3, seed: 11 })));
-    assert_ne!(a[0], attention_case(true, None)[0]);
+    let a = attention_case(Some(Products::F32), Some(DropMask { p: 0.3, seed: 11 }));
+    assert_eq!(
+        a,
+        attention_case(Some(Products::F32), Some(DropMask { p: 0.3, seed: 11 }))
+    );
+    assert_ne!(a[0], attention_case(Some(Products::F32), None)[0]);
+}
+
+#[test]
+fn fused_attention_with_bf16_products_stays_within_bf16_rounding_of_f32() {
+    if !kernels::gemm_bf16::available() {
+        println!("this CPU has no AVX-512 BF16: the attention's bf16 products are not checked");
+        return;
+    }
+    let dropout = Some(DropMask { p: 0.3, seed: 11 });
+    let bf16 = attention_case(Some(Products::Bf16), dropout);
+    let f32 = attention_case(Some(Products::F32), dropout);
+    for (name, (b, f)) in ["context", "dq", "dk", "dv"]
+        .iter()
+        .zip(bf16.iter().zip(&f32))
+    {
+        // bf16 keeps 8 bits of the mantissa: a relative rounding of 2⁻⁹ per operand.
+        assert_close(name, b, f, 2e-2);
+        assert_ne!(b, f, "{name}: the products were not rounded to bf16");
+    }
 }
 
 #[test]
@@ -225,10 +249,11 @@ fn fused_attention_without_autodiff_gives_the_same_values() {
         bias.clone(),
         heads,
         None,
+        Products::F32,
     ));
     let composed = vec_of(composed_attention(t(1), t(2), t(3), bias, heads, None));
     assert_close("context", &plain, &composed, 2e-5);
-    let tracked = attention_case(true, None);
+    let tracked = attention_case(Some(Products::F32), None);
     assert_close("inference vs training", &plain, &tracked[0], 1e-6);
 }
 
@@ -278,7 +303,8 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
             .build()
             .unwrap()
             .install(|| {
-                let mut all = attention_case(true, Some(DropMask { p: 0.2, seed: 3 }));
+                let mut all =
+                    attention_case(Some(Products::F32), Some(DropMask { p: 0.2, seed: 3 }));
                 let x = random(&[300, 16], 9);
                 let gamma = random(&[16], 10);
                 let beta = random(&[16], 11);

@@ -21,7 +21,7 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::dropout::fill_mask;
-use super::gemm::{View, ViewMut, product};
+use super::gemm::{Products, View, ViewMut, product_as};
 use super::simd::{exp_non_positive, max_lanes, sum_map};
 
 /// The sizes of one attention call.
@@ -134,13 +134,15 @@ impl Output {
 
 /// Context `C` `[batch, len, hidden]` from the packed projections `qkv`
 /// `[batch, len, 3 · hidden]` and, when `keep`, the probabilities `P` `[batch, heads, len, len]`
-/// (else an empty vector). `key_bias` is `[batch, len]`.
+/// (else an empty vector). `key_bias` is `[batch, len]`. The products multiply as `products`
+/// says; the scores, the softmax and the context stay f32.
 pub fn forward(
     qkv: &[f32],
     key_bias: &[f32],
     dims: Dims,
     dropout: Option<DropMask>,
     keep: bool,
+    products: Products,
 ) -> (Vec<f32>, Vec<f32>) {
     dims.check("qkv", qkv, dims.packed());
     let l = dims.len;
@@ -151,11 +153,12 @@ pub fn forward(
             // Safety: `p` is this task's own `L × L` buffer, which the product writes whole
             // without reading it (`gemm::product_new`); Q and K are read only.
             let p = unsafe {
-                product(
+                product_as(
                     ViewMut::uninit(p, l, l),
                     dims.projection(qkv, head, 0),
                     kt,
                     dims.scale(),
+                    products,
                 );
                 &mut *(p as *mut [MaybeUninit<f32>] as *mut [f32])
             };
@@ -174,11 +177,12 @@ pub fn forward(
             };
             // Safety: each head writes its own column block of the context.
             unsafe {
-                product(
+                product_as(
                     out.head(head, 0),
                     View::rows(weights, 0, l, l, l),
                     dims.projection(qkv, head, 2),
                     1.0,
+                    products,
                 )
             };
         };
@@ -233,13 +237,14 @@ fn softmax_rows(s: &mut [f32], bias: &[f32]) {
 }
 
 /// The gradient of the packed projections `[batch, len, 3 · hidden]` (`∂Q`, `∂K`, `∂V` on each
-/// row) from `G = ∂L/∂C` and the kept `P`.
+/// row) from `G = ∂L/∂C` and the kept `P`, the products multiplied as `products` says.
 pub fn backward(
     grad: &[f32],
     qkv: &[f32],
     probs: &[f32],
     dims: Dims,
     dropout: Option<DropMask>,
+    products: Products,
 ) -> Vec<f32> {
     dims.check("grad", grad, dims.hidden());
     dims.check("qkv", qkv, dims.packed());
@@ -266,27 +271,30 @@ pub fn backward(
                 };
                 // Safety: every output view is this head's own block; `ds` is this task's buffer.
                 unsafe {
-                    product(out.head(head, 2), square(weights).t(), g, 1.0);
-                    product(
+                    product_as(out.head(head, 2), square(weights).t(), g, 1.0, products);
+                    product_as(
                         ViewMut::rows(ds, 0, l, l, l),
                         g,
                         dims.projection(qkv, head, 2).t(),
                         1.0,
+                        products,
                     );
                 }
                 softmax_backward_rows(ds, p, dropout.is_some().then_some(&mask[..]), l);
                 unsafe {
-                    product(
+                    product_as(
                         out.head(head, 0),
                         square(ds),
                         dims.projection(qkv, head, 1),
                         dims.scale(),
+                        products,
                     );
-                    product(
+                    product_as(
                         out.head(head, 1),
                         square(ds).t(),
                         dims.projection(qkv, head, 0),
                         dims.scale(),
+                        products,
                     );
                 }
             },

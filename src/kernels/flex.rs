@@ -32,6 +32,7 @@ pub trait FusedOps: Backend {
         heads: usize,
         dropout: f64,
         seed: u64,
+        products: Products,
     ) -> FloatTensor<Self>;
     fn fused_layer_norm(
         x: FloatTensor<Self>,
@@ -158,6 +159,7 @@ impl FusedOps for Flex {
         heads: usize,
         dropout: f64,
         seed: u64,
+        products: Products,
     ) -> FlexTensor {
         let dims = attention_dims(&qkv, heads);
         let (ctx, _) = attention::forward(
@@ -166,6 +168,7 @@ impl FusedOps for Flex {
             dims,
             drop_mask(dropout, seed),
             false,
+            products,
         );
         tensor(ctx, context_shape(dims))
     }
@@ -231,6 +234,7 @@ struct AttentionState {
     probs: FlexTensor,
     dims: Dims,
     dropout: Option<DropMask>,
+    products: Products,
 }
 
 impl Backward<Flex, 1> for AttentionStep {
@@ -247,6 +251,7 @@ impl Backward<Flex, 1> for AttentionStep {
                 &host(&s.probs),
                 s.dims,
                 s.dropout,
+                s.products,
             );
             grads.register::<Flex>(node.id, tensor(dqkv, s.qkv.shape()));
         }
@@ -390,6 +395,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         heads: usize,
         dropout: f64,
         seed: u64,
+        products: Products,
     ) -> FloatTensor<Self> {
         let guards = [qkv.node()];
         let qkv = qkv.into_primitive();
@@ -403,7 +409,7 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
                 let dims = attention_dims(&qkv, heads);
                 let dropout = drop_mask(dropout, seed);
                 let (ctx, probs) =
-                    attention::forward(&host(&qkv), &host(&bias), dims, dropout, true);
+                    attention::forward(&host(&qkv), &host(&bias), dims, dropout, true, products);
                 let heads = dims.batch * dims.heads;
                 let probs = tensor(probs, Shape::new([heads, dims.len, dims.len]));
                 let ctx = tensor(ctx, context_shape(dims));
@@ -412,12 +418,13 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
                     probs,
                     dims,
                     dropout,
+                    products,
                 };
                 prep.finish(state, ctx)
             }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(Flex::fused_attention(qkv, bias, heads, dropout, seed))
-            }
+            OpsKind::UnTracked(prep) => prep.finish(Flex::fused_attention(
+                qkv, bias, heads, dropout, seed, products,
+            )),
         }
     }
 

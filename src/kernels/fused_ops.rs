@@ -10,12 +10,14 @@ use super::gemm::Products;
 /// Multi-head attention context `[batch, len, hidden]` from the packed projections `qkv`
 /// `[batch, len, 3 · hidden]` (Q, K, V on each row: the one product of the three
 /// projections) and the additive key bias `[batch, len]` (see
-/// [`attention`](mod@super::attention)). Only where [`fused`] holds.
+/// [`attention`](mod@super::attention)), its products multiplied as `products` says. Only
+/// where [`fused`] holds.
 pub fn attention(
     qkv: Tensor<3>,
     key_bias: Tensor<2>,
     heads: usize,
     dropout: Option<DropMask>,
+    products: Products,
 ) -> Tensor<3> {
     let (p, seed) = dropout.map_or((0.0, 0), |m| (m.p, m.seed));
     Tensor::from_dispatch(fused_op!(fused_attention(
@@ -24,6 +26,7 @@ pub fn attention(
         heads,
         p,
         seed,
+        products,
     )))
 }
 

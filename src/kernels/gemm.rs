@@ -93,6 +93,19 @@ pub fn in_halves<A: Send, B: Send>(
     rayon::join(|| first(half), || second(threads - half))
 }
 
+/// `dst = scale · a · b` on the calling thread, multiplied as `products` says (the per-head
+/// products of the attention kernel).
+///
+/// # Safety
+/// As [`product`].
+pub unsafe fn product_as(dst: ViewMut, a: View, b: View, scale: f32, products: Products) {
+    if products.in_bf16(&a) {
+        // SAFETY: the caller's; the CPU has the instructions (`in_bf16`).
+        return unsafe { super::gemm_bf16::product(dst, a, b, false, scale, 1) };
+    }
+    unsafe { call(dst, a, b, false, scale, 1) }
+}
+
 /// `dst = scale · a · b`, single-threaded.
 ///
 /// # Safety

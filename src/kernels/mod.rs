@@ -68,12 +68,14 @@ pub use torch_calls::{
 /// Multi-head self-attention's context `[batch, len, hidden]` from the packed projections `qkv`
 /// `[batch, len, 3 · hidden]` (Q, K, V on each row) and the additive key bias `[batch, len]`
 /// (`None`: nothing padded), with dropout `d` on the probabilities: our fused kernel, LibTorch's
-/// call, or burn's operations (scores and softmax in f32, products in `qkv`'s dtype).
+/// call, or burn's operations (scores and softmax in f32, products in `qkv`'s dtype). Our
+/// kernel's products multiply as `products` says.
 pub fn attention(
     qkv: Tensor<3>,
     key_bias: Option<Tensor<2>>,
     heads: usize,
     d: &burn::nn::Dropout,
+    products: Products,
 ) -> Tensor<3> {
     let device = qkv.device();
     let active = dropout::active(d, &device);
@@ -84,7 +86,7 @@ pub fn attention(
             p: d.prob,
             seed: dropout::next_call_seed(),
         });
-        return fused_ops::attention(qkv, key_bias, heads, mask);
+        return fused_ops::attention(qkv, key_bias, heads, mask, products);
     }
     if torch(&device) {
         let p = if active { d.prob } else { 0.0 };

@@ -199,7 +199,13 @@ impl Layer {
         );
         let qkv = self.precision.affine(x.clone(), w, Some(bias));
         let key_bias = mask_bias.map(|bias| bias.clone().reshape([b, l]));
-        kernels::attention(qkv, key_bias, self.heads, &self.attention_dropout)
+        kernels::attention(
+            qkv,
+            key_bias,
+            self.heads,
+            &self.attention_dropout,
+            p.products(),
+        )
     }
 
     pub fn walk(&mut self, prefix: &str, w: &mut dyn ParamWalker) {
