@@ -29,8 +29,8 @@ pub enum Precision {
     F32,
     Bf16,
     /// What `Bf16` is on our CPU kernels where the CPU has AVX-512 BF16 ([`Precision::on`]):
-    /// every tensor stays f32, and the linear layers' products round their operands to bf16
-    /// and sum in f32 (`kernels::gemm_bf16`) — the products are where bf16 pays on a CPU
+    /// every tensor stays f32, and the products (the linear layers' and attention's) round
+    /// their operands to bf16 and sum in f32 (`kernels::gemm_bf16`) — the products are where bf16 pays on a CPU
     /// (BENCHMARKS.md), the casts of the other operations would cost more than they save. Not
     /// a config value.
     #[serde(skip)]
@@ -57,7 +57,7 @@ impl Precision {
         }
     }
 
-    /// How our CPU kernels multiply the linear layers' operands.
+    /// How our CPU kernels multiply the linear layers' and attention's operands.
     pub fn products(self) -> kernels::gemm::Products {
         match self {
             Precision::HostBf16 => kernels::gemm::Products::Bf16,
