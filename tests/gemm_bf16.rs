@@ -72,6 +72,8 @@ fn bf16_products_match_the_rounded_operands_in_every_layout() {
         (29, 600, 70),
         (3, 2, 1),
         (40, 71, 64),
+        // Wider than a column chunk: two chunks, the second partial.
+        (17, 40, 1100),
     ] {
         for (la, lb) in [(0, 0), (1, 0), (0, 1), (1, 1), (2, 2)] {
             let a = values(m * k * 2, 1);

@@ -12,6 +12,10 @@ use super::bf16_pack::{LANES, Left, MR, NR, pack_left, pack_right};
 pub use super::bf16_pack::{from_bf16, to_bf16};
 use super::views::{View, ViewMut};
 
+/// Columns of a chunk of a wide product: a block of its packed right operand is at most
+/// [`KP`] · 1024 lanes, 1 MiB.
+const NC: usize = 1024;
+
 /// Pairs of the inner dimension per block (512 values): a block of the packed right operand
 /// for 1024 columns is 1 MiB.
 const KP: usize = 256;
@@ -216,6 +220,32 @@ pub unsafe fn product(
     assert_eq!(a.cols, b.rows, "inner dimensions");
     assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
     assert!(available(), "the CPU has no AVX-512 BF16");
+    if b.cols > NC {
+        // A wide product (the MLM decoder's `x·Eᵀ`, 30522 columns) in column chunks, each on
+        // one thread: its packed right operand stays in that core's cache for every row block,
+        // instead of the whole packed operand streaming from memory once per row block.
+        let chunk = |c0: usize| {
+            let cols = NC.min(b.cols - c0);
+            // SAFETY: the caller's; each chunk writes its own columns of `dst`.
+            unsafe {
+                product(
+                    dst.columns(c0, cols),
+                    a,
+                    b.columns(c0, cols),
+                    accumulate,
+                    scale,
+                    1,
+                )
+            }
+        };
+        if threads > 1 {
+            use rayon::prelude::*;
+            (0..b.cols).into_par_iter().step_by(NC).for_each(chunk);
+        } else {
+            (0..b.cols).step_by(NC).for_each(chunk);
+        }
+        return;
+    }
     let pairs = a.cols.div_ceil(2);
     if pairs == 0 {
         for i in 0..dst.rows {

@@ -26,6 +26,17 @@ impl View {
         }
     }
 
+    /// Columns `c0 .. c0 + cols` (inside the view), without moving anything.
+    pub fn columns(self, c0: usize, cols: usize) -> Self {
+        assert!(c0 + cols <= self.cols, "columns outside the view");
+        Self {
+            // In bounds: column c0 is inside the view.
+            ptr: self.ptr.wrapping_offset(c0 as isize * self.cs),
+            cols,
+            ..self
+        }
+    }
+
     /// The transpose, without moving anything.
     pub fn t(self) -> Self {
         Self {
@@ -79,6 +90,17 @@ impl ViewMut {
             cols,
             rs: cols as isize,
             cs: 1,
+        }
+    }
+
+    /// As [`View::columns`].
+    pub fn columns(self, c0: usize, cols: usize) -> Self {
+        assert!(c0 + cols <= self.cols, "columns outside the view");
+        Self {
+            // In bounds: column c0 is inside the view.
+            ptr: self.ptr.wrapping_offset(c0 as isize * self.cs),
+            cols,
+            ..self
         }
     }
 }
