@@ -58,10 +58,7 @@ pub fn update(p: &[f32], g: &[f32], m: &mut [f32], v: &mut [f32], s: &AdamWStep)
 
 /// The update of one chunk; `c` = `[β1, β2, (1−β1)·f, (1−β2)·f², √(1−β2^t), ε, lr / (1−β1^t)]`,
 /// `keep` = `1 − lr·wd` when weight decay applies.
-#[multiversion(targets(
-    "x86_64+avx512f+avx512bw+avx512dq+avx512vl+avx2+fma",
-    "x86_64+avx2+fma"
-))]
+#[multiversion(targets("x86_64+avx2+fma"))]
 fn update_chunk(
     out: &mut [MaybeUninit<f32>],
     p: &[f32],
