@@ -50,24 +50,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     outputs.check(&[png.clone(), json_file.clone(), md_file.clone()])?;
     let stats =
         trueneg::train::stats::correction_stats(run, &a.corpus, &tables, a.batches, a.batch_size)?;
-    let cfg = trueneg::train::config::PretrainConfig::of_run(run)?;
-    let prediction = serde_json::to_value(cfg.objective.hc.hc_prediction)?;
+    let prediction = serde_json::to_value(trueneg::train::stats::run_prediction(run)?)?;
     let mut md = format!(
         "Lexicon: {}\n\nPredictions: {} (the run's hc_prediction)\n\n{}",
         source,
         prediction.as_str().unwrap_or("argmax"),
         trueneg::train::stats::stats_table(&stats)
     );
-    if stats.len() < 3 {
-        let keep = format!(
-            "{} checkpoint(s) measured: the run keeps {} (train.keep_checkpoints); a run that keeps more gives Table 8 more rows",
-            stats.len(),
-            cfg.train.keep_checkpoints
-        );
-        eprintln!("note: {keep}");
-        md += &format!("\n**Note.** {keep}.\n");
-    }
-    if let Some(note) = trueneg::train::stats::stats_correction_note(&cfg, &stats) {
+    for note in trueneg::train::stats::stats_notes(run, &stats)? {
         eprintln!("note: {note}");
         md += &format!("\n**Note.** {note}.\n");
     }

@@ -21,10 +21,7 @@ use crate::text::marked_context::{around_mark, cell, word_and_context};
 use crate::text::masking::Masked;
 use crate::text::{SynonymTable, WordPieceTokenizer};
 use crate::train::checkpoint;
-use crate::train::config::PretrainConfig;
-use crate::train::stats::{
-    JudgingTable, Predicted, check_fits, checkpoint_model, masked_batches, predict_masked, verdicts,
-};
+use crate::train::stats::{JudgingTable, Predicted, Probe, ProbeRequest, predict_masked, verdicts};
 use crate::{Error, Result};
 
 /// What to inspect.
@@ -147,14 +144,15 @@ fn batch_positions(
 
 /// Inspects one checkpoint of `r.run` (see the module documentation).
 pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
-    let cfg = PretrainConfig::of_run(r.run)?;
-    let tok = crate::train::run::run_tokenizer(r.run)?;
-    if r.table.table.fingerprint != tok.fingerprint() {
-        return Err(Error::Input(format!(
-            "{}: the lexicon was built for another tokenizer",
-            r.run.display()
-        )));
-    }
+    let probe = Probe::open(&ProbeRequest {
+        run: r.run,
+        corpus: r.corpus,
+        tables: r.table,
+        batch_size: r.batch_size,
+        max_batches: r.batches,
+        seed: r.seed,
+        what: "inspect",
+    })?;
     let checkpoints = checkpoint::list(r.run);
     let (step, dir) = match r.step {
         None => checkpoints.last().cloned(),
@@ -173,18 +171,21 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
             }
         ))
     })?;
-    let vocab = tok.vocab_size();
-    check_fits(&cfg, vocab, r.batch_size, "inspect")?;
-    let batches = masked_batches(&cfg, &tok, r.corpus, r.batch_size, r.batches, r.seed)?;
-    let device = crate::device::open(&cfg.replica_devices()[0])?;
-    let model = checkpoint_model(&cfg, vocab, &dir, &device)?;
+    let model = probe.model_at(&dir)?;
     let table = r.table.at(&dir)?;
-    let rule = cfg.objective.hc.hc_prediction;
+    let Probe {
+        tokenizer: tok,
+        batches,
+        device,
+        rule,
+        ..
+    } = &probe;
+    let rule = *rule;
     let mut draws = ChaCha8Rng::seed_from_u64(r.seed.wrapping_add(2));
     let mut all = Vec::new();
-    for (b, m) in &batches {
-        let predicted = predict_masked(&model, rule, b, m, &device, &mut draws);
-        all.extend(batch_positions(r, &table, &tok, b, m, &predicted));
+    for (b, m) in batches {
+        let predicted = predict_masked(&model, rule, b, m, device, &mut draws);
+        all.extend(batch_positions(r, &table, tok, b, m, &predicted));
     }
     let mut total = Counts::default();
     let mut by_pos: BTreeMap<String, Counts> = BTreeMap::new();

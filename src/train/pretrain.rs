@@ -29,7 +29,7 @@ use crate::text::shards::ShardSet;
 use crate::{Error, Result};
 
 pub use super::metrics::StepMetrics;
-use super::run_log::Log;
+use super::run_log::{Log, LogSetup};
 pub use super::run_log::{Progress, RunOptions};
 
 /// Summary of a finished run.
@@ -366,6 +366,14 @@ fn train_run(ready: Ready) -> Result<RunSummary> {
     with_step(&cfg.step_settings(), shards, &mut setup, ready)
 }
 
+/// What the run's log needs of `cfg`.
+fn log_setup(cfg: &PretrainConfig) -> LogSetup {
+    LogSetup {
+        total_steps: cfg.train.steps,
+        config_toml: cfg.to_toml(),
+    }
+}
+
 /// The steps from `start` to `train.steps` with `train`: the loop, its metrics, checkpoints
 /// and plot.
 fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
@@ -380,7 +388,7 @@ fn run_steps<S: TrainingStep>(train: &S, ready: Ready) -> Result<RunSummary> {
     let mut stream = BatchStream::new(shards, cfg.train.seed, cfg.data.batch_size, start.data);
     let total = cfg.train.steps;
     let main = replicas.is_main();
-    let mut log = Log::open(opts, cfg, start.step, main)?;
+    let mut log = Log::open(opts, log_setup(cfg), start.step, main)?;
     let heldout = if main {
         HeldOut::open(&cfg.train, &cfg.data, shards, train)?
     } else {

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::config::PretrainConfig;
 use super::metrics::StepMetrics;
 use super::start::METRICS;
 use crate::objective::Record;
@@ -58,18 +57,20 @@ pub struct Log {
     rate_start: Instant,
 }
 
+/// What a run's log needs of its config: the steps it runs to, and the config as TOML (shown in
+/// TensorBoard).
+pub struct LogSetup {
+    pub total_steps: u64,
+    pub config_toml: String,
+}
+
 impl Log {
-    pub fn open(
-        opts: &RunOptions,
-        cfg: &PretrainConfig,
-        start_step: u64,
-        main: bool,
-    ) -> Result<Self> {
-        let total = cfg.train.steps;
+    pub fn open(opts: &RunOptions, setup: LogSetup, start_step: u64, main: bool) -> Result<Self> {
+        let total = setup.total_steps;
         let path = opts.run_dir.join(METRICS);
         let (file, events) = if main {
             let f = crate::io::write::append(&path)?;
-            let events = super::events::open(&opts.run_dir, opts.resume, &cfg.to_toml())?;
+            let events = super::events::open(&opts.run_dir, opts.resume, &setup.config_toml)?;
             (Some(f), Some(events))
         } else {
             (None, None)

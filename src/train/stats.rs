@@ -88,15 +88,26 @@ pub fn run_correction_note(run: &Path) -> Result<Option<String>> {
     Ok(few_corrections_note(m, c, predictor(&cfg)))
 }
 
-/// The same note for `stats`' checkpoints of a run of `cfg`, over all of them.
-pub fn stats_correction_note(cfg: &PretrainConfig, stats: &[CheckpointStats]) -> Option<String> {
+/// The notes on `stats`' checkpoints of `run`: too few checkpoints for Table 8's rows (with the
+/// run's `train.keep_checkpoints`), and the few-corrections note over all of them.
+pub fn stats_notes(run: &Path, stats: &[CheckpointStats]) -> Result<Vec<String>> {
+    let cfg = PretrainConfig::of_run(run)?;
+    let mut notes = Vec::new();
+    if stats.len() < 3 {
+        notes.push(format!(
+            "{} checkpoint(s) measured: the run keeps {} (train.keep_checkpoints); a run that keeps more gives Table 8 more rows",
+            stats.len(),
+            cfg.train.keep_checkpoints
+        ));
+    }
     let (mismatched, corrected) = stats.iter().fold((0, 0), |(m, c), s| {
         (
             m + s.counts.mismatched as u64,
             c + s.counts.corrected as u64,
         )
     });
-    few_corrections_note(mismatched, corrected, predictor(cfg))
+    notes.extend(few_corrections_note(mismatched, corrected, predictor(&cfg)));
+    Ok(notes)
 }
 
 /// Refuses to replace a run's `correction-stats.json` made with another lexicon than `source`
@@ -152,6 +163,70 @@ impl JudgingTable {
     }
 }
 
+/// What a [`Probe`] reads: a run, a corpus, the lexicon that judges, and how many batches of
+/// how many sequences, masked with which seed; `what` names the command in refusals.
+pub struct ProbeRequest<'a> {
+    pub run: &'a Path,
+    pub corpus: &'a Path,
+    pub tables: &'a JudgingTable,
+    pub batch_size: usize,
+    pub max_batches: usize,
+    pub seed: u64,
+    pub what: &'a str,
+}
+
+/// A run's checkpoints read back on masked batches of a corpus, as training predicts: what
+/// `stats` and `inspect` share. Opening it checks the lexicon against the run's tokenizer and
+/// the model against host memory before anything is built.
+pub struct Probe {
+    cfg: PretrainConfig,
+    pub tokenizer: WordPieceTokenizer,
+    pub batches: Vec<(Batch, Masked)>,
+    pub device: Device,
+    /// The run's `hc_prediction`: what Hard Correction compares with the gold token.
+    pub rule: Prediction,
+}
+
+impl Probe {
+    pub fn open(r: &ProbeRequest) -> Result<Self> {
+        let cfg = PretrainConfig::of_run(r.run)?;
+        let tokenizer = super::run::run_tokenizer(r.run)?;
+        if r.tables.table.fingerprint != tokenizer.fingerprint() {
+            return Err(Error::Input(format!(
+                "{}: the lexicon was built for another tokenizer",
+                r.run.display()
+            )));
+        }
+        check_fits(&cfg, tokenizer.vocab_size(), r.batch_size, r.what)?;
+        let batches = masked_batches(
+            &cfg,
+            &tokenizer,
+            r.corpus,
+            r.batch_size,
+            r.max_batches,
+            r.seed,
+        )?;
+        let device = crate::device::open(&cfg.replica_devices()[0])?;
+        Ok(Self {
+            rule: cfg.objective.hc.hc_prediction,
+            cfg,
+            tokenizer,
+            batches,
+            device,
+        })
+    }
+
+    /// The run's model with the weights of the checkpoint in `dir`.
+    pub fn model_at(&self, dir: &Path) -> Result<PretrainModel> {
+        checkpoint_model(&self.cfg, self.tokenizer.vocab_size(), dir, &self.device)
+    }
+}
+
+/// The `hc_prediction` of `run`: what its Hard Correction compares with the gold token.
+pub fn run_prediction(run: &Path) -> Result<Prediction> {
+    Ok(PretrainConfig::of_run(run)?.objective.hc.hc_prediction)
+}
+
 /// Statistics of every checkpoint of `run` on up to `max_batches` batches of `corpus`.
 pub fn correction_stats(
     run: &Path,
@@ -160,28 +235,30 @@ pub fn correction_stats(
     max_batches: usize,
     batch_size: usize,
 ) -> Result<Vec<CheckpointStats>> {
-    let cfg = PretrainConfig::of_run(run)?;
-    let tokenizer = super::run::run_tokenizer(run)?;
-    if tables.table.fingerprint != tokenizer.fingerprint() {
-        return Err(Error::Input(format!(
-            "{}: the lexicon was built for another tokenizer",
-            run.display()
-        )));
-    }
-    let vocab = tokenizer.vocab_size();
-    check_fits(&cfg, vocab, batch_size, "statistics")?;
-    let batches = masked_batches(&cfg, &tokenizer, corpus, batch_size, max_batches, 12345)?;
-    let device = crate::device::open(&cfg.replica_devices()[0])?;
-    let rule = cfg.objective.hc.hc_prediction;
+    let probe = Probe::open(&ProbeRequest {
+        run,
+        corpus,
+        tables,
+        batch_size,
+        max_batches,
+        seed: 12345,
+        what: "statistics",
+    })?;
+    let Probe {
+        batches,
+        device,
+        rule,
+        ..
+    } = &probe;
     let mut out = Vec::new();
     for (step, dir) in checkpoint::list(run) {
-        let model = checkpoint_model(&cfg, vocab, &dir, &device)?;
+        let model = probe.model_at(&dir)?;
         let table = tables.at(&dir)?;
         let mut counts = CorrectionCounts::default();
         let mut corrected_batches = 0usize;
         let mut draws = ChaCha8Rng::seed_from_u64(54321);
-        for (b, m) in &batches {
-            let pred = predict_masked(&model, rule, b, m, &device, &mut draws).ids;
+        for (b, m) in batches {
+            let pred = predict_masked(&model, *rule, b, m, device, &mut draws).ids;
             let (_, c) = verdicts(b, m, &pred, &table);
             corrected_batches += usize::from(c.corrected > 0);
             counts.add(&c);
@@ -285,7 +362,7 @@ fn shard_examples(
 
 /// Up to `max_batches` batches of `batch_size` sequences of `corpus`, masked as the run masks
 /// (seeded by `seed`).
-pub fn masked_batches(
+fn masked_batches(
     cfg: &PretrainConfig,
     tokenizer: &WordPieceTokenizer,
     corpus: &Path,
@@ -310,7 +387,7 @@ pub fn masked_batches(
 
 /// Refuses `what` (a command's predictions) whose model and batches of `batch_size` cannot
 /// fit in host memory, before the model is built (the forward pass, one checkpoint at a time).
-pub fn check_fits(cfg: &PretrainConfig, vocab: usize, batch_size: usize, what: &str) -> Result<()> {
+fn check_fits(cfg: &PretrainConfig, vocab: usize, batch_size: usize, what: &str) -> Result<()> {
     if cfg.replica_devices().iter().any(|d| d.kind.is_gpu()) {
         return Ok(());
     }
@@ -326,7 +403,7 @@ pub fn check_fits(cfg: &PretrainConfig, vocab: usize, batch_size: usize, what: &
 }
 
 /// The run's model with the weights of the checkpoint in `dir`.
-pub fn checkpoint_model(
+fn checkpoint_model(
     cfg: &PretrainConfig,
     vocab: usize,
     dir: &Path,
