@@ -32,11 +32,30 @@ impl Products {
 /// As [`product`].
 pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool, products: Products) {
     let threads = rayon::current_num_threads();
+    // SAFETY: the caller's.
+    unsafe { multiply(dst, a, b, accumulate, 1.0, threads, products) }
+}
+
+/// `dst = [dst +] scale · a · b` on `threads` of rayon's threads, multiplied as `products`
+/// says: the one place that picks the bf16 kernel ([`Products::in_bf16`]) or the f32 crates
+/// ([`call`]).
+///
+/// # Safety
+/// As [`product`].
+unsafe fn multiply(
+    dst: ViewMut,
+    a: View,
+    b: View,
+    accumulate: bool,
+    scale: f32,
+    threads: usize,
+    products: Products,
+) {
     if products.in_bf16(&a) {
         // SAFETY: the caller's; the CPU has the instructions (`in_bf16`).
-        return unsafe { super::gemm_bf16::product(dst, a, b, accumulate, 1.0, threads) };
+        return unsafe { super::gemm_bf16::product(dst, a, b, accumulate, scale, threads) };
     }
-    unsafe { product_on(dst, a, b, accumulate, threads) }
+    unsafe { call(dst, a, b, accumulate, scale, threads) }
 }
 
 /// As [`product_into`], on `threads` of rayon's threads (one: on the calling thread alone).
@@ -59,17 +78,11 @@ pub unsafe fn product_on(dst: ViewMut, a: View, b: View, accumulate: bool, threa
 /// `a` and `b` must point at memory valid for their extents, not written meanwhile.
 pub unsafe fn product_new(a: View, b: View, threads: usize, products: Products) -> Vec<f32> {
     let (rows, cols) = (a.rows, b.cols);
-    let bf16 = products.in_bf16(&a);
-    // SAFETY: the product writes every element of its own fresh destination (above); the CPU
-    // has the bf16 instructions where `bf16` holds.
+    // SAFETY: the product writes every element of its own fresh destination (above).
     let (v, ()) = unsafe {
         super::buffers::filled_by(rows * cols, |dst| {
             let dst = ViewMut::uninit(dst, rows, cols);
-            if bf16 {
-                super::gemm_bf16::product(dst, a, b, false, 1.0, threads)
-            } else {
-                product_on(dst, a, b, false, threads)
-            }
+            multiply(dst, a, b, false, 1.0, threads, products)
         })
     };
     v
@@ -99,11 +112,8 @@ pub fn in_halves<A: Send, B: Send>(
 /// # Safety
 /// As [`product`].
 pub unsafe fn product_as(dst: ViewMut, a: View, b: View, scale: f32, products: Products) {
-    if products.in_bf16(&a) {
-        // SAFETY: the caller's; the CPU has the instructions (`in_bf16`).
-        return unsafe { super::gemm_bf16::product(dst, a, b, false, scale, 1) };
-    }
-    unsafe { call(dst, a, b, false, scale, 1) }
+    // SAFETY: the caller's.
+    unsafe { multiply(dst, a, b, false, scale, 1, products) }
 }
 
 /// `dst = scale · a · b`, single-threaded.
