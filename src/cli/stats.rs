@@ -50,14 +50,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     outputs.check(&[png.clone(), json_file.clone(), md_file.clone()])?;
     let stats =
         trueneg::train::stats::correction_stats(run, &a.corpus, &tables, a.batches, a.batch_size)?;
-    let prediction = serde_json::to_value(trueneg::train::stats::run_prediction(run)?)?;
+    let notes = trueneg::train::stats::stats_notes(run, &stats)?;
+    let prediction = serde_json::to_value(notes.prediction)?;
     let mut md = format!(
         "Lexicon: {}\n\nPredictions: {} (the run's hc_prediction)\n\n{}",
         source,
         prediction.as_str().unwrap_or("argmax"),
         trueneg::train::stats::stats_table(&stats)
     );
-    for note in trueneg::train::stats::stats_notes(run, &stats)? {
+    for note in notes.notes {
         eprintln!("note: {note}");
         md += &format!("\n**Note.** {note}.\n");
     }

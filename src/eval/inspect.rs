@@ -173,19 +173,18 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
     })?;
     let model = probe.model_at(&dir)?;
     let table = r.table.at(&dir)?;
-    let Probe {
-        tokenizer: tok,
-        batches,
-        device,
-        rule,
-        ..
-    } = &probe;
-    let rule = *rule;
     let mut draws = ChaCha8Rng::seed_from_u64(r.seed.wrapping_add(2));
     let mut all = Vec::new();
-    for (b, m) in batches {
-        let predicted = predict_masked(&model, rule, b, m, device, &mut draws);
-        all.extend(batch_positions(r, &table, tok, b, m, &predicted));
+    for (b, m) in &probe.batches {
+        let predicted = predict_masked(&model, probe.rule, b, m, &probe.device, &mut draws);
+        all.extend(batch_positions(
+            r,
+            &table,
+            &probe.tokenizer,
+            b,
+            m,
+            &predicted,
+        ));
     }
     let mut total = Counts::default();
     let mut by_pos: BTreeMap<String, Counts> = BTreeMap::new();
@@ -210,7 +209,7 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
     Ok(Inspection {
         step,
         lexicon: table.source.clone(),
-        prediction: serde_json::to_value(rule)
+        prediction: serde_json::to_value(probe.rule)
             .ok()
             .and_then(|v| v.as_str().map(String::from))
             .unwrap_or_else(|| "argmax".into()),

@@ -88,9 +88,17 @@ pub fn run_correction_note(run: &Path) -> Result<Option<String>> {
     Ok(few_corrections_note(m, c, predictor(&cfg)))
 }
 
-/// The notes on `stats`' checkpoints of `run`: too few checkpoints for Table 8's rows (with the
-/// run's `train.keep_checkpoints`), and the few-corrections note over all of them.
-pub fn stats_notes(run: &Path, stats: &[CheckpointStats]) -> Result<Vec<String>> {
+/// What `stats` reports of a run beside its table.
+pub struct StatsNotes {
+    /// The run's `hc_prediction`: what its Hard Correction compares with the gold token.
+    pub prediction: Prediction,
+    pub notes: Vec<String>,
+}
+
+/// The run's prediction rule and the notes on `stats`' checkpoints of `run` (one read of its
+/// config): too few checkpoints for Table 8's rows (with the run's `train.keep_checkpoints`),
+/// and the few-corrections note over all of them.
+pub fn stats_notes(run: &Path, stats: &[CheckpointStats]) -> Result<StatsNotes> {
     let cfg = PretrainConfig::of_run(run)?;
     let mut notes = Vec::new();
     if stats.len() < 3 {
@@ -107,7 +115,10 @@ pub fn stats_notes(run: &Path, stats: &[CheckpointStats]) -> Result<Vec<String>>
         )
     });
     notes.extend(few_corrections_note(mismatched, corrected, predictor(&cfg)));
-    Ok(notes)
+    Ok(StatsNotes {
+        prediction: cfg.objective.hc.hc_prediction,
+        notes,
+    })
 }
 
 /// Refuses to replace a run's `correction-stats.json` made with another lexicon than `source`
@@ -222,11 +233,6 @@ impl Probe {
     }
 }
 
-/// The `hc_prediction` of `run`: what its Hard Correction compares with the gold token.
-pub fn run_prediction(run: &Path) -> Result<Prediction> {
-    Ok(PretrainConfig::of_run(run)?.objective.hc.hc_prediction)
-}
-
 /// Statistics of every checkpoint of `run` on up to `max_batches` batches of `corpus`.
 pub fn correction_stats(
     run: &Path,
@@ -244,12 +250,6 @@ pub fn correction_stats(
         seed: 12345,
         what: "statistics",
     })?;
-    let Probe {
-        batches,
-        device,
-        rule,
-        ..
-    } = &probe;
     let mut out = Vec::new();
     for (step, dir) in checkpoint::list(run) {
         let model = probe.model_at(&dir)?;
@@ -257,8 +257,8 @@ pub fn correction_stats(
         let mut counts = CorrectionCounts::default();
         let mut corrected_batches = 0usize;
         let mut draws = ChaCha8Rng::seed_from_u64(54321);
-        for (b, m) in batches {
-            let pred = predict_masked(&model, *rule, b, m, device, &mut draws).ids;
+        for (b, m) in &probe.batches {
+            let pred = predict_masked(&model, probe.rule, b, m, &probe.device, &mut draws).ids;
             let (_, c) = verdicts(b, m, &pred, &table);
             corrected_batches += usize::from(c.corrected > 0);
             counts.add(&c);
@@ -266,9 +266,9 @@ pub fn correction_stats(
         out.push(CheckpointStats {
             step,
             prediction_level: counts.corrected as f64 / counts.mismatched.max(1) as f64,
-            iteration_level: corrected_batches as f64 / batches.len().max(1) as f64,
+            iteration_level: corrected_batches as f64 / probe.batches.len().max(1) as f64,
             sequence_level: counts.sequences_corrected as f64 / counts.sequences.max(1) as f64,
-            batches: batches.len(),
+            batches: probe.batches.len(),
             counts,
         });
     }
