@@ -36,7 +36,7 @@ use crate::text::batches::Batch;
 use crate::text::corpus::read_documents;
 use crate::text::examples::{Example, PackingConfig, pack_document};
 use crate::text::masking::{Masked, mask_batch};
-use crate::text::shards::ShardSet;
+use crate::text::shards::{DataKind, ShardSet};
 use crate::text::synonym_table::IN_CHECKPOINT;
 use crate::{Error, Result};
 
@@ -345,7 +345,10 @@ fn shard_examples(
         return refuse("prepared with another tokenizer than the run's".into());
     }
     if shards.holds_triples() {
-        return refuse("holds CLINE's sentence triples; give packed examples or a text".into());
+        return refuse(format!(
+            "holds {}; give packed examples or a text",
+            DataKind::Triples.describe()
+        ));
     }
     if m.max_seq_len > max_len {
         return refuse(format!(
