@@ -51,6 +51,15 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     Tensor::from_dispatch(fused_op!(fused_gelu(x.into_dispatch())))
 }
 
+/// Rows `ids` `[n]` of `table` `[rows, width]` (see [`rows`](mod@super::rows)). Only where
+/// [`fused`] holds.
+pub fn select_rows(table: Tensor<2>, ids: Tensor<1, Int>) -> Tensor<2> {
+    Tensor::from_dispatch(fused_op!(fused_rows(
+        table.into_dispatch(),
+        ids.into_dispatch(),
+    )))
+}
+
 /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]` (may be a transposed view), `b`
 /// `[out]` (see [`linear`](mod@super::linear)). Only where [`fused`] holds.
 pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, products: Products) -> Tensor<2> {

@@ -32,6 +32,10 @@ pub mod cuda_graph;
 pub mod dropout;
 #[cfg(feature = "flex")]
 mod flex;
+#[cfg(feature = "flex")]
+mod flex_steps;
+#[cfg(feature = "flex")]
+mod flex_tensors;
 pub mod fused_ops;
 pub mod gelu;
 pub mod gemm;
@@ -44,6 +48,7 @@ mod libtorch;
 pub mod linear;
 pub mod op_count;
 pub mod param_cast;
+pub mod rows;
 pub mod sampling;
 mod select;
 mod simd;
@@ -115,6 +120,17 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
         torch_gelu(x)
     } else {
         burn::tensor::activation::gelu(x)
+    }
+}
+
+/// Rows `ids` `[n]` of `table` `[rows, width]`, `[n, width]` (embedding lookups, gathers of
+/// positions): our kernel, whose backward builds the table's gradient on all threads (see
+/// [`rows`](mod@rows)), or burn's `select`.
+pub fn select_rows(table: Tensor<2>, ids: Tensor<1, Int>) -> Tensor<2> {
+    if fused(&table.device(), table.dtype()) {
+        fused_ops::select_rows(table, ids)
+    } else {
+        table.select(0, ids)
     }
 }
 

@@ -52,6 +52,15 @@ pub struct Embeddings {
     pub frozen_pad: Option<i64>,
 }
 
+/// `table`'s rows at `ids` [batch, len] → [batch, len, width] (`Embedding::forward`, through
+/// the kernels' row lookup).
+fn lookup(table: &Embedding, ids: Tensor<2, Int>) -> Tensor<3> {
+    let [batch, len] = ids.dims();
+    let [_, width] = table.weight.dims();
+    kernels::select_rows(table.weight.val(), ids.reshape([batch * len]))
+        .reshape([batch, len, width])
+}
+
 impl Embeddings {
     pub fn new(c: &EncoderConfig, device: &Device) -> Self {
         let emb = |n| {
@@ -86,13 +95,13 @@ impl Embeddings {
         let word = match self.frozen_pad {
             Some(pad) => {
                 let is_pad = ids.clone().equal_elem(pad).unsqueeze_dim::<3>(2);
-                let w = self.word.forward(ids);
+                let w = lookup(&self.word, ids);
                 let is_pad = is_pad.expand(w.dims());
                 w.clone().mask_where(is_pad, w.detach())
             }
-            None => self.word.forward(ids),
+            None => lookup(&self.word, ids),
         };
-        let x = word + self.position.forward(positions) + self.token_type.forward(token_types);
+        let x = word + lookup(&self.position, positions) + lookup(&self.token_type, token_types);
         dropout(&self.dropout, kernels::layer_norm(&self.norm, self.eps, x))
     }
 

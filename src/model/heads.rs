@@ -106,5 +106,5 @@ impl RtdHead {
 /// Rows of a [batch, len, hidden] tensor at flat positions (`b * len + t`) → [n, hidden].
 pub fn gather_rows(hidden: Tensor<3>, flat_positions: Tensor<1, Int>) -> Tensor<2> {
     let [b, l, h] = hidden.dims();
-    hidden.reshape([b * l, h]).select(0, flat_positions)
+    kernels::select_rows(hidden.reshape([b * l, h]), flat_positions)
 }

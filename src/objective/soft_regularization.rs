@@ -117,7 +117,7 @@ pub fn cosine_distances(
     const EPS: f64 = 1e-8;
     // One gather of both row sets: its backward scatters into one [vocab, dim] buffer, not two.
     let [n] = predicted.dims();
-    let rows = embeddings.select(0, Tensor::cat(vec![predicted, gold], 0));
+    let rows = crate::kernels::select_rows(embeddings, Tensor::cat(vec![predicted, gold], 0));
     let a = rows.clone().slice(0..n);
     let b = rows.slice(n..2 * n);
     let dot = (a.clone() * b.clone()).sum_dim(1);

@@ -1,0 +1,206 @@
+//! The `Backward` steps of the fused operations on `Autodiff<Flex>` ([`super::flex`]): each
+//! takes the output's gradient and what its forward pass saved, and calls the host backward
+//! kernel.
+
+use burn::backend::Flex;
+use burn::backend::TensorMetadata;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops};
+use burn::backend::flex::FlexTensor;
+use burn::tensor::Shape;
+
+use super::attention::{self, Dims, DropMask};
+use super::cross_entropy as ce_kernel;
+use super::flex_tensors::{host, matrix, tensor, weight};
+use super::gemm::{Products, in_halves};
+use super::linear as linear_kernel;
+use super::rows as rows_kernel;
+use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
+
+#[derive(Debug)]
+pub(super) struct AttentionStep;
+
+#[derive(Clone, Debug)]
+pub(super) struct AttentionState {
+    pub(super) qkv: FlexTensor,
+    pub(super) probs: FlexTensor,
+    pub(super) dims: Dims,
+    pub(super) dropout: Option<DropMask>,
+    pub(super) products: Products,
+}
+
+impl Backward<Flex, 1> for AttentionStep {
+    type State = AttentionState;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let s = ops.state;
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            let dqkv = attention::backward(
+                &host(&grad),
+                &host(&s.qkv),
+                &host(&s.probs),
+                s.dims,
+                s.dropout,
+                s.products,
+            );
+            grads.register::<Flex>(node.id, tensor(dqkv, s.qkv.shape()));
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct LayerNormStep;
+
+#[derive(Clone, Debug)]
+pub(super) struct LayerNormState {
+    pub(super) saved: std::sync::Arc<ln_kernel::Saved>,
+    pub(super) gamma: FlexTensor,
+    pub(super) shape: Shape,
+}
+
+impl Backward<Flex, 3> for LayerNormStep {
+    type State = LayerNormState;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let s = ops.state;
+        let (dx, dgamma, dbeta) = ln_kernel::backward(&host(&grad), &s.saved, &host(&s.gamma));
+        let width = Shape::new([dgamma.len()]);
+        let outs = [
+            tensor(dx, s.shape),
+            tensor(dgamma, width.clone()),
+            tensor(dbeta, width),
+        ];
+        for (parent, g) in ops.parents.into_iter().zip(outs) {
+            if let Some(node) = parent {
+                grads.register::<Flex>(node.id, g);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct CrossEntropyStep;
+
+#[derive(Clone, Debug)]
+pub(super) struct CrossEntropyState {
+    pub(super) logits: FlexTensor,
+    pub(super) labels: std::sync::Arc<Vec<usize>>,
+    pub(super) lse: std::sync::Arc<Vec<f32>>,
+}
+
+impl Backward<Flex, 1> for CrossEntropyStep {
+    type State = CrossEntropyState;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            let s = ops.state;
+            let shape = s.logits.shape();
+            let vocab = shape.num_elements() / s.labels.len().max(1);
+            let dz = ce_kernel::backward(&host(&grad), &host(&s.logits), &s.labels, &s.lse, vocab);
+            grads.register::<Flex>(node.id, tensor(dz, shape));
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct LinearStep;
+
+#[derive(Clone, Debug)]
+pub(super) struct LinearState {
+    pub(super) x: FlexTensor,
+    pub(super) w: FlexTensor,
+    pub(super) transposed: bool,
+    pub(super) products: Products,
+}
+
+impl Backward<Flex, 3> for LinearStep {
+    type State = LinearState;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let grad = if grad.as_slice::<f32>().is_some() {
+            grad
+        } else {
+            grad.to_contiguous()
+        };
+        let s = ops.state;
+        let [node_x, node_w, node_b] = ops.parents;
+        let g = matrix(&grad);
+        // ∂x = G Wᵀ and ∂w (in w's own layout: xᵀ G, or (xᵀ G)ᵀ = Gᵀ x for a transposed
+        // weight) are the same size: computed at once, on half the threads each.
+        let (dx, dw) = in_halves(
+            |threads| {
+                node_x.is_some().then(|| {
+                    let w = weight(&s.w, s.transposed);
+                    linear_kernel::grad_input(g, w, threads, s.products)
+                })
+            },
+            |threads| {
+                node_w.is_some().then(|| {
+                    if s.transposed {
+                        linear_kernel::grad_weight(g, matrix(&s.x), threads, s.products)
+                    } else {
+                        linear_kernel::grad_weight(matrix(&s.x), g, threads, s.products)
+                    }
+                })
+            },
+        );
+        if let (Some(node), Some(dx)) = (node_x, dx) {
+            grads.register::<Flex>(node.id, tensor(dx, s.x.shape()));
+        }
+        if let (Some(node), Some(dw)) = (node_w, dw) {
+            grads.register::<Flex>(node.id, tensor(dw, s.w.shape()));
+        }
+        if let Some(node) = node_b {
+            let out = g.cols;
+            let db = linear_kernel::grad_bias(&host(&grad), out);
+            grads.register::<Flex>(node.id, tensor(db, Shape::new([out])));
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct GeluStep;
+
+impl Backward<Flex, 1> for GeluStep {
+    type State = FlexTensor;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            let dx = gelu_kernel::backward(&host(&grad), &host(&ops.state));
+            grads.register::<Flex>(node.id, tensor(dx, grad.shape()));
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct RowsStep;
+
+#[derive(Clone, Debug)]
+pub(super) struct RowsState {
+    pub(super) ids: std::sync::Arc<Vec<usize>>,
+    /// The table's shape `[rows, width]`.
+    pub(super) table: Shape,
+}
+
+impl Backward<Flex, 1> for RowsStep {
+    type State = RowsState;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let [parent] = ops.parents;
+        if let Some(node) = parent {
+            let s = ops.state;
+            let dt = rows_kernel::backward(&host(&grad), s.table[1], &s.ids, s.table[0]);
+            grads.register::<Flex>(node.id, tensor(dt, s.table));
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The `flex` backend's tensors as the host kernels take them: f32 slices, strided matrix
+//! views, indices; and the kernels' outputs back as tensors.
+
+use std::borrow::Cow;
+
+use burn::backend::TensorMetadata;
+use burn::backend::flex::FlexTensor;
+use burn::prelude::*;
+use burn::tensor::{DType, Shape};
+
+use super::gemm::View;
+
+/// A 2-D f32 tensor as a (possibly strided) matrix view, valid while `t` lives.
+pub(super) fn matrix(t: &FlexTensor) -> View {
+    let layout = t.layout();
+    let shape = layout.shape();
+    let strides = layout.strides();
+    assert!(
+        shape.num_dims() == 2 && strides.iter().all(|&s| s >= 0),
+        "linear: operands must be matrices"
+    );
+    let data = t.storage::<f32>();
+    let start = layout.start_offset();
+    let (rows, cols) = (shape[0], shape[1]);
+    if rows > 0 && cols > 0 {
+        let last = start + (rows - 1) * strides[0] as usize + (cols - 1) * strides[1] as usize;
+        assert!(last < data.len(), "linear: view outside its buffer");
+    }
+    View {
+        ptr: data[start..].as_ptr(),
+        rows,
+        cols,
+        rs: strides[0],
+        cs: strides[1],
+    }
+}
+
+/// The `[in, out]` weight of a linear map stored as `w` (`[out, in]` when `transposed`).
+pub(super) fn weight(w: &FlexTensor, transposed: bool) -> View {
+    if transposed { matrix(w).t() } else { matrix(w) }
+}
+
+/// The elements of an integer tensor as indices (class labels, table rows).
+pub(super) fn indices(t: &FlexTensor) -> Vec<usize> {
+    let t = t.to_contiguous();
+    match t.dtype() {
+        DType::I64 => t.storage::<i64>().iter().map(|&i| i as usize).collect(),
+        DType::I32 => t.storage::<i32>().iter().map(|&i| i as usize).collect(),
+        other => panic!("fused kernels: indices of dtype {other:?}"),
+    }
+}
+
+/// The elements of `t`, writable in place (copied first when shared or strided).
+pub(super) fn host_mut(t: &mut FlexTensor) -> &mut [f32] {
+    if t.as_slice::<f32>().is_none() || !t.is_unique() {
+        *t = t.to_contiguous();
+    }
+    t.try_storage_mut::<f32>()
+        .expect("a contiguous tensor of one owner")
+}
+
+/// The f32 elements of `t` in row-major order (borrowed when already contiguous).
+pub(super) fn host(t: &FlexTensor) -> Cow<'_, [f32]> {
+    match t.as_slice::<f32>() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(
+            t.to_contiguous()
+                .into_data()
+                .try_into_vec::<f32>()
+                .expect("fused kernels take f32 tensors"),
+        ),
+    }
+}
+
+pub(super) fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, shape))
+}
+
+/// The row width of a `[rows, width]` table.
+pub(super) fn table_width(t: &FlexTensor) -> usize {
+    let shape = t.shape();
+    assert_eq!(shape.num_dims(), 2, "rows: the table is not a matrix");
+    shape[1]
+}
