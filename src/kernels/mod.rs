@@ -1,5 +1,5 @@
 //! Fused CPU kernels with their own backward passes: multi-head attention, LayerNorm, GELU,
-//! `Linear`, the MLM cross-entropy, and the AdamW update.
+//! `Linear`, the MLM cross-entropy, row lookups (embeddings, gathers), and the AdamW update.
 //!
 //! Under autodiff, burn composes these from many tensor operations, each a pass over memory
 //! with its own backward node and fresh buffers. On the `flex` CPU backend each is one operation
@@ -7,7 +7,8 @@
 //! and its autodiff `Backward` steps. The model calls the wrappers below where [`fused`] says
 //! yes; elsewhere (another backend, or a dtype other than f32) it composes burn's own operations
 //! with the same formulas. `tests/kernels.rs` checks every kernel against that composed version,
-//! values and gradients (AdamW: `tests/optimizer.rs`, against the composed multi-tensor update).
+//! values and gradients (AdamW: `tests/optimizer.rs`, against the composed multi-tensor update;
+//! row lookups: `tests/kernel_rows.rs`, bit for bit against burn's `select`).
 //!
 //! On burn's LibTorch backend (feature `tch`) the biased products, attention, LayerNorm, GELU,
 //! dropout and the cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own
