@@ -5,8 +5,8 @@
 //!
 //! burn's backward zeroes a `[rows, width]` gradient on one thread, copies it once more into an
 //! aligned buffer, and adds the `∂y` rows one after another: for the word embeddings (the whole
-//! vocabulary, looked up twice a step by Soft Regularization's runs) two single-threaded passes
-//! over the table while the other threads wait. Here every thread takes a block of the table's
+//! vocabulary; a run with Soft Regularization looks them up twice a step) two single-threaded
+//! passes over the table while the other threads wait. Here every thread takes a block of the table's
 //! rows, zeroes it and adds the `∂y` rows that fall in it, in increasing k: the same additions
 //! in the same order, so the same values.
 
