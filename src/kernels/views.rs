@@ -95,12 +95,22 @@ impl ViewMut {
 
     /// As [`View::columns`].
     pub fn columns(self, c0: usize, cols: usize) -> Self {
-        assert!(c0 + cols <= self.cols, "columns outside the view");
+        let View { ptr, cols, .. } = self.read_only().columns(c0, cols);
         Self {
-            // In bounds: column c0 is inside the view.
-            ptr: self.ptr.wrapping_offset(c0 as isize * self.cs),
+            ptr: ptr.cast_mut(),
             cols,
             ..self
+        }
+    }
+
+    /// The same extent as a [`View`].
+    fn read_only(self) -> View {
+        View {
+            ptr: self.ptr,
+            rows: self.rows,
+            cols: self.cols,
+            rs: self.rs,
+            cs: self.cs,
         }
     }
 }
