@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use trueneg::eval::inspect::{InspectRequest, inspect, page, sample_tsv};
+use trueneg::train::stats::ProbeRequest;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -60,15 +61,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     })?;
     let table = trueneg::train::stats::JudgingTable { table, given };
     let request = InspectRequest {
-        run,
+        probe: ProbeRequest {
+            run,
+            corpus: &a.corpus,
+            tables: &table,
+            batch_size: a.batch_size,
+            max_batches: a.batches,
+            seed: a.seed,
+            what: "inspect",
+        },
         step: a.step,
-        corpus: &a.corpus,
-        table: &table,
         wordnet: &wordnet,
-        batches: a.batches,
-        batch_size: a.batch_size,
         sample: a.sample,
-        seed: a.seed,
     };
     let outputs = trueneg::io::outputs::Outputs::new("inspect", a.force);
     let files =

@@ -8,7 +8,6 @@
 //! corrected and mismatched but not corrected.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use rand::SeedableRng;
 use rand::seq::index::sample;
@@ -21,24 +20,19 @@ use crate::text::marked_context::{around_mark, cell, word_and_context};
 use crate::text::masking::Masked;
 use crate::text::{SynonymTable, WordPieceTokenizer};
 use crate::train::checkpoint;
-use crate::train::stats::{JudgingTable, Predicted, Probe, ProbeRequest, predict_masked, verdicts};
+use crate::train::stats::{Predicted, Probe, ProbeRequest, predict_masked, verdicts};
 use crate::{Error, Result};
 
 /// What to inspect.
 pub struct InspectRequest<'a> {
-    pub run: &'a Path,
+    /// The run, the corpus, the table each checkpoint is judged with, the batches and the seed.
+    pub probe: ProbeRequest<'a>,
     /// The checkpoint's step (`None`: the latest).
     pub step: Option<u64>,
-    pub corpus: &'a Path,
-    /// The table each checkpoint is judged with.
-    pub table: &'a JudgingTable,
     /// WordNet, for the gold words' parts of speech.
     pub wordnet: &'a WordNet,
-    pub batches: usize,
-    pub batch_size: usize,
     /// Positions written out (a seeded sample of all the masked ones).
     pub sample: usize,
-    pub seed: u64,
 }
 
 /// One masked position.
@@ -142,18 +136,10 @@ fn batch_positions(
         .collect()
 }
 
-/// Inspects one checkpoint of `r.run` (see the module documentation).
+/// Inspects one checkpoint of `r.probe.run` (see the module documentation).
 pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
-    let probe = Probe::open(&ProbeRequest {
-        run: r.run,
-        corpus: r.corpus,
-        tables: r.table,
-        batch_size: r.batch_size,
-        max_batches: r.batches,
-        seed: r.seed,
-        what: "inspect",
-    })?;
-    let checkpoints = checkpoint::list(r.run);
+    let probe = Probe::open(&r.probe)?;
+    let checkpoints = checkpoint::list(r.probe.run);
     let (step, dir) = match r.step {
         None => checkpoints.last().cloned(),
         Some(s) => checkpoints.iter().find(|(k, _)| *k == s).cloned(),
@@ -162,7 +148,7 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
         let have: Vec<String> = checkpoints.iter().map(|(k, _)| k.to_string()).collect();
         Error::Checkpoint(format!(
             "{}: no checkpoint{} (it has: {})",
-            r.run.display(),
+            r.probe.run.display(),
             r.step.map(|s| format!(" at step {s}")).unwrap_or_default(),
             if have.is_empty() {
                 "none".into()
@@ -172,8 +158,8 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
         ))
     })?;
     let model = probe.model_at(&dir)?;
-    let table = r.table.at(&dir)?;
-    let mut draws = ChaCha8Rng::seed_from_u64(r.seed.wrapping_add(2));
+    let table = r.probe.tables.at(&dir)?;
+    let mut draws = ChaCha8Rng::seed_from_u64(r.probe.seed.wrapping_add(2));
     let mut all = Vec::new();
     for (b, m) in &probe.batches {
         let predicted = predict_masked(&model, probe.rule, b, m, &probe.device, &mut draws);
@@ -203,7 +189,7 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
             *uncorrected.entry(pair).or_insert(0) += 1;
         }
     }
-    let mut picker = ChaCha8Rng::seed_from_u64(r.seed.wrapping_add(1));
+    let mut picker = ChaCha8Rng::seed_from_u64(r.probe.seed.wrapping_add(1));
     let mut chosen = sample(&mut picker, all.len(), r.sample.min(all.len())).into_vec();
     chosen.sort_unstable();
     Ok(Inspection {
@@ -213,7 +199,7 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
             .ok()
             .and_then(|v| v.as_str().map(String::from))
             .unwrap_or_else(|| "argmax".into()),
-        seed: r.seed,
+        seed: r.probe.seed,
         total,
         by_pos,
         corrected_pairs: top(corrected),
