@@ -7,7 +7,7 @@ use burn::prelude::*;
 use trueneg::kernels;
 
 mod common;
-use common::{leaf, random, vec_of};
+use common::{leaf, on_threads, random, vec_of};
 
 /// Rows 0, 511, 512, 513 and the last lie on or beside the boundaries of the backward pass's
 /// blocks; 7 and 512 come back several times, so their gradients are sums.
@@ -43,14 +43,7 @@ fn selected_rows_and_their_gradient_equal_burns_select_bit_for_bit() {
 
 #[test]
 fn the_row_gradient_does_not_depend_on_the_thread_count() {
-    let on = |threads: usize| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-            .install(|| case(true))
-    };
-    assert_eq!(on(1), on(3));
+    assert_eq!(on_threads(1, || case(true)), on_threads(3, || case(true)));
 }
 
 #[test]

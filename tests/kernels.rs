@@ -124,7 +124,7 @@ use trueneg::kernels::dropout::fill_mask;
 use trueneg::kernels::{self, DropMask, Products};
 
 mod common;
-use common::{assert_close, leaf, random, vec_of};
+use common::{assert_close, leaf, on_threads, random, vec_of};
 
 /// softmax(Q Kᵀ / √d + bias) ⊙ mask, times V, per head, from burn's own operations.
 fn composed_attention(
@@ -298,53 +298,48 @@ fn fused_layer_norm_matches_the_composed_operations() {
 #[test]
 fn fused_kernels_do_not_depend_on_the_thread_count() {
     let run = |threads: usize| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-            .install(|| {
-                let mut all =
-                    attention_case(Some(Products::F32), Some(DropMask { p: 0.2, seed: 3 }));
-                let x = random(&[300, 16], 9);
-                let gamma = random(&[16], 10);
-                let beta = random(&[16], 11);
-                let (y, saved) = kernels::layer_norm::forward(&x, &gamma, &beta, 1e-5, true);
-                let (dx, dgamma, dbeta) = kernels::layer_norm::backward(&y, &saved, &gamma);
-                all.extend([y, dx, dgamma, dbeta]);
-                // One thread: the crates' single-threaded paths; three: their rayon paths.
-                let threads = rayon::current_num_threads();
-                // Linear: products over rayon's threads, bias gradient in fixed blocks; with
-                // 1100 rows, `x·W` and `G·Wᵀ` go through faer (`gemm::FAER_MIN_ROWS`).
-                for rows in [300, 1100] {
-                    let (x, w, b) = (
-                        random(&[rows, 40], 17),
-                        random(&[40, 50], 18),
-                        random(&[50], 19),
-                    );
-                    let xv = kernels::gemm::View::rows(&x, 0, rows, 40, 40);
-                    let wv = kernels::gemm::View::rows(&w, 0, 40, 50, 50);
-                    let y = kernels::linear::forward(xv, wv, &b, kernels::Products::F32);
-                    let gv = kernels::gemm::View::rows(&y, 0, rows, 50, 50);
-                    all.extend([
-                        kernels::linear::grad_input(gv, wv, threads, kernels::Products::F32),
-                        kernels::linear::grad_weight(xv, gv, threads, kernels::Products::F32),
-                        kernels::linear::grad_bias(&y, 50),
-                        y.clone(),
-                    ]);
-                }
-                // The MLM decoder's `∂E = Gᵀ·x` (a weight stored [out, in]): 4100 rows of a
-                // transposed left operand, through faer (`gemm::FAER_MIN_ROWS_TRANSPOSED`).
-                let (x, g) = (random(&[60, 40], 20), random(&[60, 4100], 21));
-                let xv = kernels::gemm::View::rows(&x, 0, 60, 40, 40);
-                let gv = kernels::gemm::View::rows(&g, 0, 60, 4100, 4100);
-                all.push(kernels::linear::grad_weight(
-                    gv,
-                    xv,
-                    threads,
-                    kernels::Products::F32,
-                ));
-                all
-            })
+        on_threads(threads, || {
+            let mut all = attention_case(Some(Products::F32), Some(DropMask { p: 0.2, seed: 3 }));
+            let x = random(&[300, 16], 9);
+            let gamma = random(&[16], 10);
+            let beta = random(&[16], 11);
+            let (y, saved) = kernels::layer_norm::forward(&x, &gamma, &beta, 1e-5, true);
+            let (dx, dgamma, dbeta) = kernels::layer_norm::backward(&y, &saved, &gamma);
+            all.extend([y, dx, dgamma, dbeta]);
+            // One thread: the crates' single-threaded paths; three: their rayon paths.
+            let threads = rayon::current_num_threads();
+            // Linear: products over rayon's threads, bias gradient in fixed blocks; with
+            // 1100 rows, `x·W` and `G·Wᵀ` go through faer (`gemm::FAER_MIN_ROWS`).
+            for rows in [300, 1100] {
+                let (x, w, b) = (
+                    random(&[rows, 40], 17),
+                    random(&[40, 50], 18),
+                    random(&[50], 19),
+                );
+                let xv = kernels::gemm::View::rows(&x, 0, rows, 40, 40);
+                let wv = kernels::gemm::View::rows(&w, 0, 40, 50, 50);
+                let y = kernels::linear::forward(xv, wv, &b, kernels::Products::F32);
+                let gv = kernels::gemm::View::rows(&y, 0, rows, 50, 50);
+                all.extend([
+                    kernels::linear::grad_input(gv, wv, threads, kernels::Products::F32),
+                    kernels::linear::grad_weight(xv, gv, threads, kernels::Products::F32),
+                    kernels::linear::grad_bias(&y, 50),
+                    y.clone(),
+                ]);
+            }
+            // The MLM decoder's `∂E = Gᵀ·x` (a weight stored [out, in]): 4100 rows of a
+            // transposed left operand, through faer (`gemm::FAER_MIN_ROWS_TRANSPOSED`).
+            let (x, g) = (random(&[60, 40], 20), random(&[60, 4100], 21));
+            let xv = kernels::gemm::View::rows(&x, 0, 60, 40, 40);
+            let gv = kernels::gemm::View::rows(&g, 0, 60, 4100, 4100);
+            all.push(kernels::linear::grad_weight(
+                gv,
+                xv,
+                threads,
+                kernels::Products::F32,
+            ));
+            all
+        })
     };
     assert_eq!(run(1), run(3));
 }
@@ -512,13 +507,7 @@ fn generator_sampling_draws_from_the_softmax() {
 
     // Each row draws from its own stream: the same with 1 or 3 threads, and another seed
     // draws otherwise.
-    let with = |threads: usize| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-            .install(|| sample_rows(&z[..500 * vocab], vocab, 7))
-    };
+    let with = |threads: usize| on_threads(threads, || sample_rows(&z[..500 * vocab], vocab, 7));
     assert_eq!(with(1), with(3));
     assert_ne!(with(1), sample_rows(&z[..500 * vocab], vocab, 8));
     // A dominant logit is always drawn; a row of −∞ draws its first index.

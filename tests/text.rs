@@ -1,7 +1,7 @@
 //! Corpus reading, packing, shards and masking, on the real WikiText-2 files.
 
 mod common;
-use common::data;
+use common::{data, on_threads};
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -84,22 +84,18 @@ fn prepare_is_deterministic_and_round_trips() {
     let input = data("wikitext-2/wiki.test.raw");
     // Trained twice, on 3 threads and on 1, the vocabulary and the shards are byte-identical
     // for a given seed.
-    let on_threads = |threads: usize, out: &str| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-            .install(|| {
-                prepare(&prepare_opts(
-                    vec![input.clone()],
-                    dir.path().join(out),
-                    2000,
-                ))
-            })
-            .unwrap()
+    let prepared = |threads: usize, out: &str| {
+        on_threads(threads, || {
+            prepare(&prepare_opts(
+                vec![input.clone()],
+                dir.path().join(out),
+                2000,
+            ))
+        })
+        .unwrap()
     };
-    let first = on_threads(3, "t");
-    let again = on_threads(1, "t2");
+    let first = prepared(3, "t");
+    let again = prepared(1, "t2");
     assert_eq!(first.manifest.shards.len(), again.manifest.shards.len());
     for f in first
         .manifest

@@ -294,3 +294,12 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// `work` on a rayon pool of its own with `threads` threads.
+pub fn on_threads<R: Send>(threads: usize, work: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(work)
+}
