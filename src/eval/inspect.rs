@@ -162,7 +162,7 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
     let mut draws = ChaCha8Rng::seed_from_u64(r.probe.seed.wrapping_add(2));
     let mut all = Vec::new();
     for (b, m) in &probe.batches {
-        let predicted = predict_masked(&model, probe.rule, b, m, &probe.device, &mut draws);
+        let predicted = predict_masked(&model, probe.rule(), b, m, &probe.device, &mut draws);
         all.extend(batch_positions(
             r,
             &table,
@@ -195,7 +195,7 @@ pub fn inspect(r: &InspectRequest) -> Result<Inspection> {
     Ok(Inspection {
         step,
         lexicon: table.source.clone(),
-        prediction: serde_json::to_value(probe.rule)
+        prediction: serde_json::to_value(probe.rule())
             .ok()
             .and_then(|v| v.as_str().map(String::from))
             .unwrap_or_else(|| "argmax".into()),

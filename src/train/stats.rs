@@ -194,8 +194,6 @@ pub struct Probe {
     pub tokenizer: WordPieceTokenizer,
     pub batches: Vec<(Batch, Masked)>,
     pub device: Device,
-    /// The run's `hc_prediction`: what Hard Correction compares with the gold token.
-    pub rule: Prediction,
 }
 
 impl Probe {
@@ -219,12 +217,16 @@ impl Probe {
         )?;
         let device = crate::device::open(&cfg.replica_devices()[0])?;
         Ok(Self {
-            rule: cfg.objective.hc.hc_prediction,
             cfg,
             tokenizer,
             batches,
             device,
         })
+    }
+
+    /// The run's `hc_prediction`: what Hard Correction compares with the gold token.
+    pub fn rule(&self) -> Prediction {
+        self.cfg.objective.hc.hc_prediction
     }
 
     /// The run's model with the weights of the checkpoint in `dir`.
@@ -258,7 +260,7 @@ pub fn correction_stats(
         let mut corrected_batches = 0usize;
         let mut draws = ChaCha8Rng::seed_from_u64(54321);
         for (b, m) in &probe.batches {
-            let pred = predict_masked(&model, probe.rule, b, m, &probe.device, &mut draws).ids;
+            let pred = predict_masked(&model, probe.rule(), b, m, &probe.device, &mut draws).ids;
             let (_, c) = verdicts(b, m, &pred, &table);
             corrected_batches += usize::from(c.corrected > 0);
             counts.add(&c);
