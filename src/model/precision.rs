@@ -30,9 +30,9 @@ pub enum Precision {
     Bf16,
     /// What `Bf16` is on our CPU kernels where the CPU has AVX-512 BF16 ([`Precision::on`]):
     /// every tensor stays f32, and the products (the linear layers' and attention's) round
-    /// their operands to bf16 and sum in f32 (`kernels::gemm_bf16`) — the products are where bf16 pays on a CPU
-    /// (BENCHMARKS.md), the casts of the other operations would cost more than they save. Not
-    /// a config value.
+    /// their operands to bf16 and sum in f32 (`kernels::gemm_bf16`) — the products are where
+    /// bf16 pays on a CPU (BENCHMARKS.md), the casts of the other operations would cost more
+    /// than they save. Not a config value.
     #[serde(skip)]
     HostBf16,
 }
