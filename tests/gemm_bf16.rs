@@ -74,6 +74,9 @@ fn bf16_products_match_the_rounded_operands_in_every_layout() {
         (40, 71, 64),
         // Wider than a column chunk: two chunks, the second partial.
         (17, 40, 1100),
+        // More row blocks than are packed at once, on each thread, the last one partial;
+        // two blocks of the inner dimension.
+        (250, 530, 40),
     ] {
         for (la, lb) in [(0, 0), (1, 0), (0, 1), (1, 1), (2, 2)] {
             let a = values(m * k * 2, 1);

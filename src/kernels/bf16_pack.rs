@@ -6,9 +6,10 @@
 //! lanes (a[i, 2p], a[i, 2p+1]) are packed row by row where it is row-major, pair by pair where
 //! it is transposed (the weight gradients `xᵀ·G`: a pair of its columns holds the lanes of 16
 //! rows side by side), so that both pack with whole-vector conversions. A right operand with
-//! contiguous columns (`x·Eᵀ`) gathers each column's pair as one 64-bit element. Beyond an
-//! operand, and for an odd inner dimension, the lanes are zero. (The vector conversion,
-//! `vcvtne2ps2bf16`, takes a subnormal value as zero; the scalar one, on the edges, keeps it.)
+//! contiguous columns (`x·Eᵀ`) converts sixteen pairs of a column at a time, and sixteen
+//! columns' lanes transposed are sixteen pairs'. Beyond an operand, and for an odd inner
+//! dimension, the lanes are zero. (The vector conversion, `vcvtne2ps2bf16`, takes a subnormal
+//! value as zero; the scalar one, on the edges, keeps it.)
 
 use std::mem::MaybeUninit;
 
@@ -108,9 +109,9 @@ unsafe fn pack_panel(b: &View, p0: usize, kp: usize, panel: usize, out: &mut [Ma
     let cols = panel * NR..(panel * NR + NR).min(n);
     let full = cols.len() == NR;
     if b.rs == 1 && b.cs != 1 {
-        if full && 2 * (p0 + kp) <= k && gathers_reach(b.cs) {
-            // SAFETY: the panel's columns hold the block's pairs; the offsets reach them.
-            unsafe { gather_pairs(b, p0, kp, cols.start, out) };
+        if full && 2 * (p0 + kp) <= k {
+            // SAFETY: the panel's columns hold the block's pairs.
+            unsafe { transposed_pairs(b, p0, kp, cols.start, out) };
             return;
         }
         // Columns contiguous: a pair's two values are neighbours in a column.
@@ -152,52 +153,96 @@ unsafe fn pack_panel(b: &View, p0: usize, kp: usize, panel: usize, out: &mut [Ma
     }
 }
 
-/// Whether [`gather_pairs`]'s offsets (up to `(NR - 1) · cs` values) fit its 32-bit byte
-/// offsets.
-fn gathers_reach(cs: isize) -> bool {
-    cs > 0 && ((NR - 1) as isize).saturating_mul(cs).saturating_mul(4) <= i32::MAX as isize
-}
-
 /// A whole panel of a right operand whose columns are contiguous, from column `c0`, pairs
-/// `p0 .. p0 + kp` (all inside `b`), as [`pack_panel`] lays it out: for each pair, each column's
-/// two neighbouring values are gathered as one 64-bit element, eight columns per gather; the
-/// conversion of two gathers' sixteen values, in order, is the pairs of sixteen columns.
+/// `p0 .. p0 + kp` (all inside `b`), as [`pack_panel`] lays it out. Each column is read in
+/// order, sixteen pairs at a time, and converted as a row of lanes; sixteen columns' rows,
+/// transposed, are sixteen pairs' lanes.
 ///
 /// # Safety
-/// As [`pack_panel`]; columns `c0 .. c0 + NR` and rows `2 p0 .. 2 (p0 + kp)` are inside `b`;
-/// [`gathers_reach`] `b.cs`.
+/// As [`pack_panel`]; columns `c0 .. c0 + NR` and rows `2 p0 .. 2 (p0 + kp)` are inside `b`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bf16")]
-unsafe fn gather_pairs(b: &View, p0: usize, kp: usize, c0: usize, out: &mut [MaybeUninit<u32>]) {
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn transposed_pairs(
+    b: &View,
+    p0: usize,
+    kp: usize,
+    c0: usize,
+    out: &mut [MaybeUninit<u32>],
+) {
     use std::arch::x86_64::*;
     use std::mem::transmute;
-    // Offsets in values of eight columns from the panel's first: t · cs, then 8 + t, ...
-    let offsets: [__m256i; NR / 8] = std::array::from_fn(|g| {
-        let at = |t: usize| ((8 * g + t) as isize * b.cs) as i32;
-        _mm256_setr_epi32(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7))
-    });
-    for p in 0..kp {
-        let r = 2 * (p0 + p);
-        // SAFETY: element (r, c0) is inside `b`; every gathered pair is (r, j), (r + 1, j) of a
-        // panel column j, inside `b`.
-        unsafe {
-            let first = b.ptr.offset(r as isize + c0 as isize * b.cs);
-            let gather =
-                |g: usize| _mm512_castpd_ps(_mm512_i32gather_pd::<4>(offsets[g], first.cast()));
-            for half in 0..NR / 16 {
-                let v = _mm512_cvtne2ps_pbh(gather(2 * half + 1), gather(2 * half));
-                _mm512_storeu_si512(
-                    out.as_mut_ptr().add(p * NR + 16 * half).cast(),
-                    transmute::<__m512bh, __m512i>(v),
-                );
+    let values = |n: usize| ((1u32 << n.min(16)) - 1) as __mmask16;
+    for q0 in (0..kp).step_by(16) {
+        let pairs = 16.min(kp - q0);
+        let (lo, hi) = (values(2 * pairs), values((2 * pairs).saturating_sub(16)));
+        for half in 0..NR / 16 {
+            let rows: [__m512i; 16] = std::array::from_fn(|t| {
+                let column = (c0 + 16 * half + t) as isize * b.cs;
+                // SAFETY: the column's `2 · pairs` values from row 2 (p0 + q0) are inside `b`;
+                // the masked loads read those alone; the CPU has the instructions.
+                unsafe {
+                    let from = b.ptr.offset(column + 2 * (p0 + q0) as isize);
+                    let converted = _mm512_cvtne2ps_pbh(
+                        _mm512_maskz_loadu_ps(hi, from.add(16)),
+                        _mm512_maskz_loadu_ps(lo, from),
+                    );
+                    transmute::<__m512bh, __m512i>(converted)
+                }
+            });
+            let lanes = transpose_16(rows);
+            for (q, v) in lanes.iter().take(pairs).enumerate() {
+                // SAFETY: pair q0 + q's lanes 16 half .. 16 half + 16 are inside `out`.
+                unsafe {
+                    let at = (q0 + q) * NR + 16 * half;
+                    _mm512_storeu_si512(out.as_mut_ptr().add(at).cast(), *v);
+                }
             }
         }
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn gather_pairs(_: &View, _: usize, _: usize, _: usize, _: &mut [MaybeUninit<u32>]) {
+unsafe fn transposed_pairs(_: &View, _: usize, _: usize, _: usize, _: &mut [MaybeUninit<u32>]) {
     unreachable!("the bf16 kernel runs on x86-64 only")
+}
+
+/// The 16 × 16 transpose of 32-bit lanes: lane `t` of result `i` is lane `i` of `rows[t]`.
+/// Pairs of rows interleave 32-bit lanes, then 64-bit ones (result: in each 128-bit block, four
+/// rows of one column), then whole 128-bit blocks trade places.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn transpose_16(rows: [std::arch::x86_64::__m512i; 16]) -> [std::arch::x86_64::__m512i; 16] {
+    use std::arch::x86_64::*;
+    let a: [__m512i; 16] = std::array::from_fn(|i| {
+        let (x, y) = (rows[i & !1], rows[i | 1]);
+        if i % 2 == 0 {
+            _mm512_unpacklo_epi32(x, y)
+        } else {
+            _mm512_unpackhi_epi32(x, y)
+        }
+    });
+    // b[4i + c]: in 128-bit block L, rows 4i .. 4i + 4 of column 4L + c.
+    let b: [__m512i; 16] = std::array::from_fn(|j| {
+        let (i, c) = (j / 4, j % 4);
+        let (x, y) = (a[4 * i + c / 2], a[4 * i + 2 + c / 2]);
+        if c % 2 == 0 {
+            _mm512_unpacklo_epi64(x, y)
+        } else {
+            _mm512_unpackhi_epi64(x, y)
+        }
+    });
+    let mut out = [_mm512_setzero_si512(); 16];
+    for c in 0..4 {
+        let s0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(b[c], b[4 + c]);
+        let s1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(b[c], b[4 + c]);
+        let s2 = _mm512_shuffle_i32x4::<0b01_00_01_00>(b[8 + c], b[12 + c]);
+        let s3 = _mm512_shuffle_i32x4::<0b11_10_11_10>(b[8 + c], b[12 + c]);
+        out[c] = _mm512_shuffle_i32x4::<0b10_00_10_00>(s0, s2);
+        out[4 + c] = _mm512_shuffle_i32x4::<0b11_01_11_01>(s0, s2);
+        out[8 + c] = _mm512_shuffle_i32x4::<0b10_00_10_00>(s1, s3);
+        out[12 + c] = _mm512_shuffle_i32x4::<0b11_01_11_01>(s1, s3);
+    }
+    out
 }
 
 /// `lo[t]` and `hi[t]` rounded to bf16 as lane `t` of `dst`, for `t` in `0 .. NR`.
@@ -270,20 +315,44 @@ impl Left {
     }
 }
 
-/// Rows `r0 .. r0 + MR` of the left operand, pairs `p0 .. p0 + kp`, as lanes laid out as
-/// [`Left::of`] `a` says, each (a[i, 2p], a[i, 2p + 1]); beyond `a` zero.
+/// Row blocks of the left operand packed at once (a transposed operand's columns are read as
+/// runs of this many blocks' rows).
+pub(super) const GROUP: usize = 8;
+
+/// `blocks` (at most [`GROUP`]) blocks of [`MR`] rows of the left operand from row `r0`, pairs
+/// `p0 .. p0 + kp`, as lanes laid out as [`Left::of`] `a` says, each (a[i, 2p], a[i, 2p + 1]);
+/// beyond `a` zero. Block `b` fills `out[b · kp · LANES ..][.. kp · LANES]`.
 ///
 /// # Safety
 /// `a` points at memory valid for its extent; the CPU runs the kernel ([`available`]); `out`
-/// holds `kp · LANES` lanes.
-pub(super) unsafe fn pack_left(a: &View, r0: usize, p0: usize, kp: usize, out: &mut [u32]) {
-    let (m, k) = (a.rows, a.cols);
-    let rows = MR.min(m - r0);
+/// holds `blocks · kp · LANES` lanes; the blocks start inside `a`.
+pub(super) unsafe fn pack_left(
+    a: &View,
+    r0: usize,
+    blocks: usize,
+    p0: usize,
+    kp: usize,
+    out: &mut [u32],
+) {
     if Left::of(a) == Left::PairMajor {
         // SAFETY: the caller's.
-        unsafe { pairs_of_columns(a, r0, rows, p0, kp, out) };
+        unsafe { pairs_of_columns(a, r0, blocks, p0, kp, out) };
         return;
     }
+    for (b, block) in out.chunks_mut(kp * LANES).take(blocks).enumerate() {
+        // SAFETY: the caller's.
+        unsafe { pack_rows(a, r0 + b * MR, p0, kp, block) };
+    }
+}
+
+/// One block of [`MR`] rows from `r0` of a row-major (or strided) left operand as
+/// [`Left::RowMajor`] lanes.
+///
+/// # Safety
+/// As [`pack_left`], for one block.
+unsafe fn pack_rows(a: &View, r0: usize, p0: usize, kp: usize, out: &mut [u32]) {
+    let (m, k) = (a.rows, a.cols);
+    let rows = MR.min(m - r0);
     if rows < MR {
         out.fill(0);
     }
@@ -308,41 +377,50 @@ pub(super) unsafe fn pack_left(a: &View, r0: usize, p0: usize, kp: usize, out: &
     }
 }
 
-/// A transposed left operand's rows `r0 .. r0 + rows` (`rows` ≤ [`MR`]), pairs `p0 .. p0 + kp`,
-/// as [`Left::PairMajor`] lanes: the two columns of a pair, each a run of `rows` values side
-/// by side, make its [`LANES`] lanes (lane t: a[r0 + t, 2p], a[r0 + t, 2p + 1]); lanes from
-/// `rows` on, and columns beyond `a`, are zero.
+/// A transposed left operand's `blocks` blocks of [`MR`] rows from `r0`, pairs `p0 .. p0 + kp`,
+/// as [`Left::PairMajor`] lanes: the two columns of a pair, each a run of a block's rows side
+/// by side, make its [`LANES`] lanes (lane t: a[r0 + t, 2p], a[r0 + t, 2p + 1]); lanes past the
+/// block's rows, and columns beyond `a`, are zero. The blocks of one pair are read in turn, so
+/// that each column is read as one run of all the blocks' rows (a column of `xᵀ` is a row of
+/// `x`, far from the next).
 ///
 /// # Safety
 /// `a` points at memory valid for its extent and its columns are contiguous; `out` holds
-/// `kp · LANES` lanes; the CPU has AVX-512 F, BW and BF16.
+/// `blocks · kp · LANES` lanes; the CPU has AVX-512 F, BW and BF16.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn pairs_of_columns(
     a: &View,
     r0: usize,
-    rows: usize,
+    blocks: usize,
     p0: usize,
     kp: usize,
     out: &mut [u32],
 ) {
     use std::arch::x86_64::*;
-    let mask: __mmask16 = ((1u32 << rows) - 1) as __mmask16;
-    // SAFETY (each load): column c, inside `a`, holds `rows` values from row r0; the masked
-    // load reads those alone.
-    let load = |c: usize| {
+    let masks: [__mmask16; GROUP] = std::array::from_fn(|b| {
+        let rows = MR.min(a.rows.saturating_sub(r0 + b * MR));
+        ((1u32 << rows) - 1) as __mmask16
+    });
+    // SAFETY (each load): column c, inside `a`, holds the block's rows from its first; the
+    // masked load reads those alone.
+    let load = |c: usize, b: usize| {
         if c < a.cols {
-            unsafe { _mm512_maskz_loadu_ps(mask, a.ptr.offset(c as isize * a.cs + r0 as isize)) }
+            let first = (r0 + b * MR) as isize;
+            unsafe { _mm512_maskz_loadu_ps(masks[b], a.ptr.offset(c as isize * a.cs + first)) }
         } else {
             _mm512_setzero_ps()
         }
     };
     for p in 0..kp {
         let c = 2 * (p0 + p);
-        // SAFETY: the CPU has the instructions; `out` holds LANES lanes at p.
-        unsafe {
-            let lanes = to_pairs(load(c), load(c + 1));
-            _mm512_storeu_si512(out.as_mut_ptr().add(p * LANES).cast(), lanes);
+        for b in 0..blocks {
+            // SAFETY: the CPU has the instructions; `out` holds LANES lanes at block b, pair p.
+            unsafe {
+                let lanes = to_pairs(load(c, b), load(c + 1, b));
+                let at = b * kp * LANES + p * LANES;
+                _mm512_storeu_si512(out.as_mut_ptr().add(at).cast(), lanes);
+            }
         }
     }
 }

@@ -8,7 +8,7 @@
 //! over row blocks of `dst` (never over the inner dimension: the result does not depend on the
 //! thread count).
 
-use super::bf16_pack::{LANES, Left, MR, NR, pack_left, pack_right};
+use super::bf16_pack::{GROUP, LANES, Left, MR, NR, pack_left, pack_right};
 pub use super::bf16_pack::{from_bf16, to_bf16};
 use super::views::{View, ViewMut};
 
@@ -124,8 +124,7 @@ unsafe fn tile<const PAIR_MAJOR: bool>(_: usize, _: &[u32], _: &[u32], _: Sink) 
 }
 
 /// Rows `rows` of `dst` for the pairs `p0 .. p0 + kp`: `dst (+)= scale · a · b` over them
-/// (`add`: onto what `dst` holds). A tile meets a row-contiguous `dst` in place; any other
-/// `dst` through a buffer.
+/// (`add`: onto what `dst` holds), the left operand packed [`GROUP`] row blocks at a time.
 ///
 /// # Safety
 /// As [`product`]; `packed` is [`pack_right`] of the same pairs.
@@ -136,58 +135,82 @@ unsafe fn rows_block(
     block: PairBlock,
     rows: std::ops::Range<usize>,
 ) {
-    let PairBlock { p0, kp, add, scale } = block;
-    let mut left = vec![0u32; kp * LANES];
-    let mut out = [0f32; MR * NR];
+    let PairBlock { p0, kp, .. } = block;
+    let mut lefts = vec![0u32; GROUP * kp * LANES];
     let pair_major = Left::of(a) == Left::PairMajor;
-    for r0 in rows.clone().step_by(MR) {
+    for g0 in rows.clone().step_by(MR * GROUP) {
+        let blocks = (rows.end - g0).div_ceil(MR).min(GROUP);
         // SAFETY: the caller's.
-        unsafe { pack_left(a, r0, p0, kp, &mut left) };
-        for (panel, right) in packed.chunks(kp * NR).enumerate() {
-            let cols = NR.min(dst.cols - panel * NR);
-            let first = r0 as isize * dst.rs + (panel * NR) as isize * dst.cs;
-            let tile_rows = MR.min(rows.end - r0);
-            let sink = if dst.cs == 1 {
-                Sink {
-                    // SAFETY: the tile's first element, inside `dst`.
-                    ptr: unsafe { dst.ptr.offset(first) },
-                    rs: dst.rs,
-                    rows: tile_rows,
-                    cols,
-                    add,
-                    scale,
-                }
-            } else {
-                Sink {
-                    ptr: out.as_mut_ptr(),
-                    rs: NR as isize,
-                    rows: tile_rows,
-                    cols,
-                    add: false,
-                    scale,
-                }
-            };
-            // SAFETY: `available()` was checked by `product`; the slices have their sizes; the
-            // sink is this call's own rows of `dst`, or `out`.
-            unsafe {
-                if pair_major {
-                    tile::<true>(kp, &left, right, sink)
-                } else {
-                    tile::<false>(kp, &left, right, sink)
-                }
-            };
-            if dst.cs == 1 {
-                continue;
+        unsafe { pack_left(a, g0, blocks, p0, kp, &mut lefts) };
+        for (b, left) in lefts.chunks(kp * LANES).take(blocks).enumerate() {
+            let r0 = g0 + b * MR;
+            let tile_rows = r0..(r0 + MR).min(rows.end);
+            // SAFETY: the caller's; `left` is these rows' packed lanes.
+            unsafe { row_tiles(dst, left, packed, block, tile_rows, pair_major) };
+        }
+    }
+}
+
+/// The tiles of at most [`MR`] rows `rows` of `dst` against every panel of `packed`, `left`
+/// their packed lanes (laid out as `pair_major` says). A tile meets a row-contiguous `dst` in
+/// place; any other `dst` through a buffer.
+///
+/// # Safety
+/// As [`rows_block`].
+unsafe fn row_tiles(
+    dst: &ViewMut,
+    left: &[u32],
+    packed: &[u32],
+    block: PairBlock,
+    rows: std::ops::Range<usize>,
+    pair_major: bool,
+) {
+    let PairBlock { kp, add, scale, .. } = block;
+    let mut out = [0f32; MR * NR];
+    let (r0, tile_rows) = (rows.start, rows.len());
+    for (panel, right) in packed.chunks(kp * NR).enumerate() {
+        let cols = NR.min(dst.cols - panel * NR);
+        let first = r0 as isize * dst.rs + (panel * NR) as isize * dst.cs;
+        let sink = if dst.cs == 1 {
+            Sink {
+                // SAFETY: the tile's first element, inside `dst`.
+                ptr: unsafe { dst.ptr.offset(first) },
+                rs: dst.rs,
+                rows: tile_rows,
+                cols,
+                add,
+                scale,
             }
-            for i in 0..tile_rows {
-                for (j, s) in out[i * NR..][..cols].iter().enumerate() {
-                    // SAFETY: inside `dst`, in rows this call alone writes.
-                    unsafe {
-                        let d = dst
-                            .ptr
-                            .offset(first + i as isize * dst.rs + j as isize * dst.cs);
-                        *d = if add { *d + s } else { *s };
-                    }
+        } else {
+            Sink {
+                ptr: out.as_mut_ptr(),
+                rs: NR as isize,
+                rows: tile_rows,
+                cols,
+                add: false,
+                scale,
+            }
+        };
+        // SAFETY: `available()` was checked by `product`; the slices have their sizes; the
+        // sink is this call's own rows of `dst`, or `out`.
+        unsafe {
+            if pair_major {
+                tile::<true>(kp, left, right, sink)
+            } else {
+                tile::<false>(kp, left, right, sink)
+            }
+        };
+        if dst.cs == 1 {
+            continue;
+        }
+        for i in 0..tile_rows {
+            for (j, s) in out[i * NR..][..cols].iter().enumerate() {
+                // SAFETY: inside `dst`, in rows this call alone writes.
+                unsafe {
+                    let d = dst
+                        .ptr
+                        .offset(first + i as isize * dst.rs + j as isize * dst.cs);
+                    *d = if add { *d + s } else { *s };
                 }
             }
         }
