@@ -136,19 +136,30 @@ unsafe fn rows_block(
     rows: std::ops::Range<usize>,
 ) {
     let PairBlock { p0, kp, .. } = block;
-    let mut lefts = vec![0u32; GROUP * kp * LANES];
     let pair_major = Left::of(a) == Left::PairMajor;
-    for g0 in rows.clone().step_by(MR * GROUP) {
-        let blocks = (rows.end - g0).div_ceil(MR).min(GROUP);
-        // SAFETY: the caller's.
-        unsafe { pack_left(a, g0, blocks, p0, kp, &mut lefts) };
-        for (b, left) in lefts.chunks(kp * LANES).take(blocks).enumerate() {
-            let r0 = g0 + b * MR;
-            let tile_rows = r0..(r0 + MR).min(rows.end);
-            // SAFETY: the caller's; `left` is these rows' packed lanes.
-            unsafe { row_tiles(dst, left, packed, block, tile_rows, pair_major) };
+    LEFTS.with_borrow_mut(|lefts| {
+        // Every lane a tile reads is written by `pack_left` first: the buffer is zeroed only
+        // when it grows.
+        if lefts.len() < GROUP * kp * LANES {
+            lefts.resize(GROUP * kp * LANES, 0);
         }
-    }
+        for g0 in rows.clone().step_by(MR * GROUP) {
+            let blocks = (rows.end - g0).div_ceil(MR).min(GROUP);
+            // SAFETY: the caller's.
+            unsafe { pack_left(a, g0, blocks, p0, kp, lefts) };
+            for (b, left) in lefts.chunks(kp * LANES).take(blocks).enumerate() {
+                let r0 = g0 + b * MR;
+                let tile_rows = r0..(r0 + MR).min(rows.end);
+                // SAFETY: the caller's; `left` is these rows' packed lanes.
+                unsafe { row_tiles(dst, left, packed, block, tile_rows, pair_major) };
+            }
+        }
+    })
+}
+
+thread_local! {
+    /// Each thread's packed lanes of the left operand, kept from product to product.
+    static LEFTS: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The tiles of at most [`MR`] rows `rows` of `dst` against every panel of `packed`, `left`
