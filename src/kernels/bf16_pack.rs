@@ -86,18 +86,59 @@ pub(super) unsafe fn pack_right(
     out.clear();
     out.reserve(len);
     let lanes = &mut out.spare_capacity_mut()[..len];
-    // SAFETY (each call): the caller's; each panel writes its own chunk, every lane of it.
-    let one = |(panel, chunk): (usize, &mut [MaybeUninit<u32>])| unsafe {
-        pack_panel(b, p0, kp, panel, chunk)
+    // Up to PANELS panels a task, while each thread still gets four tasks to share.
+    let per = (b.cols.div_ceil(NR) / (4 * threads.max(1))).clamp(1, PANELS);
+    // SAFETY (each call): the caller's; each group of panels writes its own chunk, every
+    // lane of it.
+    let group = |(g, chunk): (usize, &mut [MaybeUninit<u32>])| unsafe {
+        pack_panels(b, p0, kp, g * per, chunk)
     };
     if threads > 1 {
         use rayon::prelude::*;
-        lanes.par_chunks_mut(kp * NR).enumerate().for_each(one);
+        lanes
+            .par_chunks_mut(per * kp * NR)
+            .enumerate()
+            .for_each(group);
     } else {
-        lanes.chunks_mut(kp * NR).enumerate().for_each(one);
+        lanes.chunks_mut(per * kp * NR).enumerate().for_each(group);
     }
     // SAFETY: the panels wrote all `len` lanes.
     unsafe { out.set_len(len) };
+}
+
+/// Panels of the right operand packed together (a row-major operand's rows are read as runs
+/// of this many panels' columns).
+const PANELS: usize = 4;
+
+/// The panels from `first` of [`pack_right`] into `out` (`kp · NR` lanes each, every one
+/// written; as many panels as `out` holds).
+///
+/// # Safety
+/// As [`pack_panel`].
+unsafe fn pack_panels(b: &View, p0: usize, kp: usize, first: usize, out: &mut [MaybeUninit<u32>]) {
+    let panels = out.len() / (kp * NR);
+    let whole = (first + panels) * NR <= b.cols && 2 * (p0 + kp) <= b.rows;
+    if b.cs == 1 && whole {
+        // Rows contiguous and every panel whole: two rows' runs across the panels make each
+        // pair's lanes.
+        for p in 0..kp {
+            let r = 2 * (p0 + p);
+            for (i, panel) in out.chunks_mut(kp * NR).enumerate() {
+                let c0 = (first + i) * NR;
+                // SAFETY: rows r and r + 1 hold the panel's NR values from column c0.
+                unsafe {
+                    let lo = b.ptr.offset(r as isize * b.rs + c0 as isize);
+                    let hi = b.ptr.offset((r + 1) as isize * b.rs + c0 as isize);
+                    interleave_pairs(lo, hi, &mut panel[p * NR..][..NR]);
+                }
+            }
+        }
+        return;
+    }
+    for (i, panel) in out.chunks_mut(kp * NR).enumerate() {
+        // SAFETY: the caller's.
+        unsafe { pack_panel(b, p0, kp, first + i, panel) };
+    }
 }
 
 /// Panel `panel` of [`pack_right`] into `out` (`kp · NR` lanes, every one written).
