@@ -6,7 +6,7 @@
 //! rounding only.
 
 use trueneg::kernels::gemm::{View, ViewMut};
-use trueneg::kernels::gemm_bf16::{available, from_bf16, product, to_bf16};
+use trueneg::kernels::gemm_bf16::{available, from_bf16, product, product_onto_rows, to_bf16};
 
 #[test]
 fn rounding_to_bf16_is_to_nearest_even_and_keeps_nan_and_infinity() {
@@ -149,6 +149,50 @@ fn bf16_products_match_the_rounded_operands_in_every_layout() {
             // SAFETY: as above.
             unsafe { product(ViewMut::rows(&mut c, 0, m, n, n), av, bv, false, 1.0, 2) };
             assert!(c.iter().all(|x| x.is_finite()), "{m}x{k}x{n}");
+        }
+    }
+}
+
+#[test]
+fn a_bias_added_as_the_sums_are_stored_is_the_product_onto_bias_rows() {
+    if !available() {
+        println!("this CPU has no AVX-512 BF16: the products are not checked here");
+        return;
+    }
+    // Narrow, two blocks of the inner dimension, and wider than a column chunk.
+    for (m, k, n) in [(19, 33, 45), (30, 600, 70), (17, 40, 1100)] {
+        for (la, lb) in [(0, 0), (1, 1), (2, 2)] {
+            let a = values(m * k * 2, 4);
+            let b = values(k * n * 2, 5);
+            let bias = values(n, 6);
+            let (av, bv) = (view(&a, m, k, la), view(&b, k, n, lb));
+            let mut want: Vec<f32> = (0..m).flat_map(|_| bias.iter().copied()).collect();
+            // SAFETY (both): the views cover their buffers; the destinations are separate.
+            unsafe { product(ViewMut::rows(&mut want, 0, m, n, n), av, bv, true, 1.0, 2) };
+            let mut got = vec![f32::NAN; m * n];
+            unsafe { product_onto_rows(ViewMut::rows(&mut got, 0, m, n, n), av, bv, &bias, 2) };
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} layouts {la}{lb}");
+            // Into a column-major destination, through the kernel's buffered stores.
+            let mut c = vec![f32::NAN; m * n];
+            let dst = ViewMut {
+                ptr: c.as_mut_ptr(),
+                rows: m,
+                cols: n,
+                rs: 1,
+                cs: m as isize,
+            };
+            // SAFETY: `dst` covers `c`, which is separate from the operands.
+            unsafe { product_onto_rows(dst, av, bv, &bias, 1) };
+            for i in 0..m {
+                for j in 0..n {
+                    assert_eq!(
+                        c[j * m + i].to_bits(),
+                        want[i * n + j].to_bits(),
+                        "{m}x{k}x{n}: a column-major destination at ({i}, {j})"
+                    );
+                }
+            }
         }
     }
 }

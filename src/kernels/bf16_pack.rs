@@ -394,9 +394,8 @@ pub(super) unsafe fn pack_left(
 unsafe fn pack_rows(a: &View, r0: usize, p0: usize, kp: usize, out: &mut [u32]) {
     let (m, k) = (a.rows, a.cols);
     let rows = MR.min(m - r0);
-    if rows < MR {
-        out.fill(0);
-    }
+    // A tile reads MR rows of lanes: those past `a` are zero.
+    out[rows * kp..MR * kp].fill(0);
     if a.cs == 1 {
         // Rows contiguous: a row's values in order are its pairs' lanes.
         for i in 0..rows {

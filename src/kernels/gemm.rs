@@ -88,6 +88,43 @@ pub unsafe fn product_new(a: View, b: View, threads: usize, products: Products) 
     v
 }
 
+/// `bias + a · b` (`bias` added to every row) as a fresh row-major `[a.rows, b.cols]` buffer,
+/// on all of rayon's threads, multiplied as `products` says: the bf16 kernel adds the bias as
+/// it stores its sums (the buffer is written once); the f32 crates accumulate onto rows filled
+/// with it first.
+///
+/// # Safety
+/// As [`product_new`].
+pub unsafe fn product_onto_rows(a: View, b: View, bias: &[f32], products: Products) -> Vec<f32> {
+    let (rows, cols) = (a.rows, b.cols);
+    assert_eq!(bias.len(), cols, "bias width");
+    let threads = rayon::current_num_threads();
+    if products.in_bf16(&a) {
+        // SAFETY: the bf16 kernel writes every element of a product onto a bias row (the
+        // buffer is not read); the CPU has the instructions (`in_bf16`).
+        let (v, ()) = unsafe {
+            super::buffers::filled_by(rows * cols, |dst| {
+                let dst = ViewMut::uninit(dst, rows, cols);
+                super::gemm_bf16::product_onto_rows(dst, a, b, bias, threads)
+            })
+        };
+        return v;
+    }
+    let mut y = super::buffers::repeated_rows(bias, rows);
+    // SAFETY: the caller's; `y` holds rows × cols elements and is only this call's.
+    unsafe {
+        call(
+            ViewMut::rows(&mut y, 0, rows, cols, cols),
+            a,
+            b,
+            true,
+            1.0,
+            threads,
+        )
+    };
+    y
+}
+
 /// Two independent jobs at once, each given its share of rayon's threads (`first(n)` and
 /// `second(n)` run with `n` threads each; on one thread, one after the other).
 ///

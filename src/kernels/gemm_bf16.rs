@@ -34,7 +34,35 @@ pub fn available() -> bool {
     }
 }
 
-/// Where one tile's sums go: `dst (+)= scale · sums` on the first `rows` rows and `cols`
+/// What a product's sums are added onto as they are stored.
+#[derive(Clone, Copy)]
+enum Onto {
+    /// Nothing: `dst = scale · sums`.
+    Nothing,
+    /// What `dst` holds.
+    Dst,
+    /// The same row of values (a bias) for every row of `dst`; the pointer is at the row's
+    /// value for `dst`'s first column (for a block or tile: its own first column).
+    Row(*const f32),
+}
+
+// SAFETY: a bias row is only read, and outlives the product that reads it (the caller's
+// borrow).
+unsafe impl Send for Onto {}
+unsafe impl Sync for Onto {}
+
+impl Onto {
+    /// The same, for a block or tile `cols` columns to the right.
+    fn shifted(self, cols: usize) -> Self {
+        match self {
+            // SAFETY: the callers shift a bias row to columns inside it.
+            Onto::Row(row) => Onto::Row(unsafe { row.add(cols) }),
+            other => other,
+        }
+    }
+}
+
+/// Where one tile's sums go: `dst = onto + scale · sums` on the first `rows` rows and `cols`
 /// columns of a row-contiguous block at `ptr`, rows `rs` apart.
 #[derive(Clone, Copy)]
 struct Sink {
@@ -42,7 +70,7 @@ struct Sink {
     rs: isize,
     rows: usize,
     cols: usize,
-    add: bool,
+    onto: Onto,
     scale: f32,
 }
 
@@ -108,9 +136,14 @@ unsafe fn tile<const PAIR_MAJOR: bool>(kp: usize, a: &[u32], b: &[u32], sink: Si
             let row = sink.ptr.offset(i as isize * sink.rs);
             let mut lo = _mm512_mul_ps(scale, sums[0]);
             let mut hi = _mm512_mul_ps(scale, sums[1]);
-            if sink.add {
-                lo = _mm512_add_ps(_mm512_maskz_loadu_ps(first, row), lo);
-                hi = _mm512_add_ps(_mm512_maskz_loadu_ps(second, row.add(16)), hi);
+            let base = match sink.onto {
+                Onto::Nothing => None,
+                Onto::Dst => Some(row.cast_const()),
+                Onto::Row(values) => Some(values),
+            };
+            if let Some(base) = base {
+                lo = _mm512_add_ps(_mm512_maskz_loadu_ps(first, base), lo);
+                hi = _mm512_add_ps(_mm512_maskz_loadu_ps(second, base.add(16)), hi);
             }
             _mm512_mask_storeu_ps(row, first, lo);
             _mm512_mask_storeu_ps(row.add(16), second, hi);
@@ -123,8 +156,8 @@ unsafe fn tile<const PAIR_MAJOR: bool>(_: usize, _: &[u32], _: &[u32], _: Sink) 
     unreachable!("the bf16 kernel runs on x86-64 only")
 }
 
-/// Rows `rows` of `dst` for the pairs `p0 .. p0 + kp`: `dst (+)= scale · a · b` over them
-/// (`add`: onto what `dst` holds), the left operand packed [`GROUP`] row blocks at a time.
+/// Rows `rows` of `dst` for the pairs `p0 .. p0 + kp`: `dst = onto + scale · a · b` over
+/// them, the left operand packed [`GROUP`] row blocks at a time.
 ///
 /// # Safety
 /// As [`product`]; `packed` is [`pack_right`] of the same pairs.
@@ -176,7 +209,9 @@ unsafe fn row_tiles(
     rows: std::ops::Range<usize>,
     pair_major: bool,
 ) {
-    let PairBlock { kp, add, scale, .. } = block;
+    let PairBlock {
+        kp, onto, scale, ..
+    } = block;
     let mut out = [0f32; MR * NR];
     let (r0, tile_rows) = (rows.start, rows.len());
     for (panel, right) in packed.chunks(kp * NR).enumerate() {
@@ -189,7 +224,7 @@ unsafe fn row_tiles(
                 rs: dst.rs,
                 rows: tile_rows,
                 cols,
-                add,
+                onto: onto.shifted(panel * NR),
                 scale,
             }
         } else {
@@ -198,7 +233,7 @@ unsafe fn row_tiles(
                 rs: NR as isize,
                 rows: tile_rows,
                 cols,
-                add: false,
+                onto: Onto::Nothing,
                 scale,
             }
         };
@@ -216,12 +251,17 @@ unsafe fn row_tiles(
         }
         for i in 0..tile_rows {
             for (j, s) in out[i * NR..][..cols].iter().enumerate() {
-                // SAFETY: inside `dst`, in rows this call alone writes.
+                // SAFETY: inside `dst`, in rows this call alone writes; a bias row holds the
+                // tile's columns.
                 unsafe {
                     let d = dst
                         .ptr
                         .offset(first + i as isize * dst.rs + j as isize * dst.cs);
-                    *d = if add { *d + s } else { *s };
+                    *d = match onto.shifted(panel * NR) {
+                        Onto::Nothing => *s,
+                        Onto::Dst => *d + s,
+                        Onto::Row(values) => *values.add(j) + s,
+                    };
                 }
             }
         }
@@ -233,7 +273,7 @@ unsafe fn row_tiles(
 struct PairBlock {
     p0: usize,
     kp: usize,
-    add: bool,
+    onto: Onto,
     scale: f32,
 }
 
@@ -251,6 +291,27 @@ pub unsafe fn product(
     scale: f32,
     threads: usize,
 ) {
+    let onto = if accumulate { Onto::Dst } else { Onto::Nothing };
+    // SAFETY: the caller's.
+    unsafe { multiply(dst, a, b, onto, scale, threads) }
+}
+
+/// `dst = bias + a · b`, `bias` added to every row as the sums are stored (no pass of its
+/// own over `dst`, which is not read), on `threads` of rayon's threads.
+///
+/// # Safety
+/// As [`product`]; `bias` holds `b.cols` values.
+pub unsafe fn product_onto_rows(dst: ViewMut, a: View, b: View, bias: &[f32], threads: usize) {
+    assert_eq!(bias.len(), b.cols, "bias width");
+    // SAFETY: the caller's; the bias row spans every column of `dst`.
+    unsafe { multiply(dst, a, b, Onto::Row(bias.as_ptr()), 1.0, threads) }
+}
+
+/// `dst = onto + scale · a · b`.
+///
+/// # Safety
+/// As [`product`]; a bias row (`Onto::Row`) holds `b.cols` values.
+unsafe fn multiply(dst: ViewMut, a: View, b: View, onto: Onto, scale: f32, threads: usize) {
     assert_eq!(a.cols, b.rows, "inner dimensions");
     assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
     assert!(available(), "the CPU has no AVX-512 BF16");
@@ -262,11 +323,11 @@ pub unsafe fn product(
             let cols = NC.min(b.cols - c0);
             // SAFETY: the caller's; each chunk writes its own columns of `dst`.
             unsafe {
-                product(
+                multiply(
                     dst.columns(c0, cols),
                     a,
                     b.columns(c0, cols),
-                    accumulate,
+                    onto.shifted(c0),
                     scale,
                     1,
                 )
@@ -287,7 +348,11 @@ pub unsafe fn product(
                 // SAFETY: inside `dst`.
                 unsafe {
                     let d = dst.ptr.offset(i as isize * dst.rs + j as isize * dst.cs);
-                    *d = if accumulate { *d } else { 0.0 };
+                    *d = match onto {
+                        Onto::Nothing => 0.0,
+                        Onto::Dst => *d,
+                        Onto::Row(values) => *values.add(j),
+                    };
                 }
             }
         }
@@ -301,7 +366,7 @@ pub unsafe fn product(
         let block = PairBlock {
             p0,
             kp,
-            add: accumulate || p0 > 0,
+            onto: if p0 > 0 { Onto::Dst } else { onto },
             scale,
         };
         let blocks = threads.max(1).min(a.rows.div_ceil(MR)).max(1);

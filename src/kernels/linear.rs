@@ -3,34 +3,24 @@
 //!
 //! burn composes a `Linear` as a matrix product into a zero-filled buffer that is then copied
 //! into an aligned one, plus a broadcast add of the bias (and, backward, a reduction for the
-//! bias gradient). Here the output rows are first filled with `b` and the product is
-//! accumulated onto them; every output buffer is written once; operands may be strided views
-//! (the MLM decoder's weight is the transposed word-embedding matrix), so nothing is copied.
+//! bias gradient). Here the product's sums are stored onto the bias (the bf16 kernel adds `b`
+//! as it stores them; the f32 crates accumulate onto rows filled with `b`); operands may be
+//! strided views (the MLM decoder's weight is the transposed word-embedding matrix), so
+//! nothing is copied.
 
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::gemm::{Products, View, ViewMut, product_into, product_new};
+use super::gemm::{Products, View, product_new, product_onto_rows};
 
 /// Rows per parallel task of the bias gradient (fixed, so sums do not depend on threads).
 const BLOCK: usize = 64;
 
 /// `x W + b` as a `[rows, out]` buffer, the product multiplied as `products` says.
 pub fn forward(x: View, w: View, b: &[f32], products: Products) -> Vec<f32> {
-    let (rows, out) = (x.rows, w.cols);
-    assert_eq!(b.len(), out, "linear: bias width");
-    let mut y = super::buffers::repeated_rows(b, rows);
-    // Safety: `y` holds rows × out elements and is only this call's.
-    unsafe {
-        product_into(
-            ViewMut::rows(&mut y, 0, rows, out, out),
-            x,
-            w,
-            true,
-            products,
-        )
-    };
-    y
+    assert_eq!(b.len(), w.cols, "linear: bias width");
+    // Safety: the operands are the caller's views, only read.
+    unsafe { product_onto_rows(x, w, b, products) }
 }
 
 /// `G Wᵀ` `[rows, in]`, on `threads` threads, multiplied as `products` says.
