@@ -220,11 +220,12 @@ unsafe fn transposed_pairs(
             let rows: [__m512i; 16] = std::array::from_fn(|t| {
                 let column = (c0 + 16 * half + t) as isize * b.cs;
                 // SAFETY: the column's `2 · pairs` values from row 2 (p0 + q0) are inside `b`;
-                // the masked loads read those alone; the CPU has the instructions.
+                // the masked loads read those alone (the second one's address, past them when
+                // `pairs` ≤ 8, is only computed); the CPU has the instructions.
                 unsafe {
                     let from = b.ptr.offset(column + 2 * (p0 + q0) as isize);
                     let converted = _mm512_cvtne2ps_pbh(
-                        _mm512_maskz_loadu_ps(hi, from.add(16)),
+                        _mm512_maskz_loadu_ps(hi, from.wrapping_add(16)),
                         _mm512_maskz_loadu_ps(lo, from),
                     );
                     transmute::<__m512bh, __m512i>(converted)

@@ -130,8 +130,9 @@ unsafe fn tile<const PAIR_MAJOR: bool>(kp: usize, a: &[u32], b: &[u32], sink: Si
     let (first, second) = (columns(sink.cols), columns(sink.cols.saturating_sub(16)));
     let scale = _mm512_set1_ps(sink.scale);
     for (i, sums) in acc.iter().enumerate().take(sink.rows) {
-        // SAFETY: row i of the block holds `cols` values from `row`; the masks cover those
-        // alone (a masked lane is neither read nor written).
+        // SAFETY: row i of the block, and a bias row, hold `cols` values from their first; the
+        // masks cover those alone (a masked lane is neither read nor written; the second
+        // vector's address may lie past them, so it is only computed, with `wrapping_add`).
         unsafe {
             let row = sink.ptr.offset(i as isize * sink.rs);
             let mut lo = _mm512_mul_ps(scale, sums[0]);
@@ -143,10 +144,10 @@ unsafe fn tile<const PAIR_MAJOR: bool>(kp: usize, a: &[u32], b: &[u32], sink: Si
             };
             if let Some(base) = base {
                 lo = _mm512_add_ps(_mm512_maskz_loadu_ps(first, base), lo);
-                hi = _mm512_add_ps(_mm512_maskz_loadu_ps(second, base.add(16)), hi);
+                hi = _mm512_add_ps(_mm512_maskz_loadu_ps(second, base.wrapping_add(16)), hi);
             }
             _mm512_mask_storeu_ps(row, first, lo);
-            _mm512_mask_storeu_ps(row.add(16), second, hi);
+            _mm512_mask_storeu_ps(row.wrapping_add(16), second, hi);
         }
     }
 }
