@@ -16,7 +16,7 @@
 //! - a leading preposition ("In what year …") moves in front of the fake answer at the end;
 //! - a wh-word inside the question takes the fake answer in place ("Plants lack what kind of
 //!   cells?" → "Plants lack copper.");
-//! - anything else: "<remainder> is <fake answer>."
+//! - anything else: "`<remainder>` is `<fake answer>`."
 //!
 //! The meaning changes as well: every number becomes another number, and every run of
 //! capitalised words becomes one other name (a possessive kept). When there is neither, one
@@ -508,7 +508,7 @@ fn sentence(pieces: &[Piece]) -> String {
 }
 
 /// For questions the declarative grammar does not cover ("How long is the Nile?", questions
-/// without a wh-word): "<changed remainder> is <fake answer>." ("The Kestrel is 6712.").
+/// without a wh-word): "`<changed remainder>` is `<fake answer>`." ("The Kestrel is 6712.").
 fn fallback(mut q: Vec<Piece>, fake: &str, wn: &WordNet, rng: &mut ChaCha8Rng) -> String {
     let skip = q
         .iter()

@@ -3,14 +3,14 @@
 //!
 //! Triplets (x_ori, x_syn, x_ant) differ in one word: a candidate word (the rules of
 //! [`crate::text::cline`]) that has both a same-part-of-speech WordNet synonym and antonym.
-//! For each layer l (0 = the embeddings) and each way of comparing — the [CLS] vectors, the
+//! For each layer l (0 = the embeddings) and each way of comparing — the `[CLS]` vectors, the
 //! mean over real tokens, or BERTScore F1 (greedy matching of the token vectors by cosine,
-//! [CLS] and [SEP] left out) — `Hits_l = share of triplets with sim(ori, syn) > sim(ori, ant)`,
-//! cosines computed in f64 on the host. The report's maximum is over the encoder's layers
-//! 1…L, as the paper's Table 7 (the embeddings are not a layer of the encoder). A tie is not a
-//! hit; ties and near-ties (|Δ| < 1e-6: the [CLS] vectors of a small model are nearly the same
-//! for sentences one word apart) are counted per layer, so that a Hits figure decided by
-//! rounding shows as such.
+//! `[CLS]` and `[SEP]` left out) — `Hits_l = share of triplets with sim(ori, syn) >
+//! sim(ori, ant)`, cosines computed in f64 on the host. The report's maximum is over the
+//! encoder's layers 1…L, as the paper's Table 7 (the embeddings are not a layer of the
+//! encoder). A tie is not a hit; ties and near-ties (|Δ| < 1e-6: the `[CLS]` vectors of a
+//! small model are nearly the same for sentences one word apart) are counted per layer, so
+//! that a Hits figure decided by rounding shows as such.
 
 use burn::prelude::*;
 use rand::SeedableRng;
@@ -154,7 +154,7 @@ fn mean_vector(tokens: &[Vec<f32>]) -> Vec<f32> {
         .collect()
 }
 
-/// BERTScore F1 of two sentences' token vectors ([CLS] and [SEP] left out).
+/// BERTScore F1 of two sentences' token vectors (`[CLS]` and `[SEP]` left out).
 pub fn bertscore(x: &[Vec<f32>], y: &[Vec<f32>]) -> f64 {
     let inner = |t: &[Vec<f32>]| -> Vec<Vec<f32>> {
         if t.len() > 2 {

@@ -85,7 +85,7 @@ pub struct CompareReport {
     pub steps: u64,
     pub contrast: PathBuf,
     pub arms: Vec<ArmReport>,
-    /// CLINE − baseline, paired by seeds: dev accuracy, Ori, Rev, Con, Hits [CLS], Hits mean;
+    /// CLINE − baseline, paired by seeds: dev accuracy, Ori, Rev, Con, Hits `[CLS]`, Hits mean;
     /// mean ± sd and the 95 % two-level bootstrap interval ([`super::bootstrap`]).
     pub difference: Vec<(String, Summary, Interval)>,
 }

@@ -1,4 +1,4 @@
-//! Fine-tuning on GLUE: a classification / regression head on the [CLS] hidden state
+//! Fine-tuning on GLUE: a classification / regression head on the `[CLS]` hidden state
 //! (dropout + linear, as in ELECTRA's fine-tuning code) over a pre-trained encoder, trained
 //! with ELECTRA's recipe: AdamW, warmup over the first 10 % of steps then linear decay,
 //! layer-wise learning-rate decay (the top layer gets factor 1, each layer below × decay, the
@@ -31,7 +31,7 @@ use crate::text::WordPieceTokenizer;
 use crate::text::pairs::{Truncation, encode_pair};
 use crate::{Error, Result};
 
-/// The layers between the [CLS] hidden state and the logits.
+/// The layers between the `[CLS]` hidden state and the logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClsHead {
@@ -55,7 +55,7 @@ impl ClsHead {
     }
 }
 
-/// Encoder + [CLS] head.
+/// Encoder + `[CLS]` head.
 #[derive(Module, Debug)]
 pub struct Classifier {
     pub embeddings: Embeddings,

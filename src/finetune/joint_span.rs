@@ -2,14 +2,14 @@
 //! defaults of `configure_finetuning.py`: `joint_prediction`, `answerable_classifier`,
 //! `answerable_uses_start_logits`, `answerable_weight` 0.5, `beam_size` 20).
 //!
-//! - The answer mask allows the context (segment 1, its closing [SEP] included) and [CLS];
+//! - The answer mask allows the context (segment 1, its closing `[SEP]` included) and `[CLS]`;
 //!   every other position's logit gets −1000, in training and at inference.
 //! - Start logits: one dense layer over each hidden state.
 //! - End logits are conditioned on a start: the start's hidden state beside each position's,
 //!   concatenated `[start, position]`, through a 512-unit GELU layer (`qa_hidden`) and a dense
 //!   layer to one logit. Training conditions on the gold start (teacher forcing); inference on
 //!   each of the `beam` best starts by log-softmax, keeping the `beam` best ends of each.
-//! - An answerability classifier: [CLS]'s hidden state beside the start distribution's
+//! - An answerability classifier: `[CLS]`'s hidden state beside the start distribution's
 //!   expectation of the hidden states, a 512-unit GELU layer, one logit, trained with a
 //!   sigmoid cross-entropy on `is_impossible` (always false in SQuAD v1.1, so it learns
 //!   "answerable"; SQuAD v1.1's decoding does not read it).
@@ -51,7 +51,7 @@ pub struct JointOutputs {
     pub start_logits: Tensor<2>,
     /// [batch, len], masked, each row conditioned on its gold start.
     pub end_logits: Tensor<2>,
-    /// [batch].
+    /// `[batch]`.
     pub answerable: Tensor<1>,
 }
 
@@ -104,7 +104,7 @@ fn glorot(d_in: usize, d_out: usize, device: &Device) -> Linear {
     }
 }
 
-/// −1000 outside the answer mask ([CLS] and the context), 0 inside: [batch, len].
+/// −1000 outside the answer mask (`[CLS]` and the context), 0 inside: [batch, len].
 fn outside_penalty(x: &Inputs) -> Tensor<2> {
     let [b, l] = x.token_types.dims();
     let device = x.token_types.device();
@@ -160,7 +160,7 @@ impl JointSpanHead {
         self.end.forward(inner).reshape([r, l]) + penalty
     }
 
-    /// The answerability logit [batch]: [CLS] beside the start distribution's expected hidden
+    /// The answerability logit `[batch]`: `[CLS]` beside the start distribution's expected hidden
     /// state.
     fn answerable_logit(&self, h: Tensor<3>, start_logits: Tensor<2>) -> Tensor<1> {
         let [b, l, d] = h.dims();

@@ -1,14 +1,15 @@
-//! ELECTRA's one-layer classification head (dropout, then one dense layer on [CLS]) written as
+//! ELECTRA's one-layer classification head (dropout, then one dense layer on `[CLS]`) written as
 //! transformers' `ElectraClassificationHead` (dropout, dense, GELU, dropout, `out_proj`), so that
 //! the recipe's default model exports.
 //!
 //! The head's `dense` becomes the identity plus a shift `s`, which puts every input of the GELU
 //! where GELU is the identity to float precision; `out_proj` holds the trained layer, its bias
-//! less the shift's contribution. The shift is bounded from the weights, not guessed: the [CLS]
-//! state is the last layer's LayerNorm output, `γ·x̂ + β` with every `|x̂ᵢ| ≤ √H` (a normalised
-//! vector of H values), so `hᵢ ≥ −(|γᵢ|·√H + |βᵢ|)`; with `s` that bound plus [`MARGIN`], every
-//! GELU input is at least `MARGIN`, where `GELU(x) = x·Φ(x)` differs from `x` by under 1e-22·x.
-//! At inference (no dropout) the exported logits are trueneg's to float rounding.
+//! less the shift's contribution. The shift is bounded from the weights, not guessed: the
+//! `[CLS]` state is the last layer's LayerNorm output, `γ·x̂ + β` with every `|x̂ᵢ| ≤ √H` (a
+//! normalised vector of H values), so `hᵢ ≥ −(|γᵢ|·√H + |βᵢ|)`; with `s` that bound plus
+//! `MARGIN`, every GELU input is at least `MARGIN`, where `GELU(x) = x·Φ(x)` differs from `x`
+//! by under 1e-22·x. At inference (no dropout) the exported logits are trueneg's to float
+//! rounding.
 
 use std::collections::BTreeMap;
 use std::path::Path;

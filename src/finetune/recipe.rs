@@ -5,14 +5,14 @@
 //!   decoupled weight decay and **no bias correction**, ε 1e-6, weight decay 0.01 (not on
 //!   biases and LayerNorm); learning rate `lr · min(1, t/W) · (1 − t/T)` with W = 10 % of T;
 //!   layer-wise decay 0.8 read as the official code reads it (the head 1, the top encoder layer
-//!   0.8², the embeddings 0.8^(L+2)); dropout + one dense layer on [CLS]; STS-B targets divided
+//!   0.8², the embeddings 0.8^(L+2)); dropout + one dense layer on `[CLS]`; STS-B targets divided
 //!   by 5; MRPC and STS-B also trained with the two sentences swapped; global-norm clip 1.
 //! - `transformers` (the `Trainer` of `run_glue.py` / `run_qa.py`): torch's `AdamW` with bias
 //!   correction, ε 1e-8, no weight decay, linear decay from the peak (no warmup), no layer-wise
 //!   decay; transformers' task heads (`ElectraClassificationHead`); raw STS-B targets; no
 //!   swapped pairs; global-norm clip 1.
 //!
-//! BERT backbones take BERT's pooler (tanh dense on [CLS]) under both recipes, as BERT's own
+//! BERT backbones take BERT's pooler (tanh dense on `[CLS]`) under both recipes, as BERT's own
 //! code and `BertForSequenceClassification` do.
 //!
 //! t counts the updates already made (the first update has t = 0), as TensorFlow's
@@ -116,7 +116,7 @@ pub enum Schedule {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HeadKind {
-    /// ELECTRA's: dropout, then one dense layer on the [CLS] hidden state.
+    /// ELECTRA's: dropout, then one dense layer on the `[CLS]` hidden state.
     #[default]
     Electra,
     /// transformers' `ElectraClassificationHead`: dropout, dense, GELU, dropout, dense.

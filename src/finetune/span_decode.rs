@@ -7,7 +7,7 @@
 //!   score is start + end logit.
 //! - [`best_joint_span`], for ELECTRA's joint head, follows google-research/electra's
 //!   `qa_metrics.py` with `joint_prediction`: the pairs of the beam (each start with its own
-//!   best ends), the same filters (and never [CLS] as a start), scored by the start's plus the
+//!   best ends), the same filters (and never `[CLS]` as a start), scored by the start's plus the
 //!   end's log-probability.
 //!
 //! Either gives (score, byte start, byte end) in the context; over a question's windows the

@@ -4,7 +4,7 @@
 //! - [`read`], the door in: what a path is and how large it may be, checked before reading;
 //! - [`place`]: paths written inside files stay inside their folder;
 //! - [`tensor_file`]: a safetensors file's header checked against the file before it is mapped;
-//! - [`write`], the door out: atomic writes, folders, removal, append-only logs;
+//! - [`write`](mod@write), the door out: atomic writes, folders, removal, append-only logs;
 //! - [`outputs`]: a command replaces only the files it wrote itself (or with `--force`);
 //! - [`lock`]: one writer per output folder;
 //! - [`folder_kind`]: what a folder given on the command line is.

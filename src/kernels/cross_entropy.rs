@@ -71,7 +71,7 @@ fn check(z: &[f32], labels: &[usize], vocab: usize) {
     }
 }
 
-/// Per position `lse(z) − z[y]` [n] from burn's operations, by the surrogate of
+/// Per position `lse(z) − z[y]` `[n]` from burn's operations, by the surrogate of
 /// `objective::mlm`'s doc: the graph holds only `s = Σ_j q_j z_j` with `q = softmax(z) −
 /// onehot(y)` constant, so the value is `lse − z[y]` and the gradient `q`.
 pub(crate) fn composed(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {

@@ -1,5 +1,5 @@
-//! Our fused CPU kernels' operations, one each; callable only where [`fused`] holds. Model code
-//! calls the facades below, which choose.
+//! Our fused CPU kernels' operations, one each; callable only where [`fused`](super::fused)
+//! holds. Model code calls the facades below, which choose.
 
 use burn::prelude::*;
 
@@ -11,7 +11,7 @@ use super::gemm::Products;
 /// `[batch, len, 3 · hidden]` (Q, K, V on each row: the one product of the three
 /// projections) and the additive key bias `[batch, len]` (see
 /// [`attention`](mod@super::attention)), its products multiplied as `products` says. Only
-/// where [`fused`] holds.
+/// where [`fused`](super::fused) holds.
 pub fn attention(
     qkv: Tensor<3>,
     key_bias: Tensor<2>,
@@ -31,7 +31,7 @@ pub fn attention(
 }
 
 /// LayerNorm of the last dimension (see [`layer_norm`](mod@super::layer_norm)). Only where
-/// [`fused`] holds.
+/// [`fused`](super::fused) holds.
 pub fn layer_norm<const D: usize>(
     x: Tensor<D>,
     gamma: Tensor<1>,
@@ -46,13 +46,13 @@ pub fn layer_norm<const D: usize>(
     )))
 }
 
-/// GELU (exact erf form, see [`gelu`](mod@gelu)). Only where [`fused`] holds.
+/// GELU (exact erf form, see `gelu`). Only where [`fused`](super::fused) holds.
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     Tensor::from_dispatch(fused_op!(fused_gelu(x.into_dispatch())))
 }
 
 /// Rows `ids` `[n]` of `table` `[rows, width]` (see [`rows`](mod@super::rows)). Only where
-/// [`fused`] holds.
+/// [`fused`](super::fused) holds.
 pub fn select_rows(table: Tensor<2>, ids: Tensor<1, Int>) -> Tensor<2> {
     Tensor::from_dispatch(fused_op!(fused_rows(
         table.into_dispatch(),
@@ -61,7 +61,7 @@ pub fn select_rows(table: Tensor<2>, ids: Tensor<1, Int>) -> Tensor<2> {
 }
 
 /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]` (may be a transposed view), `b`
-/// `[out]` (see [`linear`](mod@super::linear)). Only where [`fused`] holds.
+/// `[out]` (see [`linear`](mod@super::linear)). Only where [`fused`](super::fused) holds.
 pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, products: Products) -> Tensor<2> {
     Tensor::from_dispatch(fused_op!(fused_linear(
         x.into_dispatch(),
@@ -75,7 +75,7 @@ pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>, products: Products) -> T
 /// `x Wᵀ + b` for `W` stored `[out, in]` (the MLM decoder's tied word embeddings). The same
 /// as [`linear`] with `W.transpose()`, but `W`'s gradient comes back in `W`'s own layout, so
 /// that it adds to the embedding lookup's gradient without a strided pass over it. Only where
-/// [`fused`] holds.
+/// [`fused`](super::fused) holds.
 pub fn linear_transposed(
     x: Tensor<2>,
     w: Tensor<2>,
@@ -92,7 +92,8 @@ pub fn linear_transposed(
 }
 
 /// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels`
-/// `[n]` (see [`cross_entropy`](mod@super::cross_entropy)). Only where [`fused`] holds.
+/// `[n]` (see [`cross_entropy`](mod@super::cross_entropy)). Only where
+/// [`fused`](super::fused) holds.
 pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
     Tensor::from_dispatch(fused_op!(fused_cross_entropy(
         logits.into_dispatch(),
@@ -101,7 +102,7 @@ pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
 }
 
 /// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (see
-/// [`adamw`](mod@adamw)): the new `(p, m, v)`. Only where [`fused`] holds; plain tensors
+/// `adamw`): the new `(p, m, v)`. Only where [`fused`](super::fused) holds; plain tensors
 /// only.
 pub fn adamw(
     p: Tensor<1>,

@@ -1,6 +1,6 @@
 //! Strided matrix products: single-threaded for the per-head work of the attention kernel
 //! (which runs many heads in parallel), on rayon's threads for the large products of the linear
-//! kernel. Each product goes to the faster of two crates for its shape (see [`call`]): the
+//! kernel. Each product goes to the faster of two crates for its shape (see `call`): the
 //! `gemm` crate burn's CPU backend uses, or `faer`'s own x86 kernels.
 
 pub use super::views::{View, ViewMut};
@@ -163,7 +163,7 @@ pub unsafe fn product(dst: ViewMut, a: View, b: View, scale: f32) {
 }
 
 /// Products whose left operand is row-major with at least this many rows go to `faer`'s
-/// matrix product instead of the gemm crate's (see [`call`]).
+/// matrix product instead of the gemm crate's (see `call`).
 pub const FAER_MIN_ROWS: usize = 1024;
 
 /// Products whose left operand is transposed (not row-major) go to faer from this many rows:

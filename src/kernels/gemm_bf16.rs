@@ -2,8 +2,8 @@
 //! (`vdpbf16ps`: 16 lanes, each adding two bf16 products to an f32 sum).
 //!
 //! `dst = [dst +] scale · a · b`: the operands are rounded to bf16 as they are packed
-//! ([`bf16_pack`](super::bf16_pack): the inner dimension in pairs, two values in one 32-bit
-//! lane), the sums are f32, `dst` stays f32. A tile of [`MR`] × [`NR`] sums broadcasts the left
+//! (`bf16_pack`: the inner dimension in pairs, two values in one 32-bit
+//! lane), the sums are f32, `dst` stays f32. A tile of `MR` × `NR` sums broadcasts the left
 //! operand's pair to all lanes against two vectors of the right operand's. The work is split
 //! over row blocks of `dst` (never over the inner dimension: the result does not depend on the
 //! thread count).

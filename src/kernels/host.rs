@@ -10,7 +10,7 @@ use burn::prelude::*;
 static HOST_READS: AtomicU64 = AtomicU64::new(0);
 
 /// How many times this process has read tensor values back to the host through trueneg's
-/// read points: [`host_ids`], [`read_floats`] and `interop::tensors::HostTensor::from_tensor`
+/// read points: `host_ids`, `read_floats` and `interop::tensors::HostTensor::from_tensor`
 /// (every read of the training loop goes through one of them). On a GPU each is a wait for
 /// the device; a training step between its batch upload and its logging window makes none
 /// (`tests/host_reads.rs`). The fused CPU kernels, which work on host memory in place, are

@@ -3,7 +3,7 @@
 
 /// Calls operation `op` of the backend extension `ext` through burn's dispatch backend in a
 /// build with cargo feature `feature`; without it the arguments are dropped and the call is
-/// unreachable (callers check [`fused`] or [`torch`] first).
+/// unreachable (callers check [`fused`](super::fused) or [`torch`](super::torch) first).
 macro_rules! extension_op {
     ($feature:literal, $ext:path, $op:ident($($arg:expr),* $(,)?)) => {{
         #[cfg(feature = $feature)]
@@ -18,14 +18,14 @@ macro_rules! extension_op {
     }};
 }
 
-/// Calls a `FusedOps` operation (only reached where [`fused`] holds).
+/// Calls a `FusedOps` operation (only reached where [`fused`](super::fused) holds).
 macro_rules! fused_op {
     ($($call:tt)*) => {
         extension_op!("flex", $crate::kernels::flex::FusedOps, $($call)*)
     };
 }
 
-/// Calls a `TorchOps` operation (only reached where [`torch`] holds).
+/// Calls a `TorchOps` operation (only reached where [`torch`](super::torch) holds).
 macro_rules! torch_op {
     ($($call:tt)*) => {
         extension_op!("tch", $crate::kernels::libtorch::TorchOps, $($call)*)

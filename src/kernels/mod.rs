@@ -12,7 +12,7 @@
 //!
 //! On burn's LibTorch backend (feature `tch`) the biased products, attention, LayerNorm, GELU,
 //! dropout and the cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own
-//! backward ([`libtorch`](mod@libtorch), where [`torch`] says yes; `tests/libtorch.rs`).
+//! backward (`libtorch`, where [`torch`] says yes; `tests/libtorch.rs`).
 
 // Without `flex` (`tch`) the wrappers below end in `unreachable!` (callers check [`fused`]
 // ([`torch`]) first).

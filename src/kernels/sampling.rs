@@ -4,7 +4,7 @@
 //!
 //! It draws from the same distribution as Gumbel-max (`argmax_j z_j − ln(−ln u_j)`), with one
 //! `exp` per logit and one random number per row instead of a uniform, two logarithms and a
-//! comparison per logit. The row's weights are summed in blocks of [`BLOCK`] (running sums in
+//! comparison per logit. The row's weights are summed in blocks of `BLOCK` (running sums in
 //! f64), the block holding `u · W` is found from the block sums, and only that block is walked
 //! element by element. Row `r` takes its number from stream `r` of a ChaCha8 generator seeded
 //! with `seed`, so the draws depend neither on the thread count nor on the other rows.

@@ -4,8 +4,9 @@
 use burn::prelude::*;
 
 /// The attention context `[batch, len, hidden]` of the packed projections `qkv` `[batch, len,
-/// 3 · hidden]`, as [`attention`] computes it, with the additive key bias `[batch, len]` (`None`
-/// without padding) and dropout `p` on the probabilities (0: none). Only where [`torch`] holds.
+/// 3 · hidden]`, as `attention` computes it, with the additive key bias `[batch, len]` (`None`
+/// without padding) and dropout `p` on the probabilities (0: none). Only where
+/// [`torch`](super::torch) holds.
 pub fn torch_attention(
     qkv: Tensor<3>,
     key_bias: Option<Tensor<2>>,
@@ -26,7 +27,7 @@ pub fn torch_attention(
 }
 
 /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]`, `b` `[out]` (one dtype): one LibTorch
-/// `addmm`. Only where [`torch`] holds.
+/// `addmm`. Only where [`torch`](super::torch) holds.
 pub fn torch_linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
     Tensor::from_dispatch(torch_op!(torch_linear(
         x.into_dispatch(),
@@ -35,7 +36,7 @@ pub fn torch_linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
     )))
 }
 
-/// LayerNorm of the last dimension. Only where [`torch`] holds.
+/// LayerNorm of the last dimension. Only where [`torch`](super::torch) holds.
 pub fn torch_layer_norm<const D: usize>(
     x: Tensor<D>,
     gamma: Tensor<1>,
@@ -50,18 +51,19 @@ pub fn torch_layer_norm<const D: usize>(
     )))
 }
 
-/// GELU, exact erf form. Only where [`torch`] holds.
+/// GELU, exact erf form. Only where [`torch`](super::torch) holds.
 pub fn torch_gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     Tensor::from_dispatch(torch_op!(torch_gelu(x.into_dispatch())))
 }
 
 /// Inverted dropout with probability `p` in (0, 1): kept values scaled by `1 / (1 − p)`. For
-/// training only. Only where [`torch`] holds.
+/// training only. Only where [`torch`](super::torch) holds.
 pub fn torch_dropout<const D: usize>(x: Tensor<D>, p: f64) -> Tensor<D> {
     Tensor::from_dispatch(torch_op!(torch_dropout(x.into_dispatch(), p)))
 }
 
-/// Per-row `lse(z) − z[y]` `[n]` of logits `[n, vocab]`, in f32. Only where [`torch`] holds.
+/// Per-row `lse(z) − z[y]` `[n]` of logits `[n, vocab]`, in f32. Only where
+/// [`torch`](super::torch) holds.
 pub fn torch_cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
     Tensor::from_dispatch(torch_op!(torch_cross_entropy(
         logits.into_dispatch(),

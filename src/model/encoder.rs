@@ -183,7 +183,7 @@ impl Layer {
     /// Self-attention's context: the three projections as one product against
     /// `[W_q | W_k | W_v]` (the parameters stay three, as transformers has them; the
     /// concatenation is rebuilt each call and its gradient split back), then
-    /// [`kernels::attention`] on the packed result.
+    /// [`kernels::attention()`] on the packed result.
     fn attention(&self, x: &Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Tensor<3> {
         let [b, l, _] = x.dims();
         // Each weight in the compute dtype before the concatenation: under bf16 on LibTorch

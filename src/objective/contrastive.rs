@@ -1,6 +1,6 @@
 //! CLINE's losses (Wang et al., ACL 2021) on a batch of (x_ori, x_syn, x_ant) triples.
 //!
-//! **Contrast, `infonce`** (the paper), with h the [CLS] vectors and f(u, v) = exp(u·v):
+//! **Contrast, `infonce`** (the paper), with h the `[CLS]` vectors and f(u, v) = exp(u·v):
 //! `L_cts = mean_b −log f(o,s) / (f(o,s) + f(o,a)) = mean_b softplus(o·a − o·s)`,
 //! softplus(d) = max(d, 0) + log(1 + e^{−|d|}) (stable for any d).
 //!
@@ -40,7 +40,7 @@ pub enum ClineRtd {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClineContrast {
-    /// [`infonce_contrast`] on [CLS] (the paper).
+    /// [`infonce_contrast`] on `[CLS]` (the paper).
     #[default]
     Infonce,
     /// [`bce_contrast`] on the tanh pooler (the authors' code).
@@ -76,7 +76,7 @@ pub struct ClineLossConfig {
     /// CLINE detection: `binary` (candidate pieces, the authors' code), `binary-all` (every
     /// token, the paper's Eq. 4) or `three-way` (the code's three classes).
     pub cline_rtd: ClineRtd,
-    /// CLINE contrast: `infonce` on [CLS] (the paper) or `bce` on the tanh pooler (the code).
+    /// CLINE contrast: `infonce` on `[CLS]` (the paper) or `bce` on the tanh pooler (the code).
     pub cline_contrast: ClineContrast,
     /// Which x_ori gives h_o: `masked` (the code: the MLM input) or `unmasked`.
     pub cline_ori: ClineOri,
@@ -118,18 +118,18 @@ fn softplus<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     relu(x.clone()) + x.abs().neg().exp().log1p()
 }
 
-/// Row-wise dot products of two [batch, dim] matrices: [batch].
+/// Row-wise dot products of two [batch, dim] matrices: `[batch]`.
 fn dots(a: Tensor<2>, b: Tensor<2>) -> Tensor<1> {
     (a * b).sum_dim(1).squeeze_dim(1)
 }
 
-/// The paper's contrast loss on [CLS] vectors `o`, `s`, `a` ([batch, dim]); a [1] tensor.
+/// The paper's contrast loss on `[CLS]` vectors `o`, `s`, `a` ([batch, dim]); a `[1]` tensor.
 pub fn infonce_contrast(o: Tensor<2>, s: Tensor<2>, a: Tensor<2>) -> Tensor<1> {
     let d = dots(o.clone(), a) - dots(o, s);
     softplus(d).mean()
 }
 
-/// The code's contrast loss on pooled vectors `o`, `s`, `a` ([batch, dim]); a [1] tensor.
+/// The code's contrast loss on pooled vectors `o`, `s`, `a` ([batch, dim]); a `[1]` tensor.
 pub fn bce_contrast(o: Tensor<2>, s: Tensor<2>, a: Tensor<2>) -> Tensor<1> {
     let dim = o.dims()[1] as f64;
     let xs = dots(o.clone(), s) / dim;
@@ -162,7 +162,7 @@ pub fn three_way_detection_loss(logits: Tensor<3>, labels: Tensor<2, Int>) -> Te
 }
 
 /// The learned weighting: `Σ_i exp(−s_i) L_i + max(s_i, 0)` for losses `l` and parameters
-/// `s` (both [n]).
+/// `s` (both `[n]`).
 pub fn learned_weighting(l: Tensor<1>, s: Tensor<1>) -> Tensor<1> {
     (learned_coefficients(s.clone()) * l).sum() + learned_regulariser(s)
 }

@@ -351,14 +351,14 @@ impl HardCorrection {
     }
 }
 
-/// A count known on the host as a [1] tensor on `device`: filled there, not uploaded (a
+/// A count known on the host as a `[1]` tensor on `device`: filled there, not uploaded (a
 /// recorded step uploads nothing).
 fn count(v: usize, device: &Device) -> Tensor<1, Int> {
     Tensor::full([1], v as i64, device)
 }
 
 /// Whether `b[i]` differs from `a[i]` and is one of its synonyms in `table` (a
-/// `text::shared_table::padded_table`), on the device: [n].
+/// `text::shared_table::padded_table`), on the device: `[n]`.
 pub fn synonyms_on_device(
     table: Tensor<2, Int>,
     a: Tensor<1, Int>,

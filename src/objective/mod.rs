@@ -268,15 +268,15 @@ pub struct MlmStep<'a> {
     pub batch: &'a Batch,
     pub masked: &'a Masked,
     pub inputs: &'a Inputs,
-    /// The masked positions in the flattened batch, [n].
+    /// The masked positions in the flattened batch, `[n]`.
     pub positions: Tensor<1, Int>,
-    /// Gold tokens at the masked positions, [n].
+    /// Gold tokens at the masked positions, `[n]`.
     pub labels: Tensor<1, Int>,
-    /// The MLM model's argmax at the masked positions, [n] (no gradient).
+    /// The MLM model's argmax at the masked positions, `[n]` (no gradient).
     pub argmax: Tensor<1, Int>,
-    /// ELECTRA: the generator's sampled replacements, [n].
+    /// ELECTRA: the generator's sampled replacements, `[n]`.
     pub sampled: Option<Tensor<1, Int>>,
-    /// A fixed-shape step's slots that are masked positions (1) or padding (0), [n]
+    /// A fixed-shape step's slots that are masked positions (1) or padding (0), `[n]`
     /// (`Masked::padded`); `None`: every slot is a masked position. On a padding slot the
     /// argmax and the sample are the label, so that it changes no token and counts no
     /// mismatch; a part that averages over the slots weights them by this.
@@ -361,7 +361,7 @@ impl<'a> MlmStep<'a> {
         }
     }
 
-    /// The mean of `values` [n] over the masked positions (padding slots aside).
+    /// The mean of `values` `[n]` over the masked positions (padding slots aside).
     pub fn mean_over_masked(&self, values: Tensor<1>) -> Tensor<1> {
         match &self.valid {
             Some(v) => (values * v.clone()).sum() / v.clone().sum().clamp_min(1.0),
@@ -377,7 +377,7 @@ impl<'a> MlmStep<'a> {
         }
     }
 
-    /// The sequence of each masked position, [n], on the device.
+    /// The sequence of each masked position, `[n]`, on the device.
     pub fn rows_on_device(&self) -> Tensor<1, Int> {
         self.positions
             .clone()
@@ -385,14 +385,14 @@ impl<'a> MlmStep<'a> {
     }
 
     /// The model's input ids with each masked position replaced by `predicted` (one per
-    /// position, [n]), on the device: `[batch, len]`.
+    /// position, `[n]`), on the device: `[batch, len]`.
     pub fn filled(&self, predicted: Tensor<1, Int>) -> Tensor<2, Int> {
         let shape = [self.batch.batch, self.batch.len];
         let flat = self.inputs.ids.clone().reshape([shape[0] * shape[1]]);
         self.at_positions(flat, predicted).reshape(shape)
     }
 
-    /// `values` [n] at the masked positions of a `[batch·len]` vector that is `base`
+    /// `values` `[n]` at the masked positions of a `[batch·len]` vector that is `base`
     /// elsewhere (on the device).
     pub fn at_positions(&self, base: Tensor<1, Int>, values: Tensor<1, Int>) -> Tensor<1, Int> {
         let now = base.clone().select(0, self.positions.clone());
@@ -408,7 +408,7 @@ impl<'a> MlmStep<'a> {
 /// A part of the masked-LM step (see the module doc). Every method has a default that does
 /// nothing.
 pub trait Part: Send + Sync {
-    /// Weights `w_k ∈ {0, 1}` of the masked positions in `L_mlm` ([n] on the device; `None`:
+    /// Weights `w_k ∈ {0, 1}` of the masked positions in `L_mlm` (`[n]` on the device; `None`:
     /// all 1), and the counts this micro-batch adds (on the device).
     fn mlm_weights(&self, _s: &MlmStep) -> Option<(Tensor<1>, DeviceCounters)> {
         None
@@ -419,7 +419,7 @@ pub trait Part: Send + Sync {
 
     /// ELECTRA: adjusts the discriminator's targets `replaced` (1: the generator's sample
     /// differs from the original) and weights `weights` (1: in `L_D`) at the masked positions
-    /// ([n] each, on the device) for the generator's `sampled` replacements.
+    /// (`[n]` each, on the device) for the generator's `sampled` replacements.
     fn discriminator_labels(
         &self,
         _s: &MlmStep,

@@ -99,7 +99,7 @@ impl Part for WordRegularization {
     }
 }
 
-/// `embeddings` [vocab, dim]; `predicted`, `gold` [n]. Returns a [1] tensor.
+/// `embeddings` [vocab, dim]; `predicted`, `gold` `[n]`. Returns a `[1]` tensor.
 pub fn word_regularization(
     embeddings: Tensor<2>,
     predicted: Tensor<1, Int>,
@@ -108,7 +108,7 @@ pub fn word_regularization(
     cosine_distances(embeddings, predicted, gold).mean()
 }
 
-/// `1 − cos(e(predicted_k), e(gold_k))` for each k: [n].
+/// `1 − cos(e(predicted_k), e(gold_k))` for each k: `[n]`.
 pub fn cosine_distances(
     embeddings: Tensor<2>,
     predicted: Tensor<1, Int>,

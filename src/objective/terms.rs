@@ -40,7 +40,7 @@ impl Count {
         }
     }
 
-    /// The count as a [1] tensor on `device` (a host count is uploaded; nothing is read).
+    /// The count as a `[1]` tensor on `device` (a host count is uploaded; nothing is read).
     fn tensor(&self, device: &Device) -> Tensor<1> {
         match self {
             Count::Host(n) => Tensor::from_floats([*n as f32], device),
@@ -77,7 +77,7 @@ impl Term {
         Self { value, count }
     }
 
-    /// A term whose count the device holds ([1], e.g. the sum of its weights).
+    /// A term whose count the device holds (`[1]`, e.g. the sum of its weights).
     pub fn counted(value: Tensor<1>, count: Tensor<1>) -> Self {
         Self {
             value,
@@ -111,7 +111,7 @@ pub enum Logged {
 /// of a logging window and saved with each checkpoint.
 pub type Counters = BTreeMap<String, u64>;
 
-/// Counts of one micro-batch by name, each a [1] integer tensor on the device.
+/// Counts of one micro-batch by name, each a `[1]` integer tensor on the device.
 pub type DeviceCounters = Vec<(String, Tensor<1, Int>)>;
 
 /// Adds `b`'s counts into `a`.
@@ -201,7 +201,7 @@ impl StepLoss {
         self.log(name, Logged::Mean(term));
     }
 
-    /// Adds `value` ([1], on the device) to the window's counter `name`.
+    /// Adds `value` (`[1]`, on the device) to the window's counter `name`.
     pub fn count(&mut self, name: &str, value: Tensor<1, Int>) {
         add_device_counters(&mut self.counters, vec![(name.to_string(), value)]);
     }
@@ -249,7 +249,7 @@ pub fn objectives(losses: &[StepLoss]) -> Vec<Tensor<1>> {
     objectives_of(losses, &totals(losses, &device), losses.len())
 }
 
-/// Each term's count summed over the replicas `losses`: a [terms] tensor on `device`.
+/// Each term's count summed over the replicas `losses`: a `[terms]` tensor on `device`.
 pub fn totals(losses: &[StepLoss], device: &Device) -> Tensor<1> {
     let per_term = (0..losses[0].parts.len())
         .map(|t| {
@@ -500,7 +500,7 @@ impl StepValues {
     }
 
     /// The values as sums that add over processes: the loss, each mean times its count
-    /// (`counts`, from [`mean_counts`]) and the count, each rate's hits and total, the
+    /// (`counts`, from `mean_counts`) and the count, each rate's hits and total, the
     /// vectors (of the first process only: `first`), the counters.
     pub fn sums(&self, counts: &[f64], first: bool) -> Vec<f64> {
         let mut out = vec![self.loss];

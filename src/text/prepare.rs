@@ -1,6 +1,6 @@
 //! `prepare`: corpus files → tokenized, packed examples → shards + manifest.
 //!
-//! Each line (paragraph) is split into sentences ([`split_sentences`]) so that segments A and B
+//! Each line (paragraph) is split into sentences (`split_sentences`) so that segments A and B
 //! hold whole sentences. Paragraphs are tokenized in parallel; each document draws its packing
 //! randomness from its own RNG seeded by (seed, document index), so the output is the same for a
 //! given seed whatever the number of threads. The corpus is streamed: read, tokenized and packed a batch

@@ -22,7 +22,7 @@ pub struct GradEntry {
 /// Flattened gradients by parameter name (no autodiff), ready for clipping and the update.
 /// The true gradient of `name` is `factor · clip · entries[name]`: scaling (averaging over
 /// micro-batches) only changes `factor`, which the update folds into its own constants;
-/// clipping sets `clip`, a [1] tensor on the device (so that no norm is read back), which the
+/// clipping sets `clip`, a `[1]` tensor on the device (so that no norm is read back), which the
 /// update multiplies in.
 #[derive(Clone)]
 pub struct Grads {
@@ -189,7 +189,7 @@ impl Grads {
         self.factor *= factor;
     }
 
-    /// The global L2 norm over all gradients, a [1] tensor on the device (nothing is read). On
+    /// The global L2 norm over all gradients, a `[1]` tensor on the device (nothing is read). On
     /// CPU devices per tensor; on others over one concatenated buffer (three kernels instead
     /// of two per parameter).
     pub fn global_norm(&self) -> Option<Tensor<1>> {
@@ -209,7 +209,7 @@ impl Grads {
 
     /// Clips to `max_norm` like torch's `clip_grad_norm_`, on the device: the coefficient
     /// `min(1, max_norm / (norm + 1e-6))` multiplies the gradients in the update. Returns the
-    /// norm before clipping ([1] on the device; 0 without gradients).
+    /// norm before clipping (`[1]` on the device; 0 without gradients).
     pub fn clip_global_norm(&mut self, max_norm: f64) -> Option<Tensor<1>> {
         let norm = self.global_norm()?;
         if max_norm > 0.0 {

@@ -106,7 +106,7 @@ pub struct AdamW {
     casts: kernels::param_cast::FlatParams,
 }
 
-/// The staged step's factors as device scalars ([1] each), slices of [`Staged::factors`].
+/// The staged step's factors as device scalars (`[1]` each), slices of [`Staged::factors`].
 struct StagedFactors {
     /// lr / (1 − β1^t).
     step: Tensor<1>,
@@ -125,7 +125,7 @@ struct Staged {
 }
 
 impl Staged {
-    /// The staged step's factors, each a [1] slice of [`Staged::factors`].
+    /// The staged step's factors, each a `[1]` slice of [`Staged::factors`].
     fn scalars(&self) -> StagedFactors {
         let at = |i: usize| self.factors.clone().slice(i..i + 1);
         StagedFactors {

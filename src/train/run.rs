@@ -36,7 +36,7 @@ const RUN_WRITES: [&str; 8] = [
 ];
 
 /// Claims `dir` (created if needed) for a new run of `config`: refused when it holds a file of
-/// the names a run writes ([`RUN_FILES`], [`RUN_WRITES`], event files); the user's other files
+/// the names a run writes ([`RUN_FILES`], `RUN_WRITES`, event files); the user's other files
 /// stay as they are. What a new run that failed before its first step left is removed first,
 /// so the same command can be retried.
 pub fn new_run(config: PretrainConfig, dir: &Path) -> Result<RunFolder> {

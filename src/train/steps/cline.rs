@@ -9,7 +9,7 @@
 //!   the discriminator serves as the encoder of the three sentences);
 //! - L_RTD: the x_syn and x_ant rows at candidate pieces (binary: BERT's CLINE head or the
 //!   ELECTRA discriminator's own head; three-way: CLINE's head);
-//! - L_cts: h_o, h_s, h_a the [CLS] vectors (`infonce`) or their tanh pooler outputs (`bce`).
+//! - L_cts: h_o, h_s, h_a the `[CLS]` vectors (`infonce`) or their tanh pooler outputs (`bce`).
 
 use std::ops::Range;
 
@@ -293,7 +293,7 @@ fn detection(
     }
 }
 
-/// Contrast on the [CLS] vectors of `h` (or their pooler outputs), block `ori_block` being
+/// Contrast on the `[CLS]` vectors of `h` (or their pooler outputs), block `ori_block` being
 /// h_o: the loss and the share of examples whose h_o is closer to h_s, both over the `b`
 /// examples.
 fn contrast(
@@ -325,7 +325,7 @@ fn contrast(
 }
 
 /// The weighted parts of `L = w1·L_MLM + w2·L_RTD + w3·L_cts`, the regulariser of learned
-/// weights, and the weights used ([3]).
+/// weights, and the weights used (`[3]`).
 fn weighting(
     model: &PretrainModel,
     o: &ClineLossConfig,

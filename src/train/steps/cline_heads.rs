@@ -1,6 +1,6 @@
 //! The heads of the step on sentence triples, beside the encoder: a detection head (dense →
 //! GELU → 1 or 3 logits per token; absent when an ELECTRA discriminator's own head does binary
-//! detection), a tanh pooler on [CLS] (the `bce` contrast only) and the learned loss weights
+//! detection), a tanh pooler on `[CLS]` (the `bce` contrast only) and the learned loss weights
 //! s_i (`learned` only). Their parameters are named `cline.…` in checkpoints.
 
 use burn::module::{Module, Param};

@@ -13,7 +13,7 @@
 //! The masked-LM step ([`masked_lm`]: BERT's MLM, ELECTRA's generator and discriminator, with
 //! the objective's parts) trains on packed examples; the step on sentence triples
 //! ([`cline`]) has heads and data of its own. Adding a step: a file here with both
-//! implementations and its row in [`KINDS`] and [`with_step`] (`docs/adding-an-objective.md`).
+//! implementations and its row in `KINDS` and [`with_step`] (`docs/adding-an-objective.md`).
 
 pub mod cline;
 pub mod cline_heads;

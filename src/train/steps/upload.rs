@@ -34,11 +34,11 @@ fn with_mask(batch: &Batch, ids: &[u32], mask: bool, device: &Device) -> Inputs 
 pub struct Uploaded {
     /// The model inputs (the masked ids).
     pub x: Inputs,
-    /// The masked positions in the flattened batch, [n].
+    /// The masked positions in the flattened batch, `[n]`.
     pub positions: Tensor<1, Int>,
-    /// The gold tokens there, [n].
+    /// The gold tokens there, `[n]`.
     pub labels: Tensor<1, Int>,
-    /// A fixed-shape step's: which slots are masked positions (1) or padding (0), [n]
+    /// A fixed-shape step's: which slots are masked positions (1) or padding (0), `[n]`
     /// (`Masked::padded`).
     pub valid: Option<Tensor<1>>,
 }
