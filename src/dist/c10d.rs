@@ -247,7 +247,7 @@ impl Handle {
     }
 }
 
-/// A started all-reduce ([`Handle::start_sum`]).
+/// A started all-reduce (`Handle::start_sum`).
 pub struct Work(*mut c_void);
 
 // c10d's work objects are waited on from any thread.

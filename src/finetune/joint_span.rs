@@ -104,7 +104,7 @@ fn glorot(d_in: usize, d_out: usize, device: &Device) -> Linear {
     }
 }
 
-/// −1000 outside the answer mask (`[CLS]` and the context), 0 inside: [batch, len].
+/// −1000 outside the answer mask (`[CLS]` and the context), 0 inside: `[batch, len]`.
 fn outside_penalty(x: &Inputs) -> Tensor<2> {
     let [b, l] = x.token_types.dims();
     let device = x.token_types.device();

@@ -74,7 +74,8 @@ unsafe fn at(m: &View, r: usize, c: usize) -> f32 {
 /// it is never zeroed first.
 ///
 /// # Safety
-/// `b` points at memory valid for its extent; the CPU runs the kernel (`available`).
+/// `b` points at memory valid for its extent; the CPU runs the kernel
+/// ([`available`](super::gemm_bf16::available)).
 pub(super) unsafe fn pack_right(
     b: &View,
     p0: usize,
@@ -144,7 +145,8 @@ unsafe fn pack_panels(b: &View, p0: usize, kp: usize, first: usize, out: &mut [M
 /// Panel `panel` of [`pack_right`] into `out` (`kp · NR` lanes, every one written).
 ///
 /// # Safety
-/// `b` points at memory valid for its extent; the CPU runs the kernel (`available`).
+/// `b` points at memory valid for its extent; the CPU runs the kernel
+/// ([`available`](super::gemm_bf16::available)).
 unsafe fn pack_panel(b: &View, p0: usize, kp: usize, panel: usize, out: &mut [MaybeUninit<u32>]) {
     let (k, n) = (b.rows, b.cols);
     let cols = panel * NR..(panel * NR + NR).min(n);
@@ -366,8 +368,9 @@ pub(super) const GROUP: usize = 8;
 /// beyond `a` zero. Block `b` fills `out[b · kp · LANES ..][.. kp · LANES]`.
 ///
 /// # Safety
-/// `a` points at memory valid for its extent; the CPU runs the kernel (`available`); `out`
-/// holds `blocks · kp · LANES` lanes; the blocks start inside `a`.
+/// `a` points at memory valid for its extent; the CPU runs the kernel
+/// ([`available`](super::gemm_bf16::available)); `out` holds `blocks · kp · LANES` lanes; the
+/// blocks start inside `a`.
 pub(super) unsafe fn pack_left(
     a: &View,
     r0: usize,

@@ -46,7 +46,7 @@ pub fn layer_norm<const D: usize>(
     )))
 }
 
-/// GELU (exact erf form, see `gelu`). Only where [`fused`](super::fused) holds.
+/// GELU (exact erf form, see [`gelu`](mod@super::gelu)). Only where [`fused`](super::fused) holds.
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     Tensor::from_dispatch(fused_op!(fused_gelu(x.into_dispatch())))
 }
@@ -102,8 +102,8 @@ pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
 }
 
 /// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (see
-/// `adamw`): the new `(p, m, v)`. Only where [`fused`](super::fused) holds; plain tensors
-/// only.
+/// [`adamw`](mod@super::adamw)): the new `(p, m, v)`. Only where [`fused`](super::fused)
+/// holds; plain tensors only.
 pub fn adamw(
     p: Tensor<1>,
     g: Tensor<1>,

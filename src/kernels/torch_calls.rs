@@ -4,9 +4,9 @@
 use burn::prelude::*;
 
 /// The attention context `[batch, len, hidden]` of the packed projections `qkv` `[batch, len,
-/// 3 · hidden]`, as `attention` computes it, with the additive key bias `[batch, len]` (`None`
-/// without padding) and dropout `p` on the probabilities (0: none). Only where
-/// [`torch`](super::torch) holds.
+/// 3 · hidden]`, as [`attention`](super::attention()) computes it, with the additive key bias
+/// `[batch, len]` (`None` without padding) and dropout `p` on the probabilities (0: none).
+/// Only where [`torch`](super::torch) holds.
 pub fn torch_attention(
     qkv: Tensor<3>,
     key_bias: Option<Tensor<2>>,

@@ -81,7 +81,7 @@ impl ViewMut {
 
     /// As [`ViewMut::rows`] over a whole contiguous `rows × cols` buffer that may be
     /// uninitialised: only for the destination of a product that does not accumulate (see
-    /// `product_new`).
+    /// [`product_new`](super::gemm::product_new)).
     pub fn uninit(data: &mut [MaybeUninit<f32>], rows: usize, cols: usize) -> Self {
         assert_eq!(data.len(), rows * cols, "output shape");
         Self {

@@ -118,18 +118,18 @@ fn softplus<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     relu(x.clone()) + x.abs().neg().exp().log1p()
 }
 
-/// Row-wise dot products of two [batch, dim] matrices: `[batch]`.
+/// Row-wise dot products of two `[batch, dim]` matrices: `[batch]`.
 fn dots(a: Tensor<2>, b: Tensor<2>) -> Tensor<1> {
     (a * b).sum_dim(1).squeeze_dim(1)
 }
 
-/// The paper's contrast loss on `[CLS]` vectors `o`, `s`, `a` ([batch, dim]); a `[1]` tensor.
+/// The paper's contrast loss on `[CLS]` vectors `o`, `s`, `a` (`[batch, dim]`); a `[1]` tensor.
 pub fn infonce_contrast(o: Tensor<2>, s: Tensor<2>, a: Tensor<2>) -> Tensor<1> {
     let d = dots(o.clone(), a) - dots(o, s);
     softplus(d).mean()
 }
 
-/// The code's contrast loss on pooled vectors `o`, `s`, `a` ([batch, dim]); a `[1]` tensor.
+/// The code's contrast loss on pooled vectors `o`, `s`, `a` (`[batch, dim]`); a `[1]` tensor.
 pub fn bce_contrast(o: Tensor<2>, s: Tensor<2>, a: Tensor<2>) -> Tensor<1> {
     let dim = o.dims()[1] as f64;
     let xs = dots(o.clone(), s) / dim;

@@ -33,7 +33,7 @@ pub const LABELS: [(&str, &str); 2] = [
     (ACCURACY, "masked-LM accuracy"),
 ];
 
-/// `logits` [n, vocab], `labels` `[n]`; `weights` `[n]` (0/1) or `None` for all ones.
+/// `logits` `[n, vocab]`, `labels` `[n]`; `weights` `[n]` (0/1) or `None` for all ones.
 /// Returns the mean loss as a `[1]` tensor; 0 when every weight is 0.
 pub fn masked_cross_entropy(
     logits: Tensor<2>,

@@ -18,7 +18,7 @@ pub const LABELS: [(&str, &str); 2] = [
     (ACCURACY, "discriminator accuracy"),
 ];
 
-/// `logits`, `replaced` (0/1) and `weights` (0/1) all [batch, len]. Returns a `[1]` tensor.
+/// `logits`, `replaced` (0/1) and `weights` (0/1) all `[batch, len]`. Returns a `[1]` tensor.
 pub fn replaced_token_loss(
     logits: Tensor<2>,
     replaced: Tensor<2>,

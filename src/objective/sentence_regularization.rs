@@ -120,7 +120,7 @@ impl Part for SentenceRegularization {
     }
 }
 
-/// `h_pred`, `h_orig`: [batch, len, hidden]; `real`: [batch, len] 0/1. Returns a `[1]` tensor.
+/// `h_pred`, `h_orig`: `[batch, len, hidden]`; `real`: `[batch, len]` 0/1. Returns a `[1]` tensor.
 pub fn sentence_regularization(h_pred: Tensor<3>, h_orig: Tensor<3>, real: Tensor<2>) -> Tensor<1> {
     let log_p = log_softmax(h_pred.clone(), 2);
     let log_q = log_softmax(h_orig, 2);

@@ -99,7 +99,7 @@ impl Part for WordRegularization {
     }
 }
 
-/// `embeddings` [vocab, dim]; `predicted`, `gold` `[n]`. Returns a `[1]` tensor.
+/// `embeddings` `[vocab, dim]`; `predicted`, `gold` `[n]`. Returns a `[1]` tensor.
 pub fn word_regularization(
     embeddings: Tensor<2>,
     predicted: Tensor<1, Int>,

@@ -500,7 +500,7 @@ impl StepValues {
     }
 
     /// The values as sums that add over processes: the loss, each mean times its count
-    /// (`counts`, from `mean_counts`) and the count, each rate's hits and total, the
+    /// (`counts`, from [`Pending::mean_counts`]) and the count, each rate's hits and total, the
     /// vectors (of the first process only: `first`), the counters.
     pub fn sums(&self, counts: &[f64], first: bool) -> Vec<f64> {
         let mut out = vec![self.loss];

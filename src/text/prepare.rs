@@ -1,7 +1,8 @@
 //! `prepare`: corpus files → tokenized, packed examples → shards + manifest.
 //!
-//! Each line (paragraph) is split into sentences (`split_sentences`) so that segments A and B
-//! hold whole sentences. Paragraphs are tokenized in parallel; each document draws its packing
+//! Each line (paragraph) is split into sentences
+//! ([`split_sentences`](super::sentences::split_sentences)) so that segments A and B hold
+//! whole sentences. Paragraphs are tokenized in parallel; each document draws its packing
 //! randomness from its own RNG seeded by (seed, document index), so the output is the same for a
 //! given seed whatever the number of threads. The corpus is streamed: read, tokenized and packed a batch
 //! at a time, each shard written when full, so memory does not grow with the corpus (a

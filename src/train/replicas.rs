@@ -96,7 +96,7 @@ impl Replicas {
 
     /// Makes these replicas one process of the data-parallel job `group` (one replica per
     /// process); on LibTorch its all-reduce overlaps with the backward pass
-    /// (`super::overlap`).
+    /// (`train::overlap`, built with `tch`).
     pub fn join(&mut self, group: Option<Group>) {
         self.group = group.map(Arc::new);
         #[cfg(feature = "tch")]
