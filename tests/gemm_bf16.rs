@@ -54,6 +54,32 @@ fn view(data: &[f32], rows: usize, cols: usize, layout: u8) -> View {
     }
 }
 
+/// `c` as an `m × n` destination stored column by column.
+fn column_major(c: &mut [f32], m: usize, n: usize) -> ViewMut {
+    assert_eq!(c.len(), m * n, "column-major destination size");
+    ViewMut {
+        ptr: c.as_mut_ptr(),
+        rows: m,
+        cols: n,
+        rs: 1,
+        cs: m as isize,
+    }
+}
+
+/// `column` (an `m × n` matrix stored column by column) holds bit for bit what `rows` (stored
+/// row by row) holds.
+fn assert_transposed(column: &[f32], rows: &[f32], m: usize, n: usize, case: &str) {
+    for i in 0..m {
+        for j in 0..n {
+            assert_eq!(
+                column[j * m + i].to_bits(),
+                rows[i * n + j].to_bits(),
+                "{case}: a column-major destination at ({i}, {j})"
+            );
+        }
+    }
+}
+
 fn values(n: usize, seed: usize) -> Vec<f32> {
     (0..n)
         .map(|i| ((i * 7919 + seed * 104_729) % 2001) as f32 / 1000.0 - 1.0)
@@ -119,24 +145,9 @@ fn bf16_products_match_the_rounded_operands_in_every_layout() {
                     c[j * m + i] = base[i * n + j];
                 }
             }
-            let dst = ViewMut {
-                ptr: c.as_mut_ptr(),
-                rows: m,
-                cols: n,
-                rs: 1,
-                cs: m as isize,
-            };
-            // SAFETY: `dst` covers `c`, which is separate from the operands.
-            unsafe { product(dst, av, bv, true, 0.5, 2) };
-            for i in 0..m {
-                for j in 0..n {
-                    assert_eq!(
-                        c[j * m + i].to_bits(),
-                        got[0][i * n + j].to_bits(),
-                        "{m}x{k}x{n}: a column-major destination at ({i}, {j})"
-                    );
-                }
-            }
+            // SAFETY: the view covers `c`, which is separate from the operands.
+            unsafe { product(column_major(&mut c, m, n), av, bv, true, 0.5, 2) };
+            assert_transposed(&c, &got[0], m, n, &format!("{m}x{k}x{n}"));
             for (g, w) in got[0].iter().zip(&want) {
                 let tol = 1e-5 * (1.0 + w.abs()) * (k as f64).sqrt();
                 assert!(
@@ -175,24 +186,9 @@ fn a_bias_added_as_the_sums_are_stored_is_the_product_onto_bias_rows() {
             assert_eq!(bits(&got), bits(&want), "{m}x{k}x{n} layouts {la}{lb}");
             // Into a column-major destination, through the kernel's buffered stores.
             let mut c = vec![f32::NAN; m * n];
-            let dst = ViewMut {
-                ptr: c.as_mut_ptr(),
-                rows: m,
-                cols: n,
-                rs: 1,
-                cs: m as isize,
-            };
-            // SAFETY: `dst` covers `c`, which is separate from the operands.
-            unsafe { product_onto_rows(dst, av, bv, &bias, 1) };
-            for i in 0..m {
-                for j in 0..n {
-                    assert_eq!(
-                        c[j * m + i].to_bits(),
-                        want[i * n + j].to_bits(),
-                        "{m}x{k}x{n}: a column-major destination at ({i}, {j})"
-                    );
-                }
-            }
+            // SAFETY: the view covers `c`, which is separate from the operands.
+            unsafe { product_onto_rows(column_major(&mut c, m, n), av, bv, &bias, 1) };
+            assert_transposed(&c, &want, m, n, &format!("{m}x{k}x{n}"));
         }
     }
 }
