@@ -60,6 +60,20 @@ impl Onto {
             other => other,
         }
     }
+
+    /// The value the sums of column `j` (from the pointer's column) are added onto, `dst`
+    /// holding `held` there; none for `Nothing` (the sums are stored as they are).
+    ///
+    /// # Safety
+    /// A bias row holds column `j`.
+    unsafe fn base(self, held: f32, j: usize) -> Option<f32> {
+        match self {
+            Onto::Nothing => None,
+            Onto::Dst => Some(held),
+            // SAFETY: the caller's.
+            Onto::Row(values) => Some(unsafe { *values.add(j) }),
+        }
+    }
 }
 
 /// Where one tile's sums go: `dst = onto + scale · sums` on the first `rows` rows and `cols`
@@ -218,6 +232,7 @@ unsafe fn row_tiles(
     for (panel, right) in packed.chunks(kp * NR).enumerate() {
         let cols = NR.min(dst.cols - panel * NR);
         let first = r0 as isize * dst.rs + (panel * NR) as isize * dst.cs;
+        let onto = onto.shifted(panel * NR);
         let sink = if dst.cs == 1 {
             Sink {
                 // SAFETY: the tile's first element, inside `dst`.
@@ -225,7 +240,7 @@ unsafe fn row_tiles(
                 rs: dst.rs,
                 rows: tile_rows,
                 cols,
-                onto: onto.shifted(panel * NR),
+                onto,
                 scale,
             }
         } else {
@@ -258,11 +273,7 @@ unsafe fn row_tiles(
                     let d = dst
                         .ptr
                         .offset(first + i as isize * dst.rs + j as isize * dst.cs);
-                    *d = match onto.shifted(panel * NR) {
-                        Onto::Nothing => *s,
-                        Onto::Dst => *d + s,
-                        Onto::Row(values) => *values.add(j) + s,
-                    };
+                    *d = onto.base(*d, j).map_or(*s, |base| base + s);
                 }
             }
         }
@@ -349,11 +360,7 @@ unsafe fn multiply(dst: ViewMut, a: View, b: View, onto: Onto, scale: f32, threa
                 // SAFETY: inside `dst`.
                 unsafe {
                     let d = dst.ptr.offset(i as isize * dst.rs + j as isize * dst.cs);
-                    *d = match onto {
-                        Onto::Nothing => 0.0,
-                        Onto::Dst => *d,
-                        Onto::Row(values) => *values.add(j),
-                    };
+                    *d = onto.base(*d, j).unwrap_or(0.0);
                 }
             }
         }
