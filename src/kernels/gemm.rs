@@ -113,13 +113,12 @@ pub unsafe fn product_onto_rows(a: View, b: View, bias: &[f32], products: Produc
     let mut y = super::buffers::repeated_rows(bias, rows);
     // SAFETY: the caller's; `y` holds rows × cols elements and is only this call's.
     unsafe {
-        call(
+        product_into(
             ViewMut::rows(&mut y, 0, rows, cols, cols),
             a,
             b,
             true,
-            1.0,
-            threads,
+            products,
         )
     };
     y
