@@ -112,97 +112,90 @@ pub(super) unsafe fn pack_right(
 const PANELS: usize = 4;
 
 /// The panels from `first` of [`pack_right`] into `out` (`kp · NR` lanes each, every one
-/// written; as many panels as `out` holds).
-///
-/// # Safety
-/// As [`pack_panel`].
-unsafe fn pack_panels(b: &View, p0: usize, kp: usize, first: usize, out: &mut [MaybeUninit<u32>]) {
-    let panels = out.len() / (kp * NR);
-    let whole = (first + panels) * NR <= b.cols && 2 * (p0 + kp) <= b.rows;
-    if b.cs == 1 && whole {
-        // Rows contiguous and every panel whole: two rows' runs across the panels make each
-        // pair's lanes.
-        for p in 0..kp {
-            let r = 2 * (p0 + p);
-            for (i, panel) in out.chunks_mut(kp * NR).enumerate() {
-                let c0 = (first + i) * NR;
-                // SAFETY: rows r and r + 1 hold the panel's NR values from column c0.
-                unsafe {
-                    let lo = b.ptr.offset(r as isize * b.rs + c0 as isize);
-                    let hi = b.ptr.offset((r + 1) as isize * b.rs + c0 as isize);
-                    interleave_pairs(lo, hi, &mut panel[p * NR..][..NR]);
-                }
-            }
-        }
-        return;
-    }
-    for (i, panel) in out.chunks_mut(kp * NR).enumerate() {
-        // SAFETY: the caller's.
-        unsafe { pack_panel(b, p0, kp, first + i, panel) };
-    }
-}
-
-/// Panel `panel` of [`pack_right`] into `out` (`kp · NR` lanes, every one written).
+/// written; as many panels as `out` holds). Where columns are contiguous, panel by panel;
+/// otherwise pair by pair, each pair's two rows read as one run across the panels.
 ///
 /// # Safety
 /// `b` points at memory valid for its extent; the CPU runs the kernel
 /// ([`available`](super::gemm_bf16::available)).
-unsafe fn pack_panel(b: &View, p0: usize, kp: usize, panel: usize, out: &mut [MaybeUninit<u32>]) {
-    let (k, n) = (b.rows, b.cols);
-    let cols = panel * NR..(panel * NR + NR).min(n);
-    let full = cols.len() == NR;
+unsafe fn pack_panels(b: &View, p0: usize, kp: usize, first: usize, out: &mut [MaybeUninit<u32>]) {
     if b.rs == 1 && b.cs != 1 {
-        if full && 2 * (p0 + kp) <= k {
-            // SAFETY: the panel's columns hold the block's pairs.
-            unsafe { transposed_pairs(b, p0, kp, cols.start, out) };
-            return;
-        }
-        // Columns contiguous: a pair's two values are neighbours in a column.
-        for lane_at in 0..NR {
-            let j = cols.start + lane_at;
-            // SAFETY: column j, inside `b`, is a contiguous run of k values.
-            let col: &[f32] = if j < n {
-                unsafe { line(b, j, b.cs, k) }
-            } else {
-                &[]
-            };
-            for p in 0..kp {
-                let r = 2 * (p0 + p);
-                let x = col.get(r).copied().unwrap_or(0.0);
-                let y = col.get(r + 1).copied().unwrap_or(0.0);
-                out[p * NR + lane_at].write(lane(x, y));
-            }
+        for (i, panel) in out.chunks_mut(kp * NR).enumerate() {
+            // SAFETY: the caller's.
+            unsafe { column_panel(b, p0, kp, first + i, panel) };
         }
         return;
     }
     for p in 0..kp {
-        let dst = &mut out[p * NR..][..NR];
-        let r = 2 * (p0 + p);
-        if b.cs == 1 && full && r + 1 < k {
-            // Rows contiguous, a whole panel: two rows' 32 values make its lanes.
-            // SAFETY: rows r and r + 1 hold n contiguous values, the panel's 32 among them.
-            unsafe {
-                let lo = line(b, r, b.rs, n)[cols.clone()].as_ptr();
-                let hi = line(b, r + 1, b.rs, n)[cols.clone()].as_ptr();
-                interleave_pairs(lo, hi, dst);
-            }
-            continue;
+        for (i, panel) in out.chunks_mut(kp * NR).enumerate() {
+            // SAFETY: the caller's.
+            unsafe { pair_lanes(b, 2 * (p0 + p), first + i, &mut panel[p * NR..][..NR]) };
         }
-        for (lane_at, d) in dst.iter_mut().enumerate() {
-            let j = cols.start + lane_at;
-            // SAFETY: the caller's; `at` reads inside `b` only.
-            d.write(unsafe { lane(at(b, r, j), at(b, r + 1, j)) });
+    }
+}
+
+/// Rows `r` and `r + 1` of panel `panel`'s columns as its `NR` lanes (zero beyond `b`).
+///
+/// # Safety
+/// As [`pack_panels`].
+unsafe fn pair_lanes(b: &View, r: usize, panel: usize, dst: &mut [MaybeUninit<u32>]) {
+    let (k, n) = (b.rows, b.cols);
+    let cols = panel * NR..(panel * NR + NR).min(n);
+    if b.cs == 1 && cols.len() == NR && r + 1 < k {
+        // Rows contiguous, a whole panel: two rows' 32 values make its lanes.
+        // SAFETY: rows r and r + 1 hold n contiguous values, the panel's 32 among them.
+        unsafe {
+            let lo = line(b, r, b.rs, n)[cols.clone()].as_ptr();
+            let hi = line(b, r + 1, b.rs, n)[cols].as_ptr();
+            interleave_pairs(lo, hi, dst);
+        }
+        return;
+    }
+    for (lane_at, d) in dst.iter_mut().enumerate() {
+        let j = cols.start + lane_at;
+        // SAFETY: the caller's; `at` reads inside `b` only.
+        d.write(unsafe { lane(at(b, r, j), at(b, r + 1, j)) });
+    }
+}
+
+/// Panel `panel` of [`pack_right`] for a right operand whose columns are contiguous, into
+/// `out` (`kp · NR` lanes, every one written).
+///
+/// # Safety
+/// As [`pack_panels`].
+unsafe fn column_panel(b: &View, p0: usize, kp: usize, panel: usize, out: &mut [MaybeUninit<u32>]) {
+    let (k, n) = (b.rows, b.cols);
+    let cols = panel * NR..(panel * NR + NR).min(n);
+    if cols.len() == NR && 2 * (p0 + kp) <= k {
+        // SAFETY: the panel's columns hold the block's pairs.
+        unsafe { transposed_pairs(b, p0, kp, cols.start, out) };
+        return;
+    }
+    // A pair's two values are neighbours in a column.
+    for lane_at in 0..NR {
+        let j = cols.start + lane_at;
+        // SAFETY: column j, inside `b`, is a contiguous run of k values.
+        let col: &[f32] = if j < n {
+            unsafe { line(b, j, b.cs, k) }
+        } else {
+            &[]
+        };
+        for p in 0..kp {
+            let r = 2 * (p0 + p);
+            let x = col.get(r).copied().unwrap_or(0.0);
+            let y = col.get(r + 1).copied().unwrap_or(0.0);
+            out[p * NR + lane_at].write(lane(x, y));
         }
     }
 }
 
 /// A whole panel of a right operand whose columns are contiguous, from column `c0`, pairs
-/// `p0 .. p0 + kp` (all inside `b`), as [`pack_panel`] lays it out. Each column is read in
+/// `p0 .. p0 + kp` (all inside `b`), as [`pack_right`] lays it out. Each column is read in
 /// order, sixteen pairs at a time, and converted as a row of lanes; sixteen columns' rows,
 /// transposed, are sixteen pairs' lanes.
 ///
 /// # Safety
-/// As [`pack_panel`]; columns `c0 .. c0 + NR` and rows `2 p0 .. 2 (p0 + kp)` are inside `b`.
+/// As [`pack_panels`]; columns `c0 .. c0 + NR` and rows `2 p0 .. 2 (p0 + kp)` are inside `b`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn transposed_pairs(
