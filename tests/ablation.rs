@@ -367,7 +367,7 @@ fn ablation_refuses_bad_settings_before_any_work() {
     check(&|s| s.objectives = vec![ObjectiveKind::Hc], "baseline");
     check(
         &|s| s.objectives.push(ObjectiveKind::Cline),
-        "cline-compare",
+        "compare-continued",
     );
     check(&|s| s.pretrain_seeds = vec![1, 1], "--pretrain-seeds");
     check(&|s| s.finetune_seeds.clear(), "--finetune-seeds");

@@ -6,6 +6,11 @@
 //! trains with), the terms machinery (`terms.rs`) and what parts do between steps
 //! (`between.rs`) are not objectives. The registry's
 //! protocol names parts declare (`NAME`, `build`, `LABELS`) are shared, not an objective's own.
+//!
+//! A training step with data of its own (every step but the masked-LM one) is named, in code or
+//! prose, in at most six files: its step, its loss, the two registries, its manifest field and
+//! one more; the layers below (text, evaluation, experiments, the command line) speak of the
+//! data it trains on, not of the step.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,6 +18,15 @@ use std::path::{Path, PathBuf};
 const MAX_FILES: usize = 3;
 const NOT_OBJECTIVES: [&str; 5] = ["mod", "terms", "between", "mlm", "rtd"];
 const PROTOCOL: [&str; 3] = ["NAME", "build", "LABELS"];
+const MAX_STEP_FILES: usize = 6;
+/// The steps' directory's files that are not a step of its own data.
+const NOT_OWN_DATA_STEPS: [&str; 5] = [
+    "mod",
+    "masked_lm",
+    "correction_samples",
+    "triples",
+    "upload",
+];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
@@ -131,6 +145,54 @@ fn every_objective_is_named_in_at_most_three_files() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Whether `text` names `word`, in any case and inside identifiers too (`ClineConfig`,
+/// `cline_ori`), as `grep -il` counts.
+fn names(text: &str, word: &str) -> bool {
+    text.to_lowercase().contains(word)
+}
+
+#[test]
+fn a_step_with_its_own_data_is_named_in_at_most_six_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let texts: Vec<(String, String)> = files
+        .iter()
+        .map(|p| {
+            let rel = p.strip_prefix(&src).unwrap().display().to_string();
+            (rel, std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    let steps: Vec<String> = texts
+        .iter()
+        .filter_map(|(rel, text)| {
+            let stem = rel.strip_prefix("train/steps/")?.strip_suffix(".rs")?;
+            let own = !NOT_OWN_DATA_STEPS.contains(&stem) && text.contains("impl StepKind for");
+            own.then(|| stem.to_string())
+        })
+        .collect();
+    assert!(steps.contains(&"cline".to_string()), "{steps:?}");
+    let mut bad = Vec::new();
+    for step in &steps {
+        let users: Vec<&str> = texts
+            .iter()
+            .filter(|(rel, text)| names(text, step) || rel.contains(step.as_str()))
+            .map(|(rel, _)| rel.as_str())
+            .collect();
+        println!("{step}: {} files {users:?}", users.len());
+        if users.len() > MAX_STEP_FILES {
+            bad.push(format!(
+                "{step} is named in {} files: {users:?}",
+                users.len()
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert!(names("A CLINE corpus", "cline") && names("ClineLossConfig", "cline"));
+    assert!(!names("the step on triples", "cline"));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! CLINE end to end through the `trueneg` binary: sentence triples from `prepare --cline`,
+//! CLINE end to end through the `trueneg` binary: sentence triples from `prepare --triples`,
 //! continued pre-training from a tiny WikiText-2 run (resumed exactly), fine-tuning on the
 //! counterfactual sentiment data, contrast consistency, and the comparison command.
 
@@ -15,7 +15,7 @@ use trueneg::text::shards::ShardSet;
 fn prepare_cline(out: &Path, threads: &str) {
     ok(bin()
         .env("RAYON_NUM_THREADS", threads)
-        .args(["prepare", "--cline", "--input"])
+        .args(["prepare", "--triples", "--input"])
         .arg(data("wikitext-2/wiki.test.raw"))
         .arg("--tokenizer")
         .arg(shards().join("tokenizer.json"))
@@ -256,7 +256,7 @@ fn the_code_variants_run_on_bert_and_bad_combinations_are_refused() {
             .output()
             .unwrap(),
     );
-    assert!(e.contains("prepare --cline"), "{e}");
+    assert!(e.contains("prepare --triples"), "{e}");
     let mut c = pretrain_cmd(&dir.path().join("y"), &[]);
     c.arg("--set")
         .arg(format!("data.shards={}", cline_data().display()));
@@ -354,12 +354,12 @@ fn fine_tuned_on_counterfactual_sentiment_and_scored_for_contrast_consistency() 
 fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cmp");
-    let with = |out: &Path, cline: &Path, task: &Path, contrast: &Path| {
+    // The compared arm: `--objective` and `--data` as given.
+    let with = |out: &Path, arm: &[std::ffi::OsString], task: &Path, contrast: &Path| {
         let mut c = bin();
-        c.args(["cline-compare", "--base-run"])
+        c.args(["compare-continued", "--base-run"])
             .arg(base_run())
-            .arg("--cline-data")
-            .arg(cline)
+            .args(arm)
             .args([
                 "--steps",
                 "3",
@@ -391,10 +391,20 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
         data("counterfactual/sentiment/orig"),
         data("counterfactual/sentiment/combined/paired/dev_paired.tsv"),
     );
-    let cmd = || with(&out, cline_data(), &task, &paired);
+    let cline = |data: &Path| -> Vec<std::ffi::OsString> {
+        vec![
+            "--objective".into(),
+            "cline".into(),
+            "--data".into(),
+            data.into(),
+        ]
+    };
+    let cline_arm = cline(cline_data());
+    let cmd = || with(&out, &cline_arm, &task, &paired);
 
     // Checked before anything is trained or written: a task it does not support, a contrast
-    // set of other labels, CLINE triples of another tokenizer.
+    // set of other labels, triples of another tokenizer, an arm without the data it trains on
+    // or with data of another kind, and a compared arm named like the baseline.
     let refused = dir.path().join("refused");
     let boolq = data("contrast-sets/BoolQ/boolq_perturbed.json");
     let other_tok = dir.path().join("cline-other");
@@ -418,15 +428,36 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
         serde_json::to_string(&m).unwrap(),
     )
     .unwrap();
+    let other_arm = cline(&other_tok);
+    let no_data: Vec<std::ffi::OsString> = vec!["--objective".into(), "cline".into()];
+    let hc_on_triples = vec![
+        "--objective".into(),
+        "hc".into(),
+        "--data".into(),
+        cline_data().into(),
+    ];
+    let baseline: Vec<std::ffi::OsString> = vec!["--objective".into(), "baseline".into()];
     for (c, says) in [
         (
-            with(&refused, cline_data(), &data("glue/SST-2"), &paired),
+            with(&refused, &cline_arm, &data("glue/SST-2"), &paired),
             "--task-data",
         ),
-        (with(&refused, cline_data(), &task, &boolq), "TRUE"),
+        (with(&refused, &cline_arm, &task, &boolq), "TRUE"),
         (
-            with(&refused, &other_tok, &task, &paired),
+            with(&refused, &other_arm, &task, &paired),
             "another tokenizer",
+        ),
+        (
+            with(&refused, &no_data, &task, &paired),
+            "give them with --data",
+        ),
+        (
+            with(&refused, &hc_on_triples, &task, &paired),
+            "but --objective hc trains on packed examples",
+        ),
+        (
+            with(&refused, &baseline, &task, &paired),
+            "--objective baseline",
         ),
     ] {
         let mut c = c;

@@ -8,7 +8,7 @@ use std::path::Path;
 use trueneg::lexicon::wordnet::WordNet;
 use trueneg::tasks::glue::{GlueTask, read_glue};
 use trueneg::text::WordPieceTokenizer;
-use trueneg::text::cline::{AntKind, ClineConfig, ClineGenerator, IGNORE, SynKind};
+use trueneg::text::triples::{AntKind, IGNORE, SynKind, TripleConfig, TripleGenerator};
 
 fn wordnet() -> WordNet {
     WordNet::open(Path::new("/usr/share/wordnet")).unwrap()
@@ -31,8 +31,8 @@ fn replacements_are_synonyms_and_antonyms_at_labelled_pieces() {
     let wn = wordnet();
     let texts = sentences();
     let tok = tokenizer(&texts);
-    let vocab = ClineGenerator::vocabulary_of(&tok);
-    let g = ClineGenerator::new(&wn, ClineConfig::default(), &vocab);
+    let vocab = TripleGenerator::vocabulary_of(&tok);
+    let g = TripleGenerator::new(&wn, TripleConfig::default(), &vocab);
     let (mut syn_words, mut words, mut ant_antonyms, mut ant_total) = (0, 0, 0, 0);
     // Random x_ant words standing for an inflected noun / verb: (all, inflected themselves).
     let mut inflected_random = (0usize, 0usize);
@@ -98,20 +98,20 @@ fn replacements_are_synonyms_and_antonyms_at_labelled_pieces() {
         for (replaced_text, p) in [
             (
                 &ex.syn,
-                ClineGenerator::pieces(&tok, t, &ex.candidates, &ex.syn_replaced, 1),
+                TripleGenerator::pieces(&tok, t, &ex.candidates, &ex.syn_replaced, 1),
             ),
             (
                 &ex.ant,
-                ClineGenerator::pieces(&tok, t, &ex.candidates, &ex.ant_replaced, 2),
+                TripleGenerator::pieces(&tok, t, &ex.candidates, &ex.ant_replaced, 2),
             ),
         ] {
             assert_eq!(p.ids, tok.encode(replaced_text), "{replaced_text}");
             assert_eq!(p.ids.len(), p.labels.len());
         }
-        let p = ClineGenerator::pieces(&tok, t, &ex.candidates, &ex.syn_replaced, 1);
+        let p = TripleGenerator::pieces(&tok, t, &ex.candidates, &ex.syn_replaced, 1);
         let ones = p.labels.iter().filter(|l| **l == 1).count();
         assert!(ones >= ex.syn_replaced.len());
-        let p = ClineGenerator::pieces(&tok, t, &ex.candidates, &ex.ant_replaced, 2);
+        let p = TripleGenerator::pieces(&tok, t, &ex.candidates, &ex.ant_replaced, 2);
         assert!(p.labels.iter().all(|l| [0, 2, IGNORE].contains(l)));
     }
     let share = syn_words as f64 / words as f64;
@@ -134,14 +134,14 @@ fn names_numbers_and_stop_words_stay_and_the_cap_holds() {
     let wn = wordnet();
     let texts = sentences();
     let tok = tokenizer(&texts);
-    let vocab = ClineGenerator::vocabulary_of(&tok);
-    let cfg = ClineConfig {
+    let vocab = TripleGenerator::vocabulary_of(&tok);
+    let cfg = TripleConfig {
         cap: 0.5,
         syn_ratio: 1.0,
         ant_ratio: 1.0,
-        ..ClineConfig::default()
+        ..TripleConfig::default()
     };
-    let g = ClineGenerator::new(&wn, cfg, &vocab);
+    let g = TripleGenerator::new(&wn, cfg, &vocab);
     let t = "In 1999 the film opened in California, where eight critics in New York praised its quiet beauty.";
     for seed in 0..30 {
         let ex = g.example(t, seed, 0);

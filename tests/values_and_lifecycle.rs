@@ -162,7 +162,7 @@ fn options_that_would_be_ignored_or_rounded_away_are_refused() {
     for flag in ["--ant-ratio", "--syn-ratio", "--cap"] {
         let e = fails(
             bin()
-                .args(["prepare", "--cline", "--input"])
+                .args(["prepare", "--triples", "--input"])
                 .arg(data("wikitext-2/wiki.test.raw"))
                 .args(["--tokenizer"])
                 .arg(shards().join("tokenizer.json"))

@@ -16,8 +16,8 @@ pub struct Args {
         conflicts_with = "contrast"
     )]
     data: Option<PathBuf>,
-    /// Score contrast consistency (Ori / Rev / Con, CLINE's Table 4) on a contrast set instead:
-    /// the counterfactual sentiment pairs (`…/combined/paired/dev_paired.tsv`), the
+    /// Score contrast consistency (Ori / Rev / Con, Wang et al. 2021, Table 4) on a contrast set
+    /// instead: the counterfactual sentiment pairs (`…/combined/paired/dev_paired.tsv`), the
     /// counterfactual NLI root, allenai's IMDb folder, BoolQ .json or PERSPECTRUM .csv.
     #[arg(long, conflicts_with = "attack")]
     contrast: Option<PathBuf>,

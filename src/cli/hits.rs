@@ -1,4 +1,4 @@
-//! `trueneg hits`: CLINE's Hits (§4.6) of an encoder on synonym / antonym triplets.
+//! `trueneg hits`: Hits (Wang et al. 2021, §4.6) of an encoder on synonym / antonym triplets.
 
 use std::path::PathBuf;
 

@@ -4,8 +4,8 @@
 mod ablation;
 mod attack;
 mod bench;
-mod cline_compare;
 mod compare;
+mod compare_continued;
 mod evaluate;
 mod export;
 mod finetune;
@@ -63,11 +63,12 @@ enum Command {
     Attack(attack::Args),
     /// Evaluate a fine-tuned model on a dev set; writes predictions in GLUE's submission format.
     Evaluate(evaluate::Args),
-    /// CLINE's Hits: per layer, how often a sentence is closer to its synonym version than to
-    /// its antonym version.
+    /// Hits (Wang et al. 2021): per layer, how often a sentence is closer to its synonym version
+    /// than to its antonym version.
     Hits(hits::Args),
-    /// Baseline vs CLINE continued from one run: contrast consistency and Hits over seeds.
-    ClineCompare(cline_compare::Args),
+    /// Baseline vs another objective continued from one run: contrast consistency and Hits
+    /// over seeds.
+    CompareContinued(compare_continued::Args),
     /// The paper's ablation in one command: pre-train per objective and seed, HC statistics,
     /// GLUE / SQuAD fine-tuning and robustness over seeds, a report with bootstrap intervals.
     Ablation(ablation::Args),
@@ -107,8 +108,8 @@ pub fn at_least(min: u64) -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(min..)
 }
 
-/// A share in (0, 1] of the words CLINE replaces: each sentence with a candidate has at least
-/// one word replaced on each side, so 0 would not mean "none" and is refused.
+/// A share in (0, 1] of the words `prepare --triples` replaces: each sentence with a candidate has
+/// at least one word replaced on each side, so 0 would not mean "none" and is refused.
 pub fn replaced_share(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
@@ -164,7 +165,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Attack(a) => attack::run(a),
         Command::Evaluate(a) => evaluate::run(a, ui),
         Command::Hits(a) => hits::run(a),
-        Command::ClineCompare(a) => cline_compare::run(a, ui),
+        Command::CompareContinued(a) => compare_continued::run(a, ui),
         Command::Ablation(a) => ablation::run(a, ui),
         Command::Bench(a) => bench::run(a),
     }

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use trueneg::text::cline::ClineConfig;
 use trueneg::text::prepare::{PrepareOptions, RecordMaker, prepare};
-use trueneg::text::prepare_triples::ClineTriples;
+use trueneg::text::prepare_triples::TripleMaker;
+use trueneg::text::triples::TripleConfig;
 
 use super::Ui;
 
@@ -43,24 +43,24 @@ pub struct Args {
     /// Examples per shard file.
     #[arg(long, default_value_t = 65536, value_parser = super::at_least(1))]
     examples_per_shard: usize,
-    /// CLINE: one (original, synonym, antonym) sentence triple per sentence instead of packed
-    /// examples, for `objective.kind = "cline"`.
+    /// One (original, synonym, antonym) sentence triple per sentence instead of packed
+    /// examples, for an objective whose step trains on sentence triples.
     #[arg(long)]
-    cline: bool,
-    /// CLINE: share of a sentence's words replaced in the synonym sentence.
-    #[arg(long, default_value_t = ClineConfig::default().syn_ratio, requires = "cline", value_parser = super::replaced_share)]
+    triples: bool,
+    /// Triples: share of a sentence's words replaced in the synonym sentence.
+    #[arg(long, default_value_t = TripleConfig::default().syn_ratio, requires = "triples", value_parser = super::replaced_share)]
     syn_ratio: f64,
-    /// CLINE: share of a sentence's words replaced in the antonym sentence.
-    #[arg(long, default_value_t = ClineConfig::default().ant_ratio, requires = "cline", value_parser = super::replaced_share)]
+    /// Triples: share of a sentence's words replaced in the antonym sentence.
+    #[arg(long, default_value_t = TripleConfig::default().ant_ratio, requires = "triples", value_parser = super::replaced_share)]
     ant_ratio: f64,
-    /// CLINE: at most this share of the candidate words is replaced (the authors' code: 0.5).
-    #[arg(long, default_value_t = ClineConfig::default().cap, requires = "cline", value_parser = super::replaced_share)]
+    /// Triples: at most this share of the candidate words is replaced (the authors' code: 0.5).
+    #[arg(long, default_value_t = TripleConfig::default().cap, requires = "triples", value_parser = super::replaced_share)]
     cap: f64,
-    /// CLINE: also take antonyms of a word's synonyms (the authors' code).
-    #[arg(long, requires = "cline")]
+    /// Triples: also take antonyms of a word's synonyms (the authors' code).
+    #[arg(long, requires = "triples")]
     co_synonym_antonyms: bool,
-    /// CLINE: WordNet database folder [default: /usr/share/wordnet].
-    #[arg(long, requires = "cline")]
+    /// Triples: WordNet database folder [default: /usr/share/wordnet].
+    #[arg(long, requires = "triples")]
     wordnet: Option<PathBuf>,
 }
 
@@ -75,9 +75,9 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         examples_per_shard: a.examples_per_shard,
         show_progress: ui.bars(),
         text_field: Some(a.text_field.clone()),
-        records: a.cline.then(|| {
-            Box::new(ClineTriples {
-                config: ClineConfig {
+        records: a.triples.then(|| {
+            Box::new(TripleMaker {
+                config: TripleConfig {
                     syn_ratio: a.syn_ratio,
                     ant_ratio: a.ant_ratio,
                     cap: a.cap,
@@ -90,7 +90,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     let m = &r.manifest;
     if let Some(c) = &m.triples {
         println!(
-            "prepared {} CLINE triples from {} sentences ({} skipped: nothing to replace; {} cut to {} tokens), {:.0} sentences/s -> {}",
+            "prepared {} sentence triples from {} sentences ({} skipped: nothing to replace; {} cut to {} tokens), {:.0} sentences/s -> {}",
             m.examples,
             c.sentences,
             c.skipped,

@@ -1,8 +1,8 @@
-//! Hits (CLINE §4.6): does an encoder put a sentence closer to its synonym version than to its
-//! antonym version?
+//! Hits (Wang et al. 2021, §4.6): does an encoder put a sentence closer to its synonym version than
+//! to its antonym version?
 //!
 //! Triplets (x_ori, x_syn, x_ant) differ in one word: a candidate word (the rules of
-//! [`crate::text::cline`]) that has both a same-part-of-speech WordNet synonym and antonym.
+//! [`crate::text::triples`]) that has both a same-part-of-speech WordNet synonym and antonym.
 //! For each layer l (0 = the embeddings) and each way of comparing — the `[CLS]` vectors, the
 //! mean over real tokens, or BERTScore F1 (greedy matching of the token vectors by cosine,
 //! `[CLS]` and `[SEP]` left out) — `Hits_l = share of triplets with sim(ori, syn) >

@@ -114,7 +114,7 @@ impl AblationSpec {
             .find(|k| k.data() == crate::text::shards::DataKind::Triples)
         {
             return bad(format!(
-                "--objectives: {} trains on sentence triples; compare it with `trueneg cline-compare`",
+                "--objectives: {} trains on sentence triples, not on the ablation's packed corpus; compare it with `trueneg compare-continued`",
                 k.name()
             ));
         }

@@ -396,8 +396,9 @@ impl WordNet {
     }
 
     /// Antonyms of a word form's lemma in its dominant part of speech, inflected like the word
-    /// ("wildest" → "tamest"; "dynamics" is a noun, so not "undynamic"), sorted, without the
-    /// word itself. `of_synonyms` adds the antonyms of the lemma's synonyms (CLINE's code).
+    /// ("wildest" → "tamest"; "dynamics" is a noun, so not "undynamic"), sorted, without the word
+    /// itself. `of_synonyms` adds the antonyms of the lemma's synonyms (as Wang et al. 2021's code
+    /// does).
     pub fn same_pos_antonyms(&self, word: &str, of_synonyms: bool) -> Vec<String> {
         let Some((pos, lemma, infl)) = self.dominant_pos(word) else {
             return Vec::new();

@@ -1,4 +1,4 @@
-//! Word-level rules shared by the robustness attacks and CLINE's example generation: a plain
+//! Word-level rules shared by the robustness attacks and the sentence triples' generation: a plain
 //! tokenisation (words and punctuation with byte ranges), stop words, number words, and which
 //! words are names or numbers (never replaced).
 

@@ -1,11 +1,11 @@
 //! Training objectives, one file each with its formula in its doc comment, and their registry.
 //!
-//! The masked-LM step (BERT's MLM, ELECTRA's generator and discriminator, `train::steps::masked_lm`)
-//! computes `L_mlm` and, for ELECTRA, `λ·L_D`; a true-negative objective is a [`Part`] of that
-//! step: it may weight the masked positions of `L_mlm` (Hard Correction), add terms to the loss
-//! (Soft Regularization), relabel the discriminator's tokens, and report its own counts. Its
-//! file holds its formula, its config keys, its terms and its metrics; the loop sums, logs and
-//! plots them by name ([`terms`]). Adding one: see `docs/adding-an-objective.md`.
+//! The masked-LM step (BERT's MLM, ELECTRA's generator and discriminator,
+//! `train::steps::masked_lm`) computes `L_mlm` and, for ELECTRA, `λ·L_D`; a true-negative objective
+//! is a [`Part`] of that step: it may weight the masked positions of `L_mlm` (Hard Correction), add
+//! terms to the loss (Soft Regularization), relabel the discriminator's tokens, and report its own
+//! counts. Its file holds its formula, its config keys, its terms and its metrics; the loop sums,
+//! logs and plots them by name ([`terms`]). Adding one: see `docs/adding-an-objective.md`.
 
 pub mod between;
 pub mod contrastive;
@@ -53,7 +53,7 @@ pub enum ObjectiveKind {
     #[serde(rename = "hc+sr")]
     HcSr,
     /// CLINE (Wang et al., 2021): MLM + detection + contrast on synonym / antonym sentences
-    /// (needs a corpus from `prepare --cline`; its own step, `train::steps::cline`).
+    /// (needs a corpus from `prepare --triples`; its own step, `train::steps::cline`).
     #[serde(rename = "cline")]
     Cline,
 }
@@ -174,7 +174,7 @@ impl ObjectiveKind {
     }
 
     /// The data the kind trains on: packed examples (the masked-LM step and its parts), or
-    /// sentence triples (`prepare --cline`) with a step of their own (`train::steps`).
+    /// sentence triples (`prepare --triples`) with a step of their own (`train::steps`).
     pub fn data(self) -> DataKind {
         self.entry().data
     }
@@ -261,9 +261,9 @@ pub struct Setup<'a> {
 pub type Build = fn(&ObjectiveConfig, &mut Setup) -> Result<Option<Box<dyn Part>>>;
 
 /// What the masked-LM step hands its parts: one replica's micro-batch, its masking, the MLM
-/// predictions and the model's shared embeddings and encoder. The predictions, positions and
-/// labels are device tensors: a part works on the device and reads nothing back (the
-/// multi-piece rule of Hard Correction, which spells words, is the exception: [`MlmStep::argmax_host`]).
+/// predictions and the model's shared embeddings and encoder. The predictions, positions and labels
+/// are device tensors: a part works on the device and reads nothing back (the multi-piece rule of
+/// Hard Correction, which spells words, is the exception: [`MlmStep::argmax_host`]).
 pub struct MlmStep<'a> {
     pub batch: &'a Batch,
     pub masked: &'a Masked,

@@ -4,7 +4,7 @@
 //!
 //! For groups g = (original, perturbations): **Ori** = accuracy on the originals, **Rev** =
 //! accuracy on the perturbed examples, **Con** = share of groups whose original and every
-//! perturbation are all predicted correctly (CLINE's Table 4).
+//! perturbation are all predicted correctly (Wang et al. 2021, Table 4).
 //!
 //! Readers, each erroring with file:line on malformed input:
 //! - [`read_cad_sentiment`]: `Sentiment\tText\tbatch_id` (`combined/paired/*_paired.tsv`),
@@ -150,7 +150,7 @@ fn read_set(path: &Path, split: &str) -> Result<(SetKind, Vec<Group>)> {
     }
 }
 
-/// The results as CLINE's Table 4: one row per (model, set).
+/// The results as Wang et al. 2021's Table 4: one row per (model, set).
 pub fn consistency_table(rows: &[(String, String, Consistency)]) -> String {
     let mut md =
         String::from("| model | set | Ori | Rev | Con | groups |\n|---|---|---|---|---|---|\n");

@@ -4,7 +4,6 @@
 
 pub mod batches;
 pub mod chunk_memo;
-pub mod cline;
 pub mod columnar;
 pub mod corpus;
 pub mod default_corpus;
@@ -21,6 +20,7 @@ pub mod shards;
 pub mod shared_table;
 pub mod synonym_table;
 pub mod tokenizer;
+pub mod triples;
 pub mod vocab;
 
 pub use synonym_table::{Coverage, SynonymTable, whole_words};

@@ -1,28 +1,29 @@
-//! `prepare --cline`: the corpus's sentences → (original, synonym, antonym) sentence triples →
+//! `prepare --triples`: the corpus's sentences → (original, synonym, antonym) sentence triples →
 //! shards + manifest, through the same reading, tokenizer, shard writer and manifest as packed
-//! examples ([`super::prepare`]); the triples themselves come from [`super::cline`].
+//! examples ([`super::prepare`]); the triples themselves come from [`super::triples`].
 
 use std::path::PathBuf;
 
 use rayon::prelude::*;
 
-use super::cline::{
-    AntKind, ClineConfig, ClineExample, ClineGenerator, IGNORE, LabeledPieces, Replacement, SynKind,
-};
 use super::corpus::for_each_batch;
 use super::prepare::{Preparing, RecordMaker, Written, input_list, token_bytes};
 use super::sentences::split_sentences;
 use super::shards::{ShardWriter, TripleData, TripleRecord, encode_triples};
 use super::tokenizer::WordPieceTokenizer;
+use super::triples::{
+    AntKind, IGNORE, LabeledPieces, Replacement, SynKind, TripleConfig, TripleExample,
+    TripleGenerator,
+};
 use crate::{Error, Result};
 
-/// `prepare --cline`: the generation settings and the WordNet database.
-pub struct ClineTriples {
-    pub config: ClineConfig,
+/// `prepare --triples`: the generation settings and the WordNet database.
+pub struct TripleMaker {
+    pub config: TripleConfig,
     pub wordnet: PathBuf,
 }
 
-impl RecordMaker for ClineTriples {
+impl RecordMaker for TripleMaker {
     fn own_files(&self) -> &'static [&'static str] {
         &[SAMPLES]
     }
@@ -32,7 +33,7 @@ impl RecordMaker for ClineTriples {
     }
 }
 
-/// `prepare --cline` writes every 100th triple (at most 40) here, to be read by a person.
+/// `prepare --triples` writes every 100th triple (at most 40) here, to be read by a person.
 pub const SAMPLES: &str = "samples.md";
 
 /// Replacements as `old → new (kind)`, comma-separated.
@@ -47,7 +48,7 @@ fn replacement_list<K: std::fmt::Debug>(ori: &str, r: &[Replacement<K>]) -> Stri
 }
 
 /// One triple as Markdown: the three sentences and each replacement with its kind.
-fn sample_md(n: usize, ex: &ClineExample) -> String {
+fn sample_md(n: usize, ex: &TripleExample) -> String {
     format!(
         "**{n}.** {}\n\n- x_syn: {}\n  - {}\n- x_ant: {}\n  - {}\n\n",
         ex.ori,
@@ -58,24 +59,24 @@ fn sample_md(n: usize, ex: &ClineExample) -> String {
     )
 }
 
-/// One sentence → its CLINE record, or `None` when a side has no word to replace. The three
+/// One sentence → its triple record, or `None` when a side has no word to replace. The three
 /// sentences are cut to `max_len − 2` pieces and framed by `[CLS]` … `[SEP]`.
-fn cline_record(
-    generator: &ClineGenerator,
+fn triple_record(
+    generator: &TripleGenerator,
     tokenizer: &WordPieceTokenizer,
     sentence: &str,
     seed: u64,
     index: u64,
     max_len: usize,
-) -> Option<(TripleRecord, ClineExample, bool)> {
+) -> Option<(TripleRecord, TripleExample, bool)> {
     let ex = generator.example(sentence, seed, index);
     if ex.syn_replaced.is_empty() || ex.ant_replaced.is_empty() {
         return None;
     }
     let none: &[Replacement<SynKind>] = &[];
-    let ori = ClineGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, none, 0);
-    let syn = ClineGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, &ex.syn_replaced, 1);
-    let ant = ClineGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, &ex.ant_replaced, 2);
+    let ori = TripleGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, none, 0);
+    let syn = TripleGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, &ex.syn_replaced, 1);
+    let ant = TripleGenerator::pieces(tokenizer, &ex.ori, &ex.candidates, &ex.ant_replaced, 2);
     let s = tokenizer.special;
     let keep = max_len - 2;
     // Too long: all three are cut after the same words, the most that fit on every side.
@@ -111,22 +112,22 @@ fn cline_record(
     (kept(&record.syn_labels, 1) && kept(&record.ant_labels, 2)).then_some((record, ex, truncated))
 }
 
-/// `prepare --cline`: every sentence of the corpus (its lines split by [`split_sentences`])
+/// `prepare --triples`: every sentence of the corpus (its lines split by [`split_sentences`])
 /// becomes one (x_ori, x_syn, x_ant) record; sentence `i` draws from an RNG seeded by
 /// (seed, i), so the output is the same whatever the number of threads.
-fn write_triples(c: &ClineTriples, prepared: Preparing<'_>) -> Result<Written> {
+fn write_triples(c: &TripleMaker, prepared: Preparing<'_>) -> Result<Written> {
     let Preparing {
         opts,
         files,
         tokenizer,
         bar,
     } = prepared;
-    check_cline_config(&c.config)?;
+    check_triple_config(&c.config)?;
     let wn = crate::lexicon::wordnet::WordNet::open(&c.wordnet)?;
-    let generator = ClineGenerator::new(
+    let generator = TripleGenerator::new(
         &wn,
         c.config.clone(),
-        &ClineGenerator::vocabulary_of(tokenizer),
+        &TripleGenerator::vocabulary_of(tokenizer),
     );
     let token_bytes = token_bytes(tokenizer);
     let mut data = TripleData {
@@ -156,7 +157,7 @@ fn write_triples(c: &ClineTriples, prepared: Preparing<'_>) -> Result<Written> {
             .par_iter()
             .enumerate()
             .map(|(i, s)| {
-                cline_record(
+                triple_record(
                     &generator,
                     tokenizer,
                     s,
@@ -193,7 +194,7 @@ fn write_triples(c: &ClineTriples, prepared: Preparing<'_>) -> Result<Written> {
         )));
     }
     let header = format!(
-        "# CLINE triples: samples\n\nEvery 100th triple of {} (triple number in bold), as text before tokenization.\n\n",
+        "# Sentence triples: samples\n\nEvery 100th triple of {} (triple number in bold), as text before tokenization.\n\n",
         input_list(files)
     );
     crate::io::write_atomic(
@@ -209,8 +210,8 @@ fn write_triples(c: &ClineTriples, prepared: Preparing<'_>) -> Result<Written> {
     })
 }
 
-/// The CLINE ratios and cap are shares.
-fn check_cline_config(cc: &ClineConfig) -> Result<()> {
+/// The replaced shares and cap are shares.
+fn check_triple_config(cc: &TripleConfig) -> Result<()> {
     for (flag, v, ok) in [
         (
             "--syn-ratio",
@@ -235,7 +236,7 @@ fn check_cline_config(cc: &ClineConfig) -> Result<()> {
 }
 
 /// Adds one triple's replacements, by kind, to the counts.
-fn count_replacements(data: &mut TripleData, ex: &ClineExample, truncated: bool) {
+fn count_replacements(data: &mut TripleData, ex: &TripleExample, truncated: bool) {
     for r in &ex.syn_replaced {
         match r.kind {
             SynKind::Synonym => data.syn_synonyms += 1,

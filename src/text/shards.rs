@@ -5,10 +5,10 @@
 //! so example i of a shard starts at `i * record_size` and is read without parsing.
 //! `manifest.json` records the layout, the tokenizer fingerprint and the counts.
 //!
-//! A CLINE corpus (`prepare --cline`, manifest field `cline`) holds one sentence triple per
-//! record: `[len ori, len syn, len ant, 0: u16 LE][ori ids][syn ids][ant ids]` (each
-//! `max_seq_len` ids, 0-padded) `[syn labels][ant labels]` (each `max_seq_len` bytes, i8:
-//! 0 / 1 / 2 / −100, see [`crate::text::cline`]).
+//! A corpus of sentence triples (`prepare --triples`, manifest field `cline`) holds one sentence
+//! triple per record: `[len ori, len syn, len ant, 0: u16 LE][ori ids][syn ids][ant ids]` (each
+//! `max_seq_len` ids, 0-padded) `[syn labels][ant labels]` (each `max_seq_len` bytes, i8: 0 / 1 / 2
+//! / −100, see [`crate::text::triples`]).
 
 use std::path::{Path, PathBuf};
 
@@ -27,7 +27,7 @@ pub const FORMAT_VERSION: u32 = 1;
 pub enum DataKind {
     /// Packed examples of one or two segments (`prepare`).
     Packed,
-    /// Sentence triples: a sentence, its synonym and its antonym version (`prepare --cline`).
+    /// Sentence triples: a sentence, its synonym and its antonym version (`prepare --triples`).
     Triples,
 }
 
@@ -36,7 +36,7 @@ impl DataKind {
     pub fn describe(self) -> &'static str {
         match self {
             Self::Packed => "packed examples (`trueneg prepare`)",
-            Self::Triples => "sentence triples (`trueneg prepare --cline`)",
+            Self::Triples => "sentence triples (`trueneg prepare --triples`)",
         }
     }
 }
@@ -81,10 +81,10 @@ impl Manifest {
     }
 }
 
-/// What `prepare --cline` did: its settings and counts.
+/// What `prepare --triples` did: its settings and counts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TripleData {
-    pub config: super::cline::ClineConfig,
+    pub config: super::triples::TripleConfig,
     /// Sentences read.
     pub sentences: usize,
     /// Sentences left out: no word to replace on one side.

@@ -16,7 +16,6 @@
 //! implementations and its row in `KINDS` and [`with_step`] (`docs/adding-an-objective.md`).
 
 pub mod cline;
-pub mod cline_heads;
 pub mod correction_samples;
 pub mod masked_lm;
 pub mod triples;

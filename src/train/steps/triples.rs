@@ -1,4 +1,4 @@
-//! A batch of sentence triples read from a corpus of `prepare --cline`.
+//! A batch of sentence triples read from a corpus of `prepare --triples`.
 
 use crate::text::batches::Batch;
 use crate::text::examples::Example;

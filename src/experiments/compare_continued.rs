@@ -1,8 +1,8 @@
-//! The small-scale CLINE comparison: from one pre-trained run, continue pre-training with its
-//! own objective on its own corpus (the baseline) and with CLINE on sentence triples, for the
-//! same number of steps and each pre-training seed; fine-tune every model on the
-//! counterfactual sentiment task over the fine-tuning seeds; score contrast consistency
-//! (Ori / Rev / Con) and Hits.
+//! A continued comparison: from one pre-trained run, continue pre-training with its own
+//! objective on its own corpus (the baseline) and with another objective (on its own corpus
+//! where it trains on other data, e.g. sentence triples), for the same number of steps and
+//! each pre-training seed; fine-tune every model on the counterfactual sentiment task over the
+//! fine-tuning seeds; score contrast consistency (Ori / Rev / Con) and Hits.
 //!
 //! Layout of `out`: `pretrain/<arm>-seed<s>/` (runs), `finetune/<arm>-seed<s>/` (fine-tuned
 //! models per fine-tuning seed, `results.json`, each seed's `contrast.json`),
@@ -10,8 +10,8 @@
 //! whole is reused, so a killed comparison continues where it stopped.
 //!
 //! Statistics: mean ± sample standard deviation over (pre-training seed × fine-tuning seed) for
-//! the fine-tuned scores, over pre-training seeds for Hits; the CLINE − baseline difference is
-//! paired on the same seeds, with a 95 % two-level bootstrap interval (10,000 draws, fixed seed;
+//! the fine-tuned scores, over pre-training seeds for Hits; the objective − baseline difference
+//! is paired on the same seeds, with a 95 % two-level bootstrap interval (10,000 draws, fixed seed;
 //! [`super::bootstrap`]) and a plain word when it contains 0.
 
 use std::path::{Path, PathBuf};
@@ -25,9 +25,10 @@ use crate::experiments::stages::Stages;
 use crate::finetune::pretrained::load_pretrained;
 use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::seeds::{Summary, TaskResult, finetune_glue, summary, write_results};
+use crate::objective::ObjectiveKind;
 use crate::tasks::contrast::Consistency;
 use crate::tasks::glue::GlueTask;
-use crate::text::shards::ShardSet;
+use crate::text::shards::{DataKind, ShardSet};
 use crate::train::config::PretrainConfig;
 use crate::train::pretrain::{Progress, RunOptions, pretrain};
 use crate::train::run::{new_run, resume_run};
@@ -36,8 +37,10 @@ use crate::{Error, Result};
 pub struct CompareOptions {
     /// The trueneg run both arms continue from (its config, data and latest checkpoint).
     pub base_run: PathBuf,
-    /// `prepare --cline` output made with the base run's tokenizer.
-    pub cline_data: PathBuf,
+    /// The objective the compared arm continues with.
+    pub objective: ObjectiveKind,
+    /// The compared arm's corpus, made with the base run's tokenizer (`None`: the base run's).
+    pub data: Option<PathBuf>,
     /// Steps of continued pre-training in each arm.
     pub steps: u64,
     /// `--set` overrides applied to both arms (e.g. `optimizer.lr=1e-4`).
@@ -85,12 +88,16 @@ pub struct CompareReport {
     pub steps: u64,
     pub contrast: PathBuf,
     pub arms: Vec<ArmReport>,
-    /// CLINE − baseline, paired by seeds: dev accuracy, Ori, Rev, Con, Hits `[CLS]`, Hits mean;
-    /// mean ± sd and the 95 % two-level bootstrap interval ([`super::bootstrap`]).
+    /// The compared arm − baseline, paired by seeds: dev accuracy, Ori, Rev, Con, Hits `[CLS]`,
+    /// Hits mean; mean ± sd and the 95 % two-level bootstrap interval ([`super::bootstrap`]).
     pub difference: Vec<(String, Summary, Interval)>,
 }
 
-const ARMS: [&str; 2] = ["baseline", "cline"];
+/// The command's name in messages and its lock.
+pub const COMMAND: &str = "compare-continued";
+
+/// The arm that continues with the base run's own objective and corpus.
+const BASELINE: &str = "baseline";
 
 /// A named score read from one result.
 type Measure<T> = (&'static str, fn(&T) -> f64);
@@ -110,9 +117,11 @@ fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<
             format!("train.checkpoint_every={}", o.steps),
             "train.keep_checkpoints=1".to_string(),
         ];
-        if arm == "cline" {
-            sets.push("objective.kind=cline".into());
-            sets.push(format!("data.shards={}", o.cline_data.display()));
+        if arm != BASELINE {
+            sets.push(format!("objective.kind={arm}"));
+            if let Some(data) = &o.data {
+                sets.push(format!("data.shards={}", data.display()));
+            }
         }
         sets.extend(o.overrides.iter().cloned());
         let mut cfg = PretrainConfig::load_file(&base_cfg, &sets)?;
@@ -122,15 +131,8 @@ fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<
         if cfg.optimizer.warmup_steps >= o.steps {
             cfg.optimizer.warmup_steps = o.steps / 10;
         }
-        if arm == "baseline" && cfg.objective.kind.data() == crate::text::shards::DataKind::Triples
-        {
-            return Err(Error::Config(format!(
-                "{}: the base run is a CLINE run; start from a run of another objective",
-                o.base_run.display()
-            )));
-        }
         cfg.absolute_paths()?;
-        cfg.validate("cline-compare")?;
+        cfg.validate(COMMAND)?;
         new_run(cfg, dir)?
     };
     let cfg = &folder.config;
@@ -160,9 +162,9 @@ fn finished<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
 }
 
 /// What the comparison reads, checked before anything is trained or written: the task data is
-/// counterfactual sentiment (CAD-sentiment's `train.tsv` and `dev.tsv`, its labels), the CLINE
-/// triples were tokenised with the base run's tokenizer, and the contrast set's labels are the
-/// task's.
+/// counterfactual sentiment (CAD-sentiment's `train.tsv` and `dev.tsv`, its labels), the arms
+/// differ and train on the data they need ([`check_arms`]), and the contrast set's labels are
+/// the task's.
 fn check_inputs(o: &CompareOptions) -> Result<()> {
     let task = GlueTask::CadSentiment;
     crate::finetune::classify::read_task(task, &o.task_data).map_err(|e| {
@@ -171,17 +173,7 @@ fn check_inputs(o: &CompareOptions) -> Result<()> {
             o.task_data.display()
         ))
     })?;
-    let run_tok = o.base_run.join("tokenizer.json");
-    let fingerprint = crate::train::run::run_tokenizer(&o.base_run)?.fingerprint();
-    let triples = ShardSet::open(&o.cline_data)?;
-    if triples.manifest.tokenizer_fingerprint != fingerprint {
-        return Err(Error::Input(format!(
-            "{}: the CLINE triples were made with another tokenizer than the base run's ({}); run `prepare --cline --tokenizer {}`",
-            o.cline_data.display(),
-            run_tok.display(),
-            run_tok.display()
-        )));
-    }
+    check_arms(o)?;
     let (kind, _, _) = crate::tasks::contrast::read_contrast_set(&o.contrast, &o.split)?;
     if let Some(l) = kind.labels().iter().find(|l| !task.labels().contains(l)) {
         return Err(Error::Input(format!(
@@ -193,11 +185,70 @@ fn check_inputs(o: &CompareOptions) -> Result<()> {
     Ok(())
 }
 
+/// The two arms differ and each trains on data of its kind: the base run trains on packed
+/// examples (its continuation is the baseline), the compared objective is not the base run's
+/// own on the same corpus, and its corpus (`data`, where given) holds the data it trains on,
+/// made with the base run's tokenizer.
+fn check_arms(o: &CompareOptions) -> Result<()> {
+    if o.objective.name() == BASELINE {
+        return Err(Error::Config(format!(
+            "--objective {BASELINE}: the {BASELINE} arm is the base run's own objective; name the objective to compare with it"
+        )));
+    }
+    let base = PretrainConfig::load_file(&o.base_run.join("config.toml"), &[])?;
+    if base.objective.kind.data() != DataKind::Packed {
+        return Err(Error::Config(format!(
+            "{}: the base run trains on {}; start from a run on {}",
+            o.base_run.display(),
+            base.objective.kind.data().describe(),
+            DataKind::Packed.describe()
+        )));
+    }
+    let Some(data) = &o.data else {
+        if o.objective.data() != DataKind::Packed {
+            return Err(Error::Config(format!(
+                "--objective {}: it trains on {}; give them with --data",
+                o.objective.name(),
+                o.objective.data().describe()
+            )));
+        }
+        if o.objective == base.objective.kind {
+            return Err(Error::Config(format!(
+                "--objective {}: the base run trains with it on the same corpus, so both arms would be the same; choose another objective or give --data",
+                o.objective.name()
+            )));
+        }
+        return Ok(());
+    };
+    let shards = ShardSet::open(data)?;
+    if shards.holds() != o.objective.data() {
+        return Err(Error::Input(format!(
+            "--data {}: it holds {}, but --objective {} trains on {}",
+            data.display(),
+            shards.holds().describe(),
+            o.objective.name(),
+            o.objective.data().describe()
+        )));
+    }
+    let run_tok = o.base_run.join("tokenizer.json");
+    let fingerprint = crate::train::run::run_tokenizer(&o.base_run)?.fingerprint();
+    if shards.manifest.tokenizer_fingerprint != fingerprint {
+        return Err(Error::Input(format!(
+            "--data {}: made with another tokenizer than the base run's ({}); prepare it again with `--tokenizer {}`",
+            data.display(),
+            run_tok.display(),
+            run_tok.display()
+        )));
+    }
+    Ok(())
+}
+
 /// The settings a continued comparison must keep (`comparison.json`).
 fn settings(o: &CompareOptions) -> serde_json::Value {
     serde_json::json!({
         "base_run": o.base_run,
-        "cline_data": o.cline_data,
+        "objective": o.objective.name(),
+        "data": o.data,
         "steps": o.steps,
         "overrides": o.overrides,
         "pretrain_seeds": o.pretrain_seeds,
@@ -220,15 +271,16 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     o.finetune.validate()?;
     check_inputs(o)?;
     crate::io::write::folder(&o.out)?;
-    let _lock = crate::io::lock::FolderLock::acquire(&o.out, "trueneg cline-compare")?;
+    let _lock = crate::io::lock::FolderLock::acquire(&o.out, &format!("trueneg {COMMAND}"))?;
     crate::io::outputs::claim_folder(&o.out, "comparison.json", &settings(o))?;
+    let arm_names = [BASELINE, o.objective.name()];
     let mut stages = Stages::new(
-        "cline-compare",
-        ARMS.len() * o.pretrain_seeds.len() * 3,
+        COMMAND,
+        arm_names.len() * o.pretrain_seeds.len() * 3,
         o.progress != Progress::Hidden,
     );
     let mut arms = Vec::new();
-    for arm in ARMS {
+    for arm in arm_names {
         let mut scores = Vec::new();
         let mut hits_all = Vec::new();
         let mut runs = Vec::new();
@@ -291,7 +343,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     Ok((report, md))
 }
 
-/// The CLINE arm's differences from the baseline's, per measure (bootstrap over the seed
+/// The compared arm's differences from the baseline's, per measure (bootstrap over the seed
 /// grid: rows are pre-training seeds of `per_row` fine-tuning seeds each; Hits one a row).
 fn differences(b: &ArmReport, c: &ArmReport, per_row: usize) -> Vec<(String, Summary, Interval)> {
     // Rows: pre-training seeds; entries: fine-tuning seeds (Hits: one per row).
@@ -375,12 +427,14 @@ fn cell(s: &Summary) -> String {
     format!("{:.1} ± {:.1}", s.mean, s.std)
 }
 
-/// The comparison as Markdown: CLINE's Table 4 (Ori / Rev / Con) and Table 7 (Hits) side by side.
+/// The comparison as Markdown: Ori / Rev / Con and Hits side by side (Wang et al. 2021's
+/// Tables 4 and 7).
 pub fn report_table(r: &CompareReport, o: &CompareOptions) -> String {
     let mut md = format!(
-        "# Baseline vs CLINE, continued {} steps from {}\n\n\
+        "# Baseline vs {}, continued {} steps from {}\n\n\
          Pre-training seeds {:?} × fine-tuning seeds {:?} on CAD-sentiment; contrast set {} ({}); \
          Hits on {} triplets. Mean ± sample standard deviation over seeds.\n\n",
+        o.objective.name(),
         r.steps,
         r.base_run.display(),
         o.pretrain_seeds,
@@ -402,17 +456,21 @@ pub fn report_table(r: &CompareReport, o: &CompareOptions) -> String {
             cell(&a.hits_mean)
         );
     }
-    md += "\n| CLINE − baseline (paired) | mean ± sd | 95 % interval (two-level bootstrap) | |\n|---|---:|---:|---|\n";
-    for (name, s, ci) in &r.difference {
+    let name = o.objective.name();
+    md += &format!(
+        "\n| {name} − baseline (paired) | mean ± sd | 95 % interval (two-level bootstrap) | |\n|---|---:|---:|---|\n"
+    );
+    let (higher, lower) = (format!("{name} higher"), format!("{name} lower"));
+    for (measure, s, ci) in &r.difference {
         let verdict = crate::experiments::bootstrap::verdict(
             ci,
             o.pretrain_seeds.len(),
             o.finetune_seeds.len(),
-            "CLINE higher",
-            "CLINE lower",
+            &higher,
+            &lower,
         );
         md += &format!(
-            "| {name} | {:+.1} ± {:.1} | [{:+.1}, {:+.1}] | {verdict} |\n",
+            "| {measure} | {:+.1} ± {:.1} | [{:+.1}, {:+.1}] | {verdict} |\n",
             s.mean, s.std, ci.low, ci.high
         );
     }

@@ -1,4 +1,4 @@
-//! CLINE's training examples (Wang et al., ACL 2021): from a sentence x_ori, a sentence of the
+//! Sentence triples (the rules of Wang et al., ACL 2021): from a sentence x_ori, a sentence of the
 //! same meaning x_syn and one of changed meaning x_ant, with per-WordPiece labels for the
 //! replaced-token detection.
 //!
@@ -46,7 +46,7 @@ pub const IGNORE: i32 = -100;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ClineConfig {
+pub struct TripleConfig {
     /// Share of a sentence's words replaced in x_syn (paper: 0.4).
     pub syn_ratio: f64,
     /// Share of a sentence's words replaced in x_ant (paper: 0.2).
@@ -57,7 +57,7 @@ pub struct ClineConfig {
     pub co_synonym_antonyms: bool,
 }
 
-impl Default for ClineConfig {
+impl Default for TripleConfig {
     fn default() -> Self {
         Self {
             syn_ratio: 0.4,
@@ -96,7 +96,7 @@ pub struct Replacement<K> {
 
 /// The three sentences of one example, as text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ClineExample {
+pub struct TripleExample {
     pub ori: String,
     pub syn: String,
     pub ant: String,
@@ -128,19 +128,19 @@ impl LabeledPieces {
     }
 }
 
-/// Makes CLINE examples with one WordNet and one vocabulary.
-pub struct ClineGenerator<'a> {
+/// Makes sentence triples with one WordNet and one vocabulary.
+pub struct TripleGenerator<'a> {
     pub wn: &'a WordNet,
-    pub config: ClineConfig,
+    pub config: TripleConfig,
     /// Whole-word vocabulary entries per part of speech (noun, verb, adj, adv): x_ant's
     /// random replacements.
     by_pos: [Vec<String>; 4],
 }
 
-impl<'a> ClineGenerator<'a> {
+impl<'a> TripleGenerator<'a> {
     /// `vocabulary`: the words random replacements are drawn from (a tokenizer's whole-word
     /// tokens); each is filed under its dominant part of speech.
-    pub fn new(wn: &'a WordNet, config: ClineConfig, vocabulary: &[String]) -> Self {
+    pub fn new(wn: &'a WordNet, config: TripleConfig, vocabulary: &[String]) -> Self {
         let mut by_pos: [Vec<String>; 4] = Default::default();
         for w in vocabulary {
             if w.chars().count() > 2
@@ -200,7 +200,7 @@ impl<'a> ClineGenerator<'a> {
     }
 
     /// The example for sentence number `index` of a corpus, with `seed`.
-    pub fn example(&self, text: &str, seed: u64, index: u64) -> ClineExample {
+    pub fn example(&self, text: &str, seed: u64, index: u64) -> TripleExample {
         let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_mul(0xA076_1D64_78BD_642F) ^ index);
         let toks = tokens(text);
         let words = toks.iter().filter(|t| t.2).count();
@@ -275,7 +275,7 @@ impl<'a> ClineGenerator<'a> {
             })
             .collect();
         ant_replaced.sort_by_key(|r| r.start);
-        ClineExample {
+        TripleExample {
             ori: text.to_string(),
             syn: apply_edits(
                 text,

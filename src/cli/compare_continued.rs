@@ -1,10 +1,12 @@
-//! `trueneg cline-compare`: baseline vs CLINE continued from one run, fine-tuned on the
-//! counterfactual sentiment task, scored on contrast consistency and Hits, over seeds.
+//! `trueneg compare-continued`: baseline vs another objective continued from one run,
+//! fine-tuned on the counterfactual sentiment task, scored on contrast consistency and Hits,
+//! over seeds.
 
 use std::path::PathBuf;
 
 use trueneg::eval::hits::{read_sentences, triplet};
-use trueneg::experiments::cline_compare::{CompareOptions, compare};
+use trueneg::experiments::compare_continued::{CompareOptions, compare};
+use trueneg::objective::ObjectiveKind;
 use trueneg::tasks::glue::GlueTask;
 
 use super::Ui;
@@ -14,9 +16,13 @@ pub struct Args {
     /// The trueneg run both arms continue from (pre-trained on a prepared corpus).
     #[arg(long)]
     base_run: PathBuf,
-    /// Sentence triples from `prepare --cline` with the base run's tokenizer.
+    /// The objective the compared arm continues with (`objective.kind`).
+    #[arg(long, value_parser = objective_kind)]
+    objective: ObjectiveKind,
+    /// The compared arm's corpus, prepared with the base run's tokenizer (`prepare --triples`
+    /// for an objective on sentence triples) [default: the base run's corpus].
     #[arg(long)]
-    cline_data: PathBuf,
+    data: Option<PathBuf>,
     /// Steps of continued pre-training in each arm.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     steps: u64,
@@ -66,7 +72,8 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     trueneg::stop::watch();
     let (_, md) = compare(&CompareOptions {
         base_run: a.base_run,
-        cline_data: a.cline_data,
+        objective: a.objective,
+        data: a.data,
         steps: a.steps,
         overrides: a.set,
         pretrain_seeds: a.pretrain_seeds,
@@ -83,4 +90,14 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     print!("{md}");
     println!("wrote {}", a.out.join("report.md").display());
     Ok(())
+}
+
+/// An `objective.kind` name.
+fn objective_kind(s: &str) -> Result<ObjectiveKind, String> {
+    ObjectiveKind::parse(s.trim()).ok_or_else(|| {
+        format!(
+            "{s}: not an objective (expected one of {})",
+            ObjectiveKind::names()
+        )
+    })
 }
