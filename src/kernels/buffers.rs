@@ -1,5 +1,5 @@
-//! Output buffers of the CPU kernels: zeroed, written whole from uninitialised memory, or
-//! repeated rows, large ones by all of rayon's threads.
+//! Output buffers of the CPU kernels: written whole from uninitialised memory, or repeated
+//! rows, large ones by all of rayon's threads.
 
 use std::mem::MaybeUninit;
 
@@ -7,18 +7,6 @@ use rayon::prelude::*;
 
 /// Buffers of at least this many elements are filled by all of rayon's threads.
 const PARALLEL_FILL: usize = 1 << 16;
-
-/// `n` zeros (the dropout masks' buffers; the kernels' outputs are written whole instead, see
-/// [`filled_by`]). Large ones are written by all of rayon's threads (`vec![0; n]` zeroes on the
-/// calling thread while the others wait).
-pub(crate) fn zeros(n: usize) -> Vec<f32> {
-    if n < PARALLEL_FILL {
-        return vec![0f32; n];
-    }
-    let mut v = Vec::with_capacity(n);
-    v.par_extend(rayon::iter::repeat_n(0f32, n));
-    v
-}
 
 /// A fresh `n`-element buffer written by `write`, which gets it uninitialised, and whatever
 /// `write` returns. For the kernels' outputs, which they write whole (element-wise loops, and

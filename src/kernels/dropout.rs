@@ -11,6 +11,7 @@
 //! The per-call seeds come from a process-wide RNG that [`seed`] resets; the pre-training loop
 //! reseeds it with the device at every step, so a resumed run draws the same masks.
 
+use std::mem::MaybeUninit;
 use std::sync::Mutex;
 
 use burn::nn::Dropout;
@@ -65,18 +66,30 @@ pub(crate) fn next_call_seed() -> u64 {
         .next_u64()
 }
 
-/// `n` mask values: 0 with probability `p`, else 1 / (1 − p).
+/// `n` mask values: 0 with probability `p`, else 1 / (1 − p). The buffer is written once, by
+/// the mask itself (not zeroed first).
 pub fn mask_values(n: usize, p: f64, call_seed: u64) -> Vec<f32> {
-    let mut mask = super::buffers::zeros(n);
-    mask.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(i, chunk)| fill_mask(chunk, p, call_seed, i as u64));
+    // SAFETY: the chunks cover the buffer, and `fill_mask_into` writes every element of each.
+    let (mask, ()) = unsafe {
+        super::buffers::filled_by(n, |out| {
+            out.par_chunks_mut(CHUNK)
+                .enumerate()
+                .for_each(|(i, chunk)| fill_mask_into(chunk, p, call_seed, i as u64))
+        })
+    };
     mask
 }
 
 /// Fills `out` with mask values (0 with probability `p`, else 1 / (1 − p)) from stream `stream`
 /// of the ChaCha8 generator seeded with `call_seed`: the same arguments give the same values.
 pub fn fill_mask(out: &mut [f32], p: f64, call_seed: u64, stream: u64) {
+    // SAFETY: `f32` and `MaybeUninit<f32>` have one layout, and only `f32` values are written.
+    let out = unsafe { &mut *(out as *mut [f32] as *mut [MaybeUninit<f32>]) };
+    fill_mask_into(out, p, call_seed, stream);
+}
+
+/// [`fill_mask`] into a buffer that may be uninitialised: every element of `out` is written.
+fn fill_mask_into(out: &mut [MaybeUninit<f32>], p: f64, call_seed: u64, stream: u64) {
     let scale = (1.0 / (1.0 - p)) as f32;
     // Drop when a uniform u32 falls below p · 2³².
     let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
@@ -88,7 +101,7 @@ pub fn fill_mask(out: &mut [f32], p: f64, call_seed: u64, stream: u64) {
         let words = &mut words[..chunk.len()];
         rng.fill(words);
         for (v, &w) in chunk.iter_mut().zip(words.iter()) {
-            *v = if w < threshold { 0.0 } else { scale };
+            v.write(if w < threshold { 0.0 } else { scale });
         }
     }
 }
