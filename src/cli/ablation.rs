@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use trueneg::experiments::ablation::{AblationOptions, AblationSpec, ablation};
-use trueneg::objective::ObjectiveKind;
 
 use super::Ui;
 
@@ -82,14 +81,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     let objectives = a
         .objectives
         .iter()
-        .map(|o| {
-            ObjectiveKind::parse(o.trim()).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--objectives {o}: expected one of {}",
-                    ObjectiveKind::names()
-                )
-            })
-        })
+        .map(|o| super::objective_kind(o).map_err(|e| anyhow::anyhow!("--objectives {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let tasks = match (&a.tasks, &a.glue) {
         (Some(t), _) => t.clone(),

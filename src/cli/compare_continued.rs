@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long)]
     base_run: PathBuf,
     /// The objective the compared arm continues with (`objective.kind`).
-    #[arg(long, value_parser = objective_kind)]
+    #[arg(long, value_parser = super::objective_kind)]
     objective: ObjectiveKind,
     /// The compared arm's corpus, prepared with the base run's tokenizer (`prepare --triples`
     /// for an objective on sentence triples) [default: the base run's corpus].
@@ -90,14 +90,4 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
     print!("{md}");
     println!("wrote {}", a.out.join("report.md").display());
     Ok(())
-}
-
-/// An `objective.kind` name.
-fn objective_kind(s: &str) -> Result<ObjectiveKind, String> {
-    ObjectiveKind::parse(s.trim()).ok_or_else(|| {
-        format!(
-            "{s}: not an objective (expected one of {})",
-            ObjectiveKind::names()
-        )
-    })
 }

@@ -108,6 +108,17 @@ pub fn at_least(min: u64) -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(min..)
 }
 
+/// An `objective.kind` name (`baseline`, `hc`, …), as the flags that name objectives take it.
+pub fn objective_kind(s: &str) -> Result<trueneg::objective::ObjectiveKind, String> {
+    use trueneg::objective::ObjectiveKind;
+    ObjectiveKind::parse(s.trim()).ok_or_else(|| {
+        format!(
+            "{s}: not an objective (expected one of {})",
+            ObjectiveKind::names()
+        )
+    })
+}
+
 /// A share in (0, 1] of the words `prepare --triples` replaces: each sentence with a candidate has
 /// at least one word replaced on each side, so 0 would not mean "none" and is refused.
 pub fn replaced_share(s: &str) -> Result<f64, String> {
