@@ -75,22 +75,43 @@ pub fn checkpoints_dir(run: &Path) -> PathBuf {
 const FILES: [&str; 2] = ["model.safetensors", "state.json"];
 
 /// The checkpoints of a run that hold weights and state (`optimizer.safetensors` may be
-/// missing), oldest first.
+/// missing), oldest first. A checkpoint renamed away between reading the folder's names and
+/// checking its files (a running run's rotation, which renames the new one in first) means the
+/// names read are stale, and they are read again: a listing during a rotation is never empty.
 pub fn list(run: &Path) -> Vec<(u64, PathBuf)> {
+    const ATTEMPTS: usize = 5;
     let root = checkpoints_dir(run);
-    let mut out: Vec<(u64, PathBuf)> = crate::io::read::names(&root)
+    let mut listed = listing(&root);
+    for _ in 1..ATTEMPTS {
+        if !listed.stale {
+            break;
+        }
+        listed = listing(&root);
+    }
+    listed.checkpoints
+}
+
+/// One reading of a checkpoints folder: its whole checkpoints, oldest first.
+struct Listing {
+    checkpoints: Vec<(u64, PathBuf)>,
+    /// A `step-N` folder named was gone by the time its files were checked.
+    stale: bool,
+}
+
+fn listing(root: &Path) -> Listing {
+    let mut stale = false;
+    let mut checkpoints: Vec<(u64, PathBuf)> = crate::io::read::names(root)
         .into_iter()
         .filter_map(|name| {
             let step = name.strip_prefix("step-")?.parse().ok()?;
             let dir = root.join(&name);
-            FILES
-                .iter()
-                .all(|f| crate::io::read::is_file(&dir.join(f)))
-                .then_some((step, dir))
+            let whole = FILES.iter().all(|f| crate::io::read::is_file(&dir.join(f)));
+            stale |= !whole && !crate::io::read::is_folder(&dir);
+            whole.then_some((step, dir))
         })
         .collect();
-    out.sort();
-    out
+    checkpoints.sort();
+    Listing { checkpoints, stale }
 }
 
 /// Removes what a killed or failed run left in `<run>/checkpoints`: temporary folders

@@ -101,28 +101,22 @@ pub fn export_run(
 }
 
 /// The checkpoint at `step` (the latest when `None`), read whole into memory. A checkpoint
-/// removed by the run's rotation while it was listed or read (a run still training) is looked
-/// up again: the latest one then, or an error naming the step that is gone.
+/// removed by the run's rotation while it was read (a run still training) is looked up again:
+/// the latest one then, or an error naming the step that is gone.
 pub fn load_checkpoint(run: &Path, step: Option<u64>) -> Result<checkpoint::Checkpoint> {
-    const ATTEMPTS: usize = 5;
-    for attempt in 1..=ATTEMPTS {
+    for _attempt in 0..5 {
         let all = checkpoint::list(run);
-        let found = match step {
+        let dir = match step {
             None => all.last().map(|(_, d)| d.clone()),
             Some(s) => all.iter().find(|(k, _)| *k == s).map(|(_, d)| d.clone()),
-        };
-        let Some(dir) = found else {
-            // A listing read while the rotation renames the new checkpoint in and the old one
-            // away can see neither: list again before saying there is none.
-            if attempt < ATTEMPTS {
-                continue;
-            }
-            return Err(Error::Checkpoint(format!(
+        }
+        .ok_or_else(|| {
+            Error::Checkpoint(format!(
                 "{}: no checkpoint{}",
                 run.display(),
                 step.map(|s| format!(" at step {s}")).unwrap_or_default()
-            )));
-        };
+            ))
+        })?;
         match checkpoint::load(&dir) {
             Err(_) if !dir.exists() => continue,
             loaded => return loaded,
