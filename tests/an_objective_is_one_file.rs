@@ -19,14 +19,8 @@ const MAX_FILES: usize = 3;
 const NOT_OBJECTIVES: [&str; 5] = ["mod", "terms", "between", "mlm", "rtd"];
 const PROTOCOL: [&str; 3] = ["NAME", "build", "LABELS"];
 const MAX_STEP_FILES: usize = 6;
-/// The steps' directory's files that are not a step of its own data.
-const NOT_OWN_DATA_STEPS: [&str; 5] = [
-    "mod",
-    "masked_lm",
-    "correction_samples",
-    "triples",
-    "upload",
-];
+/// The step of packed examples, the one without data of its own.
+const MASKED_LM_STEP: &str = "masked_lm";
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
@@ -83,17 +77,25 @@ fn declared(code: &str) -> BTreeSet<String> {
     out
 }
 
-/// Each objective's file stem and the files (relative to `src/`) that name its identifiers.
-fn spread(src: &Path) -> Vec<(String, BTreeSet<String>, Vec<String>)> {
+/// Every source file of `src`: its path relative to `src` and its text, in path order.
+fn sources(src: &Path) -> Vec<(String, String)> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     files.sort();
-    let sources: Vec<(String, String)> = files
+    files
         .iter()
         .map(|p| {
             let rel = p.strip_prefix(src).unwrap().display().to_string();
-            (rel, code(&std::fs::read_to_string(p).unwrap()))
+            (rel, std::fs::read_to_string(p).unwrap())
         })
+        .collect()
+}
+
+/// Each objective's file stem and the files (relative to `src/`) that name its identifiers.
+fn spread(src: &Path) -> Vec<(String, BTreeSet<String>, Vec<String>)> {
+    let sources: Vec<(String, String)> = sources(src)
+        .into_iter()
+        .map(|(rel, text)| (rel, code(&text)))
         .collect();
     let mut out = Vec::new();
     for (rel, text) in &sources {
@@ -155,22 +157,12 @@ fn names(text: &str, word: &str) -> bool {
 
 #[test]
 fn a_step_with_its_own_data_is_named_in_at_most_six_files() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
-    let texts: Vec<(String, String)> = files
-        .iter()
-        .map(|p| {
-            let rel = p.strip_prefix(&src).unwrap().display().to_string();
-            (rel, std::fs::read_to_string(p).unwrap())
-        })
-        .collect();
+    let texts = sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
     let steps: Vec<String> = texts
         .iter()
         .filter_map(|(rel, text)| {
             let stem = rel.strip_prefix("train/steps/")?.strip_suffix(".rs")?;
-            let own = !NOT_OWN_DATA_STEPS.contains(&stem) && text.contains("impl StepKind for");
+            let own = stem != MASKED_LM_STEP && text.contains("impl StepKind for");
             own.then(|| stem.to_string())
         })
         .collect();
