@@ -391,15 +391,14 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
         data("counterfactual/sentiment/orig"),
         data("counterfactual/sentiment/combined/paired/dev_paired.tsv"),
     );
-    let cline = |data: &Path| -> Vec<std::ffi::OsString> {
-        vec![
-            "--objective".into(),
-            "cline".into(),
-            "--data".into(),
-            data.into(),
-        ]
+    let arm = |objective: &str, data: Option<&Path>| -> Vec<std::ffi::OsString> {
+        let mut args = vec!["--objective".into(), objective.into()];
+        if let Some(d) = data {
+            args.extend(["--data".into(), d.into()]);
+        }
+        args
     };
-    let cline_arm = cline(cline_data());
+    let cline_arm = arm("cline", Some(cline_data()));
     let cmd = || with(&out, &cline_arm, &task, &paired);
 
     // Checked before anything is trained or written: a task it does not support, a contrast
@@ -428,15 +427,10 @@ fn the_comparison_runs_end_to_end_and_reuses_finished_stages() {
         serde_json::to_string(&m).unwrap(),
     )
     .unwrap();
-    let other_arm = cline(&other_tok);
-    let no_data: Vec<std::ffi::OsString> = vec!["--objective".into(), "cline".into()];
-    let hc_on_triples = vec![
-        "--objective".into(),
-        "hc".into(),
-        "--data".into(),
-        cline_data().into(),
-    ];
-    let baseline: Vec<std::ffi::OsString> = vec!["--objective".into(), "baseline".into()];
+    let other_arm = arm("cline", Some(&other_tok));
+    let no_data = arm("cline", None);
+    let hc_on_triples = arm("hc", Some(cline_data()));
+    let baseline = arm("baseline", None);
     for (c, says) in [
         (
             with(&refused, &cline_arm, &data("glue/SST-2"), &paired),
