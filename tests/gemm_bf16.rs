@@ -1,12 +1,27 @@
-//! The bf16 matrix product (`kernels::gemm_bf16`): its rounding to bf16, and its products
-//! against a float64 reference of the bf16-rounded operands, in every operand layout, with odd
-//! sizes, accumulation and scaling, into row- and column-major destinations, the same on one
-//! thread and two. Runs where the CPU has
-//! AVX-512 BF16 (Zen 4, Sapphire Rapids and later); elsewhere it says so and checks the
-//! rounding only.
+//! The bf16 matrix products: the rounding to bf16, and the products against a float64
+//! reference of the bf16-rounded operands, in every operand layout, with odd sizes,
+//! accumulation and scaling, into row- and column-major destinations, the same on one thread
+//! and two. Both kernels: `kernels::gemm_bf16` where the CPU has AVX-512 BF16 (Zen 4, Sapphire
+//! Rapids and later; elsewhere the tests say so and skip it), and `kernels::gemm_bf16_rounded`
+//! (the f32 crates on rounded operands) on every CPU.
 
 use trueneg::kernels::gemm::{View, ViewMut};
-use trueneg::kernels::gemm_bf16::{available, from_bf16, product, product_onto_rows, to_bf16};
+use trueneg::kernels::gemm_bf16::{available, from_bf16, product_onto_rows, to_bf16};
+use trueneg::kernels::{gemm_bf16, gemm_bf16_rounded};
+
+/// A bf16 product's signature: `dst = [dst +] scale · a · b` on `threads` threads.
+type Product = unsafe fn(ViewMut, View, View, bool, f32, usize);
+
+/// The bf16 kernels this CPU runs, by name.
+fn kernels() -> Vec<(&'static str, Product)> {
+    let mut all: Vec<(&'static str, Product)> = vec![("rounded", gemm_bf16_rounded::product)];
+    if available() {
+        all.push(("avx512-bf16", gemm_bf16::product));
+    } else {
+        println!("this CPU has no AVX-512 BF16: `gemm_bf16` is not checked here");
+    }
+    all
+}
 
 #[test]
 fn rounding_to_bf16_is_to_nearest_even_and_keeps_nan_and_infinity() {
@@ -88,10 +103,12 @@ fn values(n: usize, seed: usize) -> Vec<f32> {
 
 #[test]
 fn bf16_products_match_the_rounded_operands_in_every_layout() {
-    if !available() {
-        println!("this CPU has no AVX-512 BF16: the products are not checked here");
-        return;
+    for (name, product) in kernels() {
+        products_match_the_rounded_operands(name, product);
     }
+}
+
+fn products_match_the_rounded_operands(name: &str, product: Product) {
     for (m, k, n) in [
         (37, 65, 45),
         (8, 1, 33),
@@ -137,7 +154,10 @@ fn bf16_products_match_the_rounded_operands_in_every_layout() {
                 };
                 got.push(c);
             }
-            assert_eq!(got[0], got[1], "{m}x{k}x{n}: one thread and two differ");
+            assert_eq!(
+                got[0], got[1],
+                "{name} {m}x{k}x{n}: one thread and two differ"
+            );
             // A destination stored column by column gets the same sums.
             let mut c = vec![0f32; m * n];
             for i in 0..m {
@@ -147,19 +167,19 @@ fn bf16_products_match_the_rounded_operands_in_every_layout() {
             }
             // SAFETY: the view covers `c`, which is separate from the operands.
             unsafe { product(column_major(&mut c, m, n), av, bv, true, 0.5, 2) };
-            assert_transposed(&c, &got[0], m, n, &format!("{m}x{k}x{n}"));
+            assert_transposed(&c, &got[0], m, n, &format!("{name} {m}x{k}x{n}"));
             for (g, w) in got[0].iter().zip(&want) {
                 let tol = 1e-5 * (1.0 + w.abs()) * (k as f64).sqrt();
                 assert!(
                     (*g as f64 - w).abs() <= tol,
-                    "{m}x{k}x{n} layouts {la}{lb}: {g} vs {w}"
+                    "{name} {m}x{k}x{n} layouts {la}{lb}: {g} vs {w}"
                 );
             }
             // Without accumulation `dst` is not read: NaNs there do not reach the result.
             let mut c = vec![f32::NAN; m * n];
             // SAFETY: as above.
             unsafe { product(ViewMut::rows(&mut c, 0, m, n, n), av, bv, false, 1.0, 2) };
-            assert!(c.iter().all(|x| x.is_finite()), "{m}x{k}x{n}");
+            assert!(c.iter().all(|x| x.is_finite()), "{name} {m}x{k}x{n}");
         }
     }
 }
@@ -179,7 +199,9 @@ fn a_bias_added_as_the_sums_are_stored_is_the_product_onto_bias_rows() {
             let (av, bv) = (view(&a, m, k, la), view(&b, k, n, lb));
             let mut want: Vec<f32> = (0..m).flat_map(|_| bias.iter().copied()).collect();
             // SAFETY (both): the views cover their buffers; the destinations are separate.
-            unsafe { product(ViewMut::rows(&mut want, 0, m, n, n), av, bv, true, 1.0, 2) };
+            unsafe {
+                gemm_bf16::product(ViewMut::rows(&mut want, 0, m, n, n), av, bv, true, 1.0, 2)
+            };
             let mut got = vec![f32::NAN; m * n];
             unsafe { product_onto_rows(ViewMut::rows(&mut got, 0, m, n, n), av, bv, &bias, 2) };
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -204,10 +226,8 @@ fn rounded(v: Vec<f32>) -> Vec<f32> {
 
 #[test]
 fn the_linear_kernel_with_bf16_products_is_the_f32_one_on_rounded_operands() {
-    if !available() {
-        println!("this CPU has no AVX-512 BF16: the linear kernel's bf16 products are not checked");
-        return;
-    }
+    // On every CPU: through `gemm_bf16` where it has AVX-512 BF16, the rounded operands
+    // otherwise.
     use trueneg::kernels::{Products, fused_ops};
     let device = Device::flex().autodiff();
     let d_in = 40;

@@ -1,6 +1,5 @@
-//! bf16 mixed precision against f32 from the same weights, on the CPU backend (burn's flex
-//! runs bf16 matrix products, or, on a CPU with AVX-512 BF16, our kernels round the products'
-//! operands: `Precision::HostBf16`): outputs and gradients of one step, parameters and
+//! bf16 mixed precision against f32 from the same weights, on the CPU backend (our kernels
+//! round the products' operands to bf16 and sum in f32: `Precision::HostBf16`): outputs and gradients of one step, parameters and
 //! gradients staying f32, and the loss curves of a 200-step pre-training run of the tiny preset.
 
 mod common;
@@ -170,42 +169,39 @@ fn bf16_tiny_preset_loss_curve_follows_f32() {
 const TOLERANCE: f64 = 0.02;
 
 #[test]
-fn bf16_mlm_decoder_multiplies_bf16_operands_on_every_cpu() {
+fn bf16_mlm_decoder_rounds_its_operands_on_every_cpu() {
     let _rng = DEVICE_RNG.lock().unwrap_or_else(|e| e.into_inner());
-    // Under bf16 the decoder's product takes bf16 operands and returns bf16 values, cast up
-    // before the (zero-initialised) f32 bias is added: every logit is a bf16 value. An f32
-    // product of the same operands would not be.
+    // On our CPU kernels the tensors stay f32 and the products round their operands to bf16
+    // (`Precision::HostBf16`), with AVX-512 BF16 or without: the logits are f32 sums, near the
+    // f32 head's but not equal to them, and not all on the bf16 grid (burn's bf16 tensors would
+    // put every logit there).
     let d = Device::flex().autodiff();
     let c = config(Precision::Bf16);
     let head = trueneg::model::heads::MlmHead::new(&c, &d);
+    assert_eq!(head.precision, Precision::HostBf16);
     let hidden = Tensor::<2>::random([6, c.hidden_size], burn::tensor::Distribution::Default, &d);
     let words = Tensor::<2>::random(
         [c.vocab_size, c.embedding_size],
         burn::tensor::Distribution::Default,
         &d,
     );
-    if trueneg::kernels::gemm_bf16::available() {
-        // On a CPU with AVX-512 BF16 the tensors stay f32 and the products round their
-        // operands (`Precision::HostBf16`): the logits are f32 sums, near the f32 head's but
-        // not equal to them.
-        assert_eq!(head.precision, Precision::HostBf16);
-        let mut f32_head = head.clone();
-        f32_head.precision = Precision::F32;
-        let got = host(head.forward(hidden.clone(), words.clone()));
-        let want = host(f32_head.forward(hidden, words));
-        let worst = got
-            .iter()
-            .zip(&want)
-            .map(|(g, w)| (g - w).abs() / (1.0 + w.abs()))
-            .fold(0f32, f32::max);
-        assert!(
-            worst > 0.0 && worst < 0.05,
-            "worst relative difference {worst}"
-        );
-        return;
-    }
-    let logits = host(head.forward(hidden, words));
-    assert_eq!(logits.len(), 6 * c.vocab_size);
-    let off_grid = logits.iter().filter(|x| x.to_bits() & 0xffff != 0).count();
-    assert_eq!(off_grid, 0, "{off_grid} logits are not bf16 values");
+    let mut f32_head = head.clone();
+    f32_head.precision = Precision::F32;
+    let got = host(head.forward(hidden.clone(), words.clone()));
+    let want = host(f32_head.forward(hidden, words));
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| (g - w).abs() / (1.0 + w.abs()))
+        .fold(0f32, f32::max);
+    assert!(
+        worst > 0.0 && worst < 0.05,
+        "worst relative difference {worst}"
+    );
+    let off_grid = got.iter().filter(|x| x.to_bits() & 0xffff != 0).count();
+    assert!(
+        off_grid > got.len() / 2,
+        "{off_grid} of {} logits off the bf16 grid",
+        got.len()
+    );
 }

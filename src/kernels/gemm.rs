@@ -6,7 +6,7 @@
 pub use super::views::{View, ViewMut};
 
 /// How a product multiplies: in f32, or with its operands rounded to bf16 and f32 sums
-/// (`kernels::gemm_bf16`, on CPUs with AVX-512 BF16).
+/// (`kernels::gemm_bf16` on CPUs with AVX-512 BF16, `kernels::gemm_bf16_rounded` on others).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Products {
     #[default]
@@ -15,11 +15,11 @@ pub enum Products {
 }
 
 impl Products {
-    /// Whether a product of left operand `a` runs in bf16: asked for, the CPU has the
-    /// instructions, and `a` is row-major or transposed (the weight gradients `xᵀ·G`); other
-    /// strides stay f32.
+    /// Whether a product of left operand `a` runs in bf16: asked for, and `a` is row-major or
+    /// transposed (the weight gradients `xᵀ·G`); other strides stay f32. On every CPU: where
+    /// it has no AVX-512 BF16 the operands are rounded first (`gemm_bf16_rounded`).
     fn in_bf16(self, a: &View) -> bool {
-        self == Products::Bf16 && super::gemm_bf16::available() && (a.cs == 1 || a.rs == 1)
+        self == Products::Bf16 && (a.cs == 1 || a.rs == 1)
     }
 }
 
@@ -37,8 +37,8 @@ pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool, pro
 }
 
 /// `dst = [dst +] scale · a · b` on `threads` of rayon's threads, multiplied as `products`
-/// says: the one place that picks the bf16 kernel ([`Products::in_bf16`]) or the f32 crates
-/// ([`call`]).
+/// says: the one place that picks the bf16 kernel ([`Products::in_bf16`]; where the CPU has
+/// no AVX-512 BF16, the f32 crates on operands rounded to bf16) or the f32 crates ([`call`]).
 ///
 /// # Safety
 /// As [`product`].
@@ -51,9 +51,13 @@ unsafe fn multiply(
     threads: usize,
     products: Products,
 ) {
-    if products.in_bf16(&a) {
-        // SAFETY: the caller's; the CPU has the instructions (`in_bf16`).
+    if products.in_bf16(&a) && super::gemm_bf16::available() {
+        // SAFETY: the caller's; the CPU has the instructions.
         return unsafe { super::gemm_bf16::product(dst, a, b, accumulate, scale, threads) };
+    }
+    if products.in_bf16(&a) {
+        // SAFETY: the caller's.
+        return unsafe { super::gemm_bf16_rounded::product(dst, a, b, accumulate, scale, threads) };
     }
     unsafe { call(dst, a, b, accumulate, scale, threads) }
 }
@@ -99,9 +103,9 @@ pub unsafe fn product_onto_rows(a: View, b: View, bias: &[f32], products: Produc
     let (rows, cols) = (a.rows, b.cols);
     assert_eq!(bias.len(), cols, "bias width");
     let threads = rayon::current_num_threads();
-    if products.in_bf16(&a) {
+    if products.in_bf16(&a) && super::gemm_bf16::available() {
         // SAFETY: the bf16 kernel writes every element of a product onto a bias row (the
-        // buffer is not read); the CPU has the instructions (`in_bf16`).
+        // buffer is not read); the CPU has the instructions.
         let (v, ()) = unsafe {
             super::buffers::filled_by(rows * cols, |dst| {
                 let dst = ViewMut::uninit(dst, rows, cols);
@@ -179,7 +183,14 @@ pub const FAER_MIN_ROWS_TRANSPOSED: usize = 4096;
 /// decoder's short, wide `x·Eᵀ`: gemm; BENCHMARKS.md). Both crates split a product over tiles of
 /// `dst`, never over the inner dimension (results do not depend on the thread count), and
 /// neither reads `dst` when it does not accumulate (both checked in `tests/kernels.rs`).
-unsafe fn call(dst: ViewMut, a: View, b: View, accumulate: bool, scale: f32, threads: usize) {
+pub(super) unsafe fn call(
+    dst: ViewMut,
+    a: View,
+    b: View,
+    accumulate: bool,
+    scale: f32,
+    threads: usize,
+) {
     assert_eq!(a.cols, b.rows, "inner dimensions");
     assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
     let min_rows = if a.cs == 1 {

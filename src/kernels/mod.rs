@@ -41,6 +41,7 @@ pub mod fused_ops;
 pub mod gelu;
 pub mod gemm;
 pub mod gemm_bf16;
+pub mod gemm_bf16_rounded;
 pub mod grad_watch;
 mod host;
 pub mod layer_norm;

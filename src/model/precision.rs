@@ -28,25 +28,35 @@ pub enum Precision {
     #[default]
     F32,
     Bf16,
-    /// What `Bf16` is on our CPU kernels where the CPU has AVX-512 BF16 ([`Precision::on`]):
-    /// every tensor stays f32, and the products (the linear layers' and attention's) round
-    /// their operands to bf16 and sum in f32 (`kernels::gemm_bf16`) — the products are where
-    /// bf16 pays on a CPU (BENCHMARKS.md), the casts of the other operations would cost more
-    /// than they save. Not a config value.
+    /// What `Bf16` is on our CPU kernels ([`Precision::on`]): every tensor stays f32, and the
+    /// products (the linear layers' and attention's) round their operands to bf16 and sum in
+    /// f32 — the products are where bf16 pays on a CPU (BENCHMARKS.md), the casts of the other
+    /// operations would cost more than they save. With AVX-512 BF16 the products run
+    /// `kernels::gemm_bf16`; without it the same arithmetic runs on the f32 kernels, about as
+    /// fast as f32 (burn's bf16 tensors were 0.41× of it on Zen 3). Not a config value.
     #[serde(skip)]
     HostBf16,
 }
 
 impl Precision {
     /// The precision a model built on `device` computes in: `Bf16` on our CPU kernels becomes
-    /// [`Precision::HostBf16`] where the CPU has AVX-512 BF16; anything else stays itself.
+    /// [`Precision::HostBf16`]; anything else stays itself. Where the CPU has no AVX-512 BF16,
+    /// a notice (once) says that bf16 is not faster than f32 there.
     pub fn on(self, device: &Device) -> Self {
         let host = kernels::fused(device, burn::tensor::DType::F32);
-        if self == Precision::Bf16 && host && kernels::gemm_bf16::available() {
-            Precision::HostBf16
-        } else {
-            self
+        if self != Precision::Bf16 || !host {
+            return self;
         }
+        if !kernels::gemm_bf16::available() {
+            static NOTICE: std::sync::Once = std::sync::Once::new();
+            NOTICE.call_once(|| {
+                tracing::warn!(
+                    "this CPU has no AVX-512 BF16: bf16 products round their operands and \
+                     multiply in f32, no faster than --precision f32 here"
+                )
+            });
+        }
+        Precision::HostBf16
     }
 
     /// The dtype matrix products run in.

@@ -1,0 +1,106 @@
+//! bf16 products on CPUs without AVX-512 BF16: each operand rounded to bf16 (round to nearest
+//! even, kept as the f32 value of the bf16) into a compact copy, which the f32 crates then
+//! multiply (`gemm::call`, by the shape's crate).
+//!
+//! The product of two bf16 values is exact in f32, so this is the arithmetic of
+//! `kernels::gemm_bf16` — bf16 operands, f32 sums — up to the order of the sums: a run with
+//! `--precision bf16` computes the same thing on every CPU, at about f32 speed where the CPU has
+//! no bf16 instructions (the rounded copy is the cost).
+
+use multiversion::multiversion;
+use rayon::prelude::*;
+
+use super::bf16_pack::{from_bf16, to_bf16};
+use super::views::{View, ViewMut};
+
+/// `dst = [dst +] scale · a · b` with `a` and `b` rounded to bf16 and f32 sums, on `threads` of
+/// rayon's threads: `kernels::gemm_bf16::product`'s arithmetic on any CPU.
+///
+/// # Safety
+/// Every view points at memory valid for its extent, and `dst` overlaps neither `a` nor `b`
+/// and is not written by another thread meanwhile.
+pub unsafe fn product(
+    dst: ViewMut,
+    a: View,
+    b: View,
+    accumulate: bool,
+    scale: f32,
+    threads: usize,
+) {
+    // SAFETY: the caller's; the rounded copies live through the product.
+    unsafe {
+        with_rounded(&a, threads, |a| {
+            with_rounded(&b, threads, |b| {
+                super::gemm::call(dst, a, b, accumulate, scale, threads)
+            })
+        })
+    }
+}
+
+/// Values per parallel task of a rounded copy.
+const CHUNK: usize = 1 << 16;
+
+/// `f(v')`, `v'` a view of `v`'s values rounded to bf16 in a buffer of its own: row-major, or
+/// column-major where `v`'s columns are contiguous (so that the copy reads `v` in order), the
+/// copy made on `threads` of rayon's threads.
+///
+/// # Safety
+/// `v` points at memory valid for its extent, not written meanwhile.
+unsafe fn with_rounded<R>(v: &View, threads: usize, f: impl FnOnce(View) -> R) -> R {
+    let by_columns = v.rs == 1 && v.cs != 1;
+    // The copy's lines: `v`'s rows, or its columns where they are contiguous.
+    let (lines, len, line_stride, step) = if by_columns {
+        (v.cols, v.rows, v.cs, v.rs)
+    } else {
+        (v.rows, v.cols, v.rs, v.cs)
+    };
+    let mut copy = vec![0f32; lines * len];
+    let fill = |(first, out): (usize, &mut [f32])| {
+        for (i, line) in out.chunks_mut(len.max(1)).enumerate() {
+            let from = (first + i) as isize * line_stride;
+            // SAFETY: the caller's; line `first + i` of `v` holds `len` values `step` apart.
+            unsafe { round_line(v.ptr.offset(from), step, line) };
+        }
+    };
+    let per = (CHUNK / len.max(1)).max(1);
+    if threads > 1 && lines * len > CHUNK {
+        copy.par_chunks_mut(per * len.max(1))
+            .enumerate()
+            .for_each(|(c, out)| fill((c * per, out)));
+    } else {
+        copy.chunks_mut(per * len.max(1))
+            .enumerate()
+            .for_each(|(c, out)| fill((c * per, out)));
+    }
+    let view = if by_columns {
+        View::rows(&copy, 0, v.cols, v.rows, v.rows).t()
+    } else {
+        View::rows(&copy, 0, v.rows, v.cols, v.cols)
+    };
+    f(view)
+}
+
+/// `out[j]` = the value `step · j` after `from`, rounded to bf16.
+///
+/// # Safety
+/// `from` points at `out.len()` values `step` apart.
+unsafe fn round_line(from: *const f32, step: isize, out: &mut [f32]) {
+    if step == 1 {
+        // SAFETY: the caller's: the values are contiguous.
+        let line = unsafe { std::slice::from_raw_parts(from, out.len()) };
+        round_contiguous(line, out);
+        return;
+    }
+    for (j, o) in out.iter_mut().enumerate() {
+        // SAFETY: the caller's.
+        *o = from_bf16(to_bf16(unsafe { *from.offset(j as isize * step) }));
+    }
+}
+
+/// `out[j]` = `line[j]` rounded to bf16 (a loop the compiler vectorises).
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn round_contiguous(line: &[f32], out: &mut [f32]) {
+    for (o, &x) in out.iter_mut().zip(line) {
+        *o = from_bf16(to_bf16(x));
+    }
+}
