@@ -1,8 +1,10 @@
 //! Strided matrix products: single-threaded for the per-head work of the attention kernel
 //! (which runs many heads in parallel), on rayon's threads for the large products of the linear
-//! kernel. Each product goes to the faster of two crates for its shape (see `call`): the
+//! kernel. Each product goes to the faster of two crates for its shape (`gemm_f32::call`): the
 //! `gemm` crate burn's CPU backend uses, or `faer`'s own x86 kernels.
 
+use super::gemm_f32::call;
+pub use super::gemm_f32::{FAER_MIN_ROWS, FAER_MIN_ROWS_TRANSPOSED};
 pub use super::views::{View, ViewMut};
 
 /// How a product multiplies: in f32, or with its operands rounded to bf16 and f32 sums
@@ -163,90 +165,4 @@ pub unsafe fn product_as(dst: ViewMut, a: View, b: View, scale: f32, products: P
 /// nor be written by another thread meanwhile.
 pub unsafe fn product(dst: ViewMut, a: View, b: View, scale: f32) {
     unsafe { call(dst, a, b, false, scale, 1) }
-}
-
-/// Products whose left operand is row-major with at least this many rows go to `faer`'s
-/// matrix product instead of the gemm crate's (see `call`).
-pub const FAER_MIN_ROWS: usize = 1024;
-
-/// Products whose left operand is transposed (not row-major) go to faer from this many rows:
-/// the MLM decoder's `∂E = Gᵀ·x` (a row per vocabulary entry, the masked positions as inner
-/// dimension), not the encoder's weight gradients `xᵀ·G` (256 or 1024 rows).
-pub const FAER_MIN_ROWS_TRANSPOSED: usize = 4096;
-
-/// `dst = [dst +] scale · a · b` on `threads` of rayon's threads (0 or 1: the calling thread).
-///
-/// Through faer when `a` is row-major with at least [`FAER_MIN_ROWS`] rows, or transposed with
-/// at least [`FAER_MIN_ROWS_TRANSPOSED`]; through the gemm crate otherwise: the rule follows
-/// which crate's kernels were faster on each shape of the bench step (the encoder's tall `x·W`
-/// and `G·Wᵀ`, the MLM decoder's `∂E = Gᵀ·x`: faer; the weight gradients `xᵀ·G` and the
-/// decoder's short, wide `x·Eᵀ`: gemm; BENCHMARKS.md). Both crates split a product over tiles of
-/// `dst`, never over the inner dimension (results do not depend on the thread count), and
-/// neither reads `dst` when it does not accumulate (both checked in `tests/kernels.rs`).
-pub(super) unsafe fn call(
-    dst: ViewMut,
-    a: View,
-    b: View,
-    accumulate: bool,
-    scale: f32,
-    threads: usize,
-) {
-    assert_eq!(a.cols, b.rows, "inner dimensions");
-    assert_eq!((dst.rows, dst.cols), (a.rows, b.cols), "output shape");
-    let min_rows = if a.cs == 1 {
-        FAER_MIN_ROWS
-    } else {
-        FAER_MIN_ROWS_TRANSPOSED
-    };
-    if a.rows >= min_rows {
-        use faer::mat::{MatMut, MatRef};
-        let par = match threads {
-            0 | 1 => faer::Par::Seq,
-            n => faer::Par::rayon(n),
-        };
-        let accum = if accumulate {
-            faer::Accum::Add
-        } else {
-            faer::Accum::Replace
-        };
-        // SAFETY: the caller's (views over valid memory, `dst` disjoint from `a` and `b`); the
-        // strides are the views' own.
-        unsafe {
-            let a = MatRef::<f32>::from_raw_parts(a.ptr, a.rows, a.cols, a.rs, a.cs);
-            let b = MatRef::<f32>::from_raw_parts(b.ptr, b.rows, b.cols, b.rs, b.cs);
-            let dst =
-                MatMut::<f32>::from_raw_parts_mut(dst.ptr, dst.rows, dst.cols, dst.rs, dst.cs);
-            faer::linalg::matmul::matmul(dst, accum, a, b, scale, par);
-        }
-        return;
-    }
-    let parallelism = match threads {
-        0 | 1 => gemm::Parallelism::None,
-        n => gemm::Parallelism::Rayon(n),
-    };
-    // The gemm crate's convention: `dst = alpha · dst + beta · a · b`, `dst` read only when
-    // accumulating.
-    unsafe {
-        gemm::gemm(
-            dst.rows,
-            dst.cols,
-            a.cols,
-            dst.ptr,
-            dst.cs,
-            dst.rs,
-            accumulate,
-            a.ptr,
-            a.cs,
-            a.rs,
-            b.ptr,
-            b.cs,
-            b.rs,
-            1.0,
-            scale,
-            false,
-            false,
-            false,
-            parallelism,
-        );
-    }
 }

@@ -1,6 +1,6 @@
 //! bf16 products on CPUs without AVX-512 BF16: each operand rounded to bf16 (round to nearest
 //! even, kept as the f32 value of the bf16) into a compact copy, which the f32 crates then
-//! multiply (`gemm::call`, by the shape's crate).
+//! multiply (`gemm_f32::call`, by the shape's crate).
 //!
 //! The product of two bf16 values is exact in f32, so this is the arithmetic of
 //! `kernels::gemm_bf16` — bf16 operands, f32 sums — up to the order of the sums: a run with
@@ -31,7 +31,7 @@ pub unsafe fn product(
     unsafe {
         with_rounded(&a, threads, |a| {
             with_rounded(&b, threads, |b| {
-                super::gemm::call(dst, a, b, accumulate, scale, threads)
+                super::gemm_f32::call(dst, a, b, accumulate, scale, threads)
             })
         })
     }

@@ -42,6 +42,7 @@ pub mod gelu;
 pub mod gemm;
 pub mod gemm_bf16;
 pub mod gemm_bf16_rounded;
+mod gemm_f32;
 pub mod grad_watch;
 mod host;
 pub mod layer_norm;

@@ -32,8 +32,8 @@ pub enum Precision {
     /// products (the linear layers' and attention's) round their operands to bf16 and sum in
     /// f32 — the products are where bf16 pays on a CPU (BENCHMARKS.md), the casts of the other
     /// operations would cost more than they save. With AVX-512 BF16 the products run
-    /// `kernels::gemm_bf16`; without it the same arithmetic runs on the f32 kernels, about as
-    /// fast as f32 (burn's bf16 tensors were 0.41× of it on Zen 3). Not a config value.
+    /// `kernels::gemm_bf16`; without it the same arithmetic runs on the f32 kernels, a little
+    /// slower than f32 (the rounded copies; BENCHMARKS.md). Not a config value.
     #[serde(skip)]
     HostBf16,
 }
