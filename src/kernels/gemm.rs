@@ -53,15 +53,17 @@ unsafe fn multiply(
     threads: usize,
     products: Products,
 ) {
-    if products.in_bf16(&a) && super::gemm_bf16::available() {
-        // SAFETY: the caller's; the CPU has the instructions.
-        return unsafe { super::gemm_bf16::product(dst, a, b, accumulate, scale, threads) };
-    }
-    if products.in_bf16(&a) {
+    if !products.in_bf16(&a) {
         // SAFETY: the caller's.
-        return unsafe { super::gemm_bf16_rounded::product(dst, a, b, accumulate, scale, threads) };
+        return unsafe { call(dst, a, b, accumulate, scale, threads) };
     }
-    unsafe { call(dst, a, b, accumulate, scale, threads) }
+    if super::gemm_bf16::available() {
+        // SAFETY: the caller's; the CPU has the instructions.
+        unsafe { super::gemm_bf16::product(dst, a, b, accumulate, scale, threads) }
+    } else {
+        // SAFETY: the caller's.
+        unsafe { super::gemm_bf16_rounded::product(dst, a, b, accumulate, scale, threads) }
+    }
 }
 
 /// As [`product_into`], on `threads` of rayon's threads (one: on the calling thread alone).

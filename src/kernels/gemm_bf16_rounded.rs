@@ -55,22 +55,24 @@ unsafe fn with_rounded<R>(v: &View, threads: usize, f: impl FnOnce(View) -> R) -
         (v.rows, v.cols, v.rs, v.cs)
     };
     let mut copy = vec![0f32; lines * len];
-    let fill = |(first, out): (usize, &mut [f32])| {
-        for (i, line) in out.chunks_mut(len.max(1)).enumerate() {
+    let width = len.max(1);
+    let fill = |first: usize, out: &mut [f32]| {
+        for (i, line) in out.chunks_mut(width).enumerate() {
             let from = (first + i) as isize * line_stride;
             // SAFETY: the caller's; line `first + i` of `v` holds `len` values `step` apart.
             unsafe { round_line(v.ptr.offset(from), step, line) };
         }
     };
-    let per = (CHUNK / len.max(1)).max(1);
+    // Whole lines per task, about CHUNK values.
+    let per = (CHUNK / width).max(1);
     if threads > 1 && lines * len > CHUNK {
-        copy.par_chunks_mut(per * len.max(1))
+        copy.par_chunks_mut(per * width)
             .enumerate()
-            .for_each(|(c, out)| fill((c * per, out)));
+            .for_each(|(c, out)| fill(c * per, out));
     } else {
-        copy.chunks_mut(per * len.max(1))
+        copy.chunks_mut(per * width)
             .enumerate()
-            .for_each(|(c, out)| fill((c * per, out)));
+            .for_each(|(c, out)| fill(c * per, out));
     }
     let view = if by_columns {
         View::rows(&copy, 0, v.cols, v.rows, v.rows).t()
