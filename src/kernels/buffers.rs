@@ -6,7 +6,7 @@ use std::mem::MaybeUninit;
 use rayon::prelude::*;
 
 /// Buffers of at least this many elements are filled by all of rayon's threads.
-const PARALLEL_FILL: usize = 1 << 16;
+pub(crate) const PARALLEL_FILL: usize = 1 << 16;
 
 /// A fresh `n`-element buffer written by `write`, which gets it uninitialised, and whatever
 /// `write` returns. For the kernels' outputs, which they write whole (element-wise loops, and

@@ -7,10 +7,13 @@
 //! `--precision bf16` computes the same thing on every CPU, at about f32 speed where the CPU has
 //! no bf16 instructions (the rounded copy is the cost).
 
+use std::mem::MaybeUninit;
+
 use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::bf16_pack::{from_bf16, to_bf16};
+use super::buffers::{PARALLEL_FILL, filled_by};
 use super::views::{View, ViewMut};
 
 /// `dst = [dst +] scale · a · b` with `a` and `b` rounded to bf16 and f32 sums, on `threads` of
@@ -37,12 +40,9 @@ pub unsafe fn product(
     }
 }
 
-/// Values per parallel task of a rounded copy.
-const CHUNK: usize = 1 << 16;
-
 /// `f(v')`, `v'` a view of `v`'s values rounded to bf16 in a buffer of its own: row-major, or
 /// column-major where `v`'s columns are contiguous (so that the copy reads `v` in order), the
-/// copy made on `threads` of rayon's threads.
+/// copy written once (not zeroed first) on `threads` of rayon's threads when it is large.
 ///
 /// # Safety
 /// `v` points at memory valid for its extent, not written meanwhile.
@@ -54,26 +54,31 @@ unsafe fn with_rounded<R>(v: &View, threads: usize, f: impl FnOnce(View) -> R) -
     } else {
         (v.rows, v.cols, v.rs, v.cs)
     };
-    let mut copy = vec![0f32; lines * len];
     let width = len.max(1);
-    let fill = |first: usize, out: &mut [f32]| {
+    let fill = |first: usize, out: &mut [MaybeUninit<f32>]| {
         for (i, line) in out.chunks_mut(width).enumerate() {
             let from = (first + i) as isize * line_stride;
             // SAFETY: the caller's; line `first + i` of `v` holds `len` values `step` apart.
             unsafe { round_line(v.ptr.offset(from), step, line) };
         }
     };
-    // Whole lines per task, about CHUNK values.
-    let per = (CHUNK / width).max(1);
-    if threads > 1 && lines * len > CHUNK {
-        copy.par_chunks_mut(per * width)
-            .enumerate()
-            .for_each(|(c, out)| fill(c * per, out));
-    } else {
-        copy.chunks_mut(per * width)
-            .enumerate()
-            .for_each(|(c, out)| fill(c * per, out));
-    }
+    // Whole lines per task, about PARALLEL_FILL values.
+    let per = (PARALLEL_FILL / width).max(1);
+    // SAFETY: the tasks' chunks are whole lines and cover the buffer; `round_line` writes each
+    // line whole.
+    let (copy, ()) = unsafe {
+        filled_by(lines * len, |copy| {
+            if threads > 1 && lines * len > PARALLEL_FILL {
+                copy.par_chunks_mut(per * width)
+                    .enumerate()
+                    .for_each(|(c, out)| fill(c * per, out));
+            } else {
+                copy.chunks_mut(per * width)
+                    .enumerate()
+                    .for_each(|(c, out)| fill(c * per, out));
+            }
+        })
+    };
     let view = if by_columns {
         View::rows(&copy, 0, v.cols, v.rows, v.rows).t()
     } else {
@@ -82,11 +87,11 @@ unsafe fn with_rounded<R>(v: &View, threads: usize, f: impl FnOnce(View) -> R) -
     f(view)
 }
 
-/// `out[j]` = the value `step · j` after `from`, rounded to bf16.
+/// `out[j]` = the value `step · j` after `from`, rounded to bf16 (every element written).
 ///
 /// # Safety
 /// `from` points at `out.len()` values `step` apart.
-unsafe fn round_line(from: *const f32, step: isize, out: &mut [f32]) {
+unsafe fn round_line(from: *const f32, step: isize, out: &mut [MaybeUninit<f32>]) {
     if step == 1 {
         // SAFETY: the caller's: the values are contiguous.
         let line = unsafe { std::slice::from_raw_parts(from, out.len()) };
@@ -95,14 +100,16 @@ unsafe fn round_line(from: *const f32, step: isize, out: &mut [f32]) {
     }
     for (j, o) in out.iter_mut().enumerate() {
         // SAFETY: the caller's.
-        *o = from_bf16(to_bf16(unsafe { *from.offset(j as isize * step) }));
+        o.write(from_bf16(to_bf16(unsafe {
+            *from.offset(j as isize * step)
+        })));
     }
 }
 
 /// `out[j]` = `line[j]` rounded to bf16 (a loop the compiler vectorises).
 #[multiversion(targets("x86_64+avx2+fma"))]
-fn round_contiguous(line: &[f32], out: &mut [f32]) {
+fn round_contiguous(line: &[f32], out: &mut [MaybeUninit<f32>]) {
     for (o, &x) in out.iter_mut().zip(line) {
-        *o = from_bf16(to_bf16(x));
+        o.write(from_bf16(to_bf16(x)));
     }
 }
