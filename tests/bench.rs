@@ -79,9 +79,32 @@ fn bench_reports_the_steps_work_and_the_machines_product_rate() {
     let ms = printed(&out, "ms_per_step");
     let rate = printed(&out, "gflop_per_s");
     assert!((rate - gflop / (ms / 1e3)).abs() / rate < 0.01, "{out}");
-    assert!(printed(&out, "matmul_gflop_per_s") > 0.0, "{out}");
+    let matmul = printed(&out, "matmul_gflop_per_s");
+    assert!(matmul > 0.0, "{out}");
+    let efficiency = printed(&out, "efficiency");
+    assert!(efficiency.is_finite() && efficiency > 0.0, "{out}");
     assert!(
         out.contains("GFLOP per step") && out.contains(" on "),
         "{out}"
     );
+}
+
+/// The efficiency sets each step's rate against the product rate timed beside it: a machine
+/// whose speed halves midway (steps twice as long, products half as fast) keeps the ratio,
+/// where the median step against the best product rate would not.
+#[test]
+fn efficiency_pairs_each_step_with_the_product_rate_timed_beside_it() {
+    use trueneg::bench::efficiency::paired_efficiency;
+    // 50 GFLOP a step: 500 ms at 100 GFLOP/s of products, then 1000 ms at 50: 100 % each.
+    let (step_ms, probes) = (
+        [500.0, 500.0, 1000.0, 1000.0, 1000.0],
+        [100.0, 100.0, 50.0, 50.0, 50.0],
+    );
+    let e = paired_efficiency(50.0, &step_ms, &probes).unwrap();
+    assert!((e - 1.0).abs() < 1e-12, "{e}");
+    // Unpaired, the median step (1000 ms: 50 GFLOP/s) over the best probe (100) says 50 %.
+    // Odd steps: the median is the middle ratio (0.8, 0.9, 1.0 → 0.9).
+    let e = paired_efficiency(9.0, &[100.0, 100.0, 100.0], &[90.0, 112.5, 100.0]).unwrap();
+    assert!((e - 0.9).abs() < 1e-12, "{e}");
+    assert_eq!(paired_efficiency(9.0, &[], &[]), None);
 }

@@ -66,75 +66,115 @@ pub fn step_gflop(spec: &BenchSpec) -> f64 {
     3.0 * forward / 1e9
 }
 
-/// The device's rate, in GFLOP/s, on the encoder's three product shapes (tokens × hidden ×
-/// FFN, tokens × FFN × hidden, tokens × hidden × hidden) in the step's precision: for each,
-/// the best of `repeats` products on warm operands, and the three together. Where the step's
-/// bf16 is [`Precision::HostBf16`], the products are those its linear layers run: our bf16
-/// kernel's.
-pub fn matmul_gflop_per_s(device: &Device, spec: &BenchSpec, repeats: usize) -> f64 {
-    let c = bench_model(spec).encoder(VOCAB);
-    let tokens = spec.batch * SEQ;
-    let (h, i) = (c.hidden_size, c.intermediate_size);
-    let host_bf16 = spec.precision.on(device) == Precision::HostBf16;
-    let (mut seconds, mut flop) = (0.0, 0.0);
-    for (m, k, n) in [(tokens, h, i), (tokens, i, h), (tokens, h, h)] {
-        seconds += if host_bf16 {
-            host_seconds(m, k, n, repeats, Precision::HostBf16.products())
+/// The device's matrix-product rate at the encoder's three shapes (tokens × hidden × FFN,
+/// tokens × FFN × hidden, tokens × hidden × hidden) in the step's precision, timed once after
+/// each timed step of the bench ([`MatmulProbe::rate`]), so that each step's rate is set
+/// against the machine's of the same moment ([`paired_efficiency`]): a shared machine's speed
+/// drifts by tens of percent within minutes. Where the step's bf16 is [`Precision::HostBf16`],
+/// the products are those its linear layers run: our bf16 kernel's.
+pub struct MatmulProbe {
+    operands: Operands,
+    flop: f64,
+}
+
+/// The three shapes' operands, made once: host buffers for our CPU kernels (with how they
+/// multiply), or tensors on the device for burn's product.
+enum Operands {
+    Host(Products, Vec<HostPair>),
+    Device(Vec<(Tensor<2>, Tensor<2>)>),
+}
+
+/// A host product's operands: `a` `[m, k]`, `b` `[k, n]`, row-major.
+struct HostPair {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    mkn: [usize; 3],
+}
+
+impl MatmulProbe {
+    /// The operands on `device` in `spec`'s precision, each product run once untimed.
+    pub fn new(device: &Device, spec: &BenchSpec) -> Self {
+        let c = bench_model(spec).encoder(VOCAB);
+        let tokens = spec.batch * SEQ;
+        let (h, i) = (c.hidden_size, c.intermediate_size);
+        let shapes = [[tokens, h, i], [tokens, i, h], [tokens, h, h]];
+        let flop = shapes
+            .iter()
+            .map(|&[m, k, n]| 2.0 * (m * k * n) as f64)
+            .sum();
+        let operands = if spec.precision.on(device) == Precision::HostBf16 {
+            let pairs = shapes.map(|[m, k, n]| HostPair {
+                a: vec![1f32; m * k],
+                b: vec![0.5f32; k * n],
+                mkn: [m, k, n],
+            });
+            Operands::Host(Precision::HostBf16.products(), pairs.into())
         } else {
-            device_seconds(device, spec.precision.dtype(), [m, k, n], repeats)
+            let dtype = spec.precision.dtype();
+            let pairs = shapes.map(|[m, k, n]| {
+                let a = Tensor::<2>::ones([m, k], device).cast(dtype);
+                let b = Tensor::<2>::ones([k, n], device)
+                    .mul_scalar(0.5)
+                    .cast(dtype);
+                (a, b)
+            });
+            Operands::Device(pairs.into())
         };
-        flop += 2.0 * (m * k * n) as f64;
+        let probe = Self { operands, flop };
+        probe.rate();
+        probe
     }
-    flop / seconds / 1e9
-}
 
-/// The best of `repeats` timings by `run`, after one untimed call (warm operands).
-fn best_of(repeats: usize, run: impl Fn() -> f64) -> f64 {
-    run();
-    (0..repeats.max(1)).map(|_| run()).fold(f64::MAX, f64::min)
-}
-
-/// Seconds of one `[m, k] · [k, n]` product of burn's on `device` in `dtype`.
-fn device_seconds(
-    device: &Device,
-    dtype: FloatDType,
-    [m, k, n]: [usize; 3],
-    repeats: usize,
-) -> f64 {
-    let a = Tensor::<2>::ones([m, k], device).cast(dtype);
-    let b = Tensor::<2>::ones([k, n], device)
-        .mul_scalar(0.5)
-        .cast(dtype);
-    // One element read back waits for the device; its cost is the same in every repeat.
-    best_of(repeats, || {
+    /// GFLOP/s of one pass over the three products, now.
+    pub fn rate(&self) -> f64 {
         let start = Instant::now();
-        let y = a.clone().matmul(b.clone());
-        let _: f32 = y
-            .slice([0..1, 0..1])
-            .cast(FloatDType::F32)
-            .into_scalar::<f32>();
-        start.elapsed().as_secs_f64()
-    })
+        match &self.operands {
+            Operands::Host(products, pairs) => {
+                for HostPair {
+                    a,
+                    b,
+                    mkn: [m, k, n],
+                } in pairs
+                {
+                    // SAFETY: the views cover their own buffers, which nothing else touches.
+                    let y = unsafe {
+                        product_new(
+                            View::rows(a, 0, *m, *k, *k),
+                            View::rows(b, 0, *k, *n, *n),
+                            rayon::current_num_threads(),
+                            *products,
+                        )
+                    };
+                    std::hint::black_box(y);
+                }
+            }
+            Operands::Device(pairs) => {
+                for (a, b) in pairs {
+                    // One element read back waits for the device; the same cost every pass.
+                    let y = a.clone().matmul(b.clone());
+                    let _: f32 = y
+                        .slice([0..1, 0..1])
+                        .cast(FloatDType::F32)
+                        .into_scalar::<f32>();
+                }
+            }
+        }
+        self.flop / start.elapsed().as_secs_f64() / 1e9
+    }
 }
 
-/// Seconds of one `[m, k] · [k, n]` product of our CPU kernels' (`products`) on all of
-/// rayon's threads.
-fn host_seconds(m: usize, k: usize, n: usize, repeats: usize, products: Products) -> f64 {
-    let (a, b) = (vec![1f32; m * k], vec![0.5f32; k * n]);
-    best_of(repeats, || {
-        let start = Instant::now();
-        // SAFETY: the views cover their own buffers, which nothing else touches.
-        let y = unsafe {
-            product_new(
-                View::rows(&a, 0, m, k, k),
-                View::rows(&b, 0, k, n, n),
-                rayon::current_num_threads(),
-                products,
-            )
-        };
-        std::hint::black_box(y);
-        start.elapsed().as_secs_f64()
-    })
+/// How the steps compare with the machine: the median over the timed steps of each step's
+/// rate (`gflop` in `step_ms[i]`) over the product rate timed right after it
+/// (`probe_gflop_per_s[i]`), so that a drift of the machine's speed cancels. `None` without a
+/// timed step.
+pub fn paired_efficiency(gflop: f64, step_ms: &[f64], probe_gflop_per_s: &[f64]) -> Option<f64> {
+    assert_eq!(step_ms.len(), probe_gflop_per_s.len(), "a probe per step");
+    let ratios: Vec<f64> = step_ms
+        .iter()
+        .zip(probe_gflop_per_s)
+        .map(|(ms, probe)| gflop / (ms / 1e3) / probe)
+        .collect();
+    (!ratios.is_empty()).then(|| super::median(&ratios))
 }
 
 /// The CPU's name and `/proc/cpuinfo` family / model ("AMD EPYC 9R14 (family 25 model

@@ -94,6 +94,9 @@ pub struct BenchReport {
     pub phase_ms: [f64; 3],
     /// The LibTorch operations of the first timed step, with `BenchSpec::count_ops`.
     pub ops: Option<OpCounts>,
+    /// The device's product rate at the encoder's shapes, timed after each timed step
+    /// ([`efficiency::MatmulProbe`]; with several objectives, after each round of their steps).
+    pub probe_gflop_per_s: Vec<f64>,
 }
 
 /// The `[model]` section of the bench's model: BERT (vocab 30522, hidden 256, `spec.layers`
@@ -214,6 +217,8 @@ pub fn run_bench(
     let mut losses = vec![Vec::new(); objectives.len()];
     let mut phase_ms = vec![[0.0; 3]; objectives.len()];
     let mut ops = vec![None; objectives.len()];
+    let probe = efficiency::MatmulProbe::new(device, spec);
+    let mut probe_rates = Vec::with_capacity(steps);
     for step in 0..warmup + steps {
         if step == warmup {
             // Peaks of the timed steps only (and the recording), as torch_electra_bench.py's.
@@ -279,6 +284,9 @@ pub fn run_bench(
                 }
             }
         }
+        if step >= warmup {
+            probe_rates.push(probe.rate());
+        }
     }
     Ok(step_ms
         .into_iter()
@@ -291,6 +299,7 @@ pub fn run_bench(
             losses,
             phase_ms,
             ops,
+            probe_gflop_per_s: probe_rates.clone(),
         })
         .collect())
 }
@@ -391,7 +400,8 @@ pub fn paired_ratio(report: &BenchReport, base: &BenchReport) -> f64 {
     median(&ratios)
 }
 
-fn median(v: &[f64]) -> f64 {
+/// The median of `v` (the mean of the middle two for an even count; NaN when empty).
+pub fn median(v: &[f64]) -> f64 {
     let mut sorted = v.to_vec();
     sorted.sort_by(f64::total_cmp);
     match sorted.len() {

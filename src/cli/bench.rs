@@ -138,33 +138,37 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         },
     )?;
     print_summary(&names, &reports, &device);
-    print_efficiency(&spec, &reports[0], &device, &backend.to_string());
+    print_efficiency(&spec, &reports[0], &backend.to_string());
     Ok(())
 }
 
 /// The first objective's step against the machine: its GFLOP counted from the shapes, the
-/// rate at the median step, the device's matrix-product rate at the encoder's shapes measured
-/// now, and the CPU's name (`bench::efficiency`); `scripts/torch_product_rates.py` gives
-/// PyTorch's rate on the same shapes.
+/// rate at the median step, the device's matrix-product rate at the encoder's shapes timed
+/// after each step (the median), the steps' median ratio to it (`bench::efficiency`), and the
+/// CPU's name; `scripts/torch_product_rates.py` gives PyTorch's rate on the same shapes.
 fn print_efficiency(
     spec: &trueneg::bench::BenchSpec,
     report: &trueneg::bench::BenchReport,
-    device: &burn::prelude::Device,
     backend: &str,
 ) {
-    use trueneg::bench::efficiency::{cpu_name, matmul_gflop_per_s, step_gflop};
+    use trueneg::bench::efficiency::{cpu_name, paired_efficiency, step_gflop};
     let gflop = step_gflop(spec);
     let achieved = gflop / (report.median_ms / 1e3);
-    let matmul = matmul_gflop_per_s(device, spec, 5);
+    let matmul = trueneg::bench::median(&report.probe_gflop_per_s);
+    let Some(efficiency) = paired_efficiency(gflop, &report.step_ms, &report.probe_gflop_per_s)
+    else {
+        return;
+    };
     let cpu = cpu_name().unwrap_or_else(|| "unknown CPU".into());
     println!(
-        "# {gflop:.1} GFLOP per step (matrix products, from the shapes): {achieved:.1} GFLOP/s at the median step; the device's products at the encoder's shapes {matmul:.1} GFLOP/s ({:.0} % of it); {backend} on {cpu}, {} threads",
-        100.0 * achieved / matmul,
+        "# {gflop:.1} GFLOP per step (matrix products, from the shapes): {achieved:.1} GFLOP/s at the median step; the device's products at the encoder's shapes, timed after each step: {matmul:.1} GFLOP/s; each step's rate over the products' beside it: {:.0} % (median); {backend} on {cpu}, {} threads",
+        100.0 * efficiency,
         rayon::current_num_threads()
     );
     println!("gflop_per_step={gflop:.3}");
     println!("gflop_per_s={achieved:.2}");
     println!("matmul_gflop_per_s={matmul:.2}");
+    println!("efficiency={efficiency:.4}");
 }
 
 /// What the timed steps came to: each objective's phases and operations, the memory peaks,
