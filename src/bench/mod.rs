@@ -213,10 +213,7 @@ pub fn run_bench(
     // The batch is uploaded once, as a recorded step needs (the same every step).
     let uploaded = upload(&batch, &masked, device);
     let mut recorded: Option<Tensor<1>> = None;
-    let mut step_ms = vec![Vec::new(); objectives.len()];
-    let mut losses = vec![Vec::new(); objectives.len()];
-    let mut phase_ms = vec![[0.0; 3]; objectives.len()];
-    let mut ops = vec![None; objectives.len()];
+    let mut timings: Vec<Timings> = objectives.iter().map(|_| Timings::default()).collect();
     let probe = efficiency::MatmulProbe::new(device, spec);
     let mut probe_rates = Vec::with_capacity(steps);
     for step in 0..warmup + steps {
@@ -261,11 +258,11 @@ pub fn run_bench(
                     loss.clone()
                 }
                 (Some(g), None) if step >= warmup => {
-                    let loss = counted(counting, &mut ops[j], || g.record(run))??;
+                    let loss = counted(counting, &mut timings[j].ops, || g.record(run))??;
                     recorded = Some(loss.clone());
                     loss
                 }
-                _ => counted(counting, &mut ops[j], run)?,
+                _ => counted(counting, &mut timings[j].ops, run)?,
             };
             let value = loss.into_scalar::<f32>() as f64;
             let total = t0.elapsed();
@@ -277,31 +274,50 @@ pub fn run_bench(
             ];
             on_step(j, step, value, ms, parts);
             if step >= warmup {
-                step_ms[j].push(ms);
-                losses[j].push(value);
-                for (acc, p) in phase_ms[j].iter_mut().zip(parts) {
-                    *acc += p / steps as f64;
-                }
+                timings[j].push(ms, value, parts);
             }
         }
         if step >= warmup {
             probe_rates.push(probe.rate());
         }
     }
-    Ok(step_ms
+    Ok(timings
         .into_iter()
-        .zip(losses)
-        .zip(phase_ms)
-        .zip(ops)
-        .map(|(((step_ms, losses), phase_ms), ops)| BenchReport {
-            median_ms: median(&step_ms),
-            step_ms,
-            losses,
-            phase_ms,
-            ops,
-            probe_gflop_per_s: probe_rates.clone(),
-        })
+        .map(|t| t.report(&probe_rates))
         .collect())
+}
+
+/// One objective's timed steps, gathered as they run.
+#[derive(Default)]
+struct Timings {
+    step_ms: Vec<f64>,
+    losses: Vec<f64>,
+    /// The phases' sums over the steps.
+    phase_sums: [f64; 3],
+    ops: Option<OpCounts>,
+}
+
+impl Timings {
+    fn push(&mut self, ms: f64, loss: f64, phases: [f64; 3]) {
+        self.step_ms.push(ms);
+        self.losses.push(loss);
+        for (sum, p) in self.phase_sums.iter_mut().zip(phases) {
+            *sum += p;
+        }
+    }
+
+    /// The report, with the product rates timed beside the steps.
+    fn report(self, probe_gflop_per_s: &[f64]) -> BenchReport {
+        let steps = self.step_ms.len().max(1) as f64;
+        BenchReport {
+            median_ms: median(&self.step_ms),
+            phase_ms: self.phase_sums.map(|sum| sum / steps),
+            step_ms: self.step_ms,
+            losses: self.losses,
+            ops: self.ops,
+            probe_gflop_per_s: probe_gflop_per_s.to_vec(),
+        }
+    }
 }
 
 /// `work`'s result, its LibTorch operations counted into `ops` when `on`.
