@@ -13,7 +13,7 @@ use burn::tensor::Shape;
 use super::attention::{self, Dims, DropMask};
 use super::cross_entropy as ce_kernel;
 use super::flex_tensors::{host, matrix, tensor, weight};
-use super::gemm::{Products, in_halves};
+use super::gemm::Products;
 use super::linear as linear_kernel;
 use super::rows as rows_kernel;
 use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
@@ -132,25 +132,32 @@ impl Backward<Flex, 3> for LinearStep {
         let s = ops.state;
         let [node_x, node_w, node_b] = ops.parents;
         let g = matrix(&grad);
-        // ∂x = G Wᵀ and ∂w (in w's own layout: xᵀ G, or (xᵀ G)ᵀ = Gᵀ x for a transposed
-        // weight) are the same size: computed at once, on half the threads each.
-        let (dx, dw) = in_halves(
-            |threads| {
-                node_x.is_some().then(|| {
-                    let w = weight(&s.w, s.transposed);
-                    linear_kernel::grad_input(g, w, threads, s.products)
-                })
-            },
-            |threads| {
-                node_w.is_some().then(|| {
-                    if s.transposed {
-                        linear_kernel::grad_weight(g, matrix(&s.x), threads, s.products)
-                    } else {
-                        linear_kernel::grad_weight(matrix(&s.x), g, threads, s.products)
-                    }
-                })
-            },
-        );
+        // ∂x = G Wᵀ and ∂w in w's own layout: xᵀ G, or (xᵀ G)ᵀ = Gᵀ x for a transposed weight.
+        let (a, b) = if s.transposed {
+            (g.t(), matrix(&s.x))
+        } else {
+            (matrix(&s.x).t(), g)
+        };
+        let w = weight(&s.w, s.transposed);
+        let pair = linear_kernel::BackwardProducts {
+            g,
+            w,
+            a,
+            b,
+            products: s.products,
+        };
+        let (dx, dw) = match (node_x.is_some(), node_w.is_some()) {
+            // The same size: computed at once, on half the threads each.
+            (true, true) => {
+                let (dx, dw) = linear_kernel::grad_input_and_weight(pair);
+                (Some(dx), Some(dw))
+            }
+            (dx, dw) => {
+                let threads = rayon::current_num_threads();
+                let dx = dx.then(|| linear_kernel::grad_input(g, w, threads, s.products));
+                (dx, dw.then(|| pair.grad_weight(threads)))
+            }
+        };
         if let (Some(node), Some(dx)) = (node_x, dx) {
             grads.register::<Flex>(node.id, tensor(dx, s.x.shape()));
         }

@@ -74,6 +74,16 @@ pub unsafe fn product_on(dst: ViewMut, a: View, b: View, accumulate: bool, threa
     unsafe { call(dst, a, b, accumulate, 1.0, threads) }
 }
 
+/// `dst = a · b` on `threads` of rayon's threads (one: the calling thread), multiplied as
+/// `products` says; `dst` is not read.
+///
+/// # Safety
+/// As [`product`].
+pub unsafe fn product_into_on(dst: ViewMut, a: View, b: View, threads: usize, products: Products) {
+    // SAFETY: the caller's.
+    unsafe { multiply(dst, a, b, false, 1.0, threads, products) }
+}
+
 /// `a · b` as a fresh row-major `[a.rows, b.cols]` buffer, on `threads` threads, multiplied as
 /// `products` says, not zeroed first (the bf16 kernel writes every element of a product that
 /// does not accumulate too): the gemm crate (0.19) does not read the destination of a product that does not

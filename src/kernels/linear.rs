@@ -11,7 +11,11 @@
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::gemm::{Products, View, product_new, product_onto_rows};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::gemm::{
+    Products, View, ViewMut, in_halves, product_into_on, product_new, product_onto_rows,
+};
 
 /// Rows per parallel task of the bias gradient (fixed, so sums do not depend on threads).
 const BLOCK: usize = 64;
@@ -34,6 +38,70 @@ pub fn grad_weight(x: View, g: View, threads: usize, products: Products) -> Vec<
     // Safety: as in `grad_input`.
     unsafe { product_new(x.t(), g, threads, products) }
 }
+
+/// The operands of a `Linear`'s backward products: `∂x = G Wᵀ` from `g` and `w` (`[in, out]`
+/// as a view, however it is stored), and `∂W = a · b` in the weight's own layout (`xᵀ G`, or
+/// `Gᵀ x` for a weight stored `[out, in]`).
+#[derive(Clone, Copy)]
+pub struct BackwardProducts {
+    pub g: View,
+    pub w: View,
+    pub a: View,
+    pub b: View,
+    pub products: Products,
+}
+
+impl BackwardProducts {
+    /// `∂W` alone, on `threads` threads.
+    pub fn grad_weight(&self, threads: usize) -> Vec<f32> {
+        // Safety: the operands are the caller's views, only read.
+        unsafe { product_new(self.a, self.b, threads, self.products) }
+    }
+}
+
+/// `(∂x, ∂W)` at once, each on half of rayon's threads (`gemm::in_halves`), with the last
+/// eighth of `∂W`'s columns (a multiple of [`SHARED_COLUMNS_STEP`]) left to whichever half
+/// finishes first: the two products have the same work but not the same rate (Zen 3: the
+/// weight gradients' shapes run 20–30 % slower single-threaded than `G Wᵀ`), and the half that
+/// waited would idle. A product's sums do not depend on how `dst`'s columns are split (every
+/// kernel splits over tiles of `dst`, never the inner dimension; `tests/kernels.rs` checks the
+/// pair bit for bit against the two products whole).
+pub fn grad_input_and_weight(p: BackwardProducts) -> (Vec<f32>, Vec<f32>) {
+    let (rows, cols) = (p.a.rows, p.b.cols);
+    let shared = cols / 8 / SHARED_COLUMNS_STEP * SHARED_COLUMNS_STEP;
+    let own = cols - shared;
+    let taken = AtomicBool::new(false);
+    // SAFETY (the products): the operands are the caller's views, only read; the two column
+    // ranges of the fresh `dst` are disjoint, each written whole by one product, once.
+    let (dw, dx) = unsafe {
+        super::buffers::filled_by(rows * cols, |dst| {
+            let dst = ViewMut::uninit(dst, rows, cols);
+            let shared_part = |threads| {
+                if shared > 0 && !taken.swap(true, Ordering::AcqRel) {
+                    let (d, b) = (dst.columns(own, shared), p.b.columns(own, shared));
+                    product_into_on(d, p.a, b, threads, p.products);
+                }
+            };
+            let (dx, ()) = in_halves(
+                |threads| {
+                    let dx = grad_input(p.g, p.w, threads, p.products);
+                    shared_part(threads);
+                    dx
+                },
+                |threads| {
+                    let (d, b) = (dst.columns(0, own), p.b.columns(0, own));
+                    product_into_on(d, p.a, b, threads, p.products);
+                    shared_part(threads);
+                },
+            );
+            dx
+        })
+    };
+    (dx, dw)
+}
+
+/// The columns of `∂W` left to either half come in multiples of this many.
+pub const SHARED_COLUMNS_STEP: usize = 16;
 
 /// `Σ_rows G` `[out]` of a contiguous `[rows, out]` gradient.
 pub fn grad_bias(g: &[f32], out: usize) -> Vec<f32> {
