@@ -6,15 +6,15 @@
 //! with PyTorch's `torch.mm`.
 //!
 //! Then each layer's backward pair (`G·Wᵀ` and `xᵀ·G`, the same size) two ways: one after the
-//! other on all threads, and both at once on half the threads each (`gemm::in_halves`, what the
-//! `Linear` kernel's backward does).
+//! other on all threads, and both at once as the `Linear` kernel's backward runs them
+//! (`kernels::linear::grad_input_and_weight`).
 //!
 //!     cargo run --release --example product_rates            # RAYON_NUM_THREADS=1 for one core
 
 use std::time::Instant;
 
 use trueneg::kernels::Products;
-use trueneg::kernels::gemm::{ViewMut, in_halves, product_into};
+use trueneg::kernels::gemm::{ViewMut, product_into};
 use trueneg::kernels::linear;
 
 const REPEATS: usize = 8;
@@ -62,10 +62,12 @@ fn main() {
     }
 }
 
-/// GFLOP/s of a `Linear`'s backward pair through the kernel's own functions
-/// (`kernels::linear::grad_input`, `grad_weight`: `∂x = G·Wᵀ`, `∂W = xᵀ·G`, or `Gᵀ·x` for a
-/// `transposed` weight stored `[out, inp]`) for `x` `[rows, inp]`: in turn on all threads, and
-/// at once on half the threads each, as the kernel's backward runs them. Best of `REPEATS`.
+/// GFLOP/s of a `Linear`'s backward pair through the kernel's own functions (`∂x = G·Wᵀ`,
+/// `∂W = xᵀ·G`, or `Gᵀ·x` for a `transposed` weight stored `[out, inp]`) for `x` `[rows, inp]`:
+/// in turn on all threads (`kernels::linear::grad_input`, `BackwardProducts::grad_weight`), and
+/// at once as the kernel's backward runs them (`kernels::linear::grad_input_and_weight`: half
+/// the threads each, the last eighth of `∂W`'s columns to whichever finishes first). Best of
+/// `REPEATS`.
 fn backward_pair(name: &str, rows: usize, inp: usize, out: usize, transposed: bool) {
     let x: Vec<f32> = (0..rows * inp).map(|i| (i % 7) as f32 * 0.1).collect();
     let g: Vec<f32> = (0..rows * out).map(|i| (i % 5) as f32 * 0.1).collect();
@@ -73,22 +75,30 @@ fn backward_pair(name: &str, rows: usize, inp: usize, out: usize, transposed: bo
     let (xv, gv) = (operand(&x, rows, inp, false), operand(&g, rows, out, false));
     // W as `[inp, out]`, whichever way it is stored.
     let wv = operand(&w, inp, out, transposed);
-    let grad_w = |threads| {
-        if transposed {
-            linear::grad_weight(gv, xv, threads, Products::F32)
-        } else {
-            linear::grad_weight(xv, gv, threads, Products::F32)
-        }
+    let (a, b) = if transposed {
+        (gv.t(), xv)
+    } else {
+        (xv.t(), gv)
+    };
+    let products = linear::BackwardProducts {
+        g: gv,
+        w: wv,
+        a,
+        b,
+        products: Products::F32,
     };
     let all = rayon::current_num_threads();
     let (mut in_turn, mut at_once) = (f64::MAX, f64::MAX);
     for _ in 0..REPEATS {
         let start = Instant::now();
-        let pair = (linear::grad_input(gv, wv, all, Products::F32), grad_w(all));
+        let pair = (
+            linear::grad_input(gv, wv, all, Products::F32),
+            products.grad_weight(all),
+        );
         in_turn = in_turn.min(start.elapsed().as_secs_f64());
         drop(pair);
         let start = Instant::now();
-        let pair = in_halves(|t| linear::grad_input(gv, wv, t, Products::F32), grad_w);
+        let pair = linear::grad_input_and_weight(products);
         at_once = at_once.min(start.elapsed().as_secs_f64());
         drop(pair);
     }

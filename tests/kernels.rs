@@ -316,24 +316,42 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                 let wv = kernels::gemm::View::rows(&w, 0, 40, 50, 50);
                 let y = kernels::linear::forward(xv, wv, &b, kernels::Products::F32);
                 let gv = kernels::gemm::View::rows(&y, 0, rows, 50, 50);
+                // The backward pass's own pair (`∂x`, `∂W = xᵀ·G`), and `∂W` alone.
+                let pair = kernels::linear::BackwardProducts {
+                    g: gv,
+                    w: wv,
+                    a: xv.t(),
+                    b: gv,
+                    products: kernels::Products::F32,
+                };
+                let (dx, dw) = kernels::linear::grad_input_and_weight(pair);
                 all.extend([
-                    kernels::linear::grad_input(gv, wv, threads, kernels::Products::F32),
-                    kernels::linear::grad_weight(xv, gv, threads, kernels::Products::F32),
+                    dx,
+                    dw,
+                    pair.grad_weight(threads),
                     kernels::linear::grad_bias(&y, 50),
                     y.clone(),
                 ]);
             }
             // The MLM decoder's `∂E = Gᵀ·x` (a weight stored [out, in]): 4100 rows of a
-            // transposed left operand, through faer (`gemm::FAER_MIN_ROWS_TRANSPOSED`).
-            let (x, g) = (random(&[60, 40], 20), random(&[60, 4100], 21));
-            let xv = kernels::gemm::View::rows(&x, 0, 60, 40, 40);
+            // transposed left operand, through faer (`gemm::FAER_MIN_ROWS_TRANSPOSED`), in the
+            // pair with its share of columns handed over (160 columns: 16 shared).
+            let (x, g, e) = (
+                random(&[60, 160], 20),
+                random(&[60, 4100], 21),
+                random(&[4100, 160], 22),
+            );
+            let xv = kernels::gemm::View::rows(&x, 0, 60, 160, 160);
             let gv = kernels::gemm::View::rows(&g, 0, 60, 4100, 4100);
-            all.push(kernels::linear::grad_weight(
-                gv,
-                xv,
-                threads,
-                kernels::Products::F32,
-            ));
+            let pair = kernels::linear::BackwardProducts {
+                g: gv,
+                w: kernels::gemm::View::rows(&e, 0, 4100, 160, 160).t(),
+                a: gv.t(),
+                b: xv,
+                products: kernels::Products::F32,
+            };
+            let (dx, de) = kernels::linear::grad_input_and_weight(pair);
+            all.extend([dx, de, pair.grad_weight(threads)]);
             all
         })
     };
@@ -524,7 +542,7 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
     // small and large blocks, an empty inner dimension, either operand transposed, one thread
     // or several; faer for the row-major `a` of `gemm::FAER_MIN_ROWS` rows or more, and any
     // `a` of `gemm::FAER_MIN_ROWS_TRANSPOSED`).
-    use kernels::gemm::{View, ViewMut, product_on};
+    use kernels::gemm::{View, ViewMut, product_into_on};
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(3)
         .build()
@@ -575,12 +593,12 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
             for threads in [1, 3] {
                 let mut dst = vec![f32::NAN; m * n];
                 pool.install(|| unsafe {
-                    product_on(
+                    product_into_on(
                         ViewMut::rows(&mut dst, 0, m, n, n),
                         view(&sa, m, k, at),
                         view(&sb, k, n, bt),
-                        false,
                         threads,
+                        Products::F32,
                     )
                 });
                 assert_close(

@@ -66,14 +66,6 @@ unsafe fn multiply(
     }
 }
 
-/// As [`product_into`], on `threads` of rayon's threads (one: on the calling thread alone).
-///
-/// # Safety
-/// As [`product`].
-pub unsafe fn product_on(dst: ViewMut, a: View, b: View, accumulate: bool, threads: usize) {
-    unsafe { call(dst, a, b, accumulate, 1.0, threads) }
-}
-
 /// `dst = a · b` on `threads` of rayon's threads (one: the calling thread), multiplied as
 /// `products` says; `dst` is not read.
 ///

@@ -33,12 +33,6 @@ pub fn grad_input(g: View, w: View, threads: usize, products: Products) -> Vec<f
     unsafe { product_new(g, w.t(), threads, products) }
 }
 
-/// `xᵀ G` `[in, out]`, on `threads` threads, multiplied as `products` says.
-pub fn grad_weight(x: View, g: View, threads: usize, products: Products) -> Vec<f32> {
-    // Safety: as in `grad_input`.
-    unsafe { product_new(x.t(), g, threads, products) }
-}
-
 /// The operands of a `Linear`'s backward products: `∂x = G Wᵀ` from `g` and `w` (`[in, out]`
 /// as a view, however it is stored), and `∂W = a · b` in the weight's own layout (`xᵀ G`, or
 /// `Gᵀ x` for a weight stored `[out, in]`).
