@@ -536,6 +536,37 @@ fn generator_sampling_draws_from_the_softmax() {
 }
 
 #[test]
+fn generator_sampling_in_place_draws_what_the_sampler_draws_on_a_host_copy() {
+    // f32 logits are read in place by the fused kernel; bf16 ones are copied to the host as
+    // f32 first. Logits exact in bf16 hold the same values both ways, so the same seed must
+    // draw the same ids, in the same integer dtype.
+    let device = Device::flex().autodiff();
+    let (rows, vocab) = (40, 300);
+    let z: Vec<f32> = (0..rows * vocab)
+        .map(|i| ((i * 37 % 61) as f32 - 30.0) / 8.0)
+        .collect();
+    let logits = Tensor::<2>::from_data(TensorData::new(z, [rows, vocab]), &device);
+    let draw = |t: &Tensor<2>, seed: u64| {
+        trueneg::model::seed(&device, seed);
+        kernels::sample(t)
+    };
+    let ids =
+        |t: Tensor<1, Int>| -> Vec<i64> { t.into_data().convert::<i64>().try_into_vec().unwrap() };
+    let in_place = draw(&logits, 11);
+    let copied = draw(&logits.clone().cast(burn::tensor::FloatDType::BF16), 11);
+    assert_eq!(in_place.dtype(), copied.dtype());
+    assert_eq!(in_place.dims(), [rows]);
+    let in_place = ids(in_place);
+    assert_eq!(in_place, ids(copied));
+    assert!(in_place.iter().all(|&i| (0..vocab as i64).contains(&i)));
+    assert_ne!(
+        in_place,
+        ids(draw(&logits, 12)),
+        "another seed draws other ids"
+    );
+}
+
+#[test]
 fn products_that_do_not_accumulate_never_read_their_destination() {
     // `gemm::product_new` hands the gemm crate or faer uninitialised buffers: a destination
     // full of NaN must come back as the product, through each of their paths (vector products,

@@ -8,7 +8,7 @@ use burn::backend::autodiff::ops::{Backward, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, Backend, Flex, backend_extension};
-use burn::tensor::Shape;
+use burn::tensor::{DType, IntDType, Shape, TensorData};
 
 use super::adamw::{self, AdamWStep};
 use super::attention::{self, Dims, DropMask};
@@ -21,6 +21,7 @@ use super::flex_tensors::{host, host_mut, indices, matrix, table_width, tensor, 
 use super::gemm::Products;
 use super::linear as linear_kernel;
 use super::rows as rows_kernel;
+use super::sampling;
 use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
 
 /// The fused operations. `seed` is the attention dropout's mask seed, used when `dropout` > 0.
@@ -62,6 +63,10 @@ pub trait FusedOps: Backend {
         v: FloatTensor<Self>,
         step: AdamWStep,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+    /// One draw per row of `logits` `[rows, vocab]` from the row's softmax (see
+    /// [`sampling`](mod@super::sampling)), read in place: ids `[rows]` of dtype `ids`. Not
+    /// differentiable.
+    fn fused_sample(logits: FloatTensor<Self>, seed: u64, ids: IntDType) -> IntTensor<Self>;
 }
 
 fn attention_dims(qkv: &FlexTensor, heads: usize) -> Dims {
@@ -165,6 +170,19 @@ impl FusedOps for Flex {
             &step,
         );
         (tensor(p, param.shape()), m, v)
+    }
+
+    fn fused_sample(logits: FlexTensor, seed: u64, ids: IntDType) -> FlexTensor {
+        let shape = logits.shape();
+        assert_eq!(
+            shape.num_dims(),
+            2,
+            "sampling: logits are not [rows, vocab]"
+        );
+        let drawn = sampling::sample_rows(&host(&logits), shape[1], seed);
+        let drawn: Vec<i64> = drawn.into_iter().map(i64::from).collect();
+        let data = TensorData::new(drawn, [shape[0]]).convert_dtype(DType::from(ids));
+        FlexTensor::from_data(data)
     }
 }
 
@@ -333,5 +351,9 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         _: AdamWStep,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         unreachable!("the optimizer updates the parameters' inner (non-autodiff) tensors")
+    }
+
+    fn fused_sample(logits: FloatTensor<Self>, seed: u64, ids: IntDType) -> IntTensor<Self> {
+        Flex::fused_sample(logits.into_primitive(), seed, ids)
     }
 }

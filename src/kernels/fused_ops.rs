@@ -124,3 +124,11 @@ pub fn adamw(
         Tensor::from_dispatch(v),
     )
 }
+
+/// One draw per row of `logits` `[rows, vocab]` from its softmax, with the sampler's `seed`
+/// (see [`sampling`](mod@super::sampling)): the kernel reads the logits in place. Only where
+/// [`fused`](super::fused) holds.
+pub fn sample(logits: Tensor<2>, seed: u64) -> Tensor<1, Int> {
+    let ids = logits.device().settings().int_dtype;
+    Tensor::from_dispatch(fused_op!(fused_sample(logits.into_dispatch(), seed, ids)))
+}

@@ -180,6 +180,19 @@ pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
     }
 }
 
+/// One token id per row of `logits` `[rows, vocab]`, drawn from the row's softmax at
+/// temperature 1 (detached: sampling has no gradient), as an integer tensor on the logits'
+/// device (see [`sampling`](mod@sampling)): our kernel on the logits in place, the same kernel on
+/// a host copy, or Gumbel-max on the device. The host draws take their seed from the dropout
+/// masks' per-call seeds.
+pub fn sample(logits: &Tensor<2>) -> Tensor<1, Int> {
+    let logits = logits.clone().detach();
+    if fused(&logits.device(), logits.dtype()) {
+        return fused_ops::sample(logits, dropout::next_call_seed());
+    }
+    sampling::sample_copied_or_on_device(logits)
+}
+
 /// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (plain tensors; see
 /// [`adamw`](mod@adamw) for the formulas): the new `(p, m, v)`. Our fused kernel, or burn's
 /// operations.

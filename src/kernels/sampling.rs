@@ -12,9 +12,9 @@
 //! The ELECTRA generator's replacement tokens: one draw per masked position from the
 //! generator's `softmax(z)` at temperature 1, as the official ELECTRA code samples them.
 //!
-//! On host devices the logits are read once and each row is sampled by inverting its cumulative
-//! distribution ([`sample_rows`]), seeded from the same per-call
-//! seeds as the dropout masks (so a resumed run draws the same tokens). Elsewhere (CUDA,
+//! On host devices each row is sampled by inverting its cumulative distribution
+//! ([`sample_rows`]), on the logits in place where the fused kernels run, seeded from the same
+//! per-call seeds as the dropout masks (so a resumed run draws the same tokens). Elsewhere (CUDA,
 //! LibTorch) the draw stays on the device, by Gumbel-max: `argmax_j z_j − ln(−ln u_j)` with
 //! `u_j ~ U(0, 1)` from burn's device RNG; the indices stay there too.
 
@@ -30,13 +30,12 @@ use super::simd::{exp_non_positive, max_lanes, sum_map};
 /// Logits per block of the row's running sum.
 const BLOCK: usize = 64;
 
-/// One token id per row of `logits` `[rows, vocab]` (detached: sampling has no gradient), as
-/// an integer tensor on the logits' device: nothing is read back on a device.
-pub fn sample(logits: &Tensor<2>) -> Tensor<1, Int> {
-    let logits = logits.clone().detach();
+/// One token id per row of the detached `logits` `[rows, vocab]` where the fused kernels do not
+/// run: the kernel on a host copy of the logits (other dtypes, other host backends), or
+/// Gumbel-max on the device. [`kernels::sample`](super::sample) chooses.
+pub(super) fn sample_copied_or_on_device(logits: Tensor<2>) -> Tensor<1, Int> {
     let device = logits.device();
     if super::host::on_host(&device) {
-        // Host memory: the kernel reads the logits in place (not a device read).
         let [rows, vocab] = logits.dims();
         let z = logits
             .into_data()

@@ -288,7 +288,7 @@ impl MaskedLmStep {
             None => hits.sum(),
         };
         let mut sampled = match &model.net {
-            Net::Electra(_) => Some(crate::kernels::sampling::sample(&logits)),
+            Net::Electra(_) => Some(crate::kernels::sample(&logits)),
             Net::Bert(_) => None,
         };
         if let Some(v) = &valid {
