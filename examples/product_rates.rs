@@ -75,18 +75,7 @@ fn backward_pair(name: &str, rows: usize, inp: usize, out: usize, transposed: bo
     let (xv, gv) = (operand(&x, rows, inp, false), operand(&g, rows, out, false));
     // W as `[inp, out]`, whichever way it is stored.
     let wv = operand(&w, inp, out, transposed);
-    let (a, b) = if transposed {
-        (gv.t(), xv)
-    } else {
-        (xv.t(), gv)
-    };
-    let products = linear::BackwardProducts {
-        g: gv,
-        w: wv,
-        a,
-        b,
-        products: Products::F32,
-    };
+    let products = linear::BackwardProducts::new(xv, gv, wv, transposed, Products::F32);
     let all = rayon::current_num_threads();
     let (mut in_turn, mut at_once) = (f64::MAX, f64::MAX);
     for _ in 0..REPEATS {

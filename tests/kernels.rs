@@ -317,13 +317,13 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
                 let y = kernels::linear::forward(xv, wv, &b, kernels::Products::F32);
                 let gv = kernels::gemm::View::rows(&y, 0, rows, 50, 50);
                 // The backward pass's own pair (`∂x`, `∂W = xᵀ·G`), and `∂W` alone.
-                let pair = kernels::linear::BackwardProducts {
-                    g: gv,
-                    w: wv,
-                    a: xv.t(),
-                    b: gv,
-                    products: kernels::Products::F32,
-                };
+                let pair = kernels::linear::BackwardProducts::new(
+                    xv,
+                    gv,
+                    wv,
+                    false,
+                    kernels::Products::F32,
+                );
                 let (dx, dw) = kernels::linear::grad_input_and_weight(pair);
                 all.extend([
                     dx,
@@ -343,13 +343,13 @@ fn fused_kernels_do_not_depend_on_the_thread_count() {
             );
             let xv = kernels::gemm::View::rows(&x, 0, 60, 160, 160);
             let gv = kernels::gemm::View::rows(&g, 0, 60, 4100, 4100);
-            let pair = kernels::linear::BackwardProducts {
-                g: gv,
-                w: kernels::gemm::View::rows(&e, 0, 4100, 160, 160).t(),
-                a: gv.t(),
-                b: xv,
-                products: kernels::Products::F32,
-            };
+            let pair = kernels::linear::BackwardProducts::new(
+                xv,
+                gv,
+                kernels::gemm::View::rows(&e, 0, 4100, 160, 160).t(),
+                true,
+                kernels::Products::F32,
+            );
             let (dx, de) = kernels::linear::grad_input_and_weight(pair);
             all.extend([dx, de, pair.grad_weight(threads)]);
             all
@@ -665,20 +665,11 @@ fn a_linear_backward_pair_shares_the_weight_gradients_columns_without_changing_t
         } else {
             View::rows(&w, 0, inp, out, out)
         };
-        let (a, b) = if transposed {
-            (gv.t(), xv)
-        } else {
-            (xv.t(), gv)
-        };
-        assert!(b.cols / 8 >= SHARED_COLUMNS_STEP, "a share to hand over");
+        // ∂W's columns: `out`, or `inp` for a weight stored `[out, inp]`.
+        let dw_cols = if transposed { inp } else { out };
+        assert!(dw_cols / 8 >= SHARED_COLUMNS_STEP, "a share to hand over");
         for products in [Products::F32, Products::Bf16] {
-            let pair = BackwardProducts {
-                g: gv,
-                w: wv,
-                a,
-                b,
-                products,
-            };
+            let pair = BackwardProducts::new(xv, gv, wv, transposed, products);
             for threads in [2, 3] {
                 let (dx, dw) = on_threads(threads, || linear::grad_input_and_weight(pair));
                 let whole_dx = on_threads(1, || linear::grad_input(gv, wv, 1, products));

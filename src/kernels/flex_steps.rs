@@ -133,19 +133,9 @@ impl Backward<Flex, 3> for LinearStep {
         let [node_x, node_w, node_b] = ops.parents;
         let g = matrix(&grad);
         // ∂x = G Wᵀ and ∂w in w's own layout: xᵀ G, or (xᵀ G)ᵀ = Gᵀ x for a transposed weight.
-        let (a, b) = if s.transposed {
-            (g.t(), matrix(&s.x))
-        } else {
-            (matrix(&s.x).t(), g)
-        };
         let w = weight(&s.w, s.transposed);
-        let pair = linear_kernel::BackwardProducts {
-            g,
-            w,
-            a,
-            b,
-            products: s.products,
-        };
+        let pair =
+            linear_kernel::BackwardProducts::new(matrix(&s.x), g, w, s.transposed, s.products);
         let (dx, dw) = match (node_x.is_some(), node_w.is_some()) {
             // The same size: computed at once, on half the threads each.
             (true, true) => {

@@ -38,14 +38,27 @@ pub fn grad_input(g: View, w: View, threads: usize, products: Products) -> Vec<f
 /// `Gᵀ x` for a weight stored `[out, in]`).
 #[derive(Clone, Copy)]
 pub struct BackwardProducts {
-    pub g: View,
-    pub w: View,
-    pub a: View,
-    pub b: View,
-    pub products: Products,
+    g: View,
+    w: View,
+    a: View,
+    b: View,
+    products: Products,
 }
 
 impl BackwardProducts {
+    /// The products of a layer of input `x` `[rows, in]`, output gradient `g` `[rows, out]`
+    /// and weight `w` viewed `[in, out]`, stored `[out, in]` when `transposed`.
+    pub fn new(x: View, g: View, w: View, transposed: bool, products: Products) -> Self {
+        let (a, b) = if transposed { (g.t(), x) } else { (x.t(), g) };
+        Self {
+            g,
+            w,
+            a,
+            b,
+            products,
+        }
+    }
+
     /// `∂W` alone, on `threads` threads.
     pub fn grad_weight(&self, threads: usize) -> Vec<f32> {
         // Safety: the operands are the caller's views, only read.
