@@ -311,6 +311,19 @@ proptest! {
     fn chunked_ids_equal_the_pipeline_on_any_text(chars in proptest::collection::vec(any::<char>(), 0..40)) {
         assert_same_ids(&chars.into_iter().collect::<String>());
     }
+
+    /// ASCII chunks take the byte rules (`text::ascii_chunk`): every ASCII byte, and words past
+    /// WordPiece's 100 characters (one `[UNK]`).
+    #[test]
+    fn chunked_ids_equal_the_pipeline_on_any_ascii_text(
+        parts in proptest::collection::vec(prop_oneof![
+            proptest::collection::vec(0u8..0x80, 0..24),
+            proptest::collection::vec(b'a'..=b'z', 95..106),
+        ], 0..6)
+    ) {
+        let text: String = parts.concat().into_iter().map(char::from).collect();
+        assert_same_ids(&text);
+    }
 }
 
 #[test]

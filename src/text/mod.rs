@@ -2,6 +2,7 @@
 //! synonym tables projected onto a tokenizer's vocabulary (or built from a model's own
 //! embeddings), and sentence pairs for classifiers.
 
+pub mod ascii_chunk;
 pub mod batches;
 pub mod chunk_memo;
 pub mod columnar;

@@ -10,6 +10,7 @@ use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
 use tokenizers::{AddedToken, Model, Tokenizer};
 
+use super::ascii_chunk::AsciiChunk;
 use super::chunk_memo::ChunkMemo;
 use super::vocab::WordCounts;
 use crate::{Error, Result};
@@ -34,6 +35,8 @@ pub struct WordPieceTokenizer {
     as_text: Tokenizer,
     /// `as_text`'s ids of corpus chunks, where its ids are those of its chunks.
     chunks: Option<ChunkMemo>,
+    /// Where `chunks` is: the pipeline's rules on an ASCII chunk's bytes.
+    ascii: Option<AsciiChunk>,
 }
 
 fn tok_err(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -148,11 +151,15 @@ impl WordPieceTokenizer {
         let mut as_text = inner.clone();
         as_text.set_encode_special_tokens(true);
         let chunks = ChunkMemo::for_pipeline(&as_text);
+        let ascii = chunks
+            .as_ref()
+            .and_then(|_| AsciiChunk::for_normaliser(as_text.get_normalizer()));
         Ok(Self {
             inner,
             special,
             as_text,
             chunks,
+            ascii,
         })
     }
 
@@ -215,9 +222,16 @@ impl WordPieceTokenizer {
     /// text's white-space-separated chunks, each tokenised once per thread ([`ChunkMemo`]).
     pub fn encode_text(&self, text: &str) -> Vec<u32> {
         match &self.chunks {
-            Some(memo) => memo.ids(text, |chunk| ids(&self.as_text, chunk)),
+            Some(memo) => memo.ids(text, |chunk| self.chunk_ids(chunk)),
             None => ids(&self.as_text, text),
         }
+    }
+
+    /// One chunk's ids: by the byte rules where it is ASCII, else through the pipeline.
+    fn chunk_ids(&self, chunk: &str) -> Vec<u32> {
+        self.ascii
+            .and_then(|a| a.ids(chunk, self.as_text.get_model()))
+            .unwrap_or_else(|| ids(&self.as_text, chunk))
     }
 
     /// Whether [`encode_text`](Self::encode_text) reads a chunk at a time.

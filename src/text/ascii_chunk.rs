@@ -1,0 +1,125 @@
+//! BERT's pipeline on one ASCII chunk, done on its bytes: the ids the whole `tokenizers`
+//! pipeline gives, without its normalised copy with alignments, its added-token scan and its
+//! pre-token bookkeeping (most of the pipeline's time on a chunk; the WordPiece search stays
+//! the model's own).
+//!
+//! On ASCII text every step of BERT's pipeline is a rule on single bytes:
+//! - the BERT normaliser's cleaning removes the control characters (U+0000–U+001F, U+007F;
+//!   tab, line feed and carriage return never occur inside a chunk); its Chinese-character
+//!   spacing and accent stripping change nothing; its lower case is ASCII's;
+//! - the BERT pre-tokeniser drops white space (U+0009–U+000D, U+0020: the two a chunk can hold,
+//!   U+000B and U+000C, when nothing cleaned them) and isolates each ASCII punctuation mark;
+//! - the model reads each remaining piece on its own.
+//!
+//! A chunk with any other byte goes through the pipeline (`None`), as does one the model
+//! refuses, so the pipeline keeps the last word on errors.
+
+use tokenizers::{Model, ModelWrapper, NormalizerWrapper, normalizers::BertNormalizer};
+
+/// The BERT normaliser's settings that act on ASCII (none without a normaliser).
+#[derive(Clone, Copy, Debug)]
+pub struct AsciiChunk {
+    clean_text: bool,
+    lowercase: bool,
+}
+
+impl AsciiChunk {
+    /// The byte rules for `normaliser` (BERT's, or none), else `None`.
+    pub fn for_normaliser(normaliser: Option<&NormalizerWrapper>) -> Option<Self> {
+        match normaliser {
+            None => Some(Self {
+                clean_text: false,
+                lowercase: false,
+            }),
+            Some(NormalizerWrapper::BertNormalizer(BertNormalizer {
+                clean_text,
+                lowercase,
+                ..
+            })) => Some(Self {
+                clean_text: *clean_text,
+                lowercase: *lowercase,
+            }),
+            Some(_) => None,
+        }
+    }
+
+    /// `model`'s ids of `chunk` after BERT's normaliser and pre-tokeniser, or `None` where the
+    /// chunk is not ASCII or the model refuses a piece of it.
+    pub fn ids(&self, chunk: &str, model: &ModelWrapper) -> Option<Vec<u32>> {
+        if !chunk.is_ascii() {
+            return None;
+        }
+        let normalised: Vec<u8> = chunk
+            .bytes()
+            .filter(|b| !(self.clean_text && (*b < 0x20 || *b == 0x7f)))
+            .map(|b| {
+                if self.lowercase {
+                    b.to_ascii_lowercase()
+                } else {
+                    b
+                }
+            })
+            .collect();
+        // Only ASCII bytes were kept: every piece is a valid `str`.
+        let text = std::str::from_utf8(&normalised).ok()?;
+        let mut ids = Vec::with_capacity(text.len() / 3 + 1);
+        for piece in pieces(text) {
+            let tokens = model.tokenize(piece).ok()?;
+            ids.extend(tokens.iter().map(|t| t.id));
+        }
+        Some(ids)
+    }
+}
+
+/// The BERT pre-tokeniser's pieces of ASCII `text`: the runs between white space, each
+/// punctuation mark a piece of its own.
+fn pieces(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < bytes.len() {
+            let b = bytes[at];
+            if b.is_ascii_whitespace() || b == 0x0b {
+                let run = &text[start..at];
+                at += 1;
+                start = at;
+                if !run.is_empty() {
+                    return Some(run);
+                }
+            } else if b.is_ascii_punctuation() {
+                if start < at {
+                    let run = &text[start..at];
+                    start = at;
+                    return Some(run);
+                }
+                at += 1;
+                start = at;
+                return Some(&text[at - 1..at]);
+            } else {
+                at += 1;
+            }
+        }
+        (start < at).then(|| {
+            let run = &text[start..at];
+            start = at;
+            run
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pieces;
+
+    #[test]
+    fn pieces_drop_white_space_and_isolate_punctuation() {
+        let text = "a,b\u{b}\u{c}..cd\u{b}";
+        assert_eq!(
+            pieces(text).collect::<Vec<_>>(),
+            ["a", ",", "b", ".", ".", "cd"]
+        );
+        assert_eq!(pieces("").count(), 0);
+        assert_eq!(pieces("\u{c}").count(), 0);
+    }
+}
