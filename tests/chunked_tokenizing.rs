@@ -282,6 +282,29 @@ fn chunked_ids_equal_the_pipeline_on_the_shared_corpora() {
     }
 }
 
+/// Any ASCII bytes, among runs of letters longer than a WordPiece word may be.
+fn ascii_text() -> impl Strategy<Value = String> {
+    let part = prop_oneof![
+        proptest::collection::vec(0u8..0x80, 0..24),
+        proptest::collection::vec(b'a'..=b'z', 95..106),
+    ];
+    proptest::collection::vec(part, 0..6)
+        .prop_map(|parts| parts.concat().into_iter().map(char::from).collect())
+}
+
+/// Vocabulary training counts the words BERT's normaliser and pre-tokeniser find in the texts.
+fn assert_same_words(texts: &[String]) {
+    let mut expected = std::collections::BTreeMap::<String, u64>::new();
+    for t in texts {
+        for w in whole_words(t) {
+            *expected.entry(w).or_default() += 1;
+        }
+    }
+    let mut counts = WordPieceTokenizer::word_counts();
+    counts.add(texts).unwrap();
+    assert_eq!(counts.sorted(), expected.into_iter().collect::<Vec<_>>());
+}
+
 fn tricky_text() -> impl Strategy<Value = String> {
     proptest::collection::vec(proptest::sample::select(PIECES), 0..24).prop_map(|p| p.concat())
 }
@@ -296,15 +319,7 @@ proptest! {
 
     #[test]
     fn words_counted_by_chunk_equal_the_whole_texts_words(texts in proptest::collection::vec(tricky_text(), 1..6)) {
-        let mut expected = std::collections::BTreeMap::<String, u64>::new();
-        for t in &texts {
-            for w in whole_words(t) {
-                *expected.entry(w).or_default() += 1;
-            }
-        }
-        let mut counts = WordPieceTokenizer::word_counts();
-        counts.add(&texts).unwrap();
-        prop_assert_eq!(counts.sorted(), expected.into_iter().collect::<Vec<_>>());
+        assert_same_words(&texts);
     }
 
     #[test]
@@ -315,14 +330,13 @@ proptest! {
     /// ASCII chunks take the byte rules (`text::ascii_chunk`): every ASCII byte, and words past
     /// WordPiece's 100 characters (one `[UNK]`).
     #[test]
-    fn chunked_ids_equal_the_pipeline_on_any_ascii_text(
-        parts in proptest::collection::vec(prop_oneof![
-            proptest::collection::vec(0u8..0x80, 0..24),
-            proptest::collection::vec(b'a'..=b'z', 95..106),
-        ], 0..6)
-    ) {
-        let text: String = parts.concat().into_iter().map(char::from).collect();
+    fn chunked_ids_equal_the_pipeline_on_any_ascii_text(text in ascii_text()) {
         assert_same_ids(&text);
+    }
+
+    #[test]
+    fn words_counted_in_ascii_text_equal_the_whole_texts_words(texts in proptest::collection::vec(ascii_text(), 1..4)) {
+        assert_same_words(&texts);
     }
 }
 

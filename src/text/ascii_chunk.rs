@@ -1,7 +1,7 @@
 //! BERT's pipeline on one ASCII chunk, done on its bytes: the ids the whole `tokenizers`
-//! pipeline gives, without its normalised copy with alignments, its added-token scan and its
-//! pre-token bookkeeping (most of the pipeline's time on a chunk; the WordPiece search stays
-//! the model's own).
+//! pipeline gives (and the words vocabulary training counts), without its normalised copy with
+//! alignments, its added-token scan and its pre-token bookkeeping (most of the pipeline's time
+//! on a chunk; the WordPiece search stays the model's own).
 //!
 //! On ASCII text every step of BERT's pipeline is a rule on single bytes:
 //! - the BERT normaliser's cleaning removes the control characters (U+0000–U+001F, U+007F;
@@ -43,13 +43,44 @@ impl AsciiChunk {
         }
     }
 
+    /// The rules of `normaliser` (word counting's normaliser: always BERT's).
+    pub fn for_bert(normaliser: &BertNormalizer) -> Self {
+        Self {
+            clean_text: normaliser.clean_text,
+            lowercase: normaliser.lowercase,
+        }
+    }
+
     /// `model`'s ids of `chunk` after BERT's normaliser and pre-tokeniser, or `None` where the
     /// chunk is not ASCII or the model refuses a piece of it.
     pub fn ids(&self, chunk: &str, model: &ModelWrapper) -> Option<Vec<u32>> {
+        let text = self.normalised(chunk)?;
+        let mut ids = Vec::with_capacity(text.len() / 3 + 1);
+        for piece in pieces(&text) {
+            let tokens = model.tokenize(piece).ok()?;
+            ids.extend(tokens.iter().map(|t| t.id));
+        }
+        Some(ids)
+    }
+
+    /// Calls `f` on each word of `chunk` after BERT's normaliser and pre-tokeniser; `false`
+    /// (and no call) where the chunk is not ASCII.
+    pub fn words(&self, chunk: &str, f: impl FnMut(&str)) -> bool {
+        match self.normalised(chunk) {
+            Some(text) => {
+                pieces(&text).for_each(f);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `chunk` after the normaliser, where it is ASCII.
+    fn normalised(&self, chunk: &str) -> Option<String> {
         if !chunk.is_ascii() {
             return None;
         }
-        let normalised: Vec<u8> = chunk
+        let kept = chunk
             .bytes()
             .filter(|b| !(self.clean_text && (*b < 0x20 || *b == 0x7f)))
             .map(|b| {
@@ -60,14 +91,8 @@ impl AsciiChunk {
                 }
             })
             .collect();
-        // Only ASCII bytes were kept: every piece is a valid `str`.
-        let text = std::str::from_utf8(&normalised).ok()?;
-        let mut ids = Vec::with_capacity(text.len() / 3 + 1);
-        for piece in pieces(text) {
-            let tokens = model.tokenize(piece).ok()?;
-            ids.extend(tokens.iter().map(|t| t.id));
-        }
-        Some(ids)
+        // Only ASCII bytes were kept: always valid UTF-8.
+        String::from_utf8(kept).ok()
     }
 }
 

@@ -17,6 +17,7 @@ use tokenizers::normalizers::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::{Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
 
+use super::ascii_chunk::AsciiChunk;
 use crate::{Error, Result};
 
 /// The prefix of a piece that continues a word.
@@ -78,8 +79,12 @@ impl WordCounts {
     }
 }
 
-/// Calls `f` on each word of `text` after BERT's uncased normalisation and pre-tokenisation.
+/// Calls `f` on each word of `text` after BERT's uncased normalisation and pre-tokenisation:
+/// by the byte rules where `text` is ASCII ([`AsciiChunk`]), else through `tokenizers`.
 fn each_word(text: &str, normalizer: &BertNormalizer, mut f: impl FnMut(&str)) -> Result<()> {
+    if AsciiChunk::for_bert(normalizer).words(text, &mut f) {
+        return Ok(());
+    }
     let mut s = PreTokenizedString::from(text);
     s.normalize(|n| normalizer.normalize(n))
         .and_then(|()| BertPreTokenizer.pre_tokenize(&mut s))
