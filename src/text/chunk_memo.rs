@@ -1,5 +1,6 @@
-//! Corpus text tokenised a white-space-separated chunk at a time, each distinct chunk through
-//! the `tokenizers` pipeline once per thread and its ids remembered.
+//! Corpus text tokenised a white-space-separated chunk at a time, each distinct chunk once per
+//! thread (through the `tokenizers` pipeline, or its rules on an ASCII chunk's bytes:
+//! [`super::ascii_chunk`]) and its ids remembered.
 //!
 //! Natural text repeats its words: most chunks of a corpus were seen a few lines before, and
 //! looking their ids up costs a hash where the pipeline costs a normalised copy with
