@@ -11,8 +11,8 @@
 //!   U+000B and U+000C, when nothing cleaned them) and isolates each ASCII punctuation mark;
 //! - the model reads each remaining piece on its own.
 //!
-//! A chunk with any other byte goes through the pipeline (`None`), as does one the model
-//! refuses, so the pipeline keeps the last word on errors.
+//! A chunk with any other byte goes through the whole pipeline (`None`), as does one with a
+//! piece the model refuses: errors stay the pipeline's.
 
 use tokenizers::{Model, ModelWrapper, NormalizerWrapper, normalizers::BertNormalizer};
 
@@ -99,37 +99,23 @@ impl AsciiChunk {
 /// The BERT pre-tokeniser's pieces of ASCII `text`: the runs between white space, each
 /// punctuation mark a piece of its own.
 fn pieces(text: &str) -> impl Iterator<Item = &str> {
-    let bytes = text.as_bytes();
-    let mut start = 0;
-    let mut at = 0;
+    text.split(|c: char| c.is_ascii_whitespace() || c == '\u{b}')
+        .flat_map(punctuation_isolated)
+}
+
+/// `run` cut before and after each ASCII punctuation mark.
+fn punctuation_isolated(run: &str) -> impl Iterator<Item = &str> {
+    let mut rest = run;
     std::iter::from_fn(move || {
-        while at < bytes.len() {
-            let b = bytes[at];
-            if b.is_ascii_whitespace() || b == 0x0b {
-                let run = &text[start..at];
-                at += 1;
-                start = at;
-                if !run.is_empty() {
-                    return Some(run);
-                }
-            } else if b.is_ascii_punctuation() {
-                if start < at {
-                    let run = &text[start..at];
-                    start = at;
-                    return Some(run);
-                }
-                at += 1;
-                start = at;
-                return Some(&text[at - 1..at]);
-            } else {
-                at += 1;
-            }
-        }
-        (start < at).then(|| {
-            let run = &text[start..at];
-            start = at;
-            run
-        })
+        let cut = match rest.bytes().position(|b| b.is_ascii_punctuation()) {
+            _ if rest.is_empty() => return None,
+            Some(0) => 1,
+            Some(at) => at,
+            None => rest.len(),
+        };
+        let (piece, tail) = rest.split_at(cut);
+        rest = tail;
+        Some(piece)
     })
 }
 
