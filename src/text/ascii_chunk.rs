@@ -31,19 +31,12 @@ impl AsciiChunk {
                 clean_text: false,
                 lowercase: false,
             }),
-            Some(NormalizerWrapper::BertNormalizer(BertNormalizer {
-                clean_text,
-                lowercase,
-                ..
-            })) => Some(Self {
-                clean_text: *clean_text,
-                lowercase: *lowercase,
-            }),
+            Some(NormalizerWrapper::BertNormalizer(bert)) => Some(Self::for_bert(bert)),
             Some(_) => None,
         }
     }
 
-    /// The rules of `normaliser` (word counting's normaliser: always BERT's).
+    /// The rules of BERT's `normaliser` (word counting's is always BERT's).
     pub fn for_bert(normaliser: &BertNormalizer) -> Self {
         Self {
             clean_text: normaliser.clean_text,
