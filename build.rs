@@ -34,6 +34,9 @@ fn libtorch() -> PathBuf {
 fn commit() -> String {
     let git = |args: &[&str]| {
         std::process::Command::new("git")
+            // `status` would otherwise refresh `.git/index`, which this script watches: every
+            // build would then find it changed and build the crate again.
+            .arg("--no-optional-locks")
             .args(args)
             .output()
             .ok()
@@ -52,14 +55,23 @@ fn commit() -> String {
 
 /// The version line's facts: the commit and the compiled features (`trueneg --version`).
 fn version_facts() {
-    // A new commit or a moved branch rebuilds the line.
-    for f in [".git/HEAD", ".git/index", ".git/packed-refs"] {
-        println!("cargo:rerun-if-changed={f}");
-    }
+    // A new commit or a moved branch rebuilds the line. Only files that exist are watched:
+    // cargo takes a missing one as changed, and would build the crate again on every command
+    // (a checkout without `packed-refs`, or a branch whose ref is packed).
+    let mut watched = vec![
+        ".git/HEAD".to_string(),
+        ".git/index".into(),
+        ".git/packed-refs".into(),
+    ];
     if let Ok(head) = std::fs::read_to_string(".git/HEAD")
         && let Some(r) = head.trim().strip_prefix("ref: ")
     {
-        println!("cargo:rerun-if-changed=.git/{r}");
+        watched.push(format!(".git/{r}"));
+    }
+    for f in watched {
+        if std::path::Path::new(&f).exists() {
+            println!("cargo:rerun-if-changed={f}");
+        }
     }
     println!("cargo:rustc-env=TRUENEG_COMMIT={}", commit());
     let mut features: Vec<String> = std::env::vars()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fine-tuning fixtures for tests/finetune_golden.rs, computed with transformers and PyTorch.
+"""Fine-tuning fixtures for tests/suite/finetune_golden.rs, computed with transformers and PyTorch.
 
 Usage: python3 scripts/finetune_golden.py ../shared/golden tests/fixtures/finetune
 (needs torch, transformers and safetensors; CI does not run it, the fixtures are committed).

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The LibTorch path's tests (feature `tch`): tests/libtorch.rs (attention, LayerNorm, GELU and
-# the cross-entropy as LibTorch calls, against burn's composed operations), tests/golden.rs
+# the cross-entropy as LibTorch calls, against burn's composed operations), tests/suite/golden.rs
 # (the whole model against transformers, on burn's flex backend and on LibTorch) and
-# tests/distributed.rs (processes joined by LibTorch's c10d and Gloo; needs gloo's headers,
+# tests/suite/distributed.rs (processes joined by LibTorch's c10d and Gloo; needs gloo's headers,
 # Debian's libgloo-dev), tests/host_reads.rs (the training step reads nothing back from
-# LibTorch's device) and tests/fixed_step.rs (the fixed-shape step rewritten in place; on
+# LibTorch's device) and tests/suite/fixed_step.rs (the fixed-shape step rewritten in place; on
 # libtorch-cuda also recorded as a CUDA graph).
 #
 # Builds against PyTorch's wheel from PyPI (no dependencies installed), linked to its CPU

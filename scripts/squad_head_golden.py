@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ELECTRA's joint SQuAD head, transcribed to PyTorch, for tests/finetune_golden.rs.
+"""ELECTRA's joint SQuAD head, transcribed to PyTorch, for tests/suite/finetune_golden.rs.
 
 Usage: python3 scripts/squad_head_golden.py ../shared/golden tests/fixtures/finetune
 (needs torch, transformers and safetensors; CI does not run it, the fixture is committed).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SQuAD answer-decoding fixture for tests/squad_decoding.rs.
+"""SQuAD answer-decoding fixture for tests/suite/squad_decoding.rs.
 
 Usage: python3 scripts/squad_postprocess_golden.py ../shared/data/squad-v1.1/dev-half-a.json \
            tests/fixtures/squad

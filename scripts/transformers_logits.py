@@ -1,4 +1,4 @@
-"""transformers' outputs for an exported fine-tuned model (used by tests/export_finetuned.rs).
+"""transformers' outputs for an exported fine-tuned model (used by tests/suite/export_finetuned.rs).
 
 Reads one JSON request on stdin and prints one JSON answer:
 

@@ -82,7 +82,7 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
-    // `TRUENEG_PARSE_ONLY`: the command line is checked, nothing runs (tests/readme_commands.rs
+    // `TRUENEG_PARSE_ONLY`: the command line is checked, nothing runs (tests/suite/readme_commands.rs
     // checks every command of the README this way).
     if std::env::var_os("TRUENEG_PARSE_ONLY").is_some() {
         return ExitCode::SUCCESS;

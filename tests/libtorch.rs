@@ -1,7 +1,7 @@
 //! The LibTorch calls of `kernels::libtorch` (feature `tch`) against burn's composed operations
 //! on LibTorch's CPU device: values and gradients of the biased product, attention (with and without padding, with
 //! dropout), LayerNorm, GELU, dropout and the cross-entropy, bf16 against f32, and a resumed
-//! pre-training run on LibTorch. `tests/golden.rs` checks the whole model on this path against
+//! pre-training run on LibTorch. `tests/suite/golden.rs` checks the whole model on this path against
 //! transformers.
 //!
 //! Run with `scripts/libtorch-tests.sh` (it fetches PyTorch's wheel and builds against it; CI

@@ -1,5 +1,5 @@
 //! Every file trueneg reads or writes goes through this module, and only this one touches the
-//! file system (`tests/architecture.rs` checks it).
+//! file system (`tests/suite/architecture.rs` checks it).
 //!
 //! - [`read`], the door in: what a path is and how large it may be, checked before reading;
 //! - [`place`]: paths written inside files stay inside their folder;

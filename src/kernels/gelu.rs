@@ -8,7 +8,7 @@
 //! backend) value and derivative are computed together in one vectorised parallel pass and the
 //! backward pass is one multiply by the saved derivative; on LibTorch devices it is LibTorch's
 //! `gelu` and `gelu_backward`; elsewhere burn's `gelu` ([`super::gelu()`] chooses).
-//! `tests/kernels.rs` checks the first two against an f64 reference (`tests/libtorch.rs` the
+//! `tests/suite/kernels.rs` checks the first two against an f64 reference (`tests/libtorch.rs` the
 //! LibTorch one against burn's).
 //!
 //! The pass: `e = e^{−x²/2}` once, and

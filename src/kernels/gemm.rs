@@ -81,7 +81,7 @@ pub unsafe fn product_into_on(dst: ViewMut, a: View, b: View, threads: usize, pr
 /// does not accumulate too): the gemm crate (0.19) does not read the destination of a product that does not
 /// accumulate (`read_dst = false` sets its α to zero, and each of its paths then writes
 /// `β · a · b`, or zeros when the inner dimension is empty, without loading `dst`), nor does
-/// faer (0.24) with `Accum::Replace`. `tests/kernels.rs` checks that on NaN-filled
+/// faer (0.24) with `Accum::Replace`. `tests/suite/kernels.rs` checks that on NaN-filled
 /// destinations for each of those paths, through both crates.
 ///
 /// # Safety

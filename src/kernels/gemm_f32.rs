@@ -21,7 +21,7 @@ pub const FAER_MIN_ROWS_TRANSPOSED: usize = 4096;
 /// and `G·Wᵀ`, the MLM decoder's `∂E = Gᵀ·x`: faer; the weight gradients `xᵀ·G` and the
 /// decoder's short, wide `x·Eᵀ`: gemm; BENCHMARKS.md). Both crates split a product over tiles of
 /// `dst`, never over the inner dimension (results do not depend on the thread count), and
-/// neither reads `dst` when it does not accumulate (both checked in `tests/kernels.rs`).
+/// neither reads `dst` when it does not accumulate (both checked in `tests/suite/kernels.rs`).
 pub(super) unsafe fn call(
     dst: ViewMut,
     a: View,

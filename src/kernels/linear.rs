@@ -71,7 +71,7 @@ impl BackwardProducts {
 /// finishes first: the two products have the same work but not the same rate (Zen 3: the
 /// weight gradients' shapes run 20–30 % slower single-threaded than `G Wᵀ`), and the half that
 /// waited would idle. A product's sums do not depend on how `dst`'s columns are split (every
-/// kernel splits over tiles of `dst`, never the inner dimension; `tests/kernels.rs` checks the
+/// kernel splits over tiles of `dst`, never the inner dimension; `tests/suite/kernels.rs` checks the
 /// pair bit for bit against the two products whole).
 pub fn grad_input_and_weight(p: BackwardProducts) -> (Vec<f32>, Vec<f32>) {
     let (rows, cols) = (p.a.rows, p.b.cols);

@@ -6,9 +6,9 @@
 //! here, forward and backward, registered with burn's backend-extension mechanism (`FusedOps`)
 //! and its autodiff `Backward` steps. The model calls the wrappers below where [`fused`] says
 //! yes; elsewhere (another backend, or a dtype other than f32) it composes burn's own operations
-//! with the same formulas. `tests/kernels.rs` checks every kernel against that composed version,
-//! values and gradients (AdamW: `tests/optimizer.rs`, against the composed multi-tensor update;
-//! row lookups: `tests/kernel_rows.rs`, bit for bit against burn's `select`).
+//! with the same formulas. `tests/suite/kernels.rs` checks every kernel against that composed version,
+//! values and gradients (AdamW: `tests/suite/optimizer.rs`, against the composed multi-tensor update;
+//! row lookups: `tests/suite/kernel_rows.rs`, bit for bit against burn's `select`).
 //!
 //! On burn's LibTorch backend (feature `tch`) the biased products, attention, LayerNorm, GELU,
 //! dropout and the cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own

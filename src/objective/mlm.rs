@@ -17,7 +17,7 @@
 //! (`kernels::cross_entropy`: one parallel pass forward, one backward); on LibTorch devices it is
 //! LibTorch's `log_softmax` and the label's entry, differentiated by LibTorch
 //! (`kernels::torch_cross_entropy`).
-//! `tests/objective_formulas.rs` checks value and gradient against the textbook formula.
+//! `tests/suite/objective_formulas.rs` checks value and gradient against the textbook formula.
 
 use burn::prelude::*;
 

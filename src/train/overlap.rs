@@ -17,7 +17,7 @@
 //! before ([`Grads::all_reduce`](super::grads::Grads::all_reduce)).
 //!
 //! Sums are those of the unbucketed all-reduce: `0 + g` is `g`, and each float is summed over
-//! the same ranks in the same order (`tests/distributed.rs` compares whole runs bit for bit).
+//! the same ranks in the same order (`tests/suite/distributed.rs` compares whole runs bit for bit).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -10,7 +10,7 @@
 //! masked positions, kept positions, real tokens, sentences), so the sum of the replicas'
 //! gradients is the gradient of the whole micro-batch, however the counts fall: k replicas ×
 //! b rows train like one device × k·b rows (equal to f32 rounding where no random draw differs,
-//! i.e. dropout off and no generator sampling; `tests/parallel.rs`).
+//! i.e. dropout off and no generator sampling; `tests/suite/parallel.rs`).
 //!
 //! The backward passes run one after another and their gradients are added with burn tensor
 //! operations on replica 0's device; replica 0 takes the AdamW step and the others copy its

@@ -7,6 +7,8 @@ use burn::prelude::*;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+pub mod fixture_cache;
+
 /// A path under ../shared (the data sets and the transformers fixtures).
 pub fn shared(p: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -118,33 +120,73 @@ pub fn copy_files(from: &Path, to: &Path) {
     }
 }
 
+/// WikiText-2's test split prepared with a vocabulary of `vocab` pieces trained on it, 64-token
+/// examples: built once (see [`fixture_cache`]); read it, or copy it to change it.
+fn wikitext_corpus(vocab: usize) -> PathBuf {
+    let input = data("wikitext-2/wiki.test.raw");
+    let vocab = vocab.to_string();
+    let args = ["--train-vocab", vocab.as_str(), "--max-seq-len", "64"];
+    let recipe = fixture_cache::Recipe {
+        name: &format!("wikitext-{vocab}"),
+        inputs: &[&input],
+        args: &args,
+    };
+    let dir = fixture_cache::cached(&recipe, |dir| {
+        ok(bin()
+            .arg("prepare")
+            .arg("--input")
+            .arg(&input)
+            .args(args)
+            .arg("--out")
+            .arg(dir.join("corpus"))
+            .output()
+            .unwrap());
+    });
+    dir.join("corpus")
+}
+
+/// The arguments of the tiny pre-trained run that [`pretrained_tiny`] copies.
+const TINY_RUN: [&str; 7] = [
+    "pretrain",
+    "--config",
+    "tiny",
+    "--set",
+    "train.steps=20",
+    "--set",
+    "model.max_position_embeddings=128",
+];
+
 /// A tiny ELECTRA pre-trained for 20 steps on WikiText-2's test split (its own 3,000-piece
-/// vocabulary, 128 positions), in `dir/run`.
+/// vocabulary, 128 positions), built once; each call gets a copy of its own in `dir/run`.
 pub fn pretrained_tiny(dir: &Path) -> PathBuf {
-    let shards = dir.join("wiki");
-    ok(bin()
-        .arg("prepare")
-        .arg("--input")
-        .arg(data("wikitext-2/wiki.test.raw"))
-        .args(["--train-vocab", "3000", "--max-seq-len", "64", "--out"])
-        .arg(&shards)
-        .output()
-        .unwrap());
     let run = dir.join("run");
-    ok(bin()
-        .args(["pretrain", "--config", "tiny", "--run"])
-        .arg(&run)
-        .arg("--set")
-        .arg(format!("data.shards={}", shards.display()))
-        .args([
-            "--set",
-            "train.steps=20",
-            "--set",
-            "model.max_position_embeddings=128",
-        ])
-        .output()
-        .unwrap());
+    fixture_cache::copy_tree(pretrained_tiny_shared(), &run);
     run
+}
+
+/// The run [`pretrained_tiny`] copies, for the tests that only read it.
+pub fn pretrained_tiny_shared() -> &'static Path {
+    static RUN: OnceLock<PathBuf> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let corpus = wikitext_corpus(3000);
+        let shards = format!("data.shards={}", corpus.display());
+        let mut args = TINY_RUN.to_vec();
+        args.extend(["--set", shards.as_str()]);
+        let recipe = fixture_cache::Recipe {
+            name: "tiny-run",
+            inputs: &[],
+            args: &args,
+        };
+        fixture_cache::cached(&recipe, |dir| {
+            ok(bin()
+                .args(&args)
+                .arg("--run")
+                .arg(dir.join("run"))
+                .output()
+                .unwrap());
+        })
+        .join("run")
+    })
 }
 
 /// ../shared/golden's `folder` (`electra_discriminator`, `bert_tiny`: vocabulary 100) as a
@@ -207,16 +249,11 @@ pub fn other_tokenizer() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/squad/tokenizer.json")
 }
 
-/// WikiText-2 test split prepared once for all tests (vocabulary trained on it).
+/// WikiText-2's test split prepared once for all tests (a 2,000-piece vocabulary trained on
+/// it, 64-token examples), as [`prepare_wikitext`] prepares it. Read it; copy it to change it.
 pub fn shards() -> &'static Path {
-    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("wiki");
-        prepare_wikitext(&out);
-        (dir, out)
-    })
-    .1
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| wikitext_corpus(2000))
 }
 
 pub fn pretrain_cmd(run: &Path, extra: &[&str]) -> Command {

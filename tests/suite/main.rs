@@ -1,0 +1,60 @@
+//! trueneg's integration tests as one binary: a module per subject, sharing one build and one
+//! set of fixtures (`common`: the prepared corpus, the tiny pre-trained run and a fine-tuned
+//! model, each built once and cached under `target/`).
+//!
+//! Two subjects stay apart, each a binary of its own: `tests/libtorch.rs` (feature `tch` only)
+//! and `tests/host_reads.rs` (it counts the process's reads from the device, which any other
+//! test running beside it in the same process would add to).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod ablation;
+mod adding_an_objective;
+mod an_objective_is_one_file;
+mod architecture;
+mod attacks;
+mod bad_input_and_faults;
+mod bench;
+mod bootstrap;
+mod chunked_tokenizing;
+mod cline_end_to_end;
+mod cline_examples;
+mod cline_losses;
+mod columnar;
+mod contrast_sets;
+mod distributed;
+mod export_finetuned;
+mod fault_injection;
+mod file_doors;
+mod finetune;
+mod finetune_golden;
+mod fixed_step;
+mod gemm_bf16;
+mod golden;
+mod heldout;
+mod hub_ids;
+mod input_formats;
+mod inspect;
+mod kernel_rows;
+mod kernels;
+mod lexicon;
+mod memory_estimate;
+mod objective_formulas;
+mod objectives_end_to_end;
+mod optimizer;
+mod outputs_never_replace_foreign_files;
+mod oversized_runs_and_clear_messages;
+mod parallel;
+mod plots;
+mod precision;
+mod pretrain;
+mod readme_commands;
+mod readme_keys;
+mod self_synonyms;
+mod self_synonyms_training;
+mod squad_decoding;
+mod tasks;
+mod tensorboard;
+mod text;
+mod values_and_lifecycle;
