@@ -100,13 +100,13 @@ run_path=$libtorch/lib${cuda_libs:+:$cuda_libs}
 if [ -n "$check" ]; then
   echo "LIBTORCH=$libtorch"
   echo "LIBTORCH_CXX11_ABI=$abi"
+  echo "LIBTORCH_RUN_PATH=$run_path"
   exit 0
 fi
 
-# tch 0.22.0 checks for PyTorch 2.9 exactly; the range above builds and runs.
+# tch 0.22.0 checks for PyTorch 2.9 exactly; the range above builds and runs. libtorch's CUDA
+# libraries are found at run time (the library path below), not at link time (build.rs).
 export LIBTORCH=$libtorch LIBTORCH_CXX11_ABI=$abi LIBTORCH_BYPASS_VERSION_CHECK=1
-# libtorch's CUDA libraries are found at run time (the library path below), not at link time.
-export RUSTFLAGS="${RUSTFLAGS:-} -C link-arg=-Wl,--allow-shlib-undefined"
 cargo build --release --features tch "$@"
 cat <<EOF
 build-gpu: built target/release/trueneg against $libtorch. Run it with LibTorch's libraries on

@@ -205,6 +205,68 @@ pub fn transformers_folder(dir: &Path, folder: &str) -> PathBuf {
     model
 }
 
+/// The arguments of the fine-tuning that [`finetuned_rte`] copies.
+const RTE_FINETUNING: [&str; 13] = [
+    "finetune",
+    "--task",
+    "rte",
+    "--seeds",
+    "1",
+    "--epochs",
+    "1",
+    "--max-seq-len",
+    "32",
+    "--max-train-examples",
+    "8",
+    "--max-eval-examples",
+    "8",
+];
+
+/// ../shared/golden's ELECTRA discriminator fine-tuned on RTE (one seed, one epoch, 8
+/// examples, 32 tokens), built once; each call gets a copy of its own fine-tuning folder in
+/// `dir/ft`, and the seed's folder (`dir/ft/seed-1`) is returned.
+pub fn finetuned_rte(dir: &Path) -> PathBuf {
+    static FT: OnceLock<PathBuf> = OnceLock::new();
+    let cached = FT.get_or_init(|| {
+        let golden = shared("golden/electra_discriminator");
+        let (config, weights) = (golden.join("config.json"), golden.join("model.safetensors"));
+        // The base model is a fixture of its own: the fine-tuning records its path.
+        let base = fixture_cache::cached(
+            &fixture_cache::Recipe {
+                name: "golden-electra",
+                inputs: &[&config, &weights],
+                args: &[],
+            },
+            |dir| {
+                transformers_folder(dir, "electra_discriminator");
+            },
+        )
+        .join("electra_discriminator");
+        let rte = data("glue/RTE");
+        let (train, dev) = (rte.join("train.tsv"), rte.join("dev.tsv"));
+        let base_arg = base.display().to_string();
+        let mut args = RTE_FINETUNING.to_vec();
+        args.extend(["--model", base_arg.as_str()]);
+        let recipe = fixture_cache::Recipe {
+            name: "finetuned-rte",
+            inputs: &[&train, &dev],
+            args: &args,
+        };
+        fixture_cache::cached(&recipe, |dir| {
+            ok(bin()
+                .args(&args)
+                .arg("--data")
+                .arg(&rte)
+                .arg("--out")
+                .arg(dir.join("ft"))
+                .output()
+                .unwrap());
+        })
+    });
+    fixture_cache::copy_tree(cached, dir);
+    dir.join("ft/seed-1")
+}
+
 /// The Python interpreter (`TRUENEG_PYTHON`, else `python3`) when it imports `modules`
 /// (comma-separated); `TRUENEG_PYTHON`, when set, must. `None`, with a note, otherwise.
 pub fn python_with(modules: &str) -> Option<String> {

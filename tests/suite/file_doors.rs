@@ -473,20 +473,7 @@ fn a_swapped_tokenizer_of_the_same_size_is_named_by_every_command_that_reads_it(
 #[test]
 fn a_fine_tuned_models_swapped_tokenizer_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let model = common::transformers_folder(dir.path(), "electra_discriminator");
-    let ft = dir.path().join("ft");
-    ok(bin()
-        .args(["finetune", "--task", "rte", "--data"])
-        .arg(data("glue/RTE"))
-        .arg("--model")
-        .arg(&model)
-        .arg("--out")
-        .arg(&ft)
-        .args(["--seeds", "1", "--epochs", "1", "--max-seq-len", "32"])
-        .args(["--max-train-examples", "8", "--max-eval-examples", "8"])
-        .output()
-        .unwrap());
-    let seed = ft.join("seed-1");
+    let seed = common::finetuned_rte(dir.path());
     let path = seed.join("tokenizer.json");
     let mut t: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
