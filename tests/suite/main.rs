@@ -30,6 +30,7 @@ mod file_doors;
 mod finetune;
 mod finetune_golden;
 mod fixed_step;
+mod fixtures_shared;
 mod gemm_bf16;
 mod golden;
 mod heldout;
