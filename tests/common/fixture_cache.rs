@@ -9,7 +9,6 @@
 //! Callers only read a fixture; a test that changes one works on a copy ([`copy_tree`]).
 
 use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -24,14 +23,7 @@ fn root() -> PathBuf {
 fn file_digest(path: &Path) -> String {
     let mut f = File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut hash = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).unwrap();
-        if n == 0 {
-            break;
-        }
-        hash.update(&buf[..n]);
-    }
+    std::io::copy(&mut f, &mut hash).unwrap();
     format!("{:x}", hash.finalize())
 }
 

@@ -87,16 +87,28 @@ pub fn losses(run: &Path) -> Vec<(u64, f64, f64)> {
         .collect()
 }
 
-/// `trueneg prepare` of WikiText-2's test split into `out`: a 2000-token vocabulary trained on
-/// it, 64-token examples.
-pub fn prepare_wikitext(out: &Path) {
+/// `trueneg prepare`'s arguments for WikiText-2's test split: a vocabulary of `vocab` pieces
+/// trained on it, 64-token examples.
+fn wikitext_args(vocab: &str) -> [&str; 4] {
+    ["--train-vocab", vocab, "--max-seq-len", "64"]
+}
+
+/// `trueneg prepare` of WikiText-2's test split into `out` ([`wikitext_args`]).
+fn prepare_wikitext_with(vocab: &str, out: &Path) {
     ok(bin()
         .args(["prepare", "--input"])
-        .arg(shared("data/wikitext-2/wiki.test.raw"))
-        .args(["--train-vocab", "2000", "--max-seq-len", "64", "--out"])
+        .arg(data("wikitext-2/wiki.test.raw"))
+        .args(wikitext_args(vocab))
+        .arg("--out")
         .arg(out)
         .output()
         .unwrap());
+}
+
+/// `trueneg prepare` of WikiText-2's test split into `out`: a 2000-token vocabulary trained on
+/// it, 64-token examples.
+pub fn prepare_wikitext(out: &Path) {
+    prepare_wikitext_with("2000", out);
 }
 
 /// Fails with exit code ≠ 0 and a one-line error; returns that line.
@@ -125,24 +137,15 @@ pub fn copy_files(from: &Path, to: &Path) {
 fn wikitext_corpus(vocab: usize) -> PathBuf {
     let input = data("wikitext-2/wiki.test.raw");
     let vocab = vocab.to_string();
-    let args = ["--train-vocab", vocab.as_str(), "--max-seq-len", "64"];
     let recipe = fixture_cache::Recipe {
         name: &format!("wikitext-{vocab}"),
         inputs: &[&input],
-        args: &args,
+        args: &wikitext_args(&vocab),
     };
-    let dir = fixture_cache::cached(&recipe, |dir| {
-        ok(bin()
-            .arg("prepare")
-            .arg("--input")
-            .arg(&input)
-            .args(args)
-            .arg("--out")
-            .arg(dir.join("corpus"))
-            .output()
-            .unwrap());
-    });
-    dir.join("corpus")
+    fixture_cache::cached(&recipe, |dir| {
+        prepare_wikitext_with(&vocab, &dir.join("corpus"))
+    })
+    .join("corpus")
 }
 
 /// The arguments of the tiny pre-trained run that [`pretrained_tiny`] copies.

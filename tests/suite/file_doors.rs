@@ -4,15 +4,10 @@
 //! ends in one clear line, a non-zero exit, and nothing already there changed.
 
 use crate::common;
-use common::{bin, copy_files, data, fails, ok, shards};
+use common::{bin, copy_files, data, fails, ok, pretrained_tiny_shared, shards};
 
 use std::path::Path;
 use std::process::Command;
-
-/// A tiny pre-trained run shared by the tests that only read it.
-fn tiny_run() -> &'static Path {
-    common::pretrained_tiny_shared()
-}
 
 fn mkfifo(path: &Path) {
     let st = Command::new("mkfifo").arg(path).status().unwrap();
@@ -225,7 +220,7 @@ fn a_safetensors_file_is_checked_against_its_length_before_it_is_read() {
 #[test]
 fn a_folder_of_the_wrong_kind_is_named_with_what_the_command_takes() {
     let dir = tempfile::tempdir().unwrap();
-    let run = tiny_run();
+    let run = pretrained_tiny_shared();
     let ft = dir.path().join("ft");
     std::fs::create_dir_all(ft.join("seed-1")).unwrap();
     std::fs::write(ft.join("results.json"), "{}").unwrap();
@@ -291,7 +286,7 @@ fn an_output_folder_that_is_a_file_is_named() {
     c.args(["finetune", "--task", "rte", "--data"])
         .arg(data("glue/RTE"))
         .arg("--model")
-        .arg(tiny_run())
+        .arg(pretrained_tiny_shared())
         .arg("--out")
         .arg(&file);
     runs.push(c);
@@ -324,7 +319,7 @@ fn a_new_run_refuses_a_folder_holding_the_users_files() {
 
 #[test]
 fn stats_keeps_the_users_files_of_the_same_names() {
-    let run = tiny_run();
+    let run = pretrained_tiny_shared();
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("run");
     Command::new("cp")
@@ -377,7 +372,7 @@ fn ablation_refuses_a_folder_that_is_not_its_own() {
     c.args(["ablation", "--config", "tiny", "--glue"])
         .arg(data("glue"))
         .args(["--tasks", "rte", "--out"])
-        .arg(tiny_run());
+        .arg(pretrained_tiny_shared());
     let e = fails(c.output().unwrap());
     assert!(e.contains("not empty"), "{e}");
 }
@@ -388,7 +383,7 @@ fn compare_writes_into_a_folder_it_makes() {
     let out = dir.path().join("cmp/a.png");
     ok(bin()
         .args(["compare", "--runs"])
-        .arg(tiny_run())
+        .arg(pretrained_tiny_shared())
         .arg("--out")
         .arg(&out)
         .output()
@@ -423,7 +418,7 @@ fn a_swapped_tokenizer_of_the_same_size_is_named_by_every_command_that_reads_it(
     let run = dir.path().join("run");
     Command::new("cp")
         .arg("-r")
-        .arg(tiny_run())
+        .arg(pretrained_tiny_shared())
         .arg(&run)
         .status()
         .unwrap();
