@@ -23,6 +23,7 @@ pub mod error;
 pub mod eval;
 pub mod experiments;
 pub mod finetune;
+pub mod frame;
 pub mod interop;
 pub mod io;
 pub mod kernels;

@@ -1,22 +1,64 @@
-//! Ctrl-C and SIGTERM for every long command, handled one way: a command that can stop cleanly
-//! says so with [`watch`]; the first signal then asks it to stop at its next safe point (a
-//! finished step: it saves what continues the work, releases its folder and names the command
-//! that continues), and a second signal stops at once. A command that does not watch stops at
-//! once: what it writes is written atomically, and its folder lock is released by the OS.
+//! Ctrl-C and SIGTERM, handled one way for every command, installed by the command frame
+//! ([`crate::frame`]) with the command's own line and the files it holds.
+//!
+//! - A command that stops at safe points (a finished step: it saves what continues the work,
+//!   releases its folder and names the command that continues) is asked to stop by the first
+//!   signal; a second stops at once.
+//! - Any other command stops at once: the handler prints the command's line saying how to go
+//!   on, removes the lock files it holds and its own temporary files, and exits with 130. What
+//!   it wrote before is whole (every file is written atomically).
+//!
+//! SIGXFSZ (a file over `ulimit -f`) is ignored, so that the write fails with an error that
+//! names its file instead of killing the process without a word.
 
-use std::sync::Once;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, Once};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
-static WATCHED: AtomicBool = AtomicBool::new(false);
+static AT_SAFE_POINTS: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
 
-/// Installs the handler of the two signals (once per process).
+/// What a stop at once says and removes.
+struct OnStop {
+    line: String,
+    lock_files: Vec<PathBuf>,
+    /// Folders where this process's temporary files (`.PID.tmp.*`) are removed.
+    folders: Vec<PathBuf>,
+}
+
+static ON_STOP: Mutex<Option<OnStop>> = Mutex::new(None);
+
+/// Stops the process at once: the command's line, its locks and temporaries removed, exit 130.
+fn stop_now() -> ! {
+    let held = ON_STOP.lock().ok().and_then(|mut g| g.take());
+    if let Some(h) = held {
+        eprintln!("{}", h.line);
+        let own = format!(".{}.tmp.", std::process::id());
+        for dir in &h.folders {
+            for name in crate::io::read::names(dir) {
+                if name.starts_with(&own) {
+                    let _ = crate::io::write::remove_file(&dir.join(name));
+                }
+            }
+        }
+        for f in &h.lock_files {
+            let _ = crate::io::write::remove_file(f);
+        }
+    }
+    std::process::exit(130);
+}
+
+/// Installs the handler of the two signals (once per process) and ignores SIGXFSZ.
 pub fn install() {
     INSTALL.call_once(|| {
+        // SAFETY: setting a signal's disposition to "ignore" has no preconditions.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        }
         let handler = || {
-            if !WATCHED.load(Ordering::SeqCst) || REQUESTED.swap(true, Ordering::SeqCst) {
-                std::process::exit(130);
+            if !AT_SAFE_POINTS.load(Ordering::SeqCst) || REQUESTED.swap(true, Ordering::SeqCst) {
+                stop_now();
             }
             eprintln!("stopping after this step (a second Ctrl-C stops at once)");
         };
@@ -25,10 +67,38 @@ pub fn install() {
     });
 }
 
-/// Declares that this command checks [`requested`] at its safe points.
-pub fn watch() {
+/// The command's stop: `line` said when it stops at once; `at_safe_points`: the first signal
+/// only asks ([`requested`]).
+pub fn configure(line: String, at_safe_points: bool) {
     install();
-    WATCHED.store(true, Ordering::SeqCst);
+    AT_SAFE_POINTS.store(at_safe_points, Ordering::SeqCst);
+    if let Ok(mut g) = ON_STOP.lock() {
+        *g = Some(OnStop {
+            line,
+            lock_files: Vec::new(),
+            folders: Vec::new(),
+        });
+    }
+}
+
+/// The lock files the command holds, and the folders it writes into.
+pub fn hold(lock_files: Vec<PathBuf>, folders: Vec<PathBuf>) {
+    if let Ok(mut g) = ON_STOP.lock()
+        && let Some(h) = g.as_mut()
+    {
+        h.lock_files = lock_files;
+        h.folders = folders;
+    }
+}
+
+/// The command is done with its files: a signal now stops at once without removing them.
+pub fn release() {
+    if let Ok(mut g) = ON_STOP.lock()
+        && let Some(h) = g.as_mut()
+    {
+        h.lock_files.clear();
+        h.folders.clear();
+    }
 }
 
 /// Whether a signal asked the command to stop.

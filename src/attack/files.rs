@@ -43,9 +43,9 @@ pub fn write_attacked(
     seed: u64,
 ) -> Result<Vec<PathBuf>> {
     use crate::attack::{AttackKind, attack_glue_file, attack_squad, write_squad};
-    if out.exists() {
+    if crate::io::lock::has_content(out) {
         return Err(Error::Input(format!(
-            "{}: already exists; nothing is overwritten",
+            "{}: already holds files; nothing is overwritten",
             out.display()
         )));
     }

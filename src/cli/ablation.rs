@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use trueneg::experiments::ablation::{AblationOptions, AblationSpec, ablation};
 
+use trueneg::frame::{Claim, InputKind, OutputKind, Owned, Plan};
+
 use super::Ui;
 
 /// The tasks of the paper's Table 2 that ../shared holds.
@@ -77,7 +79,41 @@ pub struct Args {
     out: PathBuf,
 }
 
-pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        super::set_owned_by(&self.set, "objective.kind", "--objectives")?;
+        super::set_owned_by(&self.set, "train.seed", "--pretrain-seeds")?;
+        let mut plan = Plan::new("ablation");
+        if !trueneg::train::config::is_preset(&self.config) {
+            plan = plan.input(
+                "--config",
+                std::path::Path::new(&self.config),
+                InputKind::File("a TOML config"),
+            );
+        }
+        let cfg = trueneg::train::config::PretrainConfig::load(&self.config, &self.set)?;
+        Ok(plan
+            .inputs(cfg.inputs())
+            .input_if("--glue", self.glue.as_ref(), InputKind::TaskData)
+            .input_if("--squad", self.squad.as_ref(), InputKind::TaskData)
+            .input_if(
+                "--stats-corpus",
+                self.stats_corpus.as_ref(),
+                InputKind::Corpus,
+            )
+            .output("--out", &self.out, OutputKind::Folder)
+            .stops_at_safe_points(&format!(
+                "what finished is kept in {}: the same command continues",
+                self.out.display()
+            )))
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, ui: Ui) -> anyhow::Result<()> {
+        run(*self, claim.folder("--out"), ui)
+    }
+}
+
+fn run(a: Args, out: &Owned, ui: Ui) -> anyhow::Result<()> {
     let objectives = a
         .objectives
         .iter()
@@ -116,10 +152,9 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         stats_corpus: a.stats_corpus,
         stats_batches: a.stats_batches,
     };
-    trueneg::stop::watch();
     let (_, md) = ablation(&AblationOptions {
         spec,
-        out: a.out.clone(),
+        out: out.clone(),
         keep_models: a.keep_models,
         progress: ui.progress,
     })

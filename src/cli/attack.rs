@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use trueneg::attack::AttackKind;
+use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -32,7 +33,20 @@ pub fn attack_kind(kind: &str) -> anyhow::Result<AttackKind> {
     })
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        Ok(Plan::new("attack")
+            .input("--data", &self.data, InputKind::TaskData)
+            .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
+            .output("--out", &self.out, OutputKind::Folder))
+    }
+
+    fn run(self: Box<Self>, _: &Claim, _: super::Ui) -> anyhow::Result<()> {
+        run(*self)
+    }
+}
+
+fn run(a: Args) -> anyhow::Result<()> {
     let kind = attack_kind(&a.kind)?;
     let task = super::finetune::task(&a.task)?;
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;

@@ -62,7 +62,17 @@ fn parse_multi_tensor(s: &str) -> Result<trueneg::train::optimizer::MultiTensor,
     from_name(s, "auto, on or off")
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<trueneg::frame::Plan> {
+        Ok(trueneg::frame::Plan::new("bench"))
+    }
+
+    fn run(self: Box<Self>, _: &trueneg::frame::Claim, _: super::Ui) -> anyhow::Result<()> {
+        run(*self)
+    }
+}
+
+fn run(a: Args) -> anyhow::Result<()> {
     let Args {
         steps,
         warmup,

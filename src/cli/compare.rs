@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 
+use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+use trueneg::io::outputs::Outputs;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Run folders (each with its metrics.jsonl).
@@ -22,9 +25,23 @@ pub struct Args {
     force: bool,
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
-    let outputs = trueneg::io::outputs::Outputs::new("compare", a.force);
-    outputs.check(std::slice::from_ref(&a.out))?;
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        let mut plan = Plan::new("compare");
+        for r in &self.runs {
+            plan = plan.input("--runs", r, InputKind::Run);
+        }
+        Ok(plan
+            .output("--out", &self.out, OutputKind::File)
+            .force(self.force))
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, _: super::Ui) -> anyhow::Result<()> {
+        run(*self, claim.outputs())
+    }
+}
+
+fn run(a: Args, outputs: &Outputs) -> anyhow::Result<()> {
     let mut series = Vec::new();
     for r in &a.runs {
         let mut s = trueneg::train::metrics::metric_series(r, &a.metric)?.ok_or_else(|| {

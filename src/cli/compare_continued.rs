@@ -9,6 +9,8 @@ use trueneg::experiments::compare_continued::{CompareOptions, compare};
 use trueneg::objective::ObjectiveKind;
 use trueneg::tasks::glue::GlueTask;
 
+use trueneg::frame::{Claim, InputKind, OutputKind, Owned, Plan};
+
 use super::Ui;
 
 #[derive(clap::Args)]
@@ -60,7 +62,36 @@ pub struct Args {
     out: PathBuf,
 }
 
-pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        super::set_owned_by(&self.set, "objective.kind", "--objective")?;
+        super::set_owned_by(&self.set, "train.steps", "--steps")?;
+        super::set_owned_by(&self.set, "train.seed", "--pretrain-seeds")?;
+        super::set_owned_by(&self.set, "model.init_from", "--base-run")?;
+        Ok(Plan::new("compare-continued")
+            .input("--base-run", &self.base_run, InputKind::Run)
+            .input_if("--data", self.data.as_ref(), InputKind::PreparedCorpus)
+            .input("--task-data", &self.task_data, InputKind::TaskData)
+            .input("--contrast", &self.contrast, InputKind::TaskData)
+            .input(
+                "--hits-sentences",
+                &self.hits_sentences,
+                InputKind::File("a text file of sentences"),
+            )
+            .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
+            .output("--out", &self.out, OutputKind::Folder)
+            .stops_at_safe_points(&format!(
+                "what finished is kept in {}: the same command continues",
+                self.out.display()
+            )))
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, ui: Ui) -> anyhow::Result<()> {
+        run(*self, claim.folder("--out"), ui)
+    }
+}
+
+fn run(a: Args, out: &Owned, ui: Ui) -> anyhow::Result<()> {
     let ft = a.recipe.options(GlueTask::CadSentiment);
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
     let mut triplets: Vec<_> = read_sentences(&a.hits_sentences)?
@@ -69,7 +100,6 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         .filter_map(|(i, s)| triplet(s, &wn, 1, i as u64))
         .collect();
     triplets.truncate(a.hits_max);
-    trueneg::stop::watch();
     let (_, md) = compare(&CompareOptions {
         base_run: a.base_run,
         objective: a.objective,
@@ -83,7 +113,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         contrast: a.contrast,
         split: a.split,
         triplets,
-        out: a.out.clone(),
+        out: out.clone(),
         progress: ui.progress,
     })
     .map_err(|e| trueneg::stop::continued_by_rerun(e, &a.out))?;

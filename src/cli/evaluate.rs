@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 
+use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+use trueneg::io::outputs::Outputs;
+
 use super::Ui;
 
 #[derive(clap::Args)]
@@ -92,9 +95,8 @@ fn show_scores(s: &trueneg::finetune::scores::Scores) -> String {
 
 /// `--contrast`: the Table 4 row of this model, printed and written as contrast-<set>.md /
 /// .json, with every example's prediction in contrast-<set>-predictions.tsv.
-fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
+fn contrast(a: &Args, set: &std::path::Path, outputs: &Outputs, ui: Ui) -> anyhow::Result<()> {
     use trueneg::tasks::contrast::consistency_table;
-    let outputs = trueneg::io::outputs::Outputs::new("evaluate", a.force);
     let run =
         trueneg::eval::evaluate::evaluate_contrast(&a.model, set, &a.split, &a.device, ui.bars())?;
     let kind_name = serde_json::to_value(run.kind)?
@@ -129,16 +131,31 @@ fn contrast(a: &Args, set: &std::path::Path, ui: Ui) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        trueneg::device::device_for(&self.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
+        Ok(Plan::new("evaluate")
+            .input("--model", &self.model, InputKind::Finetuned)
+            .input_if("--data", self.data.as_ref(), InputKind::TaskData)
+            .input_if("--contrast", self.contrast.as_ref(), InputKind::TaskData)
+            .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
+            .output("--out", &self.out, OutputKind::FilesIn)
+            .force(self.force))
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, ui: Ui) -> anyhow::Result<()> {
+        run(*self, claim.outputs(), ui)
+    }
+}
+
+fn run(a: Args, outputs: &Outputs, ui: Ui) -> anyhow::Result<()> {
     use trueneg::attack::files::attack_table;
     use trueneg::eval::evaluate::{Attack, EvalRequest, evaluate_model, evaluation_files};
-    trueneg::device::device_for(&a.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
     if let Some(set) = &a.contrast {
-        return contrast(&a, set, ui);
+        return contrast(&a, set, outputs, ui);
     }
     let data = a.data.clone().expect("clap requires --data");
     // Every file this call writes is checked before the first is written.
-    let outputs = trueneg::io::outputs::Outputs::new("evaluate", a.force);
     let kind = a
         .attack
         .as_deref()
@@ -161,7 +178,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         device: &a.device,
         progress: ui.bars(),
     };
-    let original = evaluate_model(&request, &outputs)?;
+    let original = evaluate_model(&request, outputs)?;
     for e in &original {
         if let Some(s) = &e.scores {
             println!(
@@ -176,7 +193,7 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         }
         println!("wrote {}", e.written.display());
     }
-    write_scores(&outputs, &scores_file(&a.out, None), &a.model, &original)?;
+    write_scores(outputs, &scores_file(&a.out, None), &a.model, &original)?;
     let Some(kind) = kind else {
         return Ok(());
     };
@@ -186,9 +203,9 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         wordnet: &wn,
         seed: a.seed,
     });
-    let attacked = evaluate_model(&request, &outputs)?;
+    let attacked = evaluate_model(&request, outputs)?;
     write_scores(
-        &outputs,
+        outputs,
         &scores_file(&a.out, Some(kind)),
         &a.model,
         &attacked,

@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 
+use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+use trueneg::io::outputs::Outputs;
+
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["run", "model"])))]
 pub struct Args {
@@ -24,12 +27,25 @@ pub struct Args {
     force: bool,
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
-    let outputs = trueneg::io::outputs::Outputs::new("export", a.force);
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        Ok(Plan::new("export")
+            .input_if("--run", self.run.as_ref(), InputKind::Run)
+            .input_if("--model", self.model.as_ref(), InputKind::Finetuned)
+            .output("--out", &self.out, OutputKind::FilesIn)
+            .force(self.force))
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, _: super::Ui) -> anyhow::Result<()> {
+        run(*self, claim.outputs())
+    }
+}
+
+fn run(a: Args, outputs: &Outputs) -> anyhow::Result<()> {
     let dirs = match (&a.run, &a.model) {
-        (Some(run), _) => trueneg::train::export::export_run(run, a.step, &a.out, &outputs)?,
+        (Some(run), _) => trueneg::train::export::export_run(run, a.step, &a.out, outputs)?,
         (None, Some(model)) => vec![trueneg::finetune::export::export_finetuned(
-            model, &a.out, &outputs,
+            model, &a.out, outputs,
         )?],
         (None, None) => unreachable!("clap requires --run or --model"),
     };

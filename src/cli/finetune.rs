@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use trueneg::frame::{Claim, InputKind, OutputKind, Owned, Plan};
+
 use trueneg::finetune::qa_features::QaOptions;
 use trueneg::finetune::recipe::{
     EvalEvery, FinetuneOptions, HeadKind, Keep, LayerDecayRule, Recipe, Schedule,
@@ -254,12 +256,50 @@ pub fn task(name: &str) -> anyhow::Result<Task> {
     Task::parse(name).ok_or_else(|| anyhow::anyhow!("--task {name}: expected {TASKS}"))
 }
 
-pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
+impl Args {
+    /// What decides the results and comes from the command line: a run stopped before its
+    /// results continues under the same command.
+    fn identity(&self, task: Task) -> anyhow::Result<serde_json::Value> {
+        Ok(serde_json::json!({
+            "task": task.display_name(),
+            "model": std::path::absolute(&self.model)?,
+            "data": std::path::absolute(&self.data)?,
+            "seeds": self.seeds,
+            "max_train_examples": self.max_train_examples,
+            "max_eval_examples": self.max_eval_examples,
+            "doc_stride": self.doc_stride,
+        }))
+    }
+}
+
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        let task = task(&self.task)?;
+        let opts = self.options(task)?;
+        trueneg::device::device_for(&opts.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
+        trueneg::experiments::bootstrap::check_seeds("--seeds", &self.seeds)?;
+        let out = trueneg::finetune::out_folder::choose_out(
+            self.out.as_deref(),
+            &trueneg::finetune::out_folder::default_out(&self.model, task.display_name()),
+            &self.identity(task)?,
+        );
+        Ok(Plan::new("finetune")
+            .input("--model", &self.model, InputKind::Encoder)
+            .input("--data", &self.data, InputKind::TaskData)
+            .output("--out", &out, OutputKind::Folder)
+            .stops_at_safe_points(
+                "the seeds that finished are kept: the same command continues with the others",
+            ))
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, ui: Ui) -> anyhow::Result<()> {
+        run(*self, claim.folder("--out"), ui)
+    }
+}
+
+fn run(a: Args, out: &Owned, ui: Ui) -> anyhow::Result<()> {
     let task = task(&a.task)?;
-    let name = task.display_name();
     let mut opts = a.options(task)?;
-    trueneg::device::device_for(&opts.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
-    trueneg::experiments::bootstrap::check_seeds("--seeds", &a.seeds)?;
     let pre = trueneg::finetune::pretrained::load_pretrained(&a.model)?;
     // The recipe's length, when not asked for, fits the model's positions.
     let positions = pre.config.max_position_embeddings;
@@ -271,23 +311,9 @@ pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
         opts.max_seq_len = positions;
     }
     opts.check_model(&pre.config)?;
-    // What decides the results: a run stopped before them continues under the same command.
-    let settings = serde_json::json!({
-        "task": name,
-        "model": std::path::absolute(&a.model)?,
-        "data": std::path::absolute(&a.data)?,
-        "seeds": a.seeds,
-        "options": opts,
-        "max_train_examples": a.max_train_examples,
-        "max_eval_examples": a.max_eval_examples,
-        "doc_stride": a.doc_stride,
-    });
-    let claimed = trueneg::finetune::out_folder::claim_out(
-        a.out.as_deref(),
-        &trueneg::finetune::out_folder::default_out(&a.model, name),
-        &settings,
-    )?;
-    trueneg::stop::watch();
+    let mut settings = a.identity(task)?;
+    settings["options"] = serde_json::to_value(&opts)?;
+    let claimed = trueneg::finetune::out_folder::claim_out(out, &settings)?;
     let out = claimed.dir.clone();
     match tune(&a, task, &pre, &opts, &out, ui) {
         Ok(()) => Ok(()),

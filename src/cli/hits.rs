@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use trueneg::eval::hits::{hits, hits_table, read_sentences, triplet};
+use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+use trueneg::io::outputs::Outputs;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,8 +37,29 @@ pub struct Args {
     force: bool,
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
-    let outputs = trueneg::io::outputs::Outputs::new("hits", a.force);
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        let mut plan = Plan::new("hits")
+            .input("--model", &self.model, InputKind::Encoder)
+            .input(
+                "--sentences",
+                &self.sentences,
+                InputKind::File("a text file of sentences"),
+            )
+            .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
+            .force(self.force);
+        if let Some(out) = &self.out {
+            plan = plan.output("--out", out, OutputKind::FilesIn);
+        }
+        Ok(plan)
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, _: super::Ui) -> anyhow::Result<()> {
+        run(*self, claim.outputs())
+    }
+}
+
+fn run(a: Args, outputs: &Outputs) -> anyhow::Result<()> {
     let files = a
         .out
         .as_ref()

@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 
 use trueneg::eval::inspect::{InspectRequest, inspect, page, sample_tsv};
+use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+use trueneg::io::outputs::Outputs;
 use trueneg::train::stats::ProbeRequest;
 
 #[derive(clap::Args)]
@@ -44,7 +46,27 @@ pub struct Args {
     force: bool,
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        Ok(Plan::new("inspect")
+            .input("--run", &self.run, InputKind::Run)
+            .input("--corpus", &self.corpus, InputKind::Corpus)
+            .input_if(
+                "--lexicon",
+                self.lexicon.as_ref(),
+                InputKind::File("a lexicon (lexicon build's .safetensors)"),
+            )
+            .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
+            .output("--run", &self.run, OutputKind::ReportsIn)
+            .force(self.force))
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, _: super::Ui) -> anyhow::Result<()> {
+        run(*self, claim.outputs())
+    }
+}
+
+fn run(a: Args, outputs: &Outputs) -> anyhow::Result<()> {
     let run = &a.run;
     trueneg::train::run::run_model(run)?;
     let tok = trueneg::train::run::run_tokenizer(run)?;
@@ -74,7 +96,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         wordnet: &wordnet,
         sample: a.sample,
     };
-    let outputs = trueneg::io::outputs::Outputs::new("inspect", a.force);
     let files =
         |step: u64| ["tsv", "md", "json"].map(|e| run.join(format!("inspect-step-{step}.{e}")));
     if let Some(step) = a.step {

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Build a synonym table (token id → synonym token ids) for a tokenizer.
@@ -35,7 +37,48 @@ pub enum Command {
     },
 }
 
-pub fn run(c: Command) -> anyhow::Result<()> {
+impl super::Command for Command {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        let Command::Build {
+            tokenizer,
+            out,
+            wordnet,
+            embeddings,
+            checkpoint,
+            stop_words,
+            ..
+        } = self;
+        Ok(Plan::new("lexicon build")
+            .input(
+                "--tokenizer",
+                tokenizer,
+                InputKind::File("a tokenizer.json or BERT vocab.txt"),
+            )
+            .input_if("--wordnet", wordnet.as_ref(), InputKind::WordNet)
+            .input_if(
+                "--embeddings",
+                embeddings.as_ref(),
+                InputKind::File("word vectors (word2vec text or binary, or GloVe)"),
+            )
+            .input_if(
+                "--checkpoint",
+                checkpoint.as_ref(),
+                InputKind::File("a checkpoint's model.safetensors"),
+            )
+            .input_if(
+                "--stop-words",
+                stop_words.as_ref(),
+                InputKind::File("a stop-word list (one word a line)"),
+            )
+            .output("--out", out, OutputKind::File))
+    }
+
+    fn run(self: Box<Self>, _: &Claim, _: super::Ui) -> anyhow::Result<()> {
+        run(*self)
+    }
+}
+
+fn run(c: Command) -> anyhow::Result<()> {
     let Command::Build {
         tokenizer,
         out,

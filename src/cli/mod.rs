@@ -1,5 +1,7 @@
-//! The `trueneg` command line: one module per subcommand, each a clap `Args` struct and a short
-//! function that calls the library. No other module knows the command line.
+//! The `trueneg` command line: one module per subcommand, each a clap `Args` struct that is a
+//! [`Command`]: its plan (what it reads, writes and needs), then a short run that calls the
+//! library inside the frame ([`trueneg::frame::execute`]), the one path every subcommand takes.
+//! No other module knows the command line.
 
 mod ablation;
 mod attack;
@@ -33,11 +35,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     quiet: bool,
     #[command(subcommand)]
-    command: Command,
+    command: Subcommands,
 }
 
 #[derive(Subcommand)]
-enum Command {
+enum Subcommands {
     /// Tokenize and pack a corpus into memory-mapped shards.
     Prepare(prepare::Args),
     /// Pre-train (or continue) a BERT or ELECTRA model.
@@ -75,6 +77,15 @@ enum Command {
     /// The training step's benchmark beside torch_bench.py (BERT MLM + word-level SR); prints
     /// ms_per_step=.
     Bench(bench::Args),
+}
+
+/// One subcommand: its plan, then its work inside the frame that claimed the plan's outputs.
+pub trait Command {
+    /// What the command reads (each path with its kind), writes and needs, and how it stops:
+    /// read from the command line and small files only, writing nothing.
+    fn plan(&self) -> anyhow::Result<trueneg::frame::Plan>;
+    /// The work, with the outputs claimed.
+    fn run(self: Box<Self>, claim: &trueneg::frame::Claim, ui: Ui) -> anyhow::Result<()>;
 }
 
 /// How the command reports progress: a bar on a terminal, plain log lines otherwise.
@@ -131,7 +142,20 @@ pub fn replaced_share(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The WordNet folder given, else Debian's wordnet-base.
+/// Refuses a `--set KEY=…` where the command's own `flag` decides `key`: the command would
+/// otherwise override one of the two without a word.
+fn set_owned_by(set: &[String], key: &str, flag: &str) -> anyhow::Result<()> {
+    match set
+        .iter()
+        .find(|s| s.split_once('=').is_some_and(|(k, _)| k.trim() == key))
+    {
+        Some(s) => {
+            anyhow::bail!("--set {s}: {flag} decides {key} for this command; give it there instead")
+        }
+        None => Ok(()),
+    }
+}
+
 /// The table Hard Correction's reports on `run` use: `lexicon`, else the run's own
 /// `lexicon.safetensors`, else `wordnet()` (WordNet's for the run's tokenizer `tok`, built only
 /// when neither file is there).
@@ -148,13 +172,13 @@ fn run_synonym_table(
     })
 }
 
+/// The WordNet folder given, else Debian's wordnet-base.
 fn wordnet_dir(path: &Option<PathBuf>) -> PathBuf {
     path.clone()
         .unwrap_or_else(trueneg::text::default_corpus::default_wordnet_dir)
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    trueneg::stop::install();
     let ui = Ui {
         progress: if cli.quiet {
             Progress::Hidden
@@ -164,20 +188,22 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Progress::Lines
         },
     };
-    match cli.command {
-        Command::Prepare(a) => prepare::run(a, ui),
-        Command::Pretrain(a) => pretrain::run(a, ui),
-        Command::Export(a) => export::run(a),
-        Command::Lexicon { command } => lexicon::run(command),
-        Command::Stats(a) => stats::run(a),
-        Command::Inspect(a) => inspect::run(a),
-        Command::Compare(a) => compare::run(a),
-        Command::Finetune(a) => finetune::run(a, ui),
-        Command::Attack(a) => attack::run(a),
-        Command::Evaluate(a) => evaluate::run(a, ui),
-        Command::Hits(a) => hits::run(a),
-        Command::CompareContinued(a) => compare_continued::run(a, ui),
-        Command::Ablation(a) => ablation::run(a, ui),
-        Command::Bench(a) => bench::run(a),
-    }
+    let command: Box<dyn Command> = match cli.command {
+        Subcommands::Prepare(a) => Box::new(a),
+        Subcommands::Pretrain(a) => Box::new(a),
+        Subcommands::Export(a) => Box::new(a),
+        Subcommands::Lexicon { command } => Box::new(command),
+        Subcommands::Stats(a) => Box::new(a),
+        Subcommands::Inspect(a) => Box::new(a),
+        Subcommands::Compare(a) => Box::new(a),
+        Subcommands::Finetune(a) => Box::new(a),
+        Subcommands::Attack(a) => Box::new(a),
+        Subcommands::Evaluate(a) => Box::new(a),
+        Subcommands::Hits(a) => Box::new(a),
+        Subcommands::CompareContinued(a) => Box::new(a),
+        Subcommands::Ablation(a) => Box::new(a),
+        Subcommands::Bench(a) => Box::new(a),
+    };
+    let plan = command.plan()?;
+    trueneg::frame::execute(&plan, |claim| command.run(claim, ui))
 }

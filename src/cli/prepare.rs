@@ -6,6 +6,8 @@ use trueneg::text::prepare::{PrepareOptions, RecordMaker, prepare};
 use trueneg::text::prepare_triples::TripleMaker;
 use trueneg::text::triples::TripleConfig;
 
+use trueneg::frame::{Claim, InputKind, OutputKind, Owned, Plan};
+
 use super::Ui;
 
 #[derive(clap::Args)]
@@ -64,29 +66,57 @@ pub struct Args {
     wordnet: Option<PathBuf>,
 }
 
-pub fn run(a: Args, ui: Ui) -> anyhow::Result<()> {
-    let r = prepare(&PrepareOptions {
-        inputs: a.input,
-        tokenizer: a.tokenizer,
-        train_vocab: a.train_vocab,
-        max_seq_len: a.max_seq_len,
-        out: a.out.clone(),
-        seed: a.seed,
-        examples_per_shard: a.examples_per_shard,
-        show_progress: ui.bars(),
-        text_field: Some(a.text_field.clone()),
-        records: a.triples.then(|| {
-            Box::new(TripleMaker {
-                config: TripleConfig {
-                    syn_ratio: a.syn_ratio,
-                    ant_ratio: a.ant_ratio,
-                    cap: a.cap,
-                    co_synonym_antonyms: a.co_synonym_antonyms,
-                },
-                wordnet: super::wordnet_dir(&a.wordnet),
-            }) as Box<dyn RecordMaker>
-        }),
-    })?;
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        let mut plan = Plan::new("prepare");
+        for input in &self.input {
+            plan = plan.input("--input", input, InputKind::TextCorpus);
+        }
+        Ok(plan
+            .input_if(
+                "--tokenizer",
+                self.tokenizer.as_ref(),
+                InputKind::File("a tokenizer.json or BERT vocab.txt"),
+            )
+            .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
+            .output("--out", &self.out, OutputKind::Folder)
+            .stops_at_once(&format!(
+                "run the same command again (it first clears what this one left in {})",
+                self.out.display()
+            )))
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, ui: Ui) -> anyhow::Result<()> {
+        run(*self, claim.folder("--out"), ui)
+    }
+}
+
+fn run(a: Args, out: &Owned, ui: Ui) -> anyhow::Result<()> {
+    let r = prepare(
+        &PrepareOptions {
+            inputs: a.input,
+            tokenizer: a.tokenizer,
+            train_vocab: a.train_vocab,
+            max_seq_len: a.max_seq_len,
+            out: a.out.clone(),
+            seed: a.seed,
+            examples_per_shard: a.examples_per_shard,
+            show_progress: ui.bars(),
+            text_field: Some(a.text_field.clone()),
+            records: a.triples.then(|| {
+                Box::new(TripleMaker {
+                    config: TripleConfig {
+                        syn_ratio: a.syn_ratio,
+                        ant_ratio: a.ant_ratio,
+                        cap: a.cap,
+                        co_synonym_antonyms: a.co_synonym_antonyms,
+                    },
+                    wordnet: super::wordnet_dir(&a.wordnet),
+                }) as Box<dyn RecordMaker>
+            }),
+        },
+        out,
+    )?;
     let m = &r.manifest;
     if let Some(c) = &m.triples {
         println!(

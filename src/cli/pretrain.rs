@@ -8,6 +8,8 @@ use trueneg::train::run::RunFolder;
 use trueneg::train::run::{new_run, resume_run};
 use trueneg::train::{RunOptions, pretrain_in};
 
+use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+
 use super::Ui;
 
 #[derive(clap::Args)]
@@ -41,29 +43,81 @@ pub struct Args {
     wordnet: Option<PathBuf>,
 }
 
-pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
+impl Args {
+    /// `--set` with `--devices` as `train.devices`.
+    fn overrides(&self) -> Vec<String> {
+        let mut set = self.set.clone();
+        if !self.devices.is_empty() {
+            let names: Vec<String> = self.devices.iter().map(|d| format!("{d:?}")).collect();
+            set.push(format!("train.devices=[{}]", names.join(", ")));
+        }
+        set
+    }
+}
+
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        if !self.devices.is_empty() {
+            super::set_owned_by(&self.set, "train.devices", "--devices")?;
+        }
+        let mut plan = Plan::new("pretrain")
+            .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
+            .stops_at_safe_points(
+                "the run stops at its next step: what it saved continues with `trueneg pretrain --resume`",
+            );
+        // Under a launcher, rank 0 alone claims the run folder; the others follow it.
+        let main = trueneg::dist::World::from_env()?.is_main();
+        match (&self.resume, &self.config) {
+            (Some(dir), _) => {
+                plan = plan.input("--resume", dir, InputKind::Run);
+                let file = dir.join("config.toml");
+                if trueneg::io::read::is_file(&file) {
+                    let cfg = PretrainConfig::load_file(&file, &self.overrides())?;
+                    plan = plan.inputs(cfg.inputs());
+                }
+                if main {
+                    plan = plan.output("--resume", dir, OutputKind::Continued);
+                }
+            }
+            (None, Some(c)) => {
+                if !trueneg::train::config::is_preset(c) {
+                    plan = plan.input("--config", Path::new(c), InputKind::File("a TOML config"));
+                }
+                let cfg = PretrainConfig::load(c, &self.overrides())?;
+                plan = plan.inputs(cfg.inputs());
+                if main {
+                    plan = plan.output("--run", &run_folder(self, c), OutputKind::Folder);
+                }
+            }
+            (None, None) => unreachable!("clap requires --config or --resume"),
+        }
+        Ok(plan)
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, ui: Ui) -> anyhow::Result<()> {
+        run(*self, claim, ui)
+    }
+}
+
+fn run(mut a: Args, claim: &Claim, ui: Ui) -> anyhow::Result<()> {
     if let Some(dir) = &a.wordnet {
         trueneg::text::default_corpus::choose_wordnet_dir(dir)?;
     }
-    if !a.devices.is_empty() {
-        let names: Vec<String> = a.devices.iter().map(|d| format!("{d:?}")).collect();
-        a.set.push(format!("train.devices=[{}]", names.join(", ")));
-    }
+    a.set = a.overrides();
     // Under a launcher, every rank joins the group before anything else; rank 0 alone claims
     // the run folder and prepares the default corpus, the others wait for it at a barrier.
     let world = trueneg::dist::World::from_env()?;
     let timeout = std::time::Duration::from_secs(a.collective_timeout.max(1));
     let group = trueneg::dist::Group::join(&world, timeout)?;
-    let (folder, cfg, run_dir, resume) = if world.is_main() {
-        let folder = claim(&a)?;
-        let (cfg, dir, resume) = (folder.config.clone(), folder.dir.clone(), folder.resume);
-        (Some(folder), cfg, dir, resume)
+    let (cfg, run_dir, resume) = if world.is_main() {
+        let folder = claimed_run(&a, claim)?;
+        (folder.config, folder.dir, folder.resume)
     } else {
         if let Some(g) = &group {
             g.barrier()?;
         }
         let (cfg, dir) = follow(&a)?;
-        (None, cfg, dir, a.resume.is_some())
+        (cfg, dir, a.resume.is_some())
     };
     let cfg = &cfg;
     // Device names, counts and kinds are checked before any work (the default corpus).
@@ -73,7 +127,7 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
     let shards_dir = match &cfg.data.shards {
         Some(d) => d.clone(),
         None if world.is_main() => trueneg::train::default_data::ensure_default_shards(
-            &run_dir,
+            claim.folder(if resume { "--resume" } else { "--run" }),
             &cfg.data,
             cfg.train.seed,
             ui.bars(),
@@ -86,8 +140,6 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
         g.barrier()?;
     }
     let shards = ShardSet::open(&shards_dir)?;
-    // A second signal stops at once (the checkpoints on disk are whole either way).
-    trueneg::stop::watch();
     let s = pretrain_in(
         cfg,
         &shards,
@@ -99,8 +151,6 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
         },
         group,
     )?;
-    // The run folder stays claimed until the last step of every rank is done.
-    drop(folder);
     if !world.is_main() {
         return Ok(());
     }
@@ -130,11 +180,11 @@ pub fn run(mut a: Args, ui: Ui) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Rank 0 (or the only process): claims the run folder, new or resumed.
-fn claim(a: &Args) -> anyhow::Result<RunFolder> {
+/// Rank 0 (or the only process): the run in the folder the frame claimed, new or resumed.
+fn claimed_run(a: &Args, claim: &Claim) -> anyhow::Result<RunFolder> {
     Ok(match (&a.resume, &a.config) {
-        (Some(dir), _) => resume_run(dir, &a.set)?,
-        (None, Some(c)) => new_run(config(c, &a.set)?, &run_folder(a, c))?,
+        (Some(_), _) => resume_run(claim.folder("--resume"), &a.set)?,
+        (None, Some(c)) => new_run(config(c, &a.set)?, claim.folder("--run"))?,
         (None, None) => unreachable!("clap requires --config or --resume"),
     })
 }

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+use trueneg::io::outputs::Outputs;
 use trueneg::plot::{Series, line_plot};
 
 #[derive(clap::Args)]
@@ -28,7 +30,26 @@ pub struct Args {
     force: bool,
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
+impl super::Command for Args {
+    fn plan(&self) -> anyhow::Result<Plan> {
+        Ok(Plan::new("stats")
+            .input("--checkpoints", &self.checkpoints, InputKind::Run)
+            .input("--corpus", &self.corpus, InputKind::Corpus)
+            .input_if(
+                "--lexicon",
+                self.lexicon.as_ref(),
+                InputKind::File("a lexicon (lexicon build's .safetensors)"),
+            )
+            .output("--checkpoints", &self.checkpoints, OutputKind::ReportsIn)
+            .force(self.force))
+    }
+
+    fn run(self: Box<Self>, claim: &Claim, _: super::Ui) -> anyhow::Result<()> {
+        run(*self, claim.outputs())
+    }
+}
+
+fn run(a: Args, outputs: &Outputs) -> anyhow::Result<()> {
     let run = &a.checkpoints;
     // A folder of another kind is named as such before anything else is read.
     trueneg::train::run::run_model(run)?;
@@ -44,7 +65,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     // Files of the user's with these names are not replaced (nor anything with --force
     // that another command wrote): checked before the checkpoints are measured.
-    let outputs = trueneg::io::outputs::Outputs::new("stats", a.force);
     let [png, json_file, md_file] =
         ["png", "json", "md"].map(|e| run.join(format!("correction-stats.{e}")));
     outputs.check(&[png.clone(), json_file.clone(), md_file.clone()])?;

@@ -87,8 +87,10 @@ fn pretrain_run(
     seed: u64,
     shards: &Path,
 ) -> Result<bool> {
-    let dir = o.out.join("pretrain").join(AblationSpec::tag(kind, seed));
-    let folder = if dir.join("config.toml").exists() {
+    let dir = o
+        .out
+        .child(Path::new("pretrain").join(AblationSpec::tag(kind, seed)))?;
+    let folder = if dir.dir().join("config.toml").exists() {
         resume_run(&dir, &[])?
     } else {
         new_run(run_config(&o.spec, steps, kind, seed, shards)?, &dir)?
@@ -98,7 +100,7 @@ fn pretrain_run(
         &folder.config,
         &set,
         &RunOptions {
-            run_dir: dir,
+            run_dir: dir.dir().to_path_buf(),
             resume: folder.resume,
             progress: o.progress,
             stop: Some(crate::stop::flag()),
@@ -299,10 +301,8 @@ pub fn ablation(
 ) -> Result<(crate::experiments::ablation_report::AblationReport, String)> {
     let spec = &o.spec;
     spec.validate()?;
-    crate::io::write::folder(&o.out)?;
-    let _lock = crate::io::lock::FolderLock::acquire(&o.out, "trueneg ablation")?;
     let settings = serde_json::to_value(spec).expect("spec as JSON");
-    crate::io::outputs::claim_folder(&o.out, "experiment.json", &settings)?;
+    crate::io::outputs::claim_folder(o.out.dir(), "experiment.json", &settings)?;
 
     // One corpus for every run: the config's shards, or the embedded default prepared once.
     let base = PretrainConfig::load(&spec.config, &spec.overrides)?;
@@ -318,7 +318,7 @@ pub fn ablation(
     let hc_runs = spec.objectives.iter().any(|k| k.reports_corrections());
     let stats_corpus = match (&spec.stats_corpus, &base.data.shards) {
         (Some(c), _) => Some(c.clone()),
-        (None, None) => Some(o.out.join("corpus").join("wordnet-glosses.txt")),
+        (None, None) => Some(o.out.dir().join("corpus").join("wordnet-glosses.txt")),
         (None, Some(_)) if hc_runs => {
             return Err(Error::Config(
                 "--stats-corpus: the HC statistics need a text corpus (e.g. WikiText-2's wiki.test.raw, as in the paper)".into(),
@@ -344,14 +344,14 @@ pub fn ablation(
     for &seed in &spec.pretrain_seeds {
         for &kind in &spec.objectives {
             let tag = AblationSpec::tag(kind, seed);
-            let run = o.out.join("pretrain").join(&tag);
+            let run = o.out.dir().join("pretrain").join(&tag);
             stages.begin(&format!("pre-train {tag}"));
             let ran = pretrain_run(o, base.train.steps, kind, seed, &shards)?;
             stages.finish(ran);
 
             let stats = if kind.reports_corrections() {
                 stages.begin(&format!("HC statistics of {tag}"));
-                let path = o.out.join("stats").join(format!("{tag}.json"));
+                let path = o.out.dir().join("stats").join(format!("{tag}.json"));
                 let corpus = stats_corpus.as_ref().expect("checked above");
                 let (s, ran) = stats_stage(&run, corpus, spec.stats_batches, &path)?;
                 stages.finish(ran);
@@ -364,7 +364,12 @@ pub fn ablation(
             let mut glue = Vec::new();
             for &task in &spec.tasks {
                 stages.begin(&format!("fine-tune {tag} on {}", task.dir_name()));
-                let dir = o.out.join("finetune").join(&tag).join(task.dir_name());
+                let dir = o
+                    .out
+                    .dir()
+                    .join("finetune")
+                    .join(&tag)
+                    .join(task.dir_name());
                 let (r, ran) = glue_stage(o, task, &run, &dir, &mut pre)?;
                 stages.finish(ran);
                 glue.push(r);
@@ -374,7 +379,7 @@ pub fn ablation(
                 None => None,
                 Some(data) => {
                     stages.begin(&format!("SQuAD and its attacks on {tag}"));
-                    let dir = o.out.join("squad").join(&tag);
+                    let dir = o.out.dir().join("squad").join(&tag);
                     let (r, ran) = squad_run(o, data, &run, &dir, &mut pre)?;
                     stages.finish(ran);
                     Some(r)
@@ -391,6 +396,6 @@ pub fn ablation(
         }
     }
     let report = crate::experiments::ablation_report::build(spec, runs);
-    let md = crate::experiments::ablation_report::write(&report, &o.out)?;
+    let md = crate::experiments::ablation_report::write(&report, o.out.dir())?;
     Ok((report, md))
 }

@@ -62,7 +62,8 @@ pub struct AblationSpec {
 
 pub struct AblationOptions {
     pub spec: AblationSpec,
-    pub out: PathBuf,
+    /// The experiment's folder, claimed by the command frame.
+    pub out: crate::frame::Owned,
     /// Keep the fine-tuned models (`finetune/<tag>/<TASK>/seed-N/`); by default only their
     /// scores and predictions stay.
     pub keep_models: bool,

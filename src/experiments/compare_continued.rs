@@ -55,7 +55,8 @@ pub struct CompareOptions {
     pub split: String,
     /// Hits triplets (already built from sentences).
     pub triplets: Vec<Triplet>,
-    pub out: PathBuf,
+    /// The comparison's folder, claimed by the command frame.
+    pub out: crate::frame::Owned,
     pub progress: Progress,
 }
 
@@ -106,7 +107,9 @@ type Measure<T> = (&'static str, fn(&T) -> f64);
 /// config with `train.steps`, the seed, one final checkpoint and the overrides; `log_every` is
 /// cut to the steps, and a warmup as long as the run is cut to a tenth of it.
 fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<()> {
-    let folder = if dir.join("config.toml").exists() {
+    let rel = dir.strip_prefix(o.out.dir()).unwrap_or(dir);
+    let dir = &o.out.child(rel)?;
+    let folder = if dir.dir().join("config.toml").exists() {
         resume_run(dir, &[])?
     } else {
         let base_cfg = o.base_run.join("config.toml");
@@ -147,7 +150,7 @@ fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<
         cfg,
         &shards,
         &RunOptions {
-            run_dir: dir.to_path_buf(),
+            run_dir: dir.dir().to_path_buf(),
             resume: folder.resume,
             progress: o.progress,
             stop: Some(crate::stop::flag()),
@@ -270,9 +273,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     }
     o.finetune.validate()?;
     check_inputs(o)?;
-    crate::io::write::folder(&o.out)?;
-    let _lock = crate::io::lock::FolderLock::acquire(&o.out, &format!("trueneg {COMMAND}"))?;
-    crate::io::outputs::claim_folder(&o.out, "comparison.json", &settings(o))?;
+    crate::io::outputs::claim_folder(o.out.dir(), "comparison.json", &settings(o))?;
     let arm_names = [BASELINE, o.objective.name()];
     let mut stages = Stages::new(
         COMMAND,
@@ -286,14 +287,14 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
         let mut runs = Vec::new();
         for &ps in &o.pretrain_seeds {
             let tag = format!("{arm}-seed{ps}");
-            let run = o.out.join("pretrain").join(&tag);
+            let run = o.out.dir().join("pretrain").join(&tag);
             stages.begin(&format!("pre-train {tag}"));
             pretrain_arm(o, arm, ps, &run)?;
             stages.finish(true);
             runs.push(run.clone());
 
             stages.begin(&format!("fine-tune {tag} on CAD-sentiment"));
-            let ft = o.out.join("finetune").join(&tag);
+            let ft = o.out.dir().join("finetune").join(&tag);
             let result = finetuned(o, &run, &ft)?;
             for (&fs, s) in o.finetune_seeds.iter().zip(&result.per_seed) {
                 let seed_dir = ft.join(format!("seed-{fs}"));
@@ -309,7 +310,7 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
             stages.finish(true);
 
             stages.begin(&format!("Hits of {tag}"));
-            let hits_path = o.out.join("hits").join(format!("{tag}.json"));
+            let hits_path = o.out.dir().join("hits").join(format!("{tag}.json"));
             let h = hits_of(o, &run, &hits_path)?;
             hits_all.push(h);
             stages.finish(true);
@@ -338,8 +339,8 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
         difference,
     };
     let md = report_table(&report, o);
-    crate::io::write_atomic(&o.out.join("report.md"), md.as_bytes())?;
-    crate::io::write_json(&o.out.join("report.json"), &report)?;
+    crate::io::write_atomic(&o.out.dir().join("report.md"), md.as_bytes())?;
+    crate::io::write_json(&o.out.dir().join("report.json"), &report)?;
     Ok((report, md))
 }
 

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::seeds::TRAINED;
+use crate::frame::Owned;
 use crate::{Error, Result};
 
 /// The default output folder of a fine-tuning run.
@@ -18,27 +19,28 @@ pub fn default_out(model: &Path, task: &str) -> PathBuf {
 pub const SETTINGS: &str = "finetune.json";
 
 /// Whether `dir` can take a fine-tuning run of `settings`: new or empty, or the unfinished
-/// run of the same settings (no `results.json` yet).
+/// run (no `results.json` yet) whose recorded settings agree with every field of `settings`
+/// given (the command line's: the options the model decides are left out).
 fn takes(dir: &Path, settings: &serde_json::Value) -> bool {
     use crate::io::lock::has_content;
+    let agrees = |saved: serde_json::Value| {
+        settings
+            .as_object()
+            .into_iter()
+            .flatten()
+            .all(|(k, v)| saved.get(k) == Some(v))
+    };
     !has_content(dir)
         || (!dir.join("results.json").exists()
-            && crate::io::read_json::<serde_json::Value>(&dir.join(SETTINGS))
-                .is_ok_and(|s| &s == settings))
+            && crate::io::read_json::<serde_json::Value>(&dir.join(SETTINGS)).is_ok_and(agrees))
 }
 
-/// The output folder of a fine-tuning run of `settings`, locked for this process: `out` when
-/// given, else `default` or the first of `default-2`, `default-3`, … beside it that can take
-/// it. A folder takes a run when it is new or empty, or holds the unfinished run of the same
-/// settings, which then continues (its finished seeds are kept); results and `seed-N/` of
-/// another run are never overwritten.
-pub fn claim_out(
-    out: Option<&Path>,
-    default: &Path,
-    settings: &serde_json::Value,
-) -> Result<ClaimedOut> {
-    use crate::io::lock::{FolderLock, has_content};
-    let dir = match out {
+/// The output folder of a fine-tuning run of `settings`: `out` when given, else `default` or
+/// the first of `default-2`, `default-3`, … beside it that can take it. A folder takes a run
+/// when it is new or empty, or holds the unfinished run of the same settings, which then
+/// continues (its finished seeds are kept).
+pub fn choose_out(out: Option<&Path>, default: &Path, settings: &serde_json::Value) -> PathBuf {
+    match out {
         Some(o) => o.to_path_buf(),
         None => (1..)
             .map(|i| {
@@ -51,31 +53,35 @@ pub fn claim_out(
             })
             .find(|d| takes(d, settings))
             .expect("a free name"),
-    };
-    let created = !crate::io::read::exists(&dir);
-    let lock = FolderLock::acquire(&dir, "trueneg finetune")?;
-    if dir.join("results.json").exists() || (has_content(&dir) && !dir.join(SETTINGS).exists()) {
+    }
+}
+
+/// The claimed output folder `out` taken by a fine-tuning run of `settings`: results and
+/// `seed-N/` of another run are never overwritten, and an unfinished run continues only with
+/// the same settings.
+pub fn claim_out(out: &Owned, settings: &serde_json::Value) -> Result<ClaimedOut> {
+    let dir = out.dir().to_path_buf();
+    if dir.join("results.json").exists()
+        || (crate::io::lock::has_content(&dir) && !dir.join(SETTINGS).exists())
+    {
         return Err(Error::Config(format!(
             "{}: not empty (an earlier fine-tuning run?); choose another --out, nothing was changed",
             dir.display()
         )));
     }
     crate::io::outputs::claim_folder(&dir, SETTINGS, settings)?;
-    Ok(ClaimedOut { dir, lock, created })
+    Ok(ClaimedOut { dir })
 }
 
 /// A fine-tuning output folder held by this process ([`claim_out`]).
 #[derive(Debug)]
 pub struct ClaimedOut {
     pub dir: PathBuf,
-    pub lock: crate::io::lock::FolderLock,
-    /// This process made the folder.
-    created: bool,
 }
 
 impl ClaimedOut {
-    /// After a failure: when no seed has finished, what the run wrote goes (its settings,
-    /// unfinished seed folders, and the folder itself when the run made it), so that nothing
+    /// After a failure: when no seed has finished, what the run wrote goes (its settings and
+    /// unfinished seed folders; the frame then removes the folder it made), so that nothing
     /// stands in the way of the same command or of another; finished seeds stay for the same
     /// command to continue from.
     pub fn forget_unstarted(self) {
@@ -91,10 +97,5 @@ impl ClaimedOut {
             let _ = crate::io::write::remove_folder(&self.dir.join(s));
         }
         let _ = crate::io::write::remove_file(&self.dir.join(SETTINGS));
-        let Self { dir, lock, created } = self;
-        drop(lock);
-        if created {
-            crate::io::write::remove_empty_folder(&dir);
-        }
     }
 }

@@ -48,8 +48,14 @@ impl FolderLock {
     /// Creates `dir` if needed and takes its lock for `what` (e.g. "pretrain"); fails, naming the
     /// holder, when another live process has it.
     pub fn acquire(dir: &Path, what: &str) -> Result<Self> {
+        Self::acquire_named(dir, LOCK_FILE, what)
+    }
+
+    /// As [`acquire`](Self::acquire), with the lock file `name` (a hidden `.trueneg…lock`):
+    /// one writer of one file, or of the reports beside a run, rather than of the whole folder.
+    pub fn acquire_named(dir: &Path, name: &str, what: &str) -> Result<Self> {
         super::write::folder(dir)?;
-        let path = dir.join(LOCK_FILE);
+        let path = dir.join(name);
         loop {
             let existed = path.exists();
             let mut file = OpenOptions::new()
@@ -93,6 +99,13 @@ impl FolderLock {
     }
 }
 
+impl FolderLock {
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
 impl Drop for FolderLock {
     fn drop(&mut self) {
         // Removed while still locked: a process waiting on this file retries on a new one.
@@ -100,11 +113,17 @@ impl Drop for FolderLock {
     }
 }
 
-/// Whether `dir` holds anything but a lock file (a missing folder is empty).
+/// Whether `name` is one of trueneg's own bookkeeping files in a folder: its lock files and its
+/// record of outputs (`.trueneg…`).
+pub fn is_bookkeeping(name: &str) -> bool {
+    name.starts_with(".trueneg")
+}
+
+/// Whether `dir` holds anything but trueneg's bookkeeping files (a missing folder is empty).
 pub fn has_content(dir: &Path) -> bool {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .filter_map(|e| e.ok())
-        .any(|e| e.file_name() != LOCK_FILE)
+        .any(|e| !is_bookkeeping(&e.file_name().to_string_lossy()))
 }

@@ -37,11 +37,32 @@ fn read_record(record: &Path) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// The record's key for the folder itself: the command that made it, and so owns it.
+const FOLDER_OWNER: &str = ".";
+
+/// The command that made the folder `dir` (`trueneg prepare`, …), as its record says.
+pub fn owner(dir: &Path) -> Option<String> {
+    read_record(&dir.join(RECORD)).remove(FOLDER_OWNER)
+}
+
+/// Records `command` as the maker of the folder `dir`, before anything else is written there.
+pub fn set_owner(dir: &Path, command: &str) -> Result<()> {
+    let record = dir.join(RECORD);
+    let mut written = read_record(&record);
+    written.insert(FOLDER_OWNER.into(), command.into());
+    crate::io::write_json(&record, &written)
+}
+
+/// What a command writes its name as, in records and lock files: `trueneg <command>`.
+pub fn command_name(command: &str) -> String {
+    format!("trueneg {command}")
+}
+
 impl Outputs {
     /// `command`: the subcommand's name as the user types it (`evaluate`, `export`, …).
     pub fn new(command: &str, force: bool) -> Self {
         Self {
-            command: format!("trueneg {command}"),
+            command: command_name(command),
             force,
         }
     }

@@ -217,3 +217,10 @@ pub fn map(path: &Path) -> Result<memmap2::Mmap> {
     // SAFETY: see above; a file replaced by rename keeps the mapped inode unchanged.
     unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io(path, e))
 }
+
+/// The identity of the file or folder at `path` (its device and inode), whatever its spelling:
+/// `./x`, `x` and a link to `x` are one file. `None` when nothing is there.
+pub fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}

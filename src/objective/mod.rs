@@ -243,6 +243,25 @@ impl ObjectiveConfig {
     pub fn paths_mut(&mut self) -> Vec<&mut Option<std::path::PathBuf>> {
         vec![&mut self.hc.lexicon, &mut self.hc.hc_self_stop_words]
     }
+
+    /// The files the values name, each with its key and what it must be, for the command's plan.
+    pub fn input_files(&self) -> Vec<(&'static str, &std::path::PathBuf, &'static str)> {
+        [
+            (
+                "objective.lexicon",
+                &self.hc.lexicon,
+                "a lexicon (lexicon build's .safetensors)",
+            ),
+            (
+                "objective.hc_self_stop_words",
+                &self.hc.hc_self_stop_words,
+                "a stop-word list (one word a line)",
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(k, p, what)| p.as_ref().map(|p| (k, p, what)))
+        .collect()
+    }
 }
 
 /// What a part may need to set itself up: the run's shards (its tokenizer), its folder, and a

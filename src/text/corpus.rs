@@ -445,6 +445,48 @@ fn text_lines(text: &str) -> Vec<String> {
 }
 
 /// Reads all documents of one file (see [`CorpusReader`] for the errors).
+/// The documents of the text files `inputs` (files or folders of them) handed to `take` one at a
+/// time, until it returns false: memory holds one document, a document longer than
+/// `max_document_bytes` being handed over in pieces of about that size.
+pub fn take_documents(
+    inputs: &[PathBuf],
+    max_document_bytes: usize,
+    mut take: impl FnMut(Document) -> bool,
+) -> Result<()> {
+    let (files, _) = list_inputs(inputs)?;
+    for file in files {
+        let mut reader = CorpusReader::open(&file)?;
+        let mut current: Option<(u64, Document, usize)> = None;
+        loop {
+            let batch = reader.next_batch(1 << 20)?;
+            if batch.is_empty() {
+                break;
+            }
+            for p in batch {
+                let full = current
+                    .as_ref()
+                    .is_some_and(|(d, _, bytes)| *d != p.doc || *bytes >= max_document_bytes);
+                if full
+                    && let Some((_, doc, _)) = current.take()
+                    && !take(doc)
+                {
+                    return Ok(());
+                }
+                let (_, doc, bytes) =
+                    current.get_or_insert_with(|| (p.doc, Document::default(), 0));
+                *bytes += p.text.len();
+                doc.lines.push(p.text);
+            }
+        }
+        if let Some((_, doc, _)) = current
+            && !take(doc)
+        {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
 pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
     let mut reader = CorpusReader::open(path)?;
     let mut docs: Vec<Document> = Vec::new();

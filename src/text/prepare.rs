@@ -21,6 +21,7 @@ use super::shards::{
     FORMAT_VERSION, MANIFEST, Manifest, ShardInfo, ShardWriter, TripleData, encode_records,
 };
 use super::tokenizer::WordPieceTokenizer;
+use crate::frame::Owned;
 use crate::{Error, Result};
 
 /// What `prepare` reads and writes (`Default`: no inputs, packed examples, `text` fields).
@@ -98,14 +99,21 @@ fn remove_outputs(dir: &Path, own: &[&str]) {
     }
 }
 
-/// Tokenizes and packs the corpus into `opts.out`, which must be new or empty (a folder left by
-/// a killed `prepare` counts as empty: its partial shards are removed). One process at a time
-/// per folder; on an error nothing written stays behind.
-pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
+/// Tokenizes and packs the corpus into `opts.out`, the folder `out` the command frame claimed:
+/// new or empty, or left by an earlier `prepare` that did not finish (its partial shards are
+/// removed first). On an error nothing written stays behind.
+pub fn prepare(opts: &PrepareOptions, out: &Owned) -> Result<PrepareReport> {
     if opts.examples_per_shard == 0 || !(8..=u16::MAX as usize).contains(&opts.max_seq_len) {
         return Err(Error::Config(format!(
             "--examples-per-shard {} / --max-seq-len {}: need at least 1 example per shard and 8 to 65535 tokens per example",
             opts.examples_per_shard, opts.max_seq_len
+        )));
+    }
+    if !out.is(&opts.out) {
+        return Err(Error::Config(format!(
+            "{}: not the folder claimed for prepare's output ({})",
+            opts.out.display(),
+            out.dir().display()
         )));
     }
     if opts.out.join(MANIFEST).exists() {
@@ -114,10 +122,8 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
             opts.out.display()
         )));
     }
-    let existed = opts.out.exists();
     let own = opts.records.as_ref().map_or(&[][..], |r| r.own_files());
-    let lock = crate::io::lock::FolderLock::acquire(&opts.out, "trueneg prepare")?;
-    if lock.stale.is_some() {
+    if out.earlier() {
         remove_outputs(&opts.out, own);
     }
     if crate::io::lock::has_content(&opts.out) {
@@ -129,10 +135,6 @@ pub fn prepare(opts: &PrepareOptions) -> Result<PrepareReport> {
     let r = prepare_into(opts);
     if r.is_err() {
         remove_outputs(&opts.out, own);
-        drop(lock);
-        if !existed {
-            crate::io::write::remove_empty_folder(&opts.out);
-        }
     }
     r
 }

@@ -12,6 +12,11 @@ use crate::objective::ObjectiveConfig;
 use crate::text::masking::MaskingConfig;
 use crate::{Error, Result};
 
+/// Whether `source` names a preset rather than a file.
+pub fn is_preset(source: &str) -> bool {
+    PRESETS.iter().any(|(n, _)| *n == source)
+}
+
 pub const PRESETS: [(&str, &str); 6] = [
     ("tiny", include_str!("../../configs/tiny.toml")),
     (
@@ -385,6 +390,33 @@ impl PretrainConfig {
             }
         }
         Ok(())
+    }
+
+    /// The paths the config names, each with its key and the kind it must be: declared in the
+    /// command's plan, so that a wrong one is refused before any work.
+    pub fn inputs(&self) -> Vec<crate::frame::plan::Input> {
+        use crate::frame::InputKind;
+        let mut out = Vec::new();
+        let mut add = |flag: &str, path: &Option<PathBuf>, kind: InputKind| {
+            if let Some(p) = path {
+                out.push(crate::frame::plan::Input {
+                    flag: flag.into(),
+                    path: p.clone(),
+                    kind,
+                });
+            }
+        };
+        add("data.shards", &self.data.shards, InputKind::PreparedCorpus);
+        add(
+            "data.eval_shards",
+            &self.data.eval_shards,
+            InputKind::PreparedCorpus,
+        );
+        add("model.init_from", &self.model.init_from, InputKind::Encoder);
+        for (key, path, what) in self.objective.input_files() {
+            add(key, &Some(path.clone()), InputKind::File(what));
+        }
+        out
     }
 
     /// The shape of the run's network with a vocabulary of `vocab`.

@@ -1,10 +1,10 @@
-//! Run folders: which folder may start a new run, which may be resumed, and one process per
-//! folder at a time (a [`FolderLock`]).
+//! Run folders: which folder may start a new run, and which may be resumed. The folder itself
+//! is claimed (locked, checked as new, empty or a run's) by the command frame.
 
 use std::path::{Path, PathBuf};
 
 use super::config::PretrainConfig;
-use crate::io::lock::FolderLock;
+use crate::frame::Owned;
 use crate::{Error, Result};
 
 /// What makes a folder a run; a new run refuses a folder that holds any of them. (A run killed
@@ -18,7 +18,6 @@ pub struct RunFolder {
     pub dir: PathBuf,
     pub config: PretrainConfig,
     pub resume: bool,
-    pub lock: FolderLock,
 }
 
 /// The other files a run writes into its folder (event files aside, named by
@@ -35,13 +34,15 @@ const RUN_WRITES: [&str; 8] = [
     "correction-stats.png",
 ];
 
-/// Claims `dir` (created if needed) for a new run of `config`: refused when it holds a file of
-/// the names a run writes ([`RUN_FILES`], `RUN_WRITES`, event files); the user's other files
-/// stay as they are. What a new run that failed before its first step left is removed first,
-/// so the same command can be retried.
-pub fn new_run(config: PretrainConfig, dir: &Path) -> Result<RunFolder> {
-    let lock = FolderLock::acquire(dir, "trueneg pretrain")?;
-    super::start::forget_unstarted(dir);
+/// A new run of `config` in the claimed folder `run`: refused when it holds a file of the names
+/// a run writes ([`RUN_FILES`], `RUN_WRITES`, event files). What a new run that failed before
+/// its first step left is removed first (the folder is this command's: `run.earlier()`), so
+/// the same command can be retried.
+pub fn new_run(config: PretrainConfig, run: &Owned) -> Result<RunFolder> {
+    let dir = run.dir();
+    if run.earlier() {
+        super::start::forget_unstarted(dir);
+    }
     if let Some(f) = RUN_FILES.iter().find(|f| dir.join(f).exists()) {
         return Err(Error::Config(format!(
             "{}: holds an earlier run (its {f}); pass --resume to continue it or choose another run folder",
@@ -61,13 +62,13 @@ pub fn new_run(config: PretrainConfig, dir: &Path) -> Result<RunFolder> {
         dir: dir.to_path_buf(),
         config,
         resume: false,
-        lock,
     })
 }
 
-/// Claims the run in `dir` to continue it, with its `config.toml` and `overrides`. Nothing is
-/// written before the folder is known to hold a run.
-pub fn resume_run(dir: &Path, overrides: &[String]) -> Result<RunFolder> {
+/// The run in the claimed folder `run`, to continue it with its `config.toml` and `overrides`.
+/// Nothing is written before the folder is known to hold a run.
+pub fn resume_run(run: &Owned, overrides: &[String]) -> Result<RunFolder> {
+    let dir = run.dir();
     if !dir.is_dir() {
         return Err(Error::Config(format!(
             "{}: no such run folder",
@@ -81,7 +82,6 @@ pub fn resume_run(dir: &Path, overrides: &[String]) -> Result<RunFolder> {
             dir.display()
         )));
     }
-    let lock = FolderLock::acquire(dir, "trueneg pretrain --resume")?;
     let config = PretrainConfig::load_file(&cfg_path, overrides)?;
     run_tokenizer(dir)?;
     let saved = PretrainConfig::load_file(&cfg_path, &[])?;
@@ -95,7 +95,6 @@ pub fn resume_run(dir: &Path, overrides: &[String]) -> Result<RunFolder> {
         dir: dir.to_path_buf(),
         config,
         resume: true,
-        lock,
     })
 }
 

@@ -33,7 +33,7 @@ use crate::objective::{CorrectionCounts, correction_weights};
 use crate::text::SynonymTable;
 use crate::text::WordPieceTokenizer;
 use crate::text::batches::Batch;
-use crate::text::corpus::read_documents;
+use crate::text::corpus::take_documents;
 use crate::text::examples::{Example, PackingConfig, pack_document};
 use crate::text::masking::{Masked, mask_batch};
 use crate::text::shards::{DataKind, ShardSet};
@@ -312,16 +312,20 @@ pub fn corpus_examples(
     max_len: usize,
     limit: usize,
 ) -> Result<Vec<Example>> {
-    if crate::io::read::is_folder(corpus) {
+    if crate::io::read::exists(&corpus.join(crate::text::shards::MANIFEST)) {
         return shard_examples(corpus, tokenizer, max_len, limit);
     }
     let s = tokenizer.special;
     let cfg = PackingConfig::new(max_len, s.cls, s.sep);
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let mut out = Vec::new();
-    for d in read_documents(corpus)? {
+    // Only as much text as the examples need is read: a document's piece of 32 bytes per token
+    // wanted gives them all.
+    let piece = (limit * max_len).saturating_mul(32).max(1 << 20);
+    take_documents(&[corpus.to_path_buf()], piece, |d| {
         out.extend(pack_document(&d.sentence_ids(tokenizer), &cfg, &mut rng));
-    }
+        out.len() < limit
+    })?;
     if out.is_empty() {
         return Err(Error::Input(format!(
             "{}: the corpus has no text",

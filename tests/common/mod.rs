@@ -405,3 +405,13 @@ pub fn on_threads<R: Send>(threads: usize, work: impl FnOnce() -> R + Send) -> R
         .unwrap()
         .install(work)
 }
+
+/// The names in the folder `dir`, sorted (hidden ones too).
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}

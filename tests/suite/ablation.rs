@@ -183,11 +183,13 @@ fn ablation_end_to_end_resume_and_refusals() {
     let whole = tmp.path().join("whole");
 
     // --- One uninterrupted experiment, in process.
-    let (report, md) = ablation(&AblationOptions {
-        spec: spec(),
-        out: whole.clone(),
-        keep_models: false,
-        progress: Progress::Hidden,
+    let (report, md) = trueneg::frame::in_folder("ablation", &whole, |out| {
+        ablation(&AblationOptions {
+            spec: spec(),
+            out: out.clone(),
+            keep_models: false,
+            progress: Progress::Hidden,
+        })
     })
     .unwrap();
 
@@ -352,11 +354,13 @@ fn ablation_refuses_bad_settings_before_any_work() {
     let check = |f: &dyn Fn(&mut AblationSpec), expect: &str| {
         let mut s = spec();
         f(&mut s);
-        let err = ablation(&AblationOptions {
-            spec: s,
-            out: out.clone(),
-            keep_models: false,
-            progress: Progress::Hidden,
+        let err = trueneg::frame::in_folder("ablation", &out, |claimed| {
+            ablation(&AblationOptions {
+                spec: s,
+                out: claimed.clone(),
+                keep_models: false,
+                progress: Progress::Hidden,
+            })
         })
         .err()
         .unwrap_or_else(|| panic!("should fail: {expect}"))

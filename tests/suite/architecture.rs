@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["error"],
     &["io"],
     &["device", "dist", "memory", "plot", "stop", "tensorboard"],
+    &["frame"],
     &["kernels"],
     &["model", "lexicon", "tasks"],
     &["interop", "text"],

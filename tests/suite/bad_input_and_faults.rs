@@ -212,7 +212,10 @@ fn numeric_options_are_range_checked_before_any_work() {
         records: None,
         text_field: None,
     };
-    assert!(trueneg::text::prepare::prepare(&o).is_err());
+    let prepared = trueneg::frame::in_folder("prepare", &out, |claimed| {
+        trueneg::text::prepare::prepare(&o, claimed)
+    });
+    assert!(prepared.is_err());
 }
 
 /// a vocab.txt with a repeated line is refused, naming the line.
@@ -554,7 +557,7 @@ fn a_transformers_folder_where_a_run_is_expected_is_named_as_such() {
             .unwrap(),
     );
     assert!(
-        e.contains("a transformers folder") && e.contains("config.toml"),
+        e.contains("a transformers model folder") && e.contains("config.toml"),
         "{e}"
     );
     let e = fails(
@@ -565,7 +568,7 @@ fn a_transformers_folder_where_a_run_is_expected_is_named_as_such() {
             .output()
             .unwrap(),
     );
-    assert!(e.contains("a transformers folder"), "{e}");
+    assert!(e.contains("a transformers model folder"), "{e}");
     let e = fails(
         bin()
             .args(["stats", "--checkpoints"])
@@ -579,14 +582,18 @@ fn a_transformers_folder_where_a_run_is_expected_is_named_as_such() {
 }
 
 /// a new run that fails before its first step (here: no WordNet for Hard
-/// Correction) leaves no run files, so the plain retry starts; the folder a user named is
-/// kept with what was in it.
+/// Correction) leaves no run files, so the plain retry starts; a folder holding the user's own
+/// files is refused before anything is written, and kept with what was in it.
 #[test]
 fn a_run_that_failed_before_its_first_step_can_be_retried() {
     let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    std::fs::create_dir_all(&users).unwrap();
+    std::fs::write(users.join("notes.txt"), "mine").unwrap();
+    let e = fails(pretrain_cmd(&users, &["train.steps=2"]).output().unwrap());
+    assert!(e.contains("holds files that trueneg did not write"), "{e}");
+    assert_eq!(common::names(&users), ["notes.txt"]);
     let run = dir.path().join("run");
-    std::fs::create_dir_all(&run).unwrap();
-    std::fs::write(run.join("notes.txt"), "mine").unwrap();
     let e = fails(
         pretrain_cmd(&run, &["objective.kind=hc", "train.steps=2"])
             .env("WNHOME", dir.path().join("no-wordnet"))
@@ -603,7 +610,6 @@ fn a_run_that_failed_before_its_first_step_can_be_retried() {
     ] {
         assert!(!run.join(f).exists(), "{f} left behind");
     }
-    assert!(run.join("notes.txt").exists());
     // `--wordnet` names the database where WNHOME is wrong (a WordNet home or its dict/).
     let e = fails(
         pretrain_cmd(&run, &["objective.kind=hc", "train.steps=2"])
@@ -612,7 +618,7 @@ fn a_run_that_failed_before_its_first_step_can_be_retried() {
             .unwrap(),
     );
     assert!(
-        e.contains("--wordnet /nonexistent/wn: no WordNet database"),
+        e.contains("/nonexistent/wn: no such file or folder; --wordnet takes the WordNet database"),
         "{e}"
     );
     ok(pretrain_cmd(&run, &["objective.kind=hc", "train.steps=2"])

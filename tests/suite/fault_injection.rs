@@ -285,9 +285,16 @@ fn out_of_range_values_name_their_field_before_any_work() {
     }
     // --resume on a folder that is not a run, and on no folder.
     let e = fails(resume_cmd(dir.path()).output().unwrap());
-    assert!(e.contains("not a trueneg run folder"), "{e}");
+    assert!(
+        e.contains("is a folder without config.toml")
+            && e.contains("--resume takes a pre-training run"),
+        "{e}"
+    );
     let e = fails(resume_cmd(dir.path().join("nope")).output().unwrap());
-    assert!(e.contains("no such run folder"), "{e}");
+    assert!(
+        e.contains("no such file or folder; --resume takes a pre-training run"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -305,7 +312,10 @@ fn prepare_never_overwrites_a_users_folder_and_restarts_after_a_kill() {
         c
     };
     let e = fails(prep(&mine).output().unwrap());
-    assert!(e.contains("not empty"), "{e}");
+    assert!(
+        e.contains("holds files that trueneg did not write") && e.contains("nothing was changed"),
+        "{e}"
+    );
     assert_eq!(
         std::fs::read_to_string(mine.join("tokenizer.json")).unwrap(),
         "my own file"
@@ -316,6 +326,7 @@ fn prepare_never_overwrites_a_users_folder_and_restarts_after_a_kill() {
     std::fs::create_dir_all(&killed).unwrap();
     std::fs::write(killed.join(LOCK_FILE), "pid 4194303\ntrueneg prepare\n").unwrap();
     std::fs::write(killed.join("shard-00000.bin"), [1u8, 2, 3]).unwrap();
+    trueneg::io::outputs::set_owner(&killed, "trueneg prepare").unwrap();
     ok(prep(&killed).output().unwrap());
     assert!(
         std::fs::metadata(killed.join("shard-00000.bin"))
@@ -332,32 +343,30 @@ fn prepare_never_overwrites_a_users_folder_and_restarts_after_a_kill() {
 
 #[test]
 fn finetune_output_folders_are_claimed_not_overwritten() {
-    use trueneg::finetune::out_folder::claim_out;
+    use trueneg::finetune::out_folder::{choose_out, claim_out};
     let dir = tempfile::tempdir().unwrap();
     let default = dir.path().join("model/finetune/SST-2");
     let settings = serde_json::json!({"task": "SST-2"});
-    let claimed = claim_out(None, &default, &settings).unwrap();
-    let (a, lock_a) = (claimed.dir, claimed.lock);
+    let claim = |out: &std::path::Path| {
+        trueneg::frame::in_folder("finetune", out, |o| claim_out(o, &settings).map(|c| c.dir))
+    };
+    let a = choose_out(None, &default, &settings);
     assert_eq!(a, default);
+    claim(&a).unwrap();
     std::fs::write(a.join("results.json"), "{}").unwrap();
-    drop(lock_a);
     // The default is taken: the next run writes beside it.
-    let claimed_b = claim_out(None, &default, &settings).unwrap();
-    let b = claimed_b.dir.clone();
+    let b = choose_out(None, &default, &settings);
     assert_eq!(b, dir.path().join("model/finetune/SST-2-2"));
     // An explicit --out that holds results is refused and left as it was.
-    let e = claim_out(Some(&a), &default, &settings)
-        .unwrap_err()
-        .to_string();
+    let e = claim(&a).unwrap_err().to_string();
     assert!(e.contains("not empty"), "{e}");
     assert_eq!(
         std::fs::read_to_string(a.join("results.json")).unwrap(),
         "{}"
     );
     // One that another process is writing is refused, naming it.
-    let e = claim_out(Some(&b), &default, &settings)
-        .unwrap_err()
-        .to_string();
+    let _held = FolderLock::acquire(&b, "trueneg finetune").unwrap();
+    let e = claim(&b).unwrap_err().to_string();
     assert!(e.contains("trueneg finetune"), "{e}");
 }
 
@@ -415,6 +424,8 @@ fn a_run_killed_while_writing_its_first_checkpoint_is_retried_by_the_same_comman
     std::fs::create_dir_all(&left).unwrap();
     std::fs::write(left.join("model.safetensors"), [0u8; 16]).unwrap();
     std::fs::write(run.join("metrics.jsonl"), "").unwrap();
+    // The folder's record of its maker, which the killed run wrote before anything else.
+    trueneg::io::outputs::set_owner(&run, "trueneg pretrain").unwrap();
     ok(pretrain_cmd(&run, &["train.steps=3"]).output().unwrap());
     assert!(run.join("checkpoints").join("step-00000003").is_dir());
     assert!(!left.exists());

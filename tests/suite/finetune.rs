@@ -244,7 +244,7 @@ fn squad_slice_fine_tunes_and_attacks_are_evaluated() {
         .output()
         .unwrap();
     assert!(!again.status.success());
-    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds files"));
     let t = trueneg::tasks::squad::read_squad(&att.join("dev-half-a.json")).unwrap();
     assert_eq!(t.len(), ex.len());
 }

@@ -12,9 +12,16 @@ use trueneg::text::batches::{Batch, BatchStream, DataPosition};
 use trueneg::text::corpus::read_documents;
 use trueneg::text::examples::{Example, PackingConfig, pack_document};
 use trueneg::text::masking::{MaskingConfig, mask_batch};
-use trueneg::text::prepare::{PrepareOptions, prepare};
+use trueneg::text::prepare::{PrepareOptions, PrepareReport};
 use trueneg::text::shards::{Manifest, ShardSet};
 use trueneg::text::tokenizer::{SpecialIds, WordPieceTokenizer};
+
+/// `prepare` inside the frame, with `opts.out` claimed as the command line claims it.
+fn prepare(opts: &PrepareOptions) -> trueneg::Result<PrepareReport> {
+    trueneg::frame::in_folder("prepare", &opts.out, |out| {
+        trueneg::text::prepare::prepare(opts, out)
+    })
+}
 
 fn prepare_opts(inputs: Vec<PathBuf>, out: PathBuf, vocab: usize) -> PrepareOptions {
     PrepareOptions {

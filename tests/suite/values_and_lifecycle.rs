@@ -351,6 +351,7 @@ fn a_corpus_of_special_token_strings_trains_and_a_run_that_died_before_its_first
     // What a process killed before its first step leaves: the run's files, no metrics line.
     std::fs::create_dir_all(&run).unwrap();
     std::fs::write(run.join("config.toml"), "[model]\n").unwrap();
+    trueneg::io::outputs::set_owner(&run, "trueneg pretrain").unwrap();
     std::fs::copy(shards.join("tokenizer.json"), run.join("tokenizer.json")).unwrap();
     let out = ok(bin()
         .args(["pretrain", "--config", "tiny", "--run"])

@@ -1,0 +1,142 @@
+//! The kinds of paths commands read, and the one check of each: a path of the wrong kind is one
+//! line naming it, what it is and what its flag takes, before any work (never an OS error
+//! later, from deep inside a reader).
+
+use std::path::Path;
+
+use crate::io::folder_kind::{FolderKind, expect};
+use crate::{Error, Result};
+
+/// What a command takes at one of its paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// Text to pre-train on (`prepare --input`): text, JSONL, Parquet or Arrow files, or
+    /// folders of them; not a folder trueneg wrote.
+    TextCorpus,
+    /// A corpus to read examples from (`stats`, `inspect`): a text file, a folder of text
+    /// files, or a prepared corpus.
+    Corpus,
+    /// `prepare`'s shards (`manifest.json`).
+    PreparedCorpus,
+    /// `pretrain`'s run folder (`config.toml`).
+    Run,
+    /// One fine-tuned model (`finetuned.json`).
+    Finetuned,
+    /// A pre-trained encoder: a run, or a transformers folder (a name that is no path may be a
+    /// model of the local Hugging Face cache, which the loader resolves).
+    Encoder,
+    /// A task's data (GLUE, SQuAD, a contrast set): a folder or a file.
+    TaskData,
+    /// The WordNet database: a folder.
+    WordNet,
+    /// One file, described in words ("a tokenizer.json or vocab.txt").
+    File(&'static str),
+}
+
+impl InputKind {
+    /// What the kind takes, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::TextCorpus => "text files (.txt, .jsonl, .parquet, .arrow) or folders of them",
+            Self::Corpus => "a text file, a folder of text files, or a prepared corpus",
+            Self::PreparedCorpus => "a prepared corpus (prepare's folder, with manifest.json)",
+            Self::Run => "a pre-training run (its folder, with config.toml)",
+            Self::Finetuned => "a fine-tuned model (a seed-N folder of finetune)",
+            Self::Encoder => {
+                "a pre-trained model (a run's folder, or a transformers folder with config.json)"
+            }
+            Self::TaskData => "a task's data (its folder or file)",
+            Self::WordNet => "the WordNet database (a dict folder, or a WordNet home holding one)",
+            Self::File(what) => what,
+        }
+    }
+}
+
+/// What is at `path`, in words, for a refusal.
+fn found(path: &Path) -> String {
+    match FolderKind::of(path) {
+        Some(kind) => kind.describe().to_string(),
+        None => match crate::io::read::regular_file(path) {
+            Ok(_) => "a file".into(),
+            Err(e) => e.to_string(),
+        },
+    }
+}
+
+fn refuse(path: &Path, flag: &str, kind: InputKind, is: &str) -> Error {
+    Error::Input(format!(
+        "{}: is {is}; {flag} takes {}",
+        path.display(),
+        kind.describe()
+    ))
+}
+
+/// Checks that `path`, given as `flag`, is of `kind`.
+pub fn classify(path: &Path, flag: &str, kind: InputKind) -> Result<()> {
+    let exists = crate::io::read::exists(path);
+    if !exists && kind == InputKind::Encoder {
+        return Ok(());
+    }
+    if !exists {
+        return Err(Error::Input(format!(
+            "{}: no such file or folder; {flag} takes {}",
+            path.display(),
+            kind.describe()
+        )));
+    }
+    let folder = crate::io::read::is_folder(path);
+    let wanted = kind.describe();
+    let folder_kind = matches!(
+        kind,
+        InputKind::PreparedCorpus
+            | InputKind::Run
+            | InputKind::Finetuned
+            | InputKind::Encoder
+            | InputKind::WordNet
+    );
+    if folder_kind && !folder {
+        return Err(refuse(path, flag, kind, &found(path)));
+    }
+    match kind {
+        InputKind::PreparedCorpus => {
+            expect(path, &[FolderKind::PreparedCorpus], flag, wanted).map(drop)
+        }
+        InputKind::Run => expect(path, &[FolderKind::PretrainRun], flag, wanted).map(drop),
+        InputKind::Finetuned => expect(path, &[FolderKind::Finetuned], flag, wanted).map(drop),
+        InputKind::Encoder => expect(
+            path,
+            &[FolderKind::PretrainRun, FolderKind::Transformers],
+            flag,
+            wanted,
+        )
+        .map(drop),
+        InputKind::TextCorpus => match FolderKind::of(path) {
+            Some(FolderKind::Other) | None
+                if folder || crate::io::read::regular_file(path).is_ok() =>
+            {
+                Ok(())
+            }
+            _ => Err(refuse(path, flag, kind, &found(path))),
+        },
+        InputKind::Corpus => match FolderKind::of(path) {
+            Some(FolderKind::Other | FolderKind::PreparedCorpus) => Ok(()),
+            Some(_) => Err(refuse(path, flag, kind, &found(path))),
+            None => crate::io::read::regular_file(path).map(drop),
+        },
+        InputKind::TaskData => {
+            if folder {
+                Ok(())
+            } else {
+                crate::io::read::regular_file(path).map(drop)
+            }
+        }
+        InputKind::WordNet => Ok(()),
+        InputKind::File(_) => {
+            if folder {
+                Err(refuse(path, flag, kind, &found(path)))
+            } else {
+                crate::io::read::regular_file(path).map(drop)
+            }
+        }
+    }
+}
