@@ -327,6 +327,11 @@ impl PretrainConfig {
                 .split_once('=')
                 .ok_or_else(|| Error::Config(format!("--set {o}: expected key=value")))?;
             let parts: Vec<&str> = key.trim().split('.').collect();
+            if parts.iter().any(|p| p.trim().is_empty()) {
+                return Err(Error::Config(format!(
+                    "--set {o}: expected section.key=value (such as train.steps=100), with no empty name"
+                )));
+            }
             let mut t = &mut table;
             for p in &parts[..parts.len() - 1] {
                 t = t

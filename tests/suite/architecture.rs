@@ -702,3 +702,104 @@ fn every_top_level_module_is_in_the_architecture_picture_and_its_table() {
         );
     }
 }
+
+/// What only the command frame (`src/frame/`) may do, besides the modules that define it:
+/// lock a folder, make the output writer, set up the stop handler, record a folder's maker.
+const FRAME_ONLY: &[(&str, &[&str])] = &[
+    ("FolderLock::acquire", &["io"]),
+    ("Outputs::new", &["io"]),
+    ("set_owner(", &["io"]),
+    ("stop::install", &[]),
+    ("stop::configure", &[]),
+    ("stop::hold", &[]),
+    ("stop::release", &[]),
+];
+
+/// Where `src` does what only the frame may, and the subcommands that do not go through it:
+/// every file of `cli/` that declares clap arguments implements `Command`, keeps its work in a
+/// private function, and `cli/mod.rs` hands every subcommand to `frame::execute` once.
+fn outside_the_frame(src: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in source_files(src) {
+        let rel = f
+            .path
+            .strip_prefix(src)
+            .expect("under src")
+            .display()
+            .to_string();
+        for (word, owners) in FRAME_ONLY {
+            let allowed = f.module[0] == "frame" || owners.contains(&f.module[0].as_str());
+            if !allowed && f.code.contains(word) {
+                out.push(format!("{rel}: names `{word}`, which only src/frame/ may"));
+            }
+        }
+        if f.module.first().is_some_and(|m| m == "cli") {
+            let declares = f.code.contains("clap::Args") || f.code.contains("clap::Subcommand");
+            if f.is_mod_rs {
+                let calls = f.code.matches("frame::execute(").count();
+                if calls != 1 {
+                    out.push(format!(
+                        "{rel}: calls frame::execute {calls} times; every subcommand goes through it once"
+                    ));
+                }
+            } else if declares {
+                if !f.code.contains("impl super::Command for") {
+                    out.push(format!(
+                        "{rel}: its subcommand does not implement super::Command"
+                    ));
+                }
+                if f.code.contains("pub fn run(") {
+                    out.push(format!(
+                        "{rel}: a public `run` could be called without the frame; keep it private"
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_command_runs_inside_the_frame() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let v = outside_the_frame(&src);
+    assert!(v.is_empty(), "the command frame:\n{}", v.join("\n"));
+}
+
+/// The frame check finds a lock taken by a command, a subcommand without the trait, and a
+/// second way to run commands.
+#[test]
+fn the_frame_check_finds_a_command_outside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    let write = |p: &str, t: &str| write_file(src, p, t);
+    write(
+        "cli/mod.rs",
+        "fn run() { trueneg::frame::execute(&p, |c| x(c)); trueneg::frame::execute(&p, |c| y(c)); }\n",
+    );
+    write(
+        "cli/good.rs",
+        "#[derive(clap::Args)]\npub struct Args;\nimpl super::Command for Args {}\nfn run() {}\n",
+    );
+    write(
+        "cli/bad.rs",
+        "#[derive(clap::Args)]\npub struct Args;\npub fn run() { trueneg::stop::install(); }\n",
+    );
+    write(
+        "train/run.rs",
+        "fn f() { let _l = crate::io::lock::FolderLock::acquire(d, \"x\"); }\n",
+    );
+    write(
+        "frame/claim.rs",
+        "fn f() { FolderLock::acquire(d, \"x\"); }\n",
+    );
+    let v = outside_the_frame(src);
+    let expected = [
+        "cli/bad.rs: names `stop::install`, which only src/frame/ may",
+        "cli/bad.rs: its subcommand does not implement super::Command",
+        "cli/bad.rs: a public `run` could be called without the frame; keep it private",
+        "cli/mod.rs: calls frame::execute 2 times; every subcommand goes through it once",
+        "train/run.rs: names `FolderLock::acquire`, which only src/frame/ may",
+    ];
+    assert_eq!(v, expected, "{v:#?}");
+}

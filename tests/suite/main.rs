@@ -22,6 +22,7 @@ mod cline_end_to_end;
 mod cline_examples;
 mod cline_losses;
 mod columnar;
+mod command_frame;
 mod contrast_sets;
 mod distributed;
 mod export_finetuned;
