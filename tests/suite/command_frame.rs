@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{self, bin, data, fails, ok, pretrain_cmd, shards};
+use crate::common::{self, bin, data, fails, ok, shards};
 
 /// Every file under `dir` with its bytes, to show that nothing changed.
 fn contents(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
@@ -297,7 +297,7 @@ fn sigterm_gives_one_line_and_releases_the_lock() {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         text += &format!("w{:x} ", x >> 20);
-        if x % 13 == 0 {
+        if x.is_multiple_of(13) {
             text.push('\n');
         }
     }
