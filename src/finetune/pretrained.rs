@@ -101,6 +101,18 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
             .map(|t| t.shape[0])
             .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", dir.display())))?;
         let tokenizer = crate::train::run::run_tokenizer(model)?;
+        let shapes = weights
+            .tensors
+            .iter()
+            .map(|(k, t)| (k.clone(), t.shape.clone()))
+            .collect();
+        crate::model::weight_shapes::check_encoder_shapes(
+            &section.encoder(vocab),
+            &shapes,
+            &format!("{prefix}."),
+            &dir.join("model.safetensors").display().to_string(),
+            &model.join("config.toml").display().to_string(),
+        )?;
         return Ok(PretrainedEncoder {
             config: section.encoder(vocab),
             weights,
@@ -117,6 +129,18 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
     let hf = read_hf_config(&dir.join("config.json"))?;
     check_model_fits(&hf.encoder, &dir.join("config.json"))?;
     let weights = read_safetensors(&dir.join("model.safetensors"))?;
+    let shapes = weights
+        .tensors
+        .iter()
+        .map(|(k, t)| (k.clone(), t.shape.clone()))
+        .collect();
+    crate::model::weight_shapes::check_encoder_shapes(
+        &hf.encoder,
+        &shapes,
+        &format!("{}.", hf.model_type),
+        &dir.join("model.safetensors").display().to_string(),
+        &dir.join("config.json").display().to_string(),
+    )?;
     let tokenizer = find_tokenizer(&[&dir, model])?;
     if tokenizer.vocab_size() != hf.encoder.vocab_size {
         return Err(Error::Input(format!(

@@ -328,10 +328,30 @@ impl ShardSet {
         let mut starts = Vec::new();
         let mut total = 0;
         let manifest_path = dir.join(MANIFEST);
+        let mut seen = std::collections::HashMap::new();
         for s in &manifest.shards {
             let path = crate::io::place::inside(dir, &s.file, &manifest_path, "shards[].file")?;
+            // One file under two spellings (`x`, `./x`, a link to it) would be read twice.
+            if let Some(first) =
+                crate::io::read::identity(&path).and_then(|id| seen.insert(id, s.file.clone()))
+            {
+                return Err(Error::Input(format!(
+                    "{}: field `shards` lists {:?} and {:?}, which are one file; each shard is listed once",
+                    manifest_path.display(),
+                    crate::io::short(&first),
+                    crate::io::short(&s.file)
+                )));
+            }
+            let bytes = s.examples.checked_mul(rec).ok_or_else(|| {
+                Error::Input(format!(
+                    "{}: field `examples` of {:?} is {}, more than a file can hold",
+                    manifest_path.display(),
+                    crate::io::short(&s.file),
+                    s.examples
+                ))
+            })?;
             let map = crate::io::read::map(&path)?;
-            if map.len() != s.examples * rec {
+            if map.len() != bytes {
                 return Err(Error::Input(format!(
                     "{}: {} bytes, the manifest says {} examples of {rec} bytes (truncated shard?)",
                     path.display(),
@@ -340,6 +360,7 @@ impl ShardSet {
                 )));
             }
             starts.push(total);
+            // The shards are mapped whole: their sum is bounded by the address space.
             total += s.examples;
             maps.push(map);
         }
@@ -412,6 +433,10 @@ impl ShardSet {
             ));
         }
         for (len, at) in seqs {
+            // Every example holds at least [CLS] and [SEP]: fewer is a zeroed or cut record.
+            if len < 2 {
+                return bad(format!("{len} tokens, an empty example"));
+            }
             if len > l {
                 return bad(format!(
                     "{len} tokens, the corpus's examples have at most {l}"

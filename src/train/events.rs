@@ -68,32 +68,56 @@ pub fn write_record(w: &mut EventWriter, line: &serde_json::Value) -> Result<()>
     }
 }
 
-/// The run's event file, new, its text tab holding the run's `config.toml` (`config_toml`):
-/// with `resume`, earlier event files are replaced by one written
-/// from the run's `metrics.jsonl`.
-pub fn open(run: &Path, resume: bool, config_toml: &str) -> Result<EventWriter> {
-    if resume {
-        for f in event_files(run)? {
-            crate::io::write::remove_file(&f)?;
-        }
+/// The lines of the run's `metrics.jsonl`, each checked to be a JSON line: a resumed run
+/// rewrites its TensorBoard history from them, so a damaged history is refused (naming the
+/// line) before anything is replaced.
+pub fn history(run: &Path) -> Result<Vec<serde_json::Value>> {
+    let path = run.join(super::start::METRICS);
+    if !crate::io::read::exists(&path) {
+        return Ok(Vec::new());
     }
+    let bytes = crate::io::read::read(&path, crate::io::limit::DATA)?;
+    let mut out = Vec::new();
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let value = std::str::from_utf8(line)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(t).map_err(|e| e.to_string()))
+            .map_err(|why| {
+                crate::Error::Input(format!(
+                    "{}:{}: not a JSON line ({why}); the run's history is rewritten from this file on --resume, so it must be whole: remove or mend the line (nothing was changed)",
+                    path.display(),
+                    i + 1
+                ))
+            })?;
+        out.push(value);
+    }
+    Ok(out)
+}
+
+/// The run's event file, new, its text tab holding the run's `config.toml` (`config_toml`):
+/// with `resume`, earlier event files are replaced by one written from the run's
+/// `metrics.jsonl`, once that file has been read whole.
+pub fn open(run: &Path, resume: bool, config_toml: &str) -> Result<EventWriter> {
+    let (lines, earlier) = if resume {
+        (history(run)?, event_files(run)?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let mut w = EventWriter::create(run)?;
     let config = format!("```toml\n{config_toml}\n```");
     w.text(0, "config", &config)?;
-    if resume {
-        let text =
-            crate::io::read::read_text(&run.join(super::start::METRICS), crate::io::limit::DATA)
-                .unwrap_or_default();
-        for line in text.lines() {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if v.get("record").is_some() {
-                write_record(&mut w, &v)?;
-            } else if let Ok(m) = serde_json::from_value::<StepMetrics>(v) {
-                w.scalars(m.step, &scalars(&m))?;
-            }
+    for v in lines {
+        if v.get("record").is_some() {
+            write_record(&mut w, &v)?;
+        } else if let Ok(m) = serde_json::from_value::<StepMetrics>(v) {
+            w.scalars(m.step, &scalars(&m))?;
         }
+    }
+    for f in earlier {
+        crate::io::write::remove_file(&f)?;
     }
     Ok(w)
 }

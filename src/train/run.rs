@@ -84,6 +84,8 @@ pub fn resume_run(run: &Owned, overrides: &[String]) -> Result<RunFolder> {
     }
     let config = PretrainConfig::load_file(&cfg_path, overrides)?;
     run_tokenizer(dir)?;
+    // The history the resume rewrites TensorBoard's from is read whole first.
+    super::events::history(dir)?;
     let saved = PretrainConfig::load_file(&cfg_path, &[])?;
     if let Some(key) = changed_model_key(&saved, &config) {
         return Err(Error::Config(format!(

@@ -36,6 +36,7 @@ mod gemm_bf16;
 mod golden;
 mod heldout;
 mod hub_ids;
+mod input_consistency;
 mod input_formats;
 mod inspect;
 mod kernel_rows;
