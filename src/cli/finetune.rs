@@ -257,9 +257,11 @@ pub fn task(name: &str) -> anyhow::Result<Task> {
 }
 
 impl Args {
-    /// What decides the results and comes from the command line: a run stopped before its
-    /// results continues under the same command.
-    fn identity(&self, task: Task) -> anyhow::Result<serde_json::Value> {
+    /// What decides the results and comes from the command line, with the content fingerprint
+    /// of the model's weights: a run stopped before its results continues under the same
+    /// command, on the same weights only. (`None` before the model is known to be one: the
+    /// frame then refuses it.)
+    fn identity(&self, task: Task, weights: Option<String>) -> anyhow::Result<serde_json::Value> {
         Ok(serde_json::json!({
             "task": task.display_name(),
             "model": std::path::absolute(&self.model)?,
@@ -268,6 +270,7 @@ impl Args {
             "max_train_examples": self.max_train_examples,
             "max_eval_examples": self.max_eval_examples,
             "doc_stride": self.doc_stride,
+            (trueneg::finetune::out_folder::WEIGHTS): weights,
         }))
     }
 }
@@ -281,7 +284,10 @@ impl super::Command for Args {
         let out = trueneg::finetune::out_folder::choose_out(
             self.out.as_deref(),
             &trueneg::finetune::out_folder::default_out(&self.model, task.display_name()),
-            &self.identity(task)?,
+            &self.identity(
+                task,
+                trueneg::finetune::pretrained::weights_fingerprint(&self.model).ok(),
+            )?,
         );
         Ok(Plan::new("finetune")
             .input("--model", &self.model, InputKind::Encoder)
@@ -311,7 +317,8 @@ fn run(a: Args, out: &Owned, ui: Ui) -> anyhow::Result<()> {
         opts.max_seq_len = positions;
     }
     opts.check_model(&pre.config)?;
-    let mut settings = a.identity(task)?;
+    let weights = trueneg::finetune::pretrained::weights_fingerprint(&a.model)?;
+    let mut settings = a.identity(task, Some(weights))?;
     settings["options"] = serde_json::to_value(&opts)?;
     let claimed = trueneg::finetune::out_folder::claim_out(out, &settings)?;
     let out = claimed.dir.clone();

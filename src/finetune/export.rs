@@ -16,7 +16,7 @@ use super::scores::Scores;
 use super::seeds::TaskResult;
 use super::span::{QaInfo, SpanHeadKind, finetuned_task};
 use crate::interop::HfConfig;
-use crate::interop::hub::{check_folders, write_folder};
+use crate::interop::hub::{Provenance, check_folders, write_folder};
 use crate::interop::tensors::{HostTensor, read_safetensors};
 use crate::io::outputs::Outputs;
 use crate::model::EncoderConfig;
@@ -30,10 +30,11 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
     let tokenizer = model.join("tokenizer.json");
     check_folders(out, &[out.to_path_buf()], tokenizer.exists(), outputs)?;
     let task = finetuned_task(model)?;
-    if tokenizer.exists() {
-        // The file shipped must be the one the model was fine-tuned with.
-        super::folder::model_tokenizer(model)?;
-    }
+    // The file shipped must be the one the model was fine-tuned with.
+    let fingerprint = match tokenizer.exists() {
+        true => super::folder::model_tokenizer(model)?.fingerprint(),
+        false => String::new(),
+    };
     let weights_file = model.join("model.safetensors");
     let mut weights = read_safetensors(&weights_file)?.tensors;
     let (prefix, encoder, fields) = match task {
@@ -83,7 +84,16 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
     };
     let card = model_card(model, task, &hf);
     let tokenizer = tokenizer.exists().then_some(tokenizer.as_path());
-    write_folder(out, &weights, &hf, tokenizer, &card, outputs)
+    let provenance = Provenance {
+        tokenizer: fingerprint,
+        source: format!(
+            "the fine-tuned model {}",
+            std::path::absolute(model)
+                .unwrap_or_else(|_| model.to_path_buf())
+                .display()
+        ),
+    };
+    write_folder(out, &weights, &hf, tokenizer, &card, &provenance, outputs)
 }
 
 /// The label names of `task` (GLUE's own where its files use them; readable names where they

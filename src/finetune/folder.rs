@@ -68,13 +68,16 @@ pub(crate) fn read_model_info<I: DeserializeOwned>(dir: &Path) -> Result<I> {
 const FINGERPRINT: &str = "tokenizer_fingerprint";
 
 /// The fine-tuned model folder's `tokenizer.json`, checked against the fingerprint its
-/// `finetuned.json` records (folders written before it was recorded are read as they are).
+/// `finetuned.json` records; a record without one is refused (the check is never skipped).
 pub(crate) fn model_tokenizer(dir: &Path) -> Result<WordPieceTokenizer> {
     let record: serde_json::Value = read_model_info(dir)?;
     let path = dir.join("tokenizer.json");
     match record.get(FINGERPRINT).and_then(|f| f.as_str()) {
         Some(f) => WordPieceTokenizer::load_checked(&path, f, &dir.join("finetuned.json")),
-        None => WordPieceTokenizer::load(&path),
+        None => Err(Error::Input(format!(
+            "{}: no field `{FINGERPRINT}`, so its tokenizer cannot be checked (written by an older trueneg?); fine-tune the model again",
+            dir.join("finetuned.json").display()
+        ))),
     }
 }
 

@@ -18,6 +18,9 @@ pub fn default_out(model: &Path, task: &str) -> PathBuf {
 /// results continues when the same command is given again.
 pub const SETTINGS: &str = "finetune.json";
 
+/// The settings' field of the model weights' content fingerprint.
+pub const WEIGHTS: &str = "model_weights";
+
 /// Whether `dir` can take a fine-tuning run of `settings`: new or empty, or the unfinished
 /// run (no `results.json` yet) whose recorded settings agree with every field of `settings`
 /// given (the command line's: the options the model decides are left out).
@@ -66,6 +69,19 @@ pub fn claim_out(out: &Owned, settings: &serde_json::Value) -> Result<ClaimedOut
     {
         return Err(Error::Config(format!(
             "{}: not empty (an earlier fine-tuning run?); choose another --out, nothing was changed",
+            dir.display()
+        )));
+    }
+    let saved: Option<serde_json::Value> = crate::io::read::exists(&dir.join(SETTINGS))
+        .then(|| crate::io::read_json(&dir.join(SETTINGS)))
+        .transpose()?;
+    if let Some(saved) = saved
+        && saved.get(WEIGHTS) != settings.get(WEIGHTS)
+    {
+        return Err(Error::Config(format!(
+            "{}: its seeds were fine-tuned from other weights of {} (the model has changed since, e.g. pre-trained further); fine-tune the new weights into another --out, or remove {} to start afresh (nothing was changed)",
+            dir.display(),
+            settings["model"].as_str().unwrap_or("the model"),
             dir.display()
         )));
     }

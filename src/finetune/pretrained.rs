@@ -45,6 +45,28 @@ impl Provenance {
     }
 }
 
+/// A folder trueneg exported records its tokenizer's fingerprint in its weights' metadata: the
+/// tokenizer found beside them must be that one. A folder trueneg's export wrote without the
+/// record is refused; a folder of another maker (the Hub's) is read as it is.
+fn check_exported_tokenizer(weights: &Path, tokenizer: &WordPieceTokenizer) -> Result<()> {
+    use crate::interop::hub::TOKENIZER_KEY;
+    let recorded = crate::io::tensor_file::metadata(weights)?;
+    let exported = crate::io::outputs::writer(weights).is_some_and(|w| w.ends_with(" export"));
+    match recorded.get(TOKENIZER_KEY) {
+        Some(f) if *f != tokenizer.fingerprint() => Err(Error::Input(format!(
+            "{}: made for another tokenizer than the one beside it (its metadata records fingerprint {}…, the tokenizer's is {}…); put the exported tokenizer back, or export again",
+            weights.display(),
+            f.get(..12).unwrap_or(f),
+            tokenizer.fingerprint().get(..12).unwrap_or("")
+        ))),
+        None if exported => Err(Error::Input(format!(
+            "{}: written by trueneg export without its tokenizer's fingerprint (`{TOKENIZER_KEY}` in its metadata); export it again",
+            weights.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
     match crate::text::tokenizer::tokenizer_in(dirs) {
         Some(p) => WordPieceTokenizer::load(&p),
@@ -70,6 +92,24 @@ pub fn check_model_fits(e: &EncoderConfig, source: &Path) -> Result<()> {
         ),
         "are these fields right?",
     )
+}
+
+/// The content fingerprint (SHA-256) of the weights [`load_pretrained`] reads from `model`: work
+/// that continues from a model (a re-run of `finetune`) records it, and refuses to mix its
+/// results with those of other weights under the same name (a run pre-trained further).
+pub fn weights_fingerprint(model: &Path) -> Result<String> {
+    let model = &crate::interop::hub_cache::model_dir(model)?;
+    let file = if model.join("config.toml").exists() {
+        checkpoint::list(model)
+            .pop()
+            .map(|(_, dir)| dir.join("model.safetensors"))
+            .ok_or_else(|| Error::Checkpoint(format!("{}: no checkpoint", model.display())))?
+    } else if model.join("discriminator/config.json").exists() {
+        model.join("discriminator/model.safetensors")
+    } else {
+        model.join("model.safetensors")
+    };
+    crate::io::read::sha256(&file)
 }
 
 /// Loads a trueneg run directory (its latest checkpoint; ELECTRA's discriminator) or a
@@ -142,6 +182,7 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
         &dir.join("config.json").display().to_string(),
     )?;
     let tokenizer = find_tokenizer(&[&dir, model])?;
+    check_exported_tokenizer(&dir.join("model.safetensors"), &tokenizer)?;
     if tokenizer.vocab_size() != hf.encoder.vocab_size {
         return Err(Error::Input(format!(
             "{}: field `vocab_size` is {}, the tokenizer has {} tokens",

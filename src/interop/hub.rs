@@ -59,6 +59,21 @@ pub fn check_folders(
     outputs.check(&folder_files(dirs, tokenizer))
 }
 
+/// The `model.safetensors` metadata key of the tokenizer's fingerprint an export was made with.
+pub const TOKENIZER_KEY: &str = "trueneg_tokenizer";
+/// The metadata key of what the exported weights are (a run's checkpoint, a fine-tuned model).
+pub const SOURCE_KEY: &str = "trueneg_source";
+
+/// What an exported folder records of its making, in its weights' metadata: transformers reads
+/// only `format` there, and trueneg checks the tokenizer beside the weights against it.
+#[derive(Clone, Debug)]
+pub struct Provenance {
+    /// The fingerprint of the tokenizer the weights were trained with.
+    pub tokenizer: String,
+    /// What the weights are, in words.
+    pub source: String,
+}
+
 /// Writes the Hub folder `dir`: `model.safetensors` (`tensors`), the Hub files of `tokenizer`
 /// (a `tokenizer.json`) when given, `README.md` (`card`) and, last, `config.json` (`hf`), so
 /// that a folder with one holds a whole model and a half-finished export is completed by
@@ -69,10 +84,15 @@ pub fn write_folder(
     hf: &HfConfig,
     tokenizer: Option<&Path>,
     card: &str,
+    provenance: &Provenance,
     outputs: &Outputs,
 ) -> Result<PathBuf> {
     crate::io::write::folder(dir)?;
-    let meta = HashMap::from([("format".to_string(), "pt".to_string())]);
+    let meta = HashMap::from([
+        ("format".to_string(), "pt".to_string()),
+        (TOKENIZER_KEY.to_string(), provenance.tokenizer.clone()),
+        (SOURCE_KEY.to_string(), provenance.source.clone()),
+    ]);
     let weights = dir.join("model.safetensors");
     write_safetensors(&weights, tensors, Some(meta))?;
     outputs.record(&weights)?;

@@ -40,6 +40,12 @@ fn read_record(record: &Path) -> BTreeMap<String, String> {
 /// The record's key for the folder itself: the command that made it, and so owns it.
 const FOLDER_OWNER: &str = ".";
 
+/// The command that wrote the file `path`, as its folder's record says.
+pub fn writer(path: &Path) -> Option<String> {
+    let (record, name) = record_of(path);
+    read_record(&record).remove(&name)
+}
+
 /// The command that made the folder `dir` (`trueneg prepare`, …), as its record says.
 pub fn owner(dir: &Path) -> Option<String> {
     read_record(&dir.join(RECORD)).remove(FOLDER_OWNER)

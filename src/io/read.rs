@@ -224,3 +224,16 @@ pub fn identity(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
+
+/// The SHA-256 of the file `path`'s content, in hex: its content fingerprint, read in pieces.
+pub fn sha256(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut file = open(path)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(|e| Error::io(path, e))?;
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}

@@ -3,6 +3,7 @@
 //! length and against its dtype and shape, and only then is the file mapped. A file extended
 //! with zeros, a device or a header that points past the end is refused without reading it.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
@@ -26,8 +27,8 @@ fn dtype_bytes(dtype: &str) -> Option<u64> {
     })
 }
 
-/// Reads and checks the header of `path` (see the module's doc), then maps the file.
-pub fn open(path: &Path) -> Result<memmap2::Mmap> {
+/// The header of `path`, read alone and bounded: its JSON object.
+fn header(path: &Path) -> Result<(serde_json::Map<String, serde_json::Value>, u64, u64)> {
     let mut f = super::read::open(path)?;
     let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
     let mut n = [0u8; 8];
@@ -48,6 +49,42 @@ pub fn open(path: &Path) -> Result<memmap2::Mmap> {
     f.read_exact(&mut header).map_err(|e| Error::io(path, e))?;
     let json: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&header).map_err(|e| bad(path, format!("header: {e}")))?;
+    Ok((json, len, header_len))
+}
+
+/// The string metadata (`__metadata__`) of the safetensors file `path`, from its header alone.
+pub fn metadata(path: &Path) -> Result<BTreeMap<String, String>> {
+    let (json, _, _) = header(path)?;
+    match json.get("__metadata__") {
+        None => Ok(BTreeMap::new()),
+        Some(m) => {
+            serde_json::from_value(m.clone()).map_err(|e| bad(path, format!("`__metadata__`: {e}")))
+        }
+    }
+}
+
+/// `bytes`, a safetensors file as the `safetensors` crate serialises it, with its header's keys
+/// (the metadata's among them) in sorted order: the crate writes them in a hash map's order,
+/// which differs from run to run, so the same tensors would give other bytes.
+pub fn with_sorted_header(bytes: Vec<u8>) -> Vec<u8> {
+    let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header: serde_json::Value =
+        serde_json::from_slice(&bytes[8..8 + n]).expect("the crate's own header");
+    // serde_json's map keeps its keys sorted.
+    let mut text = serde_json::to_string(&header).expect("serialisable");
+    while !text.len().is_multiple_of(8) {
+        text.push(' ');
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    out.extend((text.len() as u64).to_le_bytes());
+    out.extend(text.as_bytes());
+    out.extend(&bytes[8 + n..]);
+    out
+}
+
+/// Reads and checks the header of `path` (see the module's doc), then maps the file.
+pub fn open(path: &Path) -> Result<memmap2::Mmap> {
+    let (json, len, header_len) = header(path)?;
     let data_len = len - 8 - header_len;
     let mut covered = 0u64;
     for (name, v) in &json {

@@ -435,16 +435,27 @@ fn json_text(
     Ok(text_lines(&text).into_iter())
 }
 
-/// The non-empty lines of a document's text, trimmed: its paragraphs.
+/// The non-empty lines of a document's text (a JSONL or Parquet document), trimmed: its
+/// paragraphs, a line longer than [`TEXT_PIECE`] cut into pieces as a text file's line is.
 fn text_lines(text: &str) -> Vec<String> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(String::from)
-        .collect()
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let mut rest = line;
+        while rest.len() > TEXT_PIECE {
+            let cut = cut_point(&rest.as_bytes()[..TEXT_PIECE]);
+            let (piece, tail) = rest.split_at(cut);
+            if !piece.trim().is_empty() {
+                out.push(piece.trim().to_string());
+            }
+            rest = tail;
+        }
+        if !rest.trim().is_empty() {
+            out.push(rest.trim().to_string());
+        }
+    }
+    out
 }
 
-/// Reads all documents of one file (see [`CorpusReader`] for the errors).
 /// The documents of the text files `inputs` (files or folders of them) handed to `take` one at a
 /// time, until it returns false: memory holds one document, a document longer than
 /// `max_document_bytes` being handed over in pieces of about that size.
@@ -487,6 +498,7 @@ pub fn take_documents(
     Ok(())
 }
 
+/// Reads all documents of one file (see [`CorpusReader`] for the errors).
 pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
     let mut reader = CorpusReader::open(path)?;
     let mut docs: Vec<Document> = Vec::new();

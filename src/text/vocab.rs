@@ -30,13 +30,21 @@ type Pair = (u32, u32);
 pub struct WordCounts {
     counts: AHashMap<String, u64>,
     normalizer: BertNormalizer,
+    /// Distinct words dropped to keep the counts bounded ([`MAX_WORDS`]).
+    dropped: usize,
 }
+
+/// The most distinct words counted at once: past it, the rarest are dropped (about 100 bytes
+/// each here, and several times that in training), so that a corpus of any number of distinct
+/// words (random strings, identifiers) trains in bounded memory. Natural text stays far below.
+pub const MAX_WORDS: usize = 1 << 20;
 
 impl WordCounts {
     pub fn new(normalizer: BertNormalizer) -> Self {
         Self {
             counts: AHashMap::new(),
             normalizer,
+            dropped: 0,
         }
     }
 
@@ -68,7 +76,40 @@ impl WordCounts {
             })
             .try_reduce(AHashMap::new, |a, b| Ok(merge_counts(a, b)))?;
         self.counts = merge_counts(std::mem::take(&mut self.counts), batch);
+        if self.counts.len() > MAX_WORDS {
+            self.drop_rarest();
+        }
         Ok(())
+    }
+
+    /// Drops the words of the lowest counts until at most three quarters of [`MAX_WORDS`]
+    /// are left, and says so once.
+    fn drop_rarest(&mut self) {
+        let mut per_count = std::collections::BTreeMap::<u64, usize>::new();
+        for &c in self.counts.values() {
+            *per_count.entry(c).or_default() += 1;
+        }
+        let (mut left, mut below) = (self.counts.len(), 0);
+        for (&c, &n) in &per_count {
+            if left <= MAX_WORDS * 3 / 4 {
+                break;
+            }
+            left -= n;
+            below = c;
+        }
+        let before = self.counts.len();
+        self.counts.retain(|_, c| *c > below);
+        if self.dropped == 0 {
+            tracing::warn!(
+                "vocabulary training: over {MAX_WORDS} distinct words; the rarest (counts up to {below} so far) are dropped to keep memory bounded"
+            );
+        }
+        self.dropped += before - self.counts.len();
+    }
+
+    /// How many distinct words were dropped to keep the counts bounded.
+    pub fn dropped(&self) -> usize {
+        self.dropped
     }
 
     /// (word, count) sorted by word.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::checkpoint;
 use super::config::{ModelKind, PretrainConfig};
 use crate::interop::hf_config::HfConfig;
-use crate::interop::hub::{check_folders, write_folder};
+use crate::interop::hub::{Provenance, check_folders, write_folder};
 use crate::interop::tensors::HostTensor;
 use crate::io::outputs::Outputs;
 use crate::model::electra::GENERATOR_PREFIX;
@@ -34,10 +34,11 @@ pub fn export_run(
     };
     let tokenizer = run.join("tokenizer.json");
     check_folders(out, &subs, tokenizer.exists(), outputs)?;
-    if tokenizer.exists() {
-        // The file shipped must be the one the weights were trained with.
-        super::run::run_tokenizer(run)?;
-    }
+    // The file shipped must be the one the weights were trained with.
+    let fingerprint = match tokenizer.exists() {
+        true => super::run::run_tokenizer(run)?.fingerprint(),
+        false => String::new(),
+    };
     let mut ck = load_checkpoint(run, step)?;
     // A step's own heads (detection, pooler, loss weights) have no place in transformers'
     // classes.
@@ -72,7 +73,17 @@ pub fn export_run(
                  role: &str|
      -> Result<PathBuf> {
         let card = super::model_card::model_card(run, &cfg, step, &hf, role);
-        write_folder(sub, tensors, &hf, tokenizer, &card, outputs)
+        let provenance = Provenance {
+            tokenizer: fingerprint.clone(),
+            source: format!(
+                "{} of the run {}, step {step}",
+                role,
+                std::path::absolute(run)
+                    .unwrap_or_else(|_| run.to_path_buf())
+                    .display()
+            ),
+        };
+        write_folder(sub, tensors, &hf, tokenizer, &card, &provenance, outputs)
     };
     match cfg.model.kind {
         ModelKind::Bert => {

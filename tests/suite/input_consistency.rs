@@ -155,3 +155,117 @@ fn a_damaged_history_is_refused_before_tensorboard_is_rewritten() {
         .output()
         .unwrap());
 }
+
+/// R12: an exported folder whose tokenizer was replaced by another is refused by every
+/// command that loads it, against the fingerprint its weights' metadata records.
+#[test]
+fn an_export_with_another_tokenizer_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::pretrained_tiny(dir.path());
+    let exp = dir.path().join("exp");
+    ok(common::export_cmd(&run, &exp).output().unwrap());
+    std::fs::copy(
+        common::other_tokenizer(),
+        exp.join("discriminator/tokenizer.json"),
+    )
+    .unwrap();
+    for model in [exp.clone(), exp.join("discriminator")] {
+        let e = fails(
+            bin()
+                .args(["hits", "--model"])
+                .arg(&model)
+                .arg("--sentences")
+                .arg(common::data("wikitext-2/wiki.valid.tokens"))
+                .output()
+                .unwrap(),
+        );
+        assert!(e.contains("made for another tokenizer"), "{e}");
+    }
+    let e = fails(
+        bin()
+            .args(["finetune", "--task", "rte", "--model"])
+            .arg(&exp)
+            .arg("--data")
+            .arg(common::data("glue/RTE"))
+            .args(["--max-train-examples", "8", "--out"])
+            .arg(dir.path().join("ft"))
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("made for another tokenizer"), "{e}");
+}
+
+/// R14: a fine-tuning stopped after its first seed is not continued once its model has been
+/// pre-trained further: the seeds would come from two different models.
+#[test]
+fn a_finetuning_does_not_continue_on_changed_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::pretrained_tiny(dir.path());
+    let ft = dir.path().join("ft");
+    let finetune = || {
+        let mut c = bin();
+        c.args(["finetune", "--task", "rte", "--model"])
+            .arg(&run)
+            .arg("--data")
+            .arg(common::data("glue/RTE"))
+            .args(["--seeds", "1,2", "--max-train-examples", "8"])
+            .args(["--max-eval-examples", "8", "--epochs", "1", "--out"])
+            .arg(&ft);
+        c
+    };
+    ok(finetune().output().unwrap());
+    // As a stop after seed 1 leaves it.
+    std::fs::remove_file(ft.join("results.json")).unwrap();
+    std::fs::remove_dir_all(ft.join("seed-2")).unwrap();
+    ok(common::resume_cmd(&run)
+        .args([
+            "--set",
+            "train.steps=24",
+            "--set",
+            "train.checkpoint_every=4",
+        ])
+        .output()
+        .unwrap());
+    let before = common::names(&ft);
+    let e = fails(finetune().output().unwrap());
+    assert!(
+        e.contains("fine-tuned from other weights") && e.contains("start afresh"),
+        "{e}"
+    );
+    assert_eq!(common::names(&ft), before);
+}
+
+/// The same tensors and metadata give the same bytes (safetensors' own writer orders the
+/// metadata as a hash map does, differently in each process).
+#[test]
+fn the_same_export_gives_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::pretrained_tiny(dir.path());
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    ok(common::export_cmd(&run, &a).output().unwrap());
+    ok(common::export_cmd(&run, &b).output().unwrap());
+    for f in [
+        "discriminator/model.safetensors",
+        "generator/model.safetensors",
+    ] {
+        assert_eq!(
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    let tokenizer = shards().join("tokenizer.json");
+    for out in [&a, &b] {
+        ok(bin()
+            .args(["lexicon", "build", "--tokenizer"])
+            .arg(&tokenizer)
+            .arg("--out")
+            .arg(out.join("lex.safetensors"))
+            .output()
+            .unwrap());
+    }
+    assert_eq!(
+        std::fs::read(a.join("lex.safetensors")).unwrap(),
+        std::fs::read(b.join("lex.safetensors")).unwrap()
+    );
+}

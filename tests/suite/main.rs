@@ -32,6 +32,7 @@ mod finetune;
 mod finetune_golden;
 mod fixed_step;
 mod fixtures_shared;
+mod fuzz_inputs;
 mod gemm_bf16;
 mod golden;
 mod heldout;
