@@ -84,7 +84,15 @@ fn run(a: Args, outputs: &Outputs) -> anyhow::Result<()> {
         );
     }
     let pre = trueneg::finetune::pretrained::load_pretrained(&a.model)?;
-    let report = hits(&pre, &triplets, a.batch_size, a.max_seq_len)?;
+    // Sentences are cut to the model's positions: a longer one has no position embedding.
+    let positions = pre.config.max_position_embeddings;
+    if a.max_seq_len > positions {
+        eprintln!(
+            "note: --max-seq-len {} exceeds the model's {positions} positions: sentences are cut to {positions} tokens",
+            a.max_seq_len
+        );
+    }
+    let report = hits(&pre, &triplets, a.batch_size, a.max_seq_len.min(positions))?;
     let md = hits_table(&report);
     print!("{md}");
     if let Some([md_file, json_file]) = &files {

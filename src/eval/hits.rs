@@ -200,6 +200,8 @@ pub fn hits(
     batch: usize,
     max_len: usize,
 ) -> Result<HitsReport> {
+    // A sentence longer than the model's positions has no position embedding: cut to them.
+    let max_len = max_len.min(pre.config.max_position_embeddings);
     let device = crate::device::host();
     let mut model = Classifier::new(
         &pre.config.clone().without_dropout(),

@@ -269,3 +269,30 @@ fn the_same_export_gives_the_same_bytes() {
         std::fs::read(b.join("lex.safetensors")).unwrap()
     );
 }
+
+/// Found by the corruption harness: `hits` on a model of fewer positions than
+/// `--max-seq-len` (here 32 < 128) cuts its sentences to them instead of panicking in the
+/// position embeddings' lookup.
+#[test]
+fn hits_cuts_sentences_to_the_models_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::transformers_folder(dir.path(), "electra_discriminator");
+    let sentences = dir.path().join("s.txt");
+    let text = std::fs::read_to_string(common::data("wikitext-2/wiki.valid.tokens")).unwrap();
+    std::fs::write(
+        &sentences,
+        text.lines().take(200).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    let out = bin()
+        .args(["hits", "--model"])
+        .arg(&model)
+        .arg("--sentences")
+        .arg(&sentences)
+        .args(["--max", "4"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("exceeds the model's 32 positions"), "{err}");
+}
