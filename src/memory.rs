@@ -39,6 +39,10 @@ fn address_space_limit(limits: &str) -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// The address space a process needs beyond its resident memory: its code and libraries, its
+/// threads' stacks, and the allocator's reservations ahead of use.
+const ADDRESS_SPACE_ALLOWANCE: u64 = 512 << 20;
+
 /// What this process may still take (see the module's doc); `None` where nothing can be read.
 pub fn available() -> Option<Available> {
     let mem = read("/proc/meminfo")
@@ -53,11 +57,16 @@ pub fn available() -> Option<Available> {
         bytes: max.saturating_sub(cg("memory.current").unwrap_or(0)),
         source: "under the cgroup's memory.max",
     });
-    let mapped = read("/proc/self/status").and_then(|s| kb_field(&s, "VmSize:"));
+    // What the process uses against an address-space limit: its resident memory and a fixed
+    // allowance for its code, stacks and the allocator's slack. Not the mapped size: the
+    // allocator reserves address space ahead in amounts that depend on the limit itself (a
+    // whole arena where the limit leaves room for one), which would make a higher limit
+    // refuse what a lower one runs.
+    let resident = read("/proc/self/status").and_then(|s| kb_field(&s, "VmRSS:"));
     let address = read("/proc/self/limits")
         .and_then(|l| address_space_limit(&l))
         .map(|limit| Available {
-            bytes: limit.saturating_sub(mapped.unwrap_or(0)),
+            bytes: limit.saturating_sub(resident.unwrap_or(0) + ADDRESS_SPACE_ALLOWANCE),
             source: "under the process's address-space limit, ulimit -v",
         });
     [mem, cgroup, address]
@@ -66,9 +75,13 @@ pub fn available() -> Option<Available> {
         .min_by_key(|a| a.bytes)
 }
 
-/// Bytes in GiB, for the refusal's line.
+/// Bytes in GiB (in MiB under one GiB), for the refusal's line.
 pub fn gib(bytes: f64) -> String {
-    format!("{:.1} GiB", bytes / (1u64 << 30) as f64)
+    if bytes < (1u64 << 30) as f64 {
+        format!("{:.0} MiB", bytes / (1u64 << 20) as f64)
+    } else {
+        format!("{:.1} GiB", bytes / (1u64 << 30) as f64)
+    }
 }
 
 /// Refuses `what` (e.g. "fine-tuning with --batch-size 65536 × 128 tokens") when it needs more

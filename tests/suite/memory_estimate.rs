@@ -258,3 +258,94 @@ fn a_vectors_file_larger_than_memory_allows_is_streamed_keeping_the_vocabulary_r
     assert!(stdout.contains("have synonyms"), "{stdout}");
     assert!(out.exists());
 }
+
+/// The estimate is monotonic across a sweep of address-space limits: each command runs or
+/// refuses in one line, never aborts on a failed allocation, and once it runs at a limit it
+/// runs at every higher one (R37: a SQuAD fine-tuning ran at 0.9 GB, was refused at 1.1 and
+/// 1.3, and ran at 1.5, because the allocator reserves more address space where it may).
+#[test]
+fn every_command_runs_or_refuses_monotonically_across_address_space_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::pretrained_tiny_shared();
+    let text = dir.path().join("small.txt");
+    let wiki = std::fs::read_to_string(data("wikitext-2/wiki.valid.tokens")).unwrap();
+    std::fs::write(
+        &text,
+        wiki.lines().take(2000).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    let commands: Vec<(&str, Vec<String>)> = vec![
+        (
+            "finetune squad",
+            [
+                "finetune",
+                "--task",
+                "squad",
+                "--model",
+                &run.display().to_string(),
+                "--data",
+                &data("squad-v1.1/dev-half-a.json").display().to_string(),
+                "--max-train-examples",
+                "64",
+                "--max-eval-examples",
+                "32",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "64",
+                "--out",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        (
+            "pretrain",
+            [
+                "pretrain",
+                "--config",
+                "tiny",
+                "--set",
+                &format!("data.shards={}", common::shards().display()),
+                "--set",
+                "train.steps=2",
+                "--run",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        (
+            "prepare",
+            [
+                "prepare",
+                "--input",
+                &text.display().to_string(),
+                "--train-vocab",
+                "500",
+                "--out",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+    ];
+    for (name, args) in commands {
+        let mut ran_at = None;
+        for mib in [400u64, 600, 800, 1000, 1300, 1600] {
+            let out = dir.path().join(format!("{}-{mib}", name.replace(' ', "-")));
+            let o = limited(mib << 20).args(&args).arg(&out).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            let what = format!("{name} under {mib} MiB: {err}");
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{what}");
+            assert!(!err.contains("memory allocation"), "{what}");
+            if o.status.success() {
+                ran_at.get_or_insert(mib);
+            } else {
+                assert!(
+                    ran_at.is_none(),
+                    "refused after running at {ran_at:?}: {what}"
+                );
+                assert!(err.contains("needs at least"), "{what}");
+            }
+        }
+        assert!(ran_at.is_some(), "{name} ran at no limit up to 1600 MiB");
+    }
+}
