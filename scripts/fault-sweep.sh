@@ -56,7 +56,8 @@ cmd() {
         --out "$out" ;;
     ablation) echo ablation --config tiny --set data.shards="$WORK/base-prep" --set train.steps=10 \
         --objectives baseline,hc --pretrain-seeds 1 --finetune-seeds 1 --checkpoints 1 \
-        --glue "$G" --tasks rte --max-train-examples 16 --epochs 1 --stats-batches 2 --out "$out" ;;
+        --glue "$G" --tasks rte --max-train-examples 16 --epochs 1 --stats-corpus "$W" --stats-batches 2 \
+        --out "$out" ;;
     esac
 }
 COMMANDS="prepare pretrain finetune evaluate export lexicon inspect stats hits compare-continued ablation"
@@ -73,6 +74,9 @@ fresh() {
     echo "$out"
 }
 
+# The last line of stderr without the path it names, shortened.
+last_line() { tail -1 "$WORK/err" | sed 's/^error: [^:]*: //' | cut -c1-60; }
+
 # One error line: the last line of stderr starts with "error:" and only one line does.
 one_line() { [ "$(grep -c '^error' "$1")" = 1 ] && ! grep -q panicked "$1"; }
 temporaries() { find "$1" -name '.*.tmp*' 2>/dev/null | grep -c .; }
@@ -83,26 +87,40 @@ run_in() { # run_in OUT [prefix words...]: runs the command with OUT, stderr to 
     "$@" "$BIN" --quiet $(cmd "$CURRENT" "$out") > "$WORK/stdout" 2> "$WORK/err"
 }
 
-kill_case() { # kill_case SIGNAL: stop it part-way, then the same command again
-    local sig=$1 out pid rc
+# The command that continues `$CURRENT`'s work in $1 after a stop: the same command, but for
+# `pretrain`, whose stopped run continues with --resume.
+continue_in() {
+    local out=$1
+    if [ "$CURRENT" = pretrain ]; then
+        "$BIN" --quiet pretrain --resume "$out" > "$WORK/stdout" 2> "$WORK/err"
+    else
+        run_in "$out"
+    fi
+}
+
+kill_case() { # kill_case SIGNAL: stop it half-way through (timed on a whole run), then go on
+    local sig=$1 out pid rc start took
     out=$(fresh "$CURRENT" "$WORK")
+    start=$(date +%s.%N)
+    run_in "$(fresh "$CURRENT" "$WORK")"
+    took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { d = (b - a) / 2; print (d < 0.2 ? 0.2 : d) }')
     # shellcheck disable=SC2046
     "$BIN" --quiet $(cmd "$CURRENT" "$out") > "$WORK/stdout" 2> "$WORK/err" &
     pid=$!
-    sleep 0.8
+    sleep "$took"
     kill "-$sig" "$pid" 2>/dev/null
     wait "$pid"; rc=$?
-    local first="stopped"
+    local first="stopped at ${took}s"
     if [ "$rc" = 0 ]; then first="finished first"; fi
     if [ "$sig" = TERM ] && [ "$rc" != 0 ]; then
         [ "$rc" = 130 ] || { echo "FAIL: exit $rc on SIGTERM"; return; }
         [ "$(grep -cv '^\s*$' "$WORK/err")" -ge 1 ] || { echo "FAIL: no line on SIGTERM"; return; }
         [ ! -e "$out/.trueneg.lock" ] || { echo "FAIL: lock left"; return; }
     fi
-    run_in "$out"; rc=$?
-    if [ "$rc" = 0 ]; then echo "ok ($first; rerun finished)"
-    elif one_line "$WORK/err"; then echo "ok ($first; rerun refused: $(cut -c1-60 "$WORK/err" | tail -1))"
-    else echo "FAIL: rerun exit $rc: $(tail -1 "$WORK/err" | cut -c1-80)"; fi
+    continue_in "$out"; rc=$?
+    if [ "$rc" = 0 ]; then echo "ok ($first; continued)"
+    elif one_line "$WORK/err"; then echo "ok ($first; then refused: $(last_line))"
+    else echo "FAIL: continuing, exit $rc: $(last_line)"; fi
 }
 
 vsweep_case() {
@@ -113,7 +131,7 @@ vsweep_case() {
         if [ "$rc" = 0 ]; then ran=${ran:-$v}
         elif [ "$rc" = 1 ] && one_line "$WORK/err"; then
             [ -z "$ran" ] || { echo "FAIL: refused at $v MiB after running at $ran"; return; }
-        else echo "FAIL: exit $rc at $v MiB: $(tail -1 "$WORK/err" | cut -c1-60)"; return; fi
+        else echo "FAIL: exit $rc at $v MiB: $(last_line)"; return; fi
     done
     if [ -n "$ran" ]; then echo "ok (runs from $ran MiB)"; else echo "ok (refused up to 3 GiB)"; fi
 }
@@ -125,7 +143,7 @@ fsize_case() {
     local left; left=$(temporaries "$out")
     if [ "$rc" = 0 ]; then echo "ok (ran)"
     elif [ "$rc" = 1 ] && one_line "$WORK/err" && [ "$left" = 0 ]; then echo "ok (one line)"
-    else echo "FAIL: exit $rc, $left temporaries: $(tail -1 "$WORK/err" | cut -c1-60)"; fi
+    else echo "FAIL: exit $rc, $left temporaries: $(last_line)"; fi
 }
 
 mounted_case() { # mounted_case OPTIONS: output on a small tmpfs
@@ -143,7 +161,7 @@ mounted_case() { # mounted_case OPTIONS: output on a small tmpfs
     umount "$mnt"
     if [ "$rc" = 0 ] && [ "$opts" != ro ]; then echo "ok (fits)"
     elif [ "$rc" = 1 ] && one_line "$WORK/err" && [ "$left" = 0 ]; then echo "ok (one line)"
-    else echo "FAIL: exit $rc, $left temporaries: $(tail -1 "$WORK/err" | cut -c1-60)"; fi
+    else echo "FAIL: exit $rc, $left temporaries: $(last_line)"; fi
 }
 
 printf '| command | kill -9 | SIGTERM | ulimit -v | ulimit -f | full disk | read-only |\n'

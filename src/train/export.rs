@@ -49,21 +49,12 @@ pub fn export_run(
         .or_else(|| ck.model.get("bert.embeddings.word_embeddings.weight"))
         .map(|t| t.shape[0])
         .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", run.display())))?;
-    let shapes = ck
-        .model
-        .iter()
-        .map(|(k, t)| (k.clone(), t.shape.clone()))
-        .collect();
-    let prefix = match cfg.model.kind {
-        ModelKind::Bert => "bert.",
-        ModelKind::Electra => "electra.",
-    };
-    crate::model::weight_shapes::check_encoder_shapes(
-        &cfg.model.encoder(vocab),
-        &shapes,
-        prefix,
-        &format!("{}'s checkpoint of step {}", run.display(), ck.state.step),
-        &run.join("config.toml").display().to_string(),
+    super::run::check_weights(
+        &cfg,
+        vocab,
+        &ck.model,
+        &run.join(format!("checkpoints (step {})", ck.state.step)),
+        run,
     )?;
     let step = ck.state.step;
     let tokenizer = tokenizer.exists().then_some(tokenizer.as_path());

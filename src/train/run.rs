@@ -157,6 +157,33 @@ pub fn run_tokenizer(run: &Path) -> Result<crate::text::WordPieceTokenizer> {
     }
 }
 
+/// Checks the run's config `cfg` (its `[model]` section, with a vocabulary of `vocab`) against
+/// the weights `tensors` read from `source`: a `config.toml` edited after training (one layer
+/// fewer, another width) is refused before the weights are used.
+pub fn check_weights(
+    cfg: &PretrainConfig,
+    vocab: usize,
+    tensors: &std::collections::BTreeMap<String, crate::interop::tensors::HostTensor>,
+    source: &Path,
+    run: &Path,
+) -> Result<()> {
+    let shapes = tensors
+        .iter()
+        .map(|(k, t)| (k.clone(), t.shape.clone()))
+        .collect();
+    let prefix = match cfg.model.kind {
+        super::config::ModelKind::Bert => "bert.",
+        super::config::ModelKind::Electra => "electra.",
+    };
+    crate::model::weight_shapes::check_encoder_shapes(
+        &cfg.model.encoder(vocab),
+        &shapes,
+        prefix,
+        &source.display().to_string(),
+        &run.join("config.toml").display().to_string(),
+    )
+}
+
 /// The `[model]` section of the run in `run` (its `config.toml`); a folder of another kind is
 /// named as such.
 pub fn run_model(run: &Path) -> Result<super::config::ModelSection> {

@@ -419,6 +419,8 @@ fn checkpoint_model(
     device: &Device,
 ) -> Result<PretrainModel> {
     let ck = super::checkpoint::load(dir)?;
+    let run = dir.parent().and_then(Path::parent).unwrap_or(dir);
+    super::run::check_weights(cfg, vocab, &ck.model, &dir.join("model.safetensors"), run)?;
     let mut model = PretrainModel::of(&cfg.model_shape(vocab), &cfg.step_settings(), device);
     model.load(
         &TensorMap {

@@ -112,6 +112,17 @@ fn a_config_that_contradicts_the_weights_is_refused() {
                 .unwrap(),
         );
         assert!(e.contains(&format!("field `{field}`")), "{e}");
+        let e = fails(
+            bin()
+                .args(["inspect", "--run"])
+                .arg(&run)
+                .arg("--corpus")
+                .arg(common::data("wikitext-2/wiki.valid.tokens"))
+                .args(["--batches", "1", "--batch-size", "2"])
+                .output()
+                .unwrap(),
+        );
+        assert!(e.contains(&format!("field `{field}`")), "{e}");
     }
 }
 
