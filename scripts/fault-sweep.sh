@@ -98,12 +98,12 @@ continue_in() {
     fi
 }
 
-kill_case() { # kill_case SIGNAL: stop it half-way through (timed on a whole run), then go on
+kill_case() { # kill_case SIGNAL: stop it 40 % through (timed on a whole run), then go on
     local sig=$1 out pid rc start took
     out=$(fresh "$CURRENT" "$WORK")
     start=$(date +%s.%N)
     run_in "$(fresh "$CURRENT" "$WORK")"
-    took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { d = (b - a) / 2; print (d < 0.2 ? 0.2 : d) }')
+    took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { d = (b - a) * 0.4; printf "%.2f", (d < 0.05 ? 0.05 : d) }')
     # shellcheck disable=SC2046
     "$BIN" --quiet $(cmd "$CURRENT" "$out") > "$WORK/stdout" 2> "$WORK/err" &
     pid=$!
