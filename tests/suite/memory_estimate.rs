@@ -349,3 +349,57 @@ fn every_command_runs_or_refuses_monotonically_across_address_space_limits() {
         assert!(ran_at.is_some(), "{name} ran at no limit up to 1600 MiB");
     }
 }
+
+/// R30: a JSONL document's paragraphs come in pieces of at most 1 MiB, cut at white space, as a
+/// text file's long lines do, so that tokenising one stays bounded whatever its length.
+#[test]
+fn a_long_jsonl_paragraph_is_read_in_bounded_pieces() {
+    let dir = tempfile::tempdir().unwrap();
+    let words = "synonym antonym ".repeat(200_000);
+    let path = dir.path().join("one.jsonl");
+    std::fs::write(
+        &path,
+        serde_json::json!({ "text": format!("{words}\n{words}") }).to_string() + "\n",
+    )
+    .unwrap();
+    let mut reader = trueneg::text::corpus::CorpusReader::open(&path).unwrap();
+    let paragraphs = reader.next_batch(1 << 30).unwrap();
+    let total: usize = paragraphs.iter().map(|p| p.text.len() + 1).sum();
+    assert!(paragraphs.len() >= 8, "{} pieces", paragraphs.len());
+    assert!(
+        paragraphs
+            .iter()
+            .all(|p| p.text.len() <= 1 << 20 && p.doc == 0)
+    );
+    assert!(
+        paragraphs
+            .iter()
+            .all(|p| p.text.ends_with("synonym") || p.text.ends_with("antonym"))
+    );
+    assert!(total >= 2 * words.trim().len());
+}
+
+/// R33: counting the words of a corpus of more distinct words than the counts keep drops the
+/// rarest, keeping memory bounded, and says how many it dropped.
+#[test]
+fn vocabulary_counts_stay_bounded_on_distinct_words() {
+    use trueneg::text::vocab::MAX_WORDS;
+    let mut counts = trueneg::text::WordPieceTokenizer::word_counts();
+    let mut next = 0u64;
+    for _ in 0..3 {
+        let texts: Vec<String> = (0..MAX_WORDS / 2)
+            .map(|_| {
+                next += 1;
+                format!("w{next:x} common")
+            })
+            .collect();
+        counts.add(&texts).unwrap();
+    }
+    assert!(counts.dropped() > 0);
+    let kept = counts.sorted();
+    assert!(kept.len() <= MAX_WORDS, "{}", kept.len());
+    assert!(
+        kept.iter()
+            .any(|(w, c)| w == "common" && *c == 3 * MAX_WORDS as u64 / 2)
+    );
+}
