@@ -301,7 +301,12 @@ pub fn ablation(
 ) -> Result<(crate::experiments::ablation_report::AblationReport, String)> {
     let spec = &o.spec;
     spec.validate()?;
-    let settings = serde_json::to_value(spec).expect("spec as JSON");
+    let mut settings = serde_json::to_value(spec).expect("spec as JSON");
+    // A config file by content: an edited file is not mixed into the runs that finished before.
+    if !crate::train::config::is_preset(&spec.config) {
+        settings["config_file"] =
+            crate::io::read::sha256(std::path::Path::new(&spec.config))?.into();
+    }
     crate::io::outputs::claim_folder(o.out.dir(), "experiment.json", &settings)?;
 
     // One corpus for every run: the config's shards, or the embedded default prepared once.

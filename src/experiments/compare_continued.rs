@@ -273,7 +273,12 @@ pub fn compare(o: &CompareOptions) -> Result<(CompareReport, String)> {
     }
     o.finetune.validate()?;
     check_inputs(o)?;
-    crate::io::outputs::claim_folder(o.out.dir(), "comparison.json", &settings(o))?;
+    // The base run's weights by content: a base pre-trained further is not mixed into the
+    // arms that finished before.
+    let mut recorded = settings(o);
+    recorded["base_weights"] =
+        crate::finetune::pretrained::weights_fingerprint(&o.base_run)?.into();
+    crate::io::outputs::claim_folder(o.out.dir(), "comparison.json", &recorded)?;
     let arm_names = [BASELINE, o.objective.name()];
     let mut stages = Stages::new(
         COMMAND,
