@@ -86,6 +86,7 @@ pub(crate) fn read_model_folder<I: DeserializeOwned>(
     dir: &Path,
 ) -> Result<(I, TensorMap, WordPieceTokenizer)> {
     let info = read_model_info(dir)?;
+    crate::io::tensor_file::require_fingerprint(&dir.join("model.safetensors"))?;
     let weights = read_safetensors(&dir.join("model.safetensors"))?;
     let tokenizer = model_tokenizer(dir)?;
     Ok((info, weights, tokenizer))

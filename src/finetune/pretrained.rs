@@ -52,6 +52,9 @@ fn check_exported_tokenizer(weights: &Path, tokenizer: &WordPieceTokenizer) -> R
     use crate::interop::hub::TOKENIZER_KEY;
     let recorded = crate::io::tensor_file::metadata(weights)?;
     let exported = crate::io::outputs::writer(weights).is_some_and(|w| w.ends_with(" export"));
+    if exported || recorded.contains_key(TOKENIZER_KEY) {
+        crate::io::tensor_file::require_fingerprint(weights)?;
+    }
     match recorded.get(TOKENIZER_KEY) {
         Some(f) if *f != tokenizer.fingerprint() => Err(Error::Input(format!(
             "{}: made for another tokenizer than the one beside it (its metadata records fingerprint {}…, the tokenizer's is {}…); put the exported tokenizer back, or export again",
@@ -130,6 +133,7 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
         let (step, dir) = checkpoint::list(model)
             .pop()
             .ok_or_else(|| Error::Checkpoint(format!("{}: no checkpoint", model.display())))?;
+        crate::io::tensor_file::require_fingerprint(&dir.join("model.safetensors"))?;
         let weights = read_safetensors(&dir.join("model.safetensors"))?;
         let prefix = match section.kind {
             ModelKind::Electra => "electra",

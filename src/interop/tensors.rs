@@ -179,7 +179,7 @@ pub fn write_safetensors(
         .collect();
     let data = safetensors::serialize(views, metadata)
         .map_err(|e| Error::Checkpoint(format!("{}: {e}", path.display())))?;
-    crate::io::write_atomic(path, &crate::io::tensor_file::with_sorted_header(data))
+    crate::io::write_atomic(path, &crate::io::tensor_file::finish_for_writing(data))
 }
 
 /// Sets every parameter a model walks from a [`TensorMap`]; collects the first error.

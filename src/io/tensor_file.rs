@@ -63,13 +63,34 @@ pub fn metadata(path: &Path) -> Result<BTreeMap<String, String>> {
     }
 }
 
-/// `bytes`, a safetensors file as the `safetensors` crate serialises it, with its header's keys
-/// (the metadata's among them) in sorted order: the crate writes them in a hash map's order,
-/// which differs from run to run, so the same tensors would give other bytes.
-pub fn with_sorted_header(bytes: Vec<u8>) -> Vec<u8> {
+/// The metadata key of the content fingerprint (SHA-256) of a file's data section, its weights:
+/// written with every safetensors file trueneg writes, checked whenever one is opened.
+pub const WEIGHTS_KEY: &str = "trueneg_weights";
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `bytes`, a safetensors file as the `safetensors` crate serialises it, finished for writing:
+/// its data section's fingerprint added to the metadata ([`WEIGHTS_KEY`]), and its header's
+/// keys (the metadata's among them) in sorted order. The crate writes them in a hash map's
+/// order, which differs from run to run, so the same tensors would give other bytes.
+pub fn finish_for_writing(bytes: Vec<u8>) -> Vec<u8> {
     let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
-    let header: serde_json::Value =
+    let mut header: serde_json::Value =
         serde_json::from_slice(&bytes[8..8 + n]).expect("the crate's own header");
+    let fingerprint = sha256_hex(&bytes[8 + n..]);
+    let object = header.as_object_mut().expect("a header object");
+    let meta = object
+        .entry("__metadata__")
+        .or_insert_with(|| serde_json::json!({}));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(WEIGHTS_KEY.into(), fingerprint.into());
+    }
     // serde_json's map keeps its keys sorted.
     let mut text = serde_json::to_string(&header).expect("serialisable");
     while !text.len().is_multiple_of(8) {
@@ -124,7 +145,31 @@ pub fn open(path: &Path) -> Result<memmap2::Mmap> {
     if map.len() as u64 != len {
         return Err(bad(path, "the file changed while it was read"));
     }
+    let recorded = json
+        .get("__metadata__")
+        .and_then(|m| m.get(WEIGHTS_KEY))
+        .and_then(|f| f.as_str());
+    if let Some(recorded) = recorded
+        && sha256_hex(&map[(8 + header_len) as usize..]) != recorded
+    {
+        return Err(Error::Checkpoint(format!(
+            "{}: its tensors are not the ones written (their content fingerprint differs from the `{WEIGHTS_KEY}` recorded): the file was changed or damaged",
+            path.display()
+        )));
+    }
     Ok(map)
+}
+
+/// Refuses the safetensors file `path`, one trueneg wrote (a checkpoint, a fine-tuned model),
+/// when it records no fingerprint of its tensors: the check is never skipped.
+pub fn require_fingerprint(path: &Path) -> Result<()> {
+    if metadata(path)?.contains_key(WEIGHTS_KEY) {
+        return Ok(());
+    }
+    Err(Error::Checkpoint(format!(
+        "{}: no `{WEIGHTS_KEY}` in its metadata, so its tensors cannot be checked (written by an older trueneg?); write it again with this one",
+        path.display()
+    )))
 }
 
 #[derive(serde::Deserialize)]

@@ -175,7 +175,7 @@ impl SynonymTable {
         ]);
         let bytes = safetensors::serialize(views, Some(meta))
             .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-        crate::io::write_atomic(path, &crate::io::tensor_file::with_sorted_header(bytes))
+        crate::io::write_atomic(path, &crate::io::tensor_file::finish_for_writing(bytes))
     }
 
     pub fn load(path: &Path) -> Result<Self> {

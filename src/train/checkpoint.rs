@@ -212,6 +212,7 @@ pub fn read_state(dir: &Path) -> Result<TrainState> {
 }
 
 pub fn load(dir: &Path) -> Result<Checkpoint> {
+    crate::io::tensor_file::require_fingerprint(&dir.join("model.safetensors"))?;
     Ok(Checkpoint {
         dir: dir.to_path_buf(),
         state: read_state(dir)?,

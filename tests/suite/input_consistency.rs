@@ -307,3 +307,37 @@ fn hits_cuts_sentences_to_the_models_positions() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("exceeds the model's 32 positions"), "{err}");
 }
+
+/// Weights by content: a checkpoint whose tensors changed after they were written (one bit
+/// of one value) is refused by every load, against the fingerprint its metadata records.
+#[test]
+fn weights_changed_after_writing_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::pretrained_tiny(dir.path());
+    let last = common::names(&run.join("checkpoints"))
+        .into_iter()
+        .rfind(|n| n.starts_with("step-"))
+        .unwrap();
+    let weights = run.join("checkpoints").join(last).join("model.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let n = bytes.len();
+    // The lowest bit of the last value: still a finite number.
+    bytes[n - 4] ^= 1;
+    std::fs::write(&weights, bytes).unwrap();
+    let e = fails(
+        common::export_cmd(&run, &dir.path().join("exp"))
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("not the ones written"), "{e}");
+    let e = fails(
+        bin()
+            .args(["hits", "--model"])
+            .arg(&run)
+            .arg("--sentences")
+            .arg(common::data("wikitext-2/wiki.valid.tokens"))
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("not the ones written"), "{e}");
+}

@@ -403,3 +403,33 @@ fn vocabulary_counts_stay_bounded_on_distinct_words() {
             .any(|(w, c)| w == "common" && *c == 3 * MAX_WORDS as u64 / 2)
     );
 }
+
+/// R32: `inspect` (and `stats`) read only the text their batches need: on a 200 MB corpus
+/// under a 1 GB address-space limit, where reading it whole took 1.1 GB and aborted.
+#[test]
+fn inspect_reads_only_what_it_samples_of_a_large_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::pretrained_tiny(dir.path());
+    let text = std::fs::read_to_string(data("wikitext-2/wiki.valid.tokens")).unwrap();
+    let corpus = dir.path().join("big.txt");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&corpus).unwrap());
+    let mut written = 0;
+    while written < 200_000_000 {
+        std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+        written += text.len();
+    }
+    drop(file);
+    let out = limited(1_000_000_000)
+        .args(["inspect", "--run"])
+        .arg(&run)
+        .arg("--corpus")
+        .arg(&corpus)
+        .args(["--batches", "1", "--batch-size", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
