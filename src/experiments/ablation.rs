@@ -296,18 +296,23 @@ fn squad_run(
     Ok((r, true))
 }
 
+/// What the experiment's folder records of its settings: the spec, and a config file by
+/// content, so that an edited file is not mixed into the runs that finished before.
+fn recorded_settings(spec: &AblationSpec) -> Result<serde_json::Value> {
+    let mut settings = serde_json::to_value(spec).expect("spec as JSON");
+    if !crate::train::config::is_preset(&spec.config) {
+        settings["config_file"] =
+            crate::io::read::sha256(std::path::Path::new(&spec.config))?.into();
+    }
+    Ok(settings)
+}
+
 pub fn ablation(
     o: &AblationOptions,
 ) -> Result<(crate::experiments::ablation_report::AblationReport, String)> {
     let spec = &o.spec;
     spec.validate()?;
-    let mut settings = serde_json::to_value(spec).expect("spec as JSON");
-    // A config file by content: an edited file is not mixed into the runs that finished before.
-    if !crate::train::config::is_preset(&spec.config) {
-        settings["config_file"] =
-            crate::io::read::sha256(std::path::Path::new(&spec.config))?.into();
-    }
-    crate::io::outputs::claim_folder(o.out.dir(), "experiment.json", &settings)?;
+    crate::io::outputs::claim_folder(o.out.dir(), "experiment.json", &recorded_settings(spec)?)?;
 
     // One corpus for every run: the config's shards, or the embedded default prepared once.
     let base = PretrainConfig::load(&spec.config, &spec.overrides)?;

@@ -254,7 +254,8 @@ fn a_checkpoint_holding_nan_is_skipped_on_resume_and_never_written() {
         None,
     )
     .unwrap();
-    std::fs::write(&last, st).unwrap();
+    // With its content fingerprint, as trueneg would have written it: the values are refused.
+    std::fs::write(&last, trueneg::io::tensor_file::finish_for_writing(st)).unwrap();
     let err = resumed_to_step_nine(&run);
     assert!(
         err.contains("non-finite") && err.contains("step-00000006"),
