@@ -317,6 +317,8 @@ fn run(a: Args, out: &Owned, ui: Ui) -> anyhow::Result<()> {
         opts.max_seq_len = positions;
     }
     opts.check_model(&pre.config)?;
+    // The rate the seeds train with (ELECTRA's by the encoder's size), recorded as such.
+    let (opts, _) = opts.for_encoder(&pre.config);
     let weights = trueneg::finetune::pretrained::weights_fingerprint(&a.model)?;
     let mut settings = a.identity(task, Some(weights))?;
     settings["options"] = serde_json::to_value(&opts)?;

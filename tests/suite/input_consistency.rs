@@ -341,3 +341,17 @@ fn weights_changed_after_writing_are_refused() {
     );
     assert!(e.contains("not the ones written"), "{e}");
 }
+
+/// A fine-tuning's record holds the learning rate its seeds trained with: under ELECTRA's
+/// recipe, the rate for the encoder's size (3e-4 for this Small-size one), not the recipe's
+/// default before that choice.
+#[test]
+fn the_finetuning_record_holds_the_rate_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = common::finetuned_rte(dir.path());
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(seed.parent().unwrap().join("finetune.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["options"]["lr"].as_f64(), Some(3e-4), "{record}");
+}
