@@ -111,14 +111,22 @@ pub fn flag() -> &'static AtomicBool {
     &REQUESTED
 }
 
-/// `e`, when it is a stop by a signal inside a command that continues by being run again
-/// (the experiment commands), says so: what finished is kept in `kept`.
+/// How a command that continues by being run again (the experiment commands) goes on after a
+/// stop: what finished is kept in `kept`.
+pub fn kept_in(kept: &std::path::Path) -> String {
+    format!(
+        "what finished is kept in {}: the same command continues",
+        kept.display()
+    )
+}
+
+/// `e`, when it is a stop by a signal inside a command that continues by being run again,
+/// says so ([`kept_in`]).
 pub fn continued_by_rerun(e: crate::Error, kept: &std::path::Path) -> crate::Error {
     match e {
-        crate::Error::Interrupted(_) => crate::Error::Interrupted(format!(
-            "stopped by a signal; what finished is kept in {}: the same command continues",
-            kept.display()
-        )),
+        crate::Error::Interrupted(_) => {
+            crate::Error::Interrupted(format!("stopped by a signal; {}", kept_in(kept)))
+        }
         e => e,
     }
 }

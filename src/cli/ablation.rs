@@ -83,17 +83,8 @@ impl super::Command for Args {
     fn plan(&self) -> anyhow::Result<Plan> {
         super::set_owned_by(&self.set, "objective.kind", "--objectives")?;
         super::set_owned_by(&self.set, "train.seed", "--pretrain-seeds")?;
-        let mut plan = Plan::new("ablation");
-        if !trueneg::train::config::is_preset(&self.config) {
-            plan = plan.input(
-                "--config",
-                std::path::Path::new(&self.config),
-                InputKind::File("a TOML config"),
-            );
-        }
-        let cfg = trueneg::train::config::PretrainConfig::load(&self.config, &self.set)?;
-        Ok(plan
-            .inputs(cfg.inputs())
+        Ok(Plan::new("ablation")
+            .inputs(super::config_inputs(&self.config, &self.set)?)
             .input_if("--glue", self.glue.as_ref(), InputKind::TaskData)
             .input_if("--squad", self.squad.as_ref(), InputKind::TaskData)
             .input_if(
@@ -102,10 +93,7 @@ impl super::Command for Args {
                 InputKind::Corpus,
             )
             .output("--out", &self.out, OutputKind::Folder)
-            .stops_at_safe_points(&format!(
-                "what finished is kept in {}: the same command continues",
-                self.out.display()
-            )))
+            .stops_at_safe_points(&trueneg::stop::kept_in(&self.out)))
     }
 
     fn run(self: Box<Self>, claim: &Claim, ui: Ui) -> anyhow::Result<()> {

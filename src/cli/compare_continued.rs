@@ -9,7 +9,7 @@ use trueneg::experiments::compare_continued::{CompareOptions, compare};
 use trueneg::objective::ObjectiveKind;
 use trueneg::tasks::glue::GlueTask;
 
-use trueneg::frame::{Claim, InputKind, OutputKind, Owned, Plan};
+use trueneg::frame::{Claim, FileKind, InputKind, OutputKind, Owned, Plan};
 
 use super::Ui;
 
@@ -76,14 +76,11 @@ impl super::Command for Args {
             .input(
                 "--hits-sentences",
                 &self.hits_sentences,
-                InputKind::File("a text file of sentences"),
+                InputKind::File(FileKind::Sentences),
             )
             .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
             .output("--out", &self.out, OutputKind::Folder)
-            .stops_at_safe_points(&format!(
-                "what finished is kept in {}: the same command continues",
-                self.out.display()
-            )))
+            .stops_at_safe_points(&trueneg::stop::kept_in(&self.out)))
     }
 
     fn run(self: Box<Self>, claim: &Claim, ui: Ui) -> anyhow::Result<()> {

@@ -130,6 +130,9 @@ pub struct Args {
     /// `--keep best`, as transformers' EarlyStoppingCallback) [default: never].
     #[arg(long, value_parser = super::at_least(1))]
     early_stop: Option<usize>,
+    /// The model weights' content fingerprint, computed once for the plan and the run.
+    #[arg(skip)]
+    weights: std::sync::OnceLock<String>,
 }
 
 fn parse_eval_every(s: &str) -> Result<EvalEvery, String> {
@@ -257,6 +260,15 @@ pub fn task(name: &str) -> anyhow::Result<Task> {
 }
 
 impl Args {
+    /// The content fingerprint of `--model`'s weights, kept in the field `weights` once known.
+    fn weights(&self) -> anyhow::Result<String> {
+        if let Some(w) = self.weights.get() {
+            return Ok(w.clone());
+        }
+        let w = trueneg::finetune::pretrained::weights_fingerprint(&self.model)?;
+        Ok(self.weights.get_or_init(|| w).clone())
+    }
+
     /// What decides the results and comes from the command line, with the content fingerprint
     /// of the model's weights: a run stopped before its results continues under the same
     /// command, on the same weights only. (`None` before the model is known to be one: the
@@ -284,10 +296,7 @@ impl super::Command for Args {
         let out = trueneg::finetune::out_folder::choose_out(
             self.out.as_deref(),
             &trueneg::finetune::out_folder::default_out(&self.model, task.display_name()),
-            &self.identity(
-                task,
-                trueneg::finetune::pretrained::weights_fingerprint(&self.model).ok(),
-            )?,
+            &self.identity(task, self.weights().ok())?,
         );
         Ok(Plan::new("finetune")
             .input("--model", &self.model, InputKind::Encoder)
@@ -319,7 +328,7 @@ fn run(a: Args, out: &Owned, ui: Ui) -> anyhow::Result<()> {
     opts.check_model(&pre.config)?;
     // The rate the seeds train with (ELECTRA's by the encoder's size), recorded as such.
     let (opts, _) = opts.for_encoder(&pre.config);
-    let weights = trueneg::finetune::pretrained::weights_fingerprint(&a.model)?;
+    let weights = a.weights()?;
     let mut settings = a.identity(task, Some(weights))?;
     settings["options"] = serde_json::to_value(&opts)?;
     let claimed = trueneg::finetune::out_folder::claim_out(out, &settings)?;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use trueneg::eval::hits::{hits, hits_table, read_sentences, triplet};
-use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+use trueneg::frame::{Claim, FileKind, InputKind, OutputKind, Plan};
 use trueneg::io::outputs::Outputs;
 
 #[derive(clap::Args)]
@@ -44,7 +44,7 @@ impl super::Command for Args {
             .input(
                 "--sentences",
                 &self.sentences,
-                InputKind::File("a text file of sentences"),
+                InputKind::File(FileKind::Sentences),
             )
             .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
             .force(self.force);

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use trueneg::eval::inspect::{InspectRequest, inspect, page, sample_tsv};
-use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+use trueneg::frame::{Claim, FileKind, InputKind, OutputKind, Plan};
 use trueneg::io::outputs::Outputs;
 use trueneg::train::stats::ProbeRequest;
 
@@ -54,7 +54,7 @@ impl super::Command for Args {
             .input_if(
                 "--lexicon",
                 self.lexicon.as_ref(),
-                InputKind::File("a lexicon (lexicon build's .safetensors)"),
+                InputKind::File(FileKind::Lexicon),
             )
             .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
             .output("--run", &self.run, OutputKind::ReportsIn)

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+use trueneg::frame::{Claim, FileKind, InputKind, OutputKind, Plan};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -52,23 +52,23 @@ impl super::Command for Command {
             .input(
                 "--tokenizer",
                 tokenizer,
-                InputKind::File("a tokenizer.json or BERT vocab.txt"),
+                InputKind::File(FileKind::Tokenizer),
             )
             .input_if("--wordnet", wordnet.as_ref(), InputKind::WordNet)
             .input_if(
                 "--embeddings",
                 embeddings.as_ref(),
-                InputKind::File("word vectors (word2vec text or binary, or GloVe)"),
+                InputKind::File(FileKind::Vectors),
             )
             .input_if(
                 "--checkpoint",
                 checkpoint.as_ref(),
-                InputKind::File("a checkpoint's model.safetensors"),
+                InputKind::File(FileKind::Checkpoint),
             )
             .input_if(
                 "--stop-words",
                 stop_words.as_ref(),
-                InputKind::File("a stop-word list (one word a line)"),
+                InputKind::File(FileKind::StopWords),
             )
             .output("--out", out, OutputKind::File))
     }

@@ -142,6 +142,22 @@ pub fn replaced_share(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The paths a pre-training config given as `--config source` (a preset or a file) with
+/// `overrides` makes a command read: the file itself, and the paths its values name.
+fn config_inputs(
+    source: &str,
+    overrides: &[String],
+) -> anyhow::Result<Vec<trueneg::frame::plan::Input>> {
+    use trueneg::frame::{FileKind, InputKind, plan::Input};
+    let cfg = trueneg::train::config::PretrainConfig::load(source, overrides)?;
+    let file = (!trueneg::train::config::is_preset(source)).then(|| Input {
+        flag: "--config".into(),
+        path: PathBuf::from(source),
+        kind: InputKind::File(FileKind::Config),
+    });
+    Ok(file.into_iter().chain(cfg.inputs()).collect())
+}
+
 /// Refuses a `--set KEY=…` where the command's own `flag` decides `key`: the command would
 /// otherwise override one of the two without a word.
 fn set_owned_by(set: &[String], key: &str, flag: &str) -> anyhow::Result<()> {

@@ -6,7 +6,7 @@ use trueneg::text::prepare::{PrepareOptions, RecordMaker, prepare};
 use trueneg::text::prepare_triples::TripleMaker;
 use trueneg::text::triples::TripleConfig;
 
-use trueneg::frame::{Claim, InputKind, OutputKind, Owned, Plan};
+use trueneg::frame::{Claim, FileKind, InputKind, OutputKind, Owned, Plan};
 
 use super::Ui;
 
@@ -76,7 +76,7 @@ impl super::Command for Args {
             .input_if(
                 "--tokenizer",
                 self.tokenizer.as_ref(),
-                InputKind::File("a tokenizer.json or BERT vocab.txt"),
+                InputKind::File(FileKind::Tokenizer),
             )
             .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
             .output("--out", &self.out, OutputKind::Folder)

@@ -80,11 +80,7 @@ impl super::Command for Args {
                 }
             }
             (None, Some(c)) => {
-                if !trueneg::train::config::is_preset(c) {
-                    plan = plan.input("--config", Path::new(c), InputKind::File("a TOML config"));
-                }
-                let cfg = PretrainConfig::load(c, &self.overrides())?;
-                plan = plan.inputs(cfg.inputs());
+                plan = plan.inputs(super::config_inputs(c, &self.overrides())?);
                 if main {
                     plan = plan.output("--run", &run_folder(self, c), OutputKind::Folder);
                 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use trueneg::frame::{Claim, InputKind, OutputKind, Plan};
+use trueneg::frame::{Claim, FileKind, InputKind, OutputKind, Plan};
 use trueneg::io::outputs::Outputs;
 use trueneg::plot::{Series, line_plot};
 
@@ -38,7 +38,7 @@ impl super::Command for Args {
             .input_if(
                 "--lexicon",
                 self.lexicon.as_ref(),
-                InputKind::File("a lexicon (lexicon build's .safetensors)"),
+                InputKind::File(FileKind::Lexicon),
             )
             .output("--checkpoints", &self.checkpoints, OutputKind::ReportsIn)
             .force(self.force))

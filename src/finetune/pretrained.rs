@@ -112,7 +112,12 @@ pub fn weights_fingerprint(model: &Path) -> Result<String> {
     } else {
         model.join("model.safetensors")
     };
-    crate::io::read::sha256(&file)
+    // A file trueneg wrote records its tensors' fingerprint, checked whenever it is opened: its
+    // header says it without reading the weights. Another maker's file is hashed whole.
+    match crate::io::tensor_file::metadata(&file)?.remove(crate::io::tensor_file::WEIGHTS_KEY) {
+        Some(recorded) => Ok(recorded),
+        None => crate::io::read::sha256(&file),
+    }
 }
 
 /// Loads a trueneg run directory (its latest checkpoint; ELECTRA's discriminator) or a
@@ -145,14 +150,9 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
             .map(|t| t.shape[0])
             .ok_or_else(|| Error::Checkpoint(format!("{}: no word embeddings", dir.display())))?;
         let tokenizer = crate::train::run::run_tokenizer(model)?;
-        let shapes = weights
-            .tensors
-            .iter()
-            .map(|(k, t)| (k.clone(), t.shape.clone()))
-            .collect();
-        crate::model::weight_shapes::check_encoder_shapes(
+        crate::interop::weight_shapes::check_encoder_shapes(
             &section.encoder(vocab),
-            &shapes,
+            &weights.tensors,
             &format!("{prefix}."),
             &dir.join("model.safetensors").display().to_string(),
             &model.join("config.toml").display().to_string(),
@@ -173,14 +173,9 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
     let hf = read_hf_config(&dir.join("config.json"))?;
     check_model_fits(&hf.encoder, &dir.join("config.json"))?;
     let weights = read_safetensors(&dir.join("model.safetensors"))?;
-    let shapes = weights
-        .tensors
-        .iter()
-        .map(|(k, t)| (k.clone(), t.shape.clone()))
-        .collect();
-    crate::model::weight_shapes::check_encoder_shapes(
+    crate::interop::weight_shapes::check_encoder_shapes(
         &hf.encoder,
-        &shapes,
+        &weights.tensors,
         &format!("{}.", hf.model_type),
         &dir.join("model.safetensors").display().to_string(),
         &dir.join("config.json").display().to_string(),

@@ -29,8 +29,42 @@ pub enum InputKind {
     TaskData,
     /// The WordNet database: a folder.
     WordNet,
-    /// One file, described in words ("a tokenizer.json or vocab.txt").
-    File(&'static str),
+    /// One file of a kind of its own.
+    File(FileKind),
+}
+
+/// The kinds of single files commands read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// `tokenizer.json` or BERT's `vocab.txt`.
+    Tokenizer,
+    /// `lexicon build`'s synonym table.
+    Lexicon,
+    /// Word vectors (word2vec, GloVe).
+    Vectors,
+    /// A checkpoint's weights.
+    Checkpoint,
+    /// A pre-training config.
+    Config,
+    /// Sentences, one a line.
+    Sentences,
+    /// Stop words, one a line.
+    StopWords,
+}
+
+impl FileKind {
+    /// The kind in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Tokenizer => "a tokenizer.json or BERT vocab.txt",
+            Self::Lexicon => "a lexicon (lexicon build's .safetensors)",
+            Self::Vectors => "word vectors (word2vec text or binary, or GloVe)",
+            Self::Checkpoint => "a checkpoint's model.safetensors",
+            Self::Config => "a TOML config",
+            Self::Sentences => "a text file of sentences",
+            Self::StopWords => "a stop-word list (one word a line)",
+        }
+    }
 }
 
 impl InputKind {
@@ -47,7 +81,7 @@ impl InputKind {
             }
             Self::TaskData => "a task's data (its folder or file)",
             Self::WordNet => "the WordNet database (a dict folder, or a WordNet home holding one)",
-            Self::File(what) => what,
+            Self::File(kind) => kind.describe(),
         }
     }
 }

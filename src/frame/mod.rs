@@ -23,7 +23,7 @@ pub mod inputs;
 pub mod plan;
 
 pub use claim::{Claim, Owned};
-pub use inputs::InputKind;
+pub use inputs::{FileKind, InputKind};
 pub use plan::{Need, OutputKind, Plan, Stops};
 
 /// Runs `work` inside the frame of `plan` (see the module's doc).

@@ -9,7 +9,6 @@ pub mod heads;
 pub mod params;
 pub mod precision;
 pub mod step_heads;
-pub mod weight_shapes;
 
 pub use crate::kernels::dropout::seed;
 pub(crate) use crate::kernels::host_ids;

@@ -244,18 +244,15 @@ impl ObjectiveConfig {
         vec![&mut self.hc.lexicon, &mut self.hc.hc_self_stop_words]
     }
 
-    /// The files the values name, each with its key and what it must be, for the command's plan.
-    pub fn input_files(&self) -> Vec<(&'static str, &std::path::PathBuf, &'static str)> {
+    /// The files the values name, each with its key and kind, for the command's plan.
+    pub fn input_files(&self) -> Vec<(&'static str, &std::path::PathBuf, crate::frame::FileKind)> {
+        use crate::frame::FileKind;
         [
-            (
-                "objective.lexicon",
-                &self.hc.lexicon,
-                "a lexicon (lexicon build's .safetensors)",
-            ),
+            ("objective.lexicon", &self.hc.lexicon, FileKind::Lexicon),
             (
                 "objective.hc_self_stop_words",
                 &self.hc.hc_self_stop_words,
-                "a stop-word list (one word a line)",
+                FileKind::StopWords,
             ),
         ]
         .into_iter()

@@ -418,8 +418,8 @@ impl PretrainConfig {
             InputKind::PreparedCorpus,
         );
         add("model.init_from", &self.model.init_from, InputKind::Encoder);
-        for (key, path, what) in self.objective.input_files() {
-            add(key, &Some(path.clone()), InputKind::File(what));
+        for (key, path, kind) in self.objective.input_files() {
+            add(key, &Some(path.clone()), InputKind::File(kind));
         }
         out
     }

@@ -167,17 +167,13 @@ pub fn check_weights(
     source: &Path,
     run: &Path,
 ) -> Result<()> {
-    let shapes = tensors
-        .iter()
-        .map(|(k, t)| (k.clone(), t.shape.clone()))
-        .collect();
     let prefix = match cfg.model.kind {
         super::config::ModelKind::Bert => "bert.",
         super::config::ModelKind::Electra => "electra.",
     };
-    crate::model::weight_shapes::check_encoder_shapes(
+    crate::interop::weight_shapes::check_encoder_shapes(
         &cfg.model.encoder(vocab),
-        &shapes,
+        tensors,
         prefix,
         &source.display().to_string(),
         &run.join("config.toml").display().to_string(),

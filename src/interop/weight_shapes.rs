@@ -5,16 +5,17 @@
 
 use std::collections::BTreeMap;
 
-use super::EncoderConfig;
+use super::tensors::HostTensor;
+use crate::model::EncoderConfig;
 use crate::{Error, Result};
 
-/// Checks the encoder `e` against the tensor shapes `shapes` (name → shape) of the encoder
-/// whose names start with `prefix` (`bert.`, `electra.`): the layer count, the hidden width,
-/// the feed-forward width and the embedding width. `source` names the weights and `config`
-/// the file the config came from.
+/// Checks the encoder `e` against the shapes of the tensors `shapes` of the encoder whose
+/// names start with `prefix` (`bert.`, `electra.`): the layer count, the hidden width, the
+/// feed-forward width, the embedding width and the positions. `source` names the weights and
+/// `config` the file the config came from.
 pub fn check_encoder_shapes(
     e: &EncoderConfig,
-    shapes: &BTreeMap<String, Vec<usize>>,
+    shapes: &BTreeMap<String, HostTensor>,
     prefix: &str,
     source: &str,
     config: &str,
@@ -44,7 +45,7 @@ pub fn check_encoder_shapes(
     if layers != e.num_hidden_layers {
         return refuse("num_hidden_layers", e.num_hidden_layers, layers);
     }
-    let shape = |name: &str| shapes.get(&format!("{prefix}{name}"));
+    let shape = |name: &str| shapes.get(&format!("{prefix}{name}")).map(|t| &t.shape);
     if let Some(s) = shape("encoder.layer.0.attention.self.query.weight")
         && s.first() != Some(&e.hidden_size)
     {
