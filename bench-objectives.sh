@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ROUNDS=${1:-3}
 STEPS=${2:-10}
-cargo build --release --quiet
+echo "bench-objectives.sh: cargo build --release (measuring target/release/trueneg)" >&2
+cargo build --release >&2
 for r in $(seq 1 "$ROUNDS"); do
   line="round $r:"
   for o in baseline hc hc+sr sr-sent; do

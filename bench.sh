@@ -12,7 +12,9 @@ cd "$(dirname "$0")"
 PY=${PYTHON:-venv/bin/python}
 ROUNDS=${1:-3}
 STEPS=${2:-20}
-cargo build --release --quiet
+# The binary measured is the release build of this checkout: build it, in sight.
+echo "bench.sh: cargo build --release (measuring target/release/trueneg)" >&2
+cargo build --release >&2
 ms() { grep -E '^ms_per_step=' | cut -d= -f2; }
 if [ "${MODEL:-bert}" = electra ]; then
   size=(--layers "${LAYERS:-2}" --batch "${BATCH:-8}")

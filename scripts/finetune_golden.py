@@ -21,7 +21,8 @@ Models and what is stored for each (`<name>.*` in finetune_golden.safetensors):
      <name>.labels (and electra_qa.start_positions / end_positions)
 
 Three optimizer steps on the same batch (`<name>.after.<param>`: every parameter after them):
-  steps_electra  electra_lin under ELECTRA's update rule written out below: Adam without bias
+  steps_electra  electra_lin under ELECTRA's update rule written out below, on the batch's
+                 summed loss (run_finetuning.py sums the per-example losses): Adam without bias
                  correction, decoupled weight decay lr·wd·p (not on biases / LayerNorm),
                  TF's clip_by_global_norm(1.0), lr·min(1, t/W)·(1 − t/T), layer-wise decay
                  as google-research/electra's `_get_layer_lrs` (top layer 0.8², embeddings
@@ -241,7 +242,7 @@ m = ElectraLinear(3).eval()
 with torch.no_grad():
     for k, p in m.classifier.named_parameters():
         p.copy_(fixture[f"electra_lin.head.classifier.{k}"])
-electra_steps(m, lambda: F.cross_entropy(m(), labels3))
+electra_steps(m, lambda: F.cross_entropy(m(), labels3, reduction="sum"))
 for k, p in m.named_parameters():
     fixture[f"steps_electra.after.{k}"] = p.detach().clone()
 

@@ -14,7 +14,7 @@ answerable_uses_start_logits, answerable_weight 0.5), written out here:
                dense(512 → 1), + 1000 · (mask − 1);
                inference: the same for each of the BEAM best starts by log-softmax
   loss         per example (CE(start) + CE(end)) / 2 + 0.5 · BCE(answerable logit, is_impossible),
-               the mean over the batch
+               the sum over the batch (run_finetuning.py sums the per-example losses)
   answerable   softmax(start) · hidden states, beside [CLS]'s, dense(2·hidden → 512) + GELU,
                dense(512 → 1)
 The encoder is the shared golden discriminator (eval mode: no dropout) on the golden batch's
@@ -101,7 +101,7 @@ class Model(torch.nn.Module):
         rep = torch.cat([h[:, 0], feat], -1)
         ans = self.head.qa_answerable(F.gelu(self.head.qa_answerable_hidden(rep))).squeeze(-1)
         bce = F.binary_cross_entropy_with_logits(ans, impossible, reduction="none")
-        loss = ((ls + le) / 2 + ANSWERABLE_WEIGHT * bce).mean()
+        loss = ((ls + le) / 2 + ANSWERABLE_WEIGHT * bce).sum()
         return start, end, ans, loss, h, penalty
 
     def beam(self, start, h, penalty):

@@ -189,6 +189,24 @@ pub(crate) fn bridge_call(
     Err(text.lines().next().unwrap_or(fallback).trim().to_string())
 }
 
+/// Levenshtein distance of two names (for "did you mean" in error lines).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

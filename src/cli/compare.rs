@@ -44,18 +44,28 @@ impl super::Command for Args {
 fn run(a: Args, outputs: &Outputs) -> anyhow::Result<()> {
     let mut series = Vec::new();
     for r in &a.runs {
-        let mut s = trueneg::train::metrics::metric_series(r, &a.metric)?.ok_or_else(|| {
-            anyhow::anyhow!(
-                "{}: no field `{}`",
+        // A run that does not log the metric (an objective without that term) is left out of
+        // the plot, with a note; the plot needs one run that does.
+        let Some(mut s) = trueneg::train::metrics::metric_series(r, &a.metric)? else {
+            eprintln!(
+                "note: {}: no field `{}`: {} is left out of the plot",
                 r.join("metrics.jsonl").display(),
-                a.metric
-            )
-        })?;
+                a.metric,
+                r.display()
+            );
+            continue;
+        };
         // A run's objective has its colour of every plot.
         s.colour = (s.group.as_deref())
             .and_then(trueneg::objective::ObjectiveKind::parse)
             .map(|k| k.colour());
         series.push(s);
+    }
+    if series.is_empty() {
+        anyhow::bail!(
+            "--metric {}: none of the runs logs it (a metrics.jsonl field, such as mlm_loss)",
+            a.metric
+        );
     }
     let label = trueneg::plot::metric_label(&a.metric, &trueneg::objective::term_labels());
     trueneg::plot::line_plot(

@@ -85,14 +85,6 @@ fn write_scores(
     Ok(())
 }
 
-fn show_scores(s: &trueneg::finetune::scores::Scores) -> String {
-    s.metrics
-        .iter()
-        .map(|(k, v)| format!("{k} {v:.2}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// `--contrast`: the Table 4 row of this model, printed and written as contrast-<set>.md /
 /// .json, with every example's prediction in contrast-<set>-predictions.tsv.
 fn contrast(a: &Args, set: &std::path::Path, outputs: &Outputs, ui: Ui) -> anyhow::Result<()> {
@@ -184,10 +176,10 @@ fn run(a: Args, outputs: &Outputs, ui: Ui) -> anyhow::Result<()> {
             println!(
                 "{}: {} ({:.1} examples/s)",
                 e.file.display(),
-                show_scores(s),
+                s.line(),
                 e.examples_per_s
             );
-            if let Some(why) = &s.collapsed {
+            for why in s.warnings() {
                 eprintln!("warning: {}: {why}", e.file.display());
             }
         }

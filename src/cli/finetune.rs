@@ -6,7 +6,7 @@ use trueneg::frame::{Claim, InputKind, OutputKind, Owned, Plan};
 
 use trueneg::finetune::qa_features::QaOptions;
 use trueneg::finetune::recipe::{
-    EvalEvery, FinetuneOptions, HeadKind, Keep, LayerDecayRule, Recipe, Schedule,
+    BatchLoss, EvalEvery, FinetuneOptions, HeadKind, Keep, LayerDecayRule, Recipe, Schedule,
 };
 use trueneg::finetune::{seeds as runner, span as qa};
 use trueneg::tasks::task::Task;
@@ -23,17 +23,20 @@ pub struct Args {
     #[arg(long)]
     task: String,
     /// The task's folder (GLUE: train.tsv, dev.tsv; MNLI: dev_matched.tsv, dev_mismatched.tsv;
-    /// SQuAD: train-v1.1.json and dev-v1.1.json, or one JSON file split in two).
+    /// SQuAD: train-v1.1.json and dev-v1.1.json, or one JSON file split in two), or the folder
+    /// holding it under the task's name (`--data glue/ --task rte` reads glue/RTE).
     #[arg(long)]
     data: PathBuf,
-    /// A trueneg run folder or a transformers folder.
+    /// A trueneg run folder, a transformers folder (a trueneg export or another), or a Hub
+    /// model id already in the local Hugging Face cache (`google/electra-small-discriminator`).
     #[arg(long)]
     model: PathBuf,
     /// Comma-separated seeds; one fine-tuned model each.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     seeds: Vec<u64>,
     /// A new (or empty) folder for results, predictions and fine-tuned models [default:
-    /// <model>/finetune/<task>, or <task>-2, -3, … when that exists].
+    /// <model>/finetune/<TASK>, the task's GLUE folder name (`RTE`, `SST-2`, `SQuAD`), or
+    /// <TASK>-2, -3, … when that is taken].
     #[arg(long)]
     out: Option<PathBuf>,
     /// The fine-tuning recipe: `electra` (google-research/electra: no Adam bias correction,
@@ -44,8 +47,8 @@ pub struct Args {
     #[arg(long, default_value = "electra", value_parser = parse_recipe)]
     recipe: Recipe,
     /// Peak learning rate [electra: by the encoder's size, as ELECTRA's paper (Table 7): Small
-    /// (hidden size up to 256) 3e-4, Base (up to 768) 1e-4, Large 5e-5; transformers: 2e-5,
-    /// SQuAD 3e-5].
+    /// (hidden size up to 256) 3e-4 (its code's default is 1e-4), Base (up to 768) 1e-4, Large
+    /// 5e-5; transformers: 2e-5, SQuAD 3e-5].
     #[arg(long)]
     lr: Option<f64>,
     /// Epochs [electra: 3, RTE and STS-B 10, SQuAD 2; transformers: 3, SQuAD 2].
@@ -57,9 +60,15 @@ pub struct Args {
     /// Tokens per example [128; SQuAD: electra 512, transformers 384].
     #[arg(long)]
     max_seq_len: Option<usize>,
-    /// Layer-wise learning-rate decay, 1 = none [electra: 0.8; transformers: 1].
+    /// Layer-wise learning-rate decay, 1 = none [electra: 0.8, Large encoders 0.9 (its
+    /// configure_finetuning.py); transformers: 1].
     #[arg(long)]
     layer_decay: Option<f64>,
+    /// How a batch's loss is made of its examples' losses: `sum` (ELECTRA's run_finetuning.py)
+    /// or `mean` (transformers'). The logged loss is the mean either way [electra: sum;
+    /// transformers: mean].
+    #[arg(long, value_parser = parse_batch_loss)]
+    batch_loss: Option<BatchLoss>,
     /// How the decay maps depth to a factor: `electra` (google-research/electra's code as
     /// written: the top layer decay², the embeddings decay^(L+2)) or `shifted` (the top layer
     /// decay, the embeddings decay^(L+1)) [default: electra].
@@ -119,7 +128,8 @@ pub struct Args {
     #[arg(long, default_value = "cpu")]
     device: String,
     /// When the dev sets are scored during training (each seed's metrics.jsonl, TensorBoard
-    /// and loss.png): `epoch`, every N updates, or `end` (after training only). SQuAD: `end`.
+    /// and loss.png): `epoch`, every N updates, or `end` (after training only) [default:
+    /// epoch; SQuAD: end, its only choice].
     #[arg(long, value_parser = parse_eval_every)]
     eval_every: Option<EvalEvery>,
     /// The model each seed keeps, reports and exports: `last` (ELECTRA's; the papers'
@@ -145,6 +155,14 @@ fn parse_keep(s: &str) -> Result<Keep, String> {
 
 fn parse_recipe(s: &str) -> Result<Recipe, String> {
     Recipe::parse(s).ok_or_else(|| format!("expected {}", Recipe::NAMES))
+}
+
+fn parse_batch_loss(s: &str) -> Result<BatchLoss, String> {
+    match s {
+        "sum" => Ok(BatchLoss::Sum),
+        "mean" => Ok(BatchLoss::Mean),
+        _ => Err("expected sum or mean".into()),
+    }
 }
 
 fn parse_rule(s: &str) -> Result<LayerDecayRule, String> {
@@ -178,7 +196,8 @@ impl Args {
         o.epochs = self.epochs.unwrap_or(o.epochs);
         o.batch_size = self.batch_size.unwrap_or(o.batch_size);
         o.max_seq_len = self.max_seq_len.unwrap_or(o.max_seq_len);
-        o.layer_decay = self.layer_decay.unwrap_or(o.layer_decay);
+        o.choose_layer_decay(self.layer_decay);
+        o.batch_loss = self.batch_loss.unwrap_or(o.batch_loss);
         o.layer_decay_rule = self.layer_decay_rule.unwrap_or(o.layer_decay_rule);
         o.warmup_fraction = self.warmup_fraction.unwrap_or(o.warmup_fraction);
         o.schedule = self.schedule.unwrap_or(o.schedule);
@@ -269,6 +288,15 @@ impl Args {
         Ok(self.weights.get_or_init(|| w).clone())
     }
 
+    /// The task's data folder: `--data`, or its folder for the task (`--data glue/` holds
+    /// `glue/RTE/`).
+    fn data(&self, task: Task) -> PathBuf {
+        match task.classification() {
+            Some(t) => t.folder(&self.data),
+            None => self.data.clone(),
+        }
+    }
+
     /// What decides the results and comes from the command line, with the content fingerprint
     /// of the model's weights: a run stopped before its results continues under the same
     /// command, on the same weights only. (`None` before the model is known to be one: the
@@ -277,7 +305,7 @@ impl Args {
         Ok(serde_json::json!({
             "task": task.display_name(),
             "model": std::path::absolute(&self.model)?,
-            "data": std::path::absolute(&self.data)?,
+            "data": std::path::absolute(self.data(task))?,
             "seeds": self.seeds,
             "max_train_examples": self.max_train_examples,
             "max_eval_examples": self.max_eval_examples,
@@ -300,7 +328,7 @@ impl super::Command for Args {
         );
         Ok(Plan::new("finetune")
             .input("--model", &self.model, InputKind::Encoder)
-            .input("--data", &self.data, InputKind::TaskData)
+            .input("--data", &self.data(task), InputKind::TaskData)
             .output("--out", &out, OutputKind::Folder)
             .stops_at_safe_points(
                 "the seeds that finished are kept: the same command continues with the others",
@@ -356,7 +384,7 @@ fn tune(
         runner::finetune_glue(
             glue,
             pre,
-            &a.data,
+            &a.data(task),
             opts,
             runner::SeedPlan {
                 seeds: &a.seeds,
@@ -367,7 +395,7 @@ fn tune(
         )?
     } else {
         let (train, dev) =
-            runner::squad_splits(&a.data, a.max_train_examples, a.max_eval_examples)?;
+            runner::squad_splits(&a.data(task), a.max_train_examples, a.max_eval_examples)?;
         if qa::SpanHeadKind::of(opts.head) == qa::SpanHeadKind::ElectraJoint {
             eprintln!(
                 "note: SQuAD under --head electra trains ELECTRA's joint start-to-end head, which transformers has no class for: `export` will refuse these models (--head transformers trains one that exports)"

@@ -140,7 +140,14 @@ fn run(c: Command) -> anyhow::Result<()> {
             burn::prelude::TensorData::new(m.values.clone(), [m.shape[0], m.shape[1]]),
             &device,
         );
-        let candidates = trueneg::text::self_synonyms::candidate_ids(&tok, &build.stop_words);
+        // WordNet's word list keeps words it does not know out, as in the run's self table.
+        let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&wordnet))
+            .inspect_err(|e| {
+                eprintln!("note: every whole word is a candidate, WordNet unread: {e}")
+            })
+            .ok();
+        let candidates =
+            trueneg::text::self_synonyms::candidate_ids(&tok, &build.stop_words, wn.as_ref());
         trueneg::memory::check(
             trueneg::lexicon::embeddings::neighbours_bytes(candidates.len(), m.shape[1]),
             &format!(

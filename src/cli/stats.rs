@@ -84,16 +84,11 @@ fn run(a: Args, outputs: &Outputs) -> anyhow::Result<()> {
     }
     print!("{md}");
     type Level = fn(&trueneg::train::stats::CheckpointStats) -> f64;
+    use trueneg::train::stats::{BATCH_LEVEL, ITERATION_LEVEL, PREDICTION_LEVEL};
     let levels: [(&str, Level); 3] = [
-        ("prediction level (corrected / mismatched)", |s| {
-            s.prediction_level
-        }),
-        ("iteration level (batches with a correction)", |s| {
-            s.iteration_level
-        }),
-        ("sequence level (sequences with a correction)", |s| {
-            s.sequence_level
-        }),
+        (PREDICTION_LEVEL, |s| s.prediction_level),
+        (ITERATION_LEVEL, |s| s.iteration_level),
+        (BATCH_LEVEL, |s| s.batch_level),
     ];
     // One colour, dash pattern and marker each: lines that coincide stay apart.
     let series: Vec<Series> = levels

@@ -37,9 +37,11 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
     };
     let weights_file = model.join("model.safetensors");
     let mut weights = read_safetensors(&weights_file)?.tensors;
+    let mut written_as_two_layers = false;
     let (prefix, encoder, fields) = match task {
         Task::Classification(t) => {
             let info: FineTunedInfo = read_model_info(model)?;
+            written_as_two_layers = info.head == ClsHead::Linear;
             if info.regression_scale != 1.0 {
                 // The head's last layer × scale: transformers' output is the prediction itself.
                 scale_output(
@@ -82,7 +84,10 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
         encoder,
         task_fields: fields,
     };
-    let card = model_card(model, task, &hf);
+    let mut card = model_card(model, task, &hf);
+    if written_as_two_layers {
+        card += LINEAR_HEAD_LIMITS;
+    }
     let tokenizer = tokenizer.exists().then_some(tokenizer.as_path());
     let provenance = Provenance {
         tokenizer: fingerprint,
@@ -152,6 +157,19 @@ fn scale_output(
     Ok(())
 }
 
+/// The model card's section on ELECTRA's one-layer head written as transformers' two.
+const LINEAR_HEAD_LIMITS: &str = "\n## Limits of this head\n\n\
+The model was fine-tuned with ELECTRA's one-layer head (dropout, one dense layer on [CLS]), \
+written here as transformers' `ElectraClassificationHead`: `dense` is the identity plus a \
+shift that keeps GELU's inputs where GELU is the identity, and `out_proj` is the trained \
+layer. That is exact in float32 inference only:\n\n\
+- in bfloat16 (or float16) the shifted activations, tens in size, lose their low bits: the \
+logits move by tenths to whole units;\n\
+- in train mode the head's second dropout falls on the shifted activations and swamps the \
+logits, so training this folder further in transformers starts from noise.\n\n\
+For half-precision inference or further training in transformers, fine-tune with \
+`trueneg finetune --head transformers`, whose head is transformers' own.\n";
+
 /// The `README.md` of an exported fine-tuned model: the task, the architecture, where the
 /// encoder came from, the recipe and the dev scores (from `results.json` beside the seed
 /// folder, when there).
@@ -170,6 +188,10 @@ fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
         let at = seed.and_then(|s| r.seeds.iter().position(|x| *x == s))?;
         r.per_seed.get(at)
     });
+    let settings: Option<serde_json::Value> = model
+        .parent()
+        .map(|p| p.join(super::out_folder::SETTINGS))
+        .and_then(|p| crate::io::read_json(&p).ok());
     let mut facts = Vec::new();
     if let Some(r) = &results {
         if let Some(p) = &r.model {
@@ -178,6 +200,18 @@ fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
                 .map(|s| format!(" (checkpoint step {s})"))
                 .unwrap_or_default();
             facts.push(format!("- Encoder: `{}`{step}.", last_name(&p.model)));
+            facts.push(format!(
+                "- Pre-training: {}.",
+                p.pretraining
+                    .as_deref()
+                    .unwrap_or("not recorded (a folder of another maker)")
+            ));
+        }
+        if let Some(sha) = settings
+            .as_ref()
+            .and_then(|s| s[super::out_folder::WEIGHTS].as_str())
+        {
+            facts.push(format!("- Pre-trained weights: SHA-256 `{sha}`."));
         }
         if let Some(o) = &r.options {
             facts.push(format!(
@@ -191,15 +225,20 @@ fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
             ));
         }
         if let Some(scores) = seed_scores {
-            let m: Vec<String> = scores
-                .metrics
-                .iter()
-                .map(|(k, v)| format!("{k} {v:.2}"))
-                .collect();
             facts.push(format!(
                 "- Dev scores (seed {}): {}.",
                 seed.unwrap_or(0),
-                m.join(", ")
+                scores.line()
+            ));
+            for why in scores.warnings() {
+                facts.push(format!("- **Warning:** this model {why}."));
+            }
+        }
+        let n = r.seeds.len();
+        if n > 1 && (r.one_class_seeds > 0 || r.not_above_majority_seeds > 0) {
+            facts.push(format!(
+                "- Of the run's {n} seeds, {} predicted one class and {} did not beat the majority class.",
+                r.one_class_seeds, r.not_above_majority_seeds
             ));
         }
     }

@@ -14,6 +14,7 @@ pub mod pretrained;
 pub mod qa_features;
 pub mod recipe;
 pub mod record;
+pub mod results;
 pub mod scores;
 pub mod seeds;
 pub mod span;

@@ -64,12 +64,25 @@ pub fn choose_out(out: Option<&Path>, default: &Path, settings: &serde_json::Val
 /// the same settings.
 pub fn claim_out(out: &Owned, settings: &serde_json::Value) -> Result<ClaimedOut> {
     let dir = out.dir().to_path_buf();
-    if dir.join("results.json").exists()
-        || (crate::io::lock::has_content(&dir) && !dir.join(SETTINGS).exists())
-    {
+    let free = || {
+        let name = dir.file_name().unwrap_or_default().to_string_lossy();
+        (2..)
+            .map(|i| dir.with_file_name(format!("{name}-{i}")))
+            .find(|d| !crate::io::read::exists(d))
+            .expect("a free name")
+    };
+    if dir.join("results.json").exists() {
         return Err(Error::Config(format!(
-            "{}: not empty (an earlier fine-tuning run?); choose another --out, nothing was changed",
-            dir.display()
+            "{}: holds a finished fine-tuning run (results.json); give a new --out (such as {}) for another, nothing was changed",
+            dir.display(),
+            free().display()
+        )));
+    }
+    if crate::io::lock::has_content(&dir) && !dir.join(SETTINGS).exists() {
+        return Err(Error::Config(format!(
+            "{}: not empty, and not a fine-tuning run's; give a new --out (such as {}), nothing was changed",
+            dir.display(),
+            free().display()
         )));
     }
     let saved: Option<serde_json::Value> = crate::io::read::exists(&dir.join(SETTINGS))

@@ -30,19 +30,44 @@ pub struct Provenance {
     pub weights: PathBuf,
     /// A trueneg run's checkpoint step.
     pub checkpoint_step: Option<u64>,
+    /// How the encoder was pre-trained, in words: a trueneg run's objective (its
+    /// `config.toml`), or what a trueneg export records of its source; none for a folder of
+    /// another maker.
+    #[serde(default)]
+    pub pretraining: Option<String>,
 }
 
 impl Provenance {
     /// `model` as given on the command line; `dir` holds the `model.safetensors` read (paths
     /// made absolute, so that the record means the same from any working directory).
-    fn new(model: &Path, dir: &Path, checkpoint_step: Option<u64>) -> Self {
+    fn new(
+        model: &Path,
+        dir: &Path,
+        checkpoint_step: Option<u64>,
+        pretraining: Option<String>,
+    ) -> Self {
         let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
         Self {
             model: absolute(model),
             weights: absolute(&dir.join("model.safetensors")),
             checkpoint_step,
+            pretraining,
         }
     }
+}
+
+/// A run's pre-training objective as its `config.toml` records it (`[objective] kind`; the
+/// default objective when the table leaves it out).
+fn run_objective(config: &Path) -> Result<String> {
+    let text = crate::io::read::read_text(config, crate::io::limit::SMALL)?;
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", config.display())))?;
+    let kind = table
+        .get("objective")
+        .and_then(|o| o.get("kind"))
+        .and_then(|k| k.as_str())
+        .unwrap_or(crate::objective::ObjectiveKind::default().name());
+    Ok(format!("objective `{kind}`"))
 }
 
 /// A folder trueneg exported records its tokenizer's fingerprint in its weights' metadata: the
@@ -162,7 +187,12 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
             weights,
             prefix: prefix.into(),
             tokenizer,
-            source: Provenance::new(model, &dir, Some(step)),
+            source: Provenance::new(
+                model,
+                &dir,
+                Some(step),
+                Some(run_objective(&model.join("config.toml"))?),
+            ),
         });
     }
     let dir = if model.join("discriminator/config.json").exists() {
@@ -195,6 +225,12 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
         weights,
         prefix: hf.model_type,
         tokenizer,
-        source: Provenance::new(model, &dir, None),
+        source: Provenance::new(
+            model,
+            &dir,
+            None,
+            crate::io::tensor_file::metadata(&dir.join("model.safetensors"))?
+                .remove(crate::interop::hub::SOURCE_KEY),
+        ),
     })
 }

@@ -6,11 +6,14 @@
 //!   biases and LayerNorm); learning rate `lr · min(1, t/W) · (1 − t/T)` with W = 10 % of T;
 //!   layer-wise decay 0.8 read as the official code reads it (the head 1, the top encoder layer
 //!   0.8², the embeddings 0.8^(L+2)); dropout + one dense layer on `[CLS]`; STS-B targets divided
-//!   by 5; MRPC and STS-B also trained with the two sentences swapped; global-norm clip 1.
+//!   by 5; MRPC and STS-B also trained with the two sentences swapped; global-norm clip 1;
+//!   the batch's loss is the **sum** of its examples' losses (`run_finetuning.py` sums the
+//!   per-example losses, so with clipping at 1 the summed gradient is clipped nearly every
+//!   step); for a Large encoder, lr 5e-5 and layer-wise decay 0.9 (`configure_finetuning.py`).
 //! - `transformers` (the `Trainer` of `run_glue.py` / `run_qa.py`): torch's `AdamW` with bias
 //!   correction, ε 1e-8, no weight decay, linear decay from the peak (no warmup), no layer-wise
 //!   decay; transformers' task heads (`ElectraClassificationHead`); raw STS-B targets; no
-//!   swapped pairs; global-norm clip 1.
+//!   swapped pairs; global-norm clip 1; the batch's loss is the **mean** of its examples'.
 //!
 //! BERT backbones take BERT's pooler (tanh dense on `[CLS]`) under both recipes, as BERT's own
 //! code and `BertForSequenceClassification` do.
@@ -112,6 +115,17 @@ pub enum Schedule {
     Linear,
 }
 
+/// How a batch's loss is made of its examples' losses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchLoss {
+    /// transformers' (`CrossEntropyLoss`'s default reduction): the mean.
+    #[default]
+    Mean,
+    /// google-research/electra's `run_finetuning.py`: the sum.
+    Sum,
+}
+
 /// The classification head on an ELECTRA backbone (BERT backbones always take the pooler).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -182,6 +196,14 @@ pub struct FinetuneOptions {
     /// so the update is the batch's whatever the split (the memory is a slice's).
     #[serde(default = "one_slice")]
     pub grad_accum: usize,
+    /// How a batch's loss is made of its examples' (the update's; the logged loss is always
+    /// the mean per example).
+    #[serde(default)]
+    pub batch_loss: BatchLoss,
+    /// `layer_decay` is chosen by the encoder's size ([`FinetuneOptions::for_encoder`]):
+    /// ELECTRA's recipe without `--layer-decay`.
+    #[serde(default)]
+    pub layer_decay_by_size: bool,
 }
 
 fn one_slice() -> usize {
@@ -230,6 +252,8 @@ impl FinetuneOptions {
                 lr_by_size: true,
                 precision: crate::model::Precision::F32,
                 grad_accum: 1,
+                batch_loss: BatchLoss::Sum,
+                layer_decay_by_size: true,
             },
             Recipe::Transformers => Self {
                 recipe,
@@ -256,6 +280,8 @@ impl FinetuneOptions {
                 lr_by_size: false,
                 precision: crate::model::Precision::F32,
                 grad_accum: 1,
+                batch_loss: BatchLoss::Mean,
+                layer_decay_by_size: false,
             },
         }
     }
@@ -270,23 +296,48 @@ impl FinetuneOptions {
         }
     }
 
-    /// The options for `encoder`: with [`lr_by_size`](Self::lr_by_size), ELECTRA's
-    /// fine-tuning learning rate for the encoder's size (the paper's Table 7 and
-    /// `configure_finetuning.py`: Small 3e-4, Base 1e-4, Large 5e-5, told apart by the hidden
-    /// size: up to 256, up to 768, larger), and a note naming the choice.
+    /// The layer-wise decay the user chose, if any (`--layer-decay`): it replaces the recipe's
+    /// and, under ELECTRA's recipe, the choice by the encoder's size.
+    pub fn choose_layer_decay(&mut self, decay: Option<f64>) {
+        if let Some(d) = decay {
+            self.layer_decay = d;
+            self.layer_decay_by_size = false;
+        }
+    }
+
+    /// The options for `encoder`, under ELECTRA's recipe: with
+    /// [`lr_by_size`](Self::lr_by_size), the fine-tuning learning rate for the encoder's size
+    /// (Small 3e-4 from the paper's Table 7, where `configure_finetuning.py` keeps its default
+    /// 1e-4; Base 1e-4; Large 5e-5, as the paper and that file), and with
+    /// [`layer_decay_by_size`](Self::layer_decay_by_size) the layer-wise decay (0.8; Large 0.9,
+    /// as that file), sizes told apart by the hidden size (up to 256, up to 768, larger); and a
+    /// note naming the choice.
     pub fn for_encoder(&self, encoder: &crate::model::EncoderConfig) -> (Self, Option<String>) {
         let mut o = self.clone();
-        if !o.lr_by_size {
+        if !o.lr_by_size && !o.layer_decay_by_size {
             return (o, None);
         }
-        let (size, lr) = match encoder.hidden_size {
-            0..=256 => ("Small", 3e-4),
-            257..=768 => ("Base", 1e-4),
-            _ => ("Large", 5e-5),
+        let (size, lr, decay) = match encoder.hidden_size {
+            0..=256 => ("Small", 3e-4, 0.8),
+            257..=768 => ("Base", 1e-4, 0.8),
+            _ => ("Large", 5e-5, 0.9),
         };
-        o.lr = lr;
+        let mut chosen = Vec::new();
+        if o.lr_by_size {
+            o.lr = lr;
+            chosen.push(format!("lr {lr:e}"));
+        }
+        // The decay is named only where the size changes it (Large).
+        if o.layer_decay_by_size && decay != o.layer_decay {
+            o.layer_decay = decay;
+            chosen.push(format!("layer-wise decay {decay}"));
+        }
+        if chosen.is_empty() {
+            return (o, None);
+        }
         let note = format!(
-            "fine-tuning lr {lr:e}: ELECTRA's for a {size}-size encoder (hidden size {}); --lr chooses another",
+            "fine-tuning {}: ELECTRA's for a {size}-size encoder (hidden size {}); --lr and --layer-decay choose others",
+            chosen.join(" and "),
             encoder.hidden_size
         );
         (o, Some(note))

@@ -20,6 +20,78 @@ pub struct Scores {
     /// same score): what was seen and the likely cause.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collapsed: Option<String>,
+    /// What a model that ignores its input scores on the same gold labels, by the same
+    /// metric (none for SQuAD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baselines: Option<Baselines>,
+}
+
+/// The task score of two predictors that never read the input, on the gold labels scored:
+/// always the most frequent gold class (STS-B: one constant score), and a class drawn
+/// uniformly at random (its expected score).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Baselines {
+    /// The task score of always predicting `majority_class`.
+    pub majority: f64,
+    /// The most frequent gold class (STS-B: "a constant score").
+    pub majority_class: String,
+    /// The expected task score of uniform random guessing.
+    pub chance: f64,
+}
+
+impl Scores {
+    /// The score beside its baselines, in words: `accuracy 49.46 (majority class
+    /// `entailment` 52.71, chance 50.00)`.
+    pub fn with_baselines(&self, metric: &str) -> String {
+        match &self.baselines {
+            Some(b) => format!(
+                "{metric} {:.2} (majority class `{}` {:.2}, chance {:.2})",
+                self.score, b.majority_class, b.majority, b.chance
+            ),
+            None => format!("{metric} {:.2}", self.score),
+        }
+    }
+
+    /// Every metric, then the baselines of the task score: `accuracy 49.46 (majority class
+    /// `entailment` 52.71, chance 50.00)`.
+    pub fn line(&self) -> String {
+        let metrics = self
+            .metrics
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match &self.baselines {
+            Some(b) => format!(
+                "{metrics} (majority class `{}` {:.2}, chance {:.2})",
+                b.majority_class, b.majority, b.chance
+            ),
+            None => metrics,
+        }
+    }
+
+    /// Whether the model failed to beat the majority class on its task score.
+    pub fn not_above_majority(&self) -> bool {
+        self.baselines
+            .as_ref()
+            .is_some_and(|b| self.score <= b.majority)
+    }
+
+    /// What is wrong with these scores, a line each: a collapse to one class, a score not
+    /// above the majority-class baseline. Empty when neither.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w: Vec<String> = self.collapsed.iter().cloned().collect();
+        if let Some(b) = &self.baselines
+            && self.not_above_majority()
+            && self.collapsed.is_none()
+        {
+            w.push(format!(
+                "scores {:.2}, not above the majority-class baseline {:.2} (always `{}`): the model has learnt nothing the label counts do not give; {CAUSES}",
+                self.score, b.majority, b.majority_class
+            ));
+        }
+        w
+    }
 }
 
 /// A share of the examples above which one predicted class is a collapse (unless the gold
@@ -85,8 +157,8 @@ pub fn score_metric(task: GlueTask) -> &'static str {
     }
 }
 
-/// Predictions: a class per example, or a score for STS-B.
-pub fn score(task: GlueTask, pred: &[f64], gold: &[Label]) -> Scores {
+/// Each metric of `pred` against `gold` (in %): the model's predictions, or a baseline's.
+fn metrics_of(task: GlueTask, pred: &[f64], gold: &[Label]) -> BTreeMap<String, f64> {
     let mut m = BTreeMap::new();
     if task.is_regression() {
         let g: Vec<f64> = gold
@@ -95,36 +167,84 @@ pub fn score(task: GlueTask, pred: &[f64], gold: &[Label]) -> Scores {
             .collect();
         m.insert("pearson".into(), 100.0 * pearson(pred, &g));
         m.insert("spearman".into(), 100.0 * spearman(pred, &g));
-    } else {
-        let p: Vec<usize> = pred.iter().map(|&v| v as usize).collect();
-        let g: Vec<usize> = gold
-            .iter()
-            .map(|l| {
-                if let Label::Class(c) = l {
-                    *c
-                } else {
-                    usize::MAX
-                }
-            })
-            .collect();
-        match task {
-            GlueTask::Cola => {
-                m.insert("mcc".into(), 100.0 * matthews(&p, &g));
-            }
-            GlueTask::Mrpc | GlueTask::Qqp => {
-                m.insert("accuracy".into(), 100.0 * accuracy(&p, &g));
-                m.insert("f1".into(), 100.0 * f1_binary(&p, &g));
-            }
-            _ => {
-                m.insert("accuracy".into(), 100.0 * accuracy(&p, &g));
-            }
+        return m;
+    }
+    let p: Vec<usize> = pred.iter().map(|&v| v as usize).collect();
+    let g = gold_classes(gold);
+    match task {
+        GlueTask::Cola => {
+            m.insert("mcc".into(), 100.0 * matthews(&p, &g));
+        }
+        GlueTask::Mrpc | GlueTask::Qqp => {
+            m.insert("accuracy".into(), 100.0 * accuracy(&p, &g));
+            m.insert("f1".into(), 100.0 * f1_binary(&p, &g));
+        }
+        _ => {
+            m.insert("accuracy".into(), 100.0 * accuracy(&p, &g));
         }
     }
-    let score = m[score_metric(task)];
+    m
+}
+
+fn gold_classes(gold: &[Label]) -> Vec<usize> {
+    gold.iter()
+        .map(|l| {
+            if let Label::Class(c) = l {
+                *c
+            } else {
+                usize::MAX
+            }
+        })
+        .collect()
+}
+
+/// The baselines of `task` on `gold`, each scored by [`metrics_of`] as a model is: the
+/// majority class predicted for every example (ties: the first class), and uniform guessing,
+/// whose expected accuracy is 1 / the number of classes and whose expected correlation (MCC,
+/// Spearman) is 0.
+pub fn baselines(task: GlueTask, gold: &[Label]) -> Baselines {
+    let metric = score_metric(task);
+    if task.is_regression() {
+        let constant = vec![0.0; gold.len()];
+        return Baselines {
+            majority: metrics_of(task, &constant, gold)[metric],
+            majority_class: "a constant score".into(),
+            chance: 0.0,
+        };
+    }
+    let classes = task.labels().len().max(1);
+    let mut counts = vec![0usize; classes];
+    for c in gold_classes(gold) {
+        if let Some(n) = counts.get_mut(c) {
+            *n += 1;
+        }
+    }
+    let top = counts
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+        .map_or(0, |(c, _)| c);
+    let constant = vec![top as f64; gold.len()];
+    let chance = match metric {
+        "accuracy" => 100.0 / classes as f64,
+        _ => 0.0,
+    };
+    Baselines {
+        majority: metrics_of(task, &constant, gold)[metric],
+        majority_class: task.labels().get(top).copied().unwrap_or("?").to_string(),
+        chance,
+    }
+}
+
+/// Predictions: a class per example, or a score for STS-B.
+pub fn score(task: GlueTask, pred: &[f64], gold: &[Label]) -> Scores {
+    let metrics = metrics_of(task, pred, gold);
+    let score = metrics[score_metric(task)];
     Scores {
-        metrics: m,
+        metrics,
         score,
         collapsed: collapse(task, pred, gold),
+        baselines: Some(baselines(task, gold)),
     }
 }
 
@@ -203,6 +323,7 @@ pub fn check_metric_defined(task: GlueTask, file: &Path, labels: &[Option<Label>
 pub fn merge_dev_scores(files: &[&Path], scores: Vec<Scores>) -> Scores {
     let score = scores.first().map_or(f64::NAN, |s| s.score);
     let collapsed = scores.iter().find_map(|s| s.collapsed.clone());
+    let baselines = scores.first().and_then(|s| s.baselines.clone());
     let mut metrics = BTreeMap::new();
     for (i, (s, file)) in scores.into_iter().zip(files).enumerate() {
         let stem = file.file_stem().unwrap_or_default().to_string_lossy();
@@ -215,5 +336,6 @@ pub fn merge_dev_scores(files: &[&Path], scores: Vec<Scores>) -> Scores {
         metrics,
         score,
         collapsed,
+        baselines,
     }
 }

@@ -1,11 +1,8 @@
-//! Fine-tuning over several seeds and the results tables: per task the dev scores of every
-//! seed, their mean, standard deviation and median, written as `results.json` and
-//! `results.md` (the layout of the paper's Table 2 for GLUE, Table 3 for SQuAD).
+//! Fine-tuning over several seeds: one model per seed, each trained and then scored from what
+//! was saved, gathered into a task's results (`results.rs`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
-
-use serde::{Deserialize, Serialize};
 
 use crate::finetune::classify::{
     DevSets, SeedTraining, finetune_one, load_finetuned, read_task, save_finetuned, score_dev,
@@ -15,167 +12,15 @@ use crate::finetune::pretrained::PretrainedEncoder;
 use crate::finetune::qa_features::QaOptions;
 use crate::finetune::recipe::FinetuneOptions;
 use crate::finetune::record::{SeedTrained, TrainingRecord};
+pub use crate::finetune::results::{
+    ExampleCounts, Summary, TaskResult, results_table, summary, warnings, write_results,
+};
 use crate::finetune::scores::Scores;
 use crate::finetune::span::{finetune_squad, load_qa, predict_squad, save_qa};
 use crate::tasks::glue::GlueTask;
 use crate::tasks::squad::{SquadExample, evaluate_squad};
 use crate::tasks::task::Task;
 use crate::{Error, Result};
-
-/// Mean, sample standard deviation and median of one metric over seeds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    pub mean: f64,
-    pub std: f64,
-    pub median: f64,
-}
-
-pub fn summary(values: &[f64]) -> Summary {
-    if values.is_empty() {
-        return Summary {
-            mean: f64::NAN,
-            std: f64::NAN,
-            median: f64::NAN,
-        };
-    }
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let std = if values.len() > 1 {
-        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
-    } else {
-        0.0
-    };
-    let mut s = values.to_vec();
-    s.sort_by(f64::total_cmp);
-    let median = if s.len() % 2 == 1 {
-        s[s.len() / 2]
-    } else {
-        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
-    };
-    Summary { mean, std, median }
-}
-
-/// Per task: the dev scores of every seed and their summaries.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TaskResult {
-    /// GLUE's folder name (`RTE`, `STS-B`, …) or `SQuAD`.
-    pub task: String,
-    pub seeds: Vec<u64>,
-    pub per_seed: Vec<Scores>,
-    /// The task score (GLUE: the mean of the task's metrics; SQuAD: F1) over seeds.
-    pub score: Summary,
-    /// Each metric over seeds.
-    pub metrics: BTreeMap<String, Summary>,
-    pub train_examples_per_s: f64,
-    pub eval_examples_per_s: f64,
-    /// The recipe and every hyperparameter the run used.
-    #[serde(default)]
-    pub options: Option<FinetuneOptions>,
-    /// How many examples it trained and was scored on.
-    #[serde(default)]
-    pub examples: Option<ExampleCounts>,
-    /// The pre-trained encoder it started from.
-    #[serde(default)]
-    pub model: Option<crate::finetune::pretrained::Provenance>,
-    /// The trueneg version that wrote it.
-    #[serde(default)]
-    pub trueneg_version: Option<String>,
-}
-
-/// The examples of one fine-tuning run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ExampleCounts {
-    /// Labelled training examples used (SQuAD: questions).
-    pub train: usize,
-    /// Rows trained on per epoch: the examples, and their swapped pairs where both orders are
-    /// used (SQuAD: questions; each gives one window or more).
-    pub train_rows: usize,
-    /// Dev examples scored, over every dev file.
-    pub dev: usize,
-}
-
-impl TaskResult {
-    fn new(task: &str, seeds: &[u64], per_seed: Vec<Scores>, rates: (f64, f64)) -> Self {
-        let mut metrics = BTreeMap::new();
-        for name in per_seed.iter().flat_map(|s| s.metrics.keys()) {
-            let v: Vec<f64> = per_seed
-                .iter()
-                .filter_map(|s| s.metrics.get(name).copied())
-                .collect();
-            metrics.insert(name.clone(), summary(&v));
-        }
-        Self {
-            task: task.to_string(),
-            seeds: seeds.to_vec(),
-            score: summary(&per_seed.iter().map(|s| s.score).collect::<Vec<_>>()),
-            per_seed,
-            metrics,
-            train_examples_per_s: rates.0,
-            eval_examples_per_s: rates.1,
-            options: None,
-            examples: None,
-            model: None,
-            trueneg_version: Some(env!("CARGO_PKG_VERSION").to_string()),
-        }
-    }
-}
-
-fn cell(s: &Summary) -> String {
-    format!("{:.1} ± {:.1} ({:.1})", s.mean, s.std, s.median)
-}
-
-/// Markdown tables: GLUE tasks side by side with their average (the paper's Table 2; mean ±
-/// std over seeds, median in brackets), SQuAD as EM / F1 (Table 3).
-pub fn results_table(results: &[TaskResult]) -> String {
-    let mut out = String::new();
-    let glue: Vec<&TaskResult> = results
-        .iter()
-        .filter(|r| r.task != Task::Squad.display_name())
-        .collect();
-    if !glue.is_empty() {
-        let mut head = String::from("| model |");
-        let mut sep = String::from("|---|");
-        let mut row = String::from("| trueneg |");
-        for r in &glue {
-            head += &format!(" {} |", r.task);
-            sep += "---:|";
-            row += &format!(" {} |", cell(&r.score));
-        }
-        if glue.len() > 1 {
-            let avg = glue.iter().map(|r| r.score.mean).sum::<f64>() / glue.len() as f64;
-            head += " Avg |";
-            sep += "---:|";
-            row += &format!(" {avg:.1} |");
-        }
-        out += &format!("{head}\n{sep}\n{row}\n");
-    }
-    for r in results
-        .iter()
-        .filter(|r| r.task == Task::Squad.display_name())
-    {
-        let get = |k: &str| r.metrics.get(k).copied().unwrap_or_default();
-        out += &format!(
-            "| model | SQuAD v1.1 EM | SQuAD v1.1 F1 |\n|---|---:|---:|\n| trueneg | {} | {} |\n",
-            cell(&get("em")),
-            cell(&get("f1"))
-        );
-    }
-    out
-}
-
-/// Writes `results.json` and `results.md` into `out`.
-pub fn write_results(out: &Path, result: &TaskResult) -> Result<String> {
-    let mut md = results_table(std::slice::from_ref(result));
-    for (seed, s) in result.seeds.iter().zip(&result.per_seed) {
-        if let Some(why) = &s.collapsed {
-            md += &format!("\nWarning, {} seed {seed}: {why}.\n", result.task);
-        }
-    }
-    crate::io::write::folder(out)?;
-    crate::io::write_atomic(&out.join("results.md"), md.as_bytes())?;
-    crate::io::write_json(&out.join("results.json"), result)?;
-    Ok(md)
-}
 
 /// One line per seed and dev file, for the caller to show.
 pub type Report<'a, 'b> = &'a mut (dyn FnMut(String) + 'b);
@@ -194,6 +39,23 @@ fn metrics_line(m: &BTreeMap<String, f64>) -> String {
         .map(|(k, v)| format!("{k} {v:.2}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Every metric, then the task score beside its baselines.
+fn scores_line(task: GlueTask, s: &Scores) -> String {
+    let metric = crate::finetune::scores::score_metric(task);
+    let others: BTreeMap<String, f64> = s
+        .metrics
+        .iter()
+        .filter(|(k, _)| k.as_str() != metric)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    let main = s.with_baselines(metric);
+    if others.is_empty() {
+        main
+    } else {
+        format!("{main}; {}", metrics_line(&others))
+    }
 }
 
 /// One task as the seed loop runs it: trained once per seed into a folder of its own, then
@@ -249,7 +111,7 @@ pub fn run_seeds(
         train_rate += trained.train_examples_per_s / seeds.len() as f64;
         let (s, rate) = run.score(seed, &dir, report)?;
         eval_rate += rate / seeds.len() as f64;
-        if let Some(why) = &s.collapsed {
+        for why in s.warnings() {
             report(format!("{} seed {seed}: warning: {why}", run.name()));
         }
         per_seed.push(s);
@@ -332,7 +194,7 @@ impl SeedRun for GlueRun<'_> {
                 "{} seed {seed} {}: {}",
                 self.task.dir_name(),
                 file.display(),
-                metrics_line(&s.metrics)
+                scores_line(self.task, s)
             ));
         }
         Ok((d.merged, d.examples_per_s))
@@ -540,7 +402,7 @@ pub fn squad_scores(
     Scores {
         metrics: [("em".to_string(), em), ("f1".to_string(), f1)].into(),
         score: f1,
-        collapsed: None,
+        ..Scores::default()
     }
 }
 

@@ -292,6 +292,16 @@ fn window_answers(m: &QaModel, x: &Inputs, fs: &[&QaFeature]) -> Vec<Option<(f32
 }
 
 /// Answers (id → text) for `examples`, with questions/s.
+/// The answer of a question none of whose windows has a valid span: the string "empty", as
+/// google-research/electra's `qa_metrics.py` and transformers' `run_qa` post-processing
+/// (`utils_qa.py`) both answer.
+pub const NO_ANSWER: &str = "empty";
+
+/// A question's answer: the context's bytes `span`, or [`NO_ANSWER`] without one.
+pub fn answer_text(e: &SquadExample, span: Option<std::ops::Range<usize>>) -> String {
+    span.map_or_else(|| NO_ANSWER.to_string(), |r| e.context[r].to_string())
+}
+
 pub fn predict_squad(
     m: &QaModel,
     tok: &WordPieceTokenizer,
@@ -323,10 +333,7 @@ pub fn predict_squad(
     let answers = examples
         .iter()
         .zip(best)
-        .map(|(e, b)| {
-            let text = b.map(|(_, a, z)| e.context[a..z].to_string());
-            (e.id.clone(), text.unwrap_or_default())
-        })
+        .map(|(e, b)| (e.id.clone(), answer_text(e, b.map(|(_, a, z)| a..z))))
         .collect();
     Ok((
         answers,

@@ -11,7 +11,7 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
 use super::eval_plan::Keep;
-use super::recipe::{FinetuneOptimizer, FinetuneOptions, progress_bar};
+use super::recipe::{BatchLoss, FinetuneOptimizer, FinetuneOptions, progress_bar};
 use super::record::{StepLine, TrainingRecord};
 use super::scores::Scores;
 use crate::model::params::ParamWalker;
@@ -109,7 +109,7 @@ pub fn train_epochs<M: Trainable + Clone>(
     let start = Instant::now();
     let mut seen = 0usize;
     let mut step = 0u64;
-    let mut window = (0.0f64, 0u64);
+    let mut losses = LossMeans::default();
     'epochs: for epoch in 0..opts.epochs {
         let mut order: Vec<usize> = (0..rows).collect();
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(
@@ -121,39 +121,43 @@ pub fn train_epochs<M: Trainable + Clone>(
                     "stopped by a signal at fine-tuning step {step} of {total}"
                 )));
             }
-            let (value, grads) = batch_grads(model, prefix, chunk, opts.grad_accum, &mut loss_of);
-            if !value.is_finite() {
-                return Err(Error::Diverged(format!(
-                    "fine-tuning step {}: loss is {value}",
-                    step + 1
-                )));
-            }
+            let batch = Slices {
+                batch: chunk,
+                count: opts.grad_accum,
+                loss: opts.batch_loss,
+            };
+            let (value, grads) = finite(batch_grads(model, prefix, batch, &mut loss_of), step)?;
             let learning_rate = opt.lr();
             let grad_norm = opt.update(grads, |w| model.walk(prefix, w));
             step += 1;
             seen += chunk.len();
-            window = (window.0 + value as f64, window.1 + 1);
+            losses.add(value);
             let epoch_end = i + 1 == per_epoch;
             let at = epoch as f64 + (i + 1) as f64 / per_epoch as f64;
             if step.is_multiple_of(LOG_EVERY) || epoch_end {
                 record.step(&StepLine {
                     step,
                     epoch: at,
-                    loss: window.0 / window.1 as f64,
+                    loss: losses.take_logged(),
                     learning_rate,
                     grad_norm,
                 })?;
-                window = (0.0, 0);
             }
             bar.set_message(format!(
                 "loss {value:.4}  {:.0} ex/s",
                 seen as f64 / start.elapsed().as_secs_f64().max(1e-9)
             ));
             bar.inc(1);
-            if opts.eval_every.due(step, total, epoch_end)
-                && evals.after(model, record, step, at)?
-            {
-                break 'epochs;
+            if opts.eval_every.due(step, total, epoch_end) {
+                let train_loss = losses.take_since_eval();
+                let at = At {
+                    step,
+                    epoch: at,
+                    train_loss,
+                };
+                if evals.after(model, record, at)? {
+                    break 'epochs;
+                }
             }
         }
     }
@@ -167,24 +171,81 @@ pub fn train_epochs<M: Trainable + Clone>(
     })
 }
 
-/// A batch's mean loss and its gradients, the batch cut into `slices` micro-batches of
-/// nearly equal size (gradient accumulation): each slice's mean loss is weighted by its share
-/// of the batch, so the loss and the gradients are the whole batch's mean however it is cut
-/// (dropout's draws aside).
+/// A batch's loss and gradients when the loss is finite; update `step + 1` diverged otherwise.
+fn finite(batch: (f32, Grads), step: u64) -> Result<(f32, Grads)> {
+    if !batch.0.is_finite() {
+        return Err(Error::Diverged(format!(
+            "fine-tuning step {}: loss is {}",
+            step + 1,
+            batch.0
+        )));
+    }
+    Ok(batch)
+}
+
+/// The training loss's running means: over the updates since the last logged line, and since
+/// the last evaluation (shown beside its dev score).
+#[derive(Default)]
+struct LossMeans {
+    logged: (f64, u64),
+    since_eval: (f64, u64),
+}
+
+impl LossMeans {
+    fn add(&mut self, value: f32) {
+        for m in [&mut self.logged, &mut self.since_eval] {
+            *m = (m.0 + value as f64, m.1 + 1);
+        }
+    }
+
+    fn take_logged(&mut self) -> f64 {
+        let (sum, n) = std::mem::take(&mut self.logged);
+        sum / n.max(1) as f64
+    }
+
+    fn take_since_eval(&mut self) -> f64 {
+        let (sum, n) = std::mem::take(&mut self.since_eval);
+        sum / n.max(1) as f64
+    }
+}
+
+/// A batch as [`batch_grads`] takes it: its rows, the number of micro-batches it is cut
+/// into, and how its loss is made of its examples'.
+pub struct Slices<'a> {
+    pub batch: &'a [usize],
+    pub count: usize,
+    pub loss: BatchLoss,
+}
+
+/// A batch's mean loss per example and the gradients of its loss (the mean or the sum of its
+/// examples' losses, as `slices.loss` says), the batch cut into `slices.count` micro-batches of
+/// nearly equal size (gradient accumulation). `loss_of` gives a slice's mean loss; each is
+/// weighted by its share of the batch (mean) or by its number of rows (sum), so the loss and
+/// the gradients are the whole batch's however it is cut (dropout's draws aside). This is the
+/// one place a batch loss is reduced.
 pub fn batch_grads<M: Trainable>(
     model: &mut M,
     prefix: &str,
-    batch: &[usize],
-    slices: usize,
+    slices: Slices,
     loss_of: &mut impl FnMut(&M, &[usize]) -> Tensor<1>,
 ) -> (f32, Grads) {
-    let size = batch.len().div_ceil(slices.max(1));
+    let Slices {
+        batch,
+        count,
+        loss: reduction,
+    } = slices;
+    let size = batch.len().div_ceil(count.max(1));
     let mut value = 0.0f32;
     let mut sum: Option<Grads> = None;
     for slice in batch.chunks(size) {
         let share = slice.len() as f64 / batch.len() as f64;
-        let loss = loss_of(model, slice).mul_scalar(share);
-        value += loss.clone().into_scalar::<f32>();
+        let weight = match reduction {
+            BatchLoss::Mean => share,
+            BatchLoss::Sum => slice.len() as f64,
+        };
+        let mean = loss_of(model, slice);
+        value += mean.clone().into_scalar::<f32>() * share as f32;
+        let loss = mean.mul_scalar(weight);
         let grads = Grads::collect(&loss.backward(), |w| model.walk(prefix, w));
         match &mut sum {
             Some(s) => s.accumulate(grads),
@@ -208,16 +269,22 @@ struct Evaluations<'a, M> {
     seconds: f64,
 }
 
+/// Where an evaluation falls: after update `step`, at `epoch`, with the mean training loss
+/// since the last one.
+struct At {
+    step: u64,
+    epoch: f64,
+    train_loss: f64,
+}
+
 impl<M: Clone> Evaluations<'_, M> {
-    /// Scores `model` after update `step` (epoch `at`) and records it; true when early
-    /// stopping ends training.
-    fn after(
-        &mut self,
-        model: &M,
-        record: &mut TrainingRecord,
-        step: u64,
-        at: f64,
-    ) -> Result<bool> {
+    /// Scores `model` at `at` and records it; true when early stopping ends training.
+    fn after(&mut self, model: &M, record: &mut TrainingRecord, at: At) -> Result<bool> {
+        let At {
+            step,
+            epoch: at,
+            train_loss,
+        } = at;
         let Some(evaluate) = self.evaluate.as_mut() else {
             return Ok(false);
         };
@@ -226,13 +293,21 @@ impl<M: Clone> Evaluations<'_, M> {
         self.seconds += start.elapsed().as_secs_f64();
         record.eval(step, at, &scores)?;
         tracing::info!(
-            "finetune step {step} (epoch {at:.2}): dev task score {:.2}",
-            scores.score
+            "finetune step {step} (epoch {at:.2}): training loss {train_loss:.4}, dev {}",
+            scores.with_baselines("task score")
         );
+        for why in scores.warnings() {
+            tracing::warn!("finetune step {step}: {why}");
+        }
         if self.best_score.is_none_or(|b| scores.score > b) {
             self.best_score = Some(scores.score);
             self.since_best = 0;
             if self.keep == Keep::Best {
+                if let Some(why) = &scores.collapsed {
+                    tracing::warn!(
+                        "finetune step {step}: kept as the best model so far although it {why}"
+                    );
+                }
                 self.best = Some(Kept {
                     model: model.clone(),
                     step,

@@ -97,6 +97,33 @@ fn found(path: &Path) -> String {
     }
 }
 
+/// What to do about a missing input: a name beside it within two edits ("did you mean"), and
+/// for a prepared corpus, the command that makes one.
+fn missing_hint(path: &Path, kind: InputKind) -> String {
+    let mut hint = String::new();
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) {
+        let near = crate::io::read::names(parent)
+            .into_iter()
+            .map(|n| (crate::error::edit_distance(&n, &name), n))
+            .filter(|(d, n)| *d <= 2 && *n != name)
+            .min();
+        if let Some((_, n)) = near {
+            hint += &format!(" (did you mean {}?)", parent.join(n).display());
+        }
+    }
+    if kind == InputKind::PreparedCorpus {
+        hint += &format!(
+            "; `trueneg prepare --input <text> --out {}` makes one",
+            path.display()
+        );
+    }
+    hint
+}
+
 fn refuse(path: &Path, flag: &str, kind: InputKind, is: &str) -> Error {
     Error::Input(format!(
         "{}: is {is}; {flag} takes {}",
@@ -113,9 +140,10 @@ pub fn classify(path: &Path, flag: &str, kind: InputKind) -> Result<()> {
     }
     if !exists {
         return Err(Error::Input(format!(
-            "{}: no such file or folder; {flag} takes {}",
+            "{}: no such file or folder; {flag} takes {}{}",
             path.display(),
-            kind.describe()
+            kind.describe(),
+            missing_hint(path, kind)
         )));
     }
     let folder = crate::io::read::is_folder(path);

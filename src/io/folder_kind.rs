@@ -76,6 +76,11 @@ impl FolderKind {
                  `finetune --model` fine-tunes it",
                 dir.display()
             ),
+            Self::Finetuned => format!(
+                "; a fine-tuned model is given as --model (`export --model {0}`, `evaluate \
+                 --model {0}`)",
+                dir.display()
+            ),
             _ => String::new(),
         }
     }

@@ -28,6 +28,8 @@ pub struct Record {
     pub text: Option<String>,
     /// A line for the log.
     pub note: String,
+    /// The note is a warning (logged as one, even where progress bars hide the log).
+    pub warning: bool,
 }
 
 /// What the parts did between two steps.

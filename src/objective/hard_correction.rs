@@ -33,7 +33,8 @@ use crate::Result;
 use crate::lexicon::WordNet;
 use crate::text::default_corpus::default_wordnet_dir;
 use crate::text::multi_piece::MultiPiece;
-use crate::text::self_synonyms::{Refresh, SelfSynonyms, candidate_ids, read_stop_words};
+use crate::text::self_synonyms::{Refresh, SelfSynonyms, read_stop_words};
+pub use crate::text::self_synonyms::{SELF_MIN_PRECISION, SelfWords};
 use crate::text::shards::ShardSet;
 use crate::text::shared_table::SharedTable;
 use crate::text::synonym_table::{IN_CHECKPOINT, wordnet_table_from};
@@ -77,8 +78,14 @@ pub struct HcConfig {
     pub hc_self_k: usize,
     pub hc_self_min_cosine: f64,
     pub hc_self_stop_words: Option<PathBuf>,
+    /// The words the self table is defined on: `content` (no function words, only words WordNet
+    /// knows) or `all` (every whole word; the rule before function words were left out).
+    pub hc_self_words: SelfWords,
     /// The self table before the first refresh: `table` (as `hc_source = "table"`) or `none`.
     pub hc_self_initial: InitialTable,
+    /// The quality gate: a rebuilt self table is used only when at least this share of its
+    /// pairs are WordNet synonyms (0: always used); until one passes, the initial table stays.
+    pub hc_self_min_precision: f64,
     /// Corrected predictions shown (TensorBoard text, `metrics.jsonl`) every this many logged
     /// lines (0: never), at most `hc_samples` of them.
     pub hc_samples_every: u64,
@@ -97,7 +104,9 @@ impl Default for HcConfig {
             hc_self_k: 5,
             hc_self_min_cosine: 0.5,
             hc_self_stop_words: None,
+            hc_self_words: SelfWords::Content,
             hc_self_initial: InitialTable::Table,
+            hc_self_min_precision: SELF_MIN_PRECISION,
             hc_samples_every: 10,
             hc_samples: 16,
         }
@@ -138,6 +147,10 @@ impl HcConfig {
         let c = self.hc_self_min_cosine;
         if !(-1.0..=1.0).contains(&c) {
             return bad("hc_self_min_cosine", c.to_string(), "must be in [-1, 1]");
+        }
+        let p = self.hc_self_min_precision;
+        if !(0.0..=1.0).contains(&p) {
+            return bad("hc_self_min_precision", p.to_string(), "must be in [0, 1]");
         }
         Ok(())
     }
@@ -226,13 +239,23 @@ fn self_table(
         threshold: c.hc_self_min_cosine as f32,
         stop_words,
     };
+    let wordnet = c.hc_self_words.wordnet(&default_wordnet_dir());
+    if reference.is_none() && c.hc_self_min_precision > 0.0 {
+        tracing::warn!(
+            "objective.hc_self_min_precision = {}: without WordNet's table to measure it, every rebuilt self table is used",
+            c.hc_self_min_precision
+        );
+    }
     let refresh = Refresh {
-        candidates: candidate_ids(&tokenizer, &build.stop_words),
+        candidates: c
+            .hc_self_words
+            .ids(&tokenizer, &build.stop_words, wordnet.as_ref()),
         build,
         vocab: tokenizer.vocab_size(),
         fingerprint: tokenizer.fingerprint(),
         every: c.hc_refresh_every,
         reference,
+        min_precision: c.hc_self_min_precision,
     };
     Ok((initial, Some(refresh)))
 }
@@ -286,33 +309,25 @@ impl HardCorrection {
         self.table.on_device(s.words.dims()[0], s.device)
     }
 
-    /// Rebuilds the self table from the embeddings of `at`, and its record.
+    /// Rebuilds the self table from the embeddings of `at`, and its record. The rebuilt table
+    /// replaces the one in use only when it passes the quality gate; otherwise a warning says
+    /// so, and the record's `accepted` is 0.
     fn refreshed(&self, refresh: &Refresh, at: &Between) -> Record {
         let before = self.table.get();
         let source = format!("self:step-{}", at.done);
         let (table, r) = refresh.run((at.words)(), &before, &source);
-        self.table.replace(table);
-        let note = format!(
-            "synonym table rebuilt from the embeddings: {} words, {} pairs, mean list {:.2}, {:.1} % changed{}",
-            r.words,
-            r.pairs,
-            r.mean_list_length,
-            100.0 * r.changed,
-            match (r.precision, r.recall) {
-                (Some(p), Some(c)) => format!(
-                    ", against WordNet precision {:.1} % recall {:.1} %",
-                    100.0 * p,
-                    100.0 * c
-                ),
-                _ => String::new(),
-            }
-        );
+        let accepted = r.accepted == 1;
+        let note = r.note(refresh.min_precision, &before.source);
+        if accepted {
+            self.table.replace(table);
+        }
         let values = serde_json::to_value(&r).expect("json");
         Record {
             name: REFRESH,
             values: serde_json::from_value(values).expect("an object"),
             text: None,
             note,
+            warning: !accepted,
         }
     }
 
@@ -432,9 +447,13 @@ impl Part for HardCorrection {
         let Some(refresh) = self.refresh.as_ref().filter(|r| r.due(at.done)) else {
             return Ok(BetweenSteps::default());
         };
+        let record = self.refreshed(refresh, at);
+        // A table that failed the gate leaves the one in use, and the step's inputs, as they
+        // were.
+        let replaced_inputs = record.values.get("accepted") == Some(&serde_json::json!(1));
         Ok(BetweenSteps {
-            records: vec![self.refreshed(refresh, at)],
-            replaced_inputs: true,
+            records: vec![record],
+            replaced_inputs,
         })
     }
 

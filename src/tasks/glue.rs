@@ -40,6 +40,45 @@ impl GlueTask {
     }
 }
 
+/// The task's name for `--task` (`sst2`, `cad-nli`).
+fn cli_name(task: GlueTask) -> String {
+    let name = task.dir_name().to_lowercase();
+    if name.starts_with("cad") {
+        name
+    } else {
+        name.replace('-', "")
+    }
+}
+
+/// The tasks whose columns a file with `header` has, as the end of an error line: "; this
+/// header fits --task rte".
+fn fitting_tasks(header: &[String]) -> String {
+    let has = |c: Option<Col>| match c {
+        None => true,
+        Some(Col::Name(n)) => header.iter().any(|h| h == n),
+        Some(Col::Pos(_)) => false,
+    };
+    let more = [
+        GlueTask::CadSentiment,
+        GlueTask::CadNli,
+        GlueTask::Boolq,
+        GlueTask::Perspectrum,
+    ];
+    let fits: Vec<String> = GlueTask::ALL
+        .iter()
+        .chain(&more)
+        .filter(|t| {
+            let (a, b, label) = t.columns();
+            has(Some(a)) && has(b) && has(Some(label))
+        })
+        .map(|t| format!("--task {}", cli_name(*t)))
+        .collect();
+    match fits.as_slice() {
+        [] => String::new(),
+        f => format!("; this header fits {}", f.join(" or ")),
+    }
+}
+
 /// Whether the task's files start with a header line (all but CoLA).
 pub fn has_header(task: GlueTask) -> bool {
     matches!(task.columns().0, Col::Name(_))
@@ -241,10 +280,14 @@ impl GlueRows {
             }
         };
         let no_column = |c: Col| {
+            let h = header.as_deref().unwrap_or_default();
             Error::Input(format!(
-                "{}:1: no column `{}` in the header",
+                "{}:1: no column `{}` in the header ({}), which --task {} reads{}",
                 self.path.display(),
-                col_name(c)
+                col_name(c),
+                h.join(", "),
+                cli_name(self.task),
+                fitting_tasks(h)
             ))
         };
         let a = find(ca).ok_or_else(|| no_column(ca))?;

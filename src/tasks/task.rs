@@ -131,6 +131,30 @@ impl GlueTask {
         }
     }
 
+    /// The task's folder given `data`: `data` itself, or, when `data` holds none of the
+    /// task's files but a folder named for the task (GLUE's `RTE`, `SST-2`, or the Hub's
+    /// `rte`, `sst2`, any case), that folder: `--data glue/ --task rte` reads `glue/RTE`.
+    pub fn folder(self, data: &Path) -> PathBuf {
+        let holds = |d: &Path| {
+            crate::io::read::exists(&self.train_file(d))
+                || self.dev_files(d).iter().any(|f| crate::io::read::exists(f))
+        };
+        if holds(data) {
+            return data.to_path_buf();
+        }
+        let plain = |n: &str| n.to_lowercase().replace(['-', '_'], "");
+        let want = plain(self.dir_name());
+        crate::io::read::names(data)
+            .into_iter()
+            .map(|n| data.join(n))
+            .find(|d| {
+                d.file_name()
+                    .is_some_and(|n| plain(&n.to_string_lossy()) == want)
+                    && crate::io::read::is_folder(d)
+            })
+            .unwrap_or_else(|| data.to_path_buf())
+    }
+
     /// The dev files: MNLI has matched and mismatched.
     pub fn dev_files(self, dir: &Path) -> Vec<PathBuf> {
         match self {

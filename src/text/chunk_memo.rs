@@ -128,6 +128,8 @@ pub fn chunks(text: &str) -> impl Iterator<Item = &str> {
     text.split(ends_chunk).filter(|c| !c.is_empty())
 }
 
-fn ends_chunk(c: char) -> bool {
+/// Whether `c` is white space at which both the BERT normaliser and pre-tokeniser split: text
+/// cut there tokenises as the whole does (a long line is cut only there).
+pub fn ends_chunk(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\r') || (!c.is_ascii() && c != '\u{85}' && c.is_whitespace())
 }

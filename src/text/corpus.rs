@@ -344,19 +344,20 @@ impl CorpusReader {
     }
 
     /// The next line without its end of line, checked as text; a text line longer than
-    /// [`TEXT_PIECE`] comes in pieces cut at white space (or between characters).
+    /// [`TEXT_PIECE`] comes in pieces cut after the last white space at which the tokenizer
+    /// splits ([`cut_point`]). A piece without one is read on until one comes, up to
+    /// [`LONGEST_WORD`]; longer is refused.
     fn next_line(&mut self) -> Result<Option<String>> {
         self.buf.clear();
         self.buf.append(&mut self.carry);
         let max = if self.jsonl { JSON_LINE } else { TEXT_PIECE };
-        let ended = self.read_piece(max)?;
+        let mut ended = self.read_piece(max)?;
         if self.buf.is_empty() {
             return Ok(None);
         }
         if !self.mid_line {
             self.line_no += 1;
         }
-        self.mid_line = !ended;
         if !ended && self.jsonl {
             return Err(Error::Input(format!(
                 "{}:{}: a JSON line longer than {} MiB; one document a line is expected",
@@ -365,10 +366,22 @@ impl CorpusReader {
                 JSON_LINE >> 20
             )));
         }
-        if !ended {
-            let cut = cut_point(&self.buf);
-            self.carry = self.buf.split_off(cut);
+        while !ended {
+            if let Some(cut) = cut_point(&self.buf) {
+                self.carry = self.buf.split_off(cut);
+                break;
+            }
+            if self.buf.len() >= LONGEST_WORD {
+                return Err(Error::Input(format!(
+                    "{}:{}: {} MiB without a space, tab or line end: not natural text? (a line is cut for tokenising only where the tokenizer splits words)",
+                    self.path.display(),
+                    self.line_no,
+                    LONGEST_WORD >> 20
+                )));
+            }
+            ended = self.read_piece(self.buf.len() + TEXT_PIECE)?;
         }
+        self.mid_line = !ended;
         let (path, line_no) = (self.path.display(), self.line_no);
         let line = std::str::from_utf8(&self.buf).map_err(|e| {
             Error::Input(format!(
@@ -384,24 +397,24 @@ impl CorpusReader {
     }
 }
 
-/// Where to cut a piece of a long line: after its last ASCII white space, else at the last
-/// character boundary (a UTF-8 sequence is never split).
-fn cut_point(buf: &[u8]) -> usize {
-    if let Some(i) = buf.iter().rposition(|b| b.is_ascii_whitespace())
-        && i > 0
-    {
-        return i + 1;
-    }
-    let mut k = buf.len();
-    while k > 1 && (buf[k - 1] & 0xC0) == 0x80 {
-        k -= 1;
-    }
-    // `k - 1` starts the last (possibly incomplete) character: cut before it.
-    if k > 1 && buf[k - 1] >= 0xC0 {
-        k - 1
-    } else {
-        buf.len()
-    }
+/// The longest run without a white space a text line may hold (the tokenizer reads such a run
+/// as one word, which it makes `[UNK]` past 100 characters).
+const LONGEST_WORD: usize = 16 << 20;
+
+/// Where to cut a piece of a long line: after its last white space at which the tokenizer
+/// splits words ([`super::chunk_memo::ends_chunk`]: never a form feed, which the tokenizer
+/// removes and so joins the words beside it), so that the pieces tokenise as the line does.
+/// None when the piece has no such white space (after its first byte). An incomplete UTF-8
+/// character at the end is left to the next piece.
+fn cut_point(buf: &[u8]) -> Option<usize> {
+    let text = match std::str::from_utf8(buf) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(&buf[..e.valid_up_to()]).expect("valid up to there"),
+    };
+    text.char_indices()
+        .rev()
+        .find(|&(i, c)| i > 0 && super::chunk_memo::ends_chunk(c))
+        .map(|(i, c)| i + c.len_utf8())
 }
 
 /// The non-empty lines (trimmed) of a `.jsonl` line's `text` field; none for a blank line.
@@ -436,13 +449,27 @@ fn json_text(
 }
 
 /// The non-empty lines of a document's text (a JSONL or Parquet document), trimmed: its
-/// paragraphs, a line longer than [`TEXT_PIECE`] cut into pieces as a text file's line is.
+/// paragraphs, a line longer than [`TEXT_PIECE`] cut into pieces as a text file's line is
+/// (after the last white space at which the tokenizer splits; a piece without one runs on to
+/// the next).
 fn text_lines(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let mut rest = line;
         while rest.len() > TEXT_PIECE {
-            let cut = cut_point(&rest.as_bytes()[..TEXT_PIECE]);
+            let mut end = TEXT_PIECE;
+            while !rest.is_char_boundary(end) {
+                end -= 1;
+            }
+            let cut = cut_point(&rest.as_bytes()[..end]).or_else(|| {
+                rest[end..]
+                    .char_indices()
+                    .find(|&(_, c)| super::chunk_memo::ends_chunk(c))
+                    .map(|(i, c)| end + i + c.len_utf8())
+            });
+            let Some(cut) = cut else {
+                break;
+            };
             let (piece, tail) = rest.split_at(cut);
             if !piece.trim().is_empty() {
                 out.push(piece.trim().to_string());

@@ -358,16 +358,15 @@ impl PretrainConfig {
         ];
         for (name, check) in checks {
             if let Some(section) = table.get(name).and_then(toml::Value::as_table) {
-                check(section).map_err(|(field, msg)| {
-                    Error::Config(format!("{origin}: field `{field}`: {msg}"))
-                })?;
+                check(section)
+                    .map_err(|(field, msg)| field_error(origin, overrides, &field, &msg))?;
             }
         }
         let cfg: PretrainConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
             .map_err(|e| {
                 let field = e.path().to_string();
                 let msg = e.into_inner().message().to_string();
-                Error::Config(format!("{origin}: field `{field}`: {msg}"))
+                field_error(origin, overrides, &field, &msg)
             })?;
         cfg.validate(origin)?;
         Ok(cfg)
@@ -455,4 +454,34 @@ impl PretrainConfig {
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("config serialises")
     }
+}
+
+/// The error of a bad `field` (`train.stepz`): blamed on the `--set` that wrote it when one did,
+/// else on `origin` (the preset or file); an unknown name gets the closest known one.
+fn field_error(origin: &str, overrides: &[String], field: &str, msg: &str) -> Error {
+    let set = overrides
+        .iter()
+        .find(|o| o.split_once('=').is_some_and(|(k, _)| k.trim() == field));
+    let origin = match set {
+        Some(o) => format!("--set {o}"),
+        None => origin.to_string(),
+    };
+    let suggestion = closest_known(msg, field.rsplit('.').next().unwrap_or(field))
+        .map(|k| format!(" (did you mean `{k}`?)"))
+        .unwrap_or_default();
+    Error::Config(format!("{origin}: field `{field}`: {msg}{suggestion}"))
+}
+
+/// Among the names an "unknown field `x`, expected one of `a`, `b`" message lists, the one
+/// closest to `name` by edit distance, when it is within two edits.
+fn closest_known(msg: &str, name: &str) -> Option<String> {
+    let listed = msg.split_once("expected")?.1;
+    listed
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|k| (crate::error::edit_distance(k, name), k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k.to_string())
 }

@@ -67,11 +67,12 @@ pub fn export_run(
         let provenance = Provenance {
             tokenizer: fingerprint.clone(),
             source: format!(
-                "{} of the run {}, step {step}",
+                "{} of the run {}, step {step}, objective `{}`",
                 role,
                 std::path::absolute(run)
                     .unwrap_or_else(|_| run.to_path_buf())
-                    .display()
+                    .display(),
+                cfg.objective.kind.name()
             ),
         };
         write_folder(sub, tensors, &hf, tokenizer, &card, &provenance, outputs)

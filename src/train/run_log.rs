@@ -143,7 +143,9 @@ impl Log {
         if let Some(events) = &mut self.events {
             super::events::write_record(events, &line)?;
         }
-        if self.lines {
+        if r.warning {
+            tracing::warn!("step {step}  {}", r.note);
+        } else if self.lines {
             tracing::info!("step {step}  {}", r.note);
         } else if !self.bar.is_hidden() {
             self.bar.println(format!("step {step}  {}", r.note));

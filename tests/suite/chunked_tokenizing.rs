@@ -353,3 +353,66 @@ fn the_memo_stays_within_its_bound() {
     let again = memo.ids("w4999 w4999", |_| panic!("w4999 was remembered"));
     assert_eq!(again, whole_ids(&whole, "w4999 w4999"));
 }
+
+/// The ids of a text file's one long line, read as the corpus reader cuts it (pieces of about
+/// 1 MiB), one piece after the other, against the reference's ids of the whole line.
+fn ids_of_long_line(line: &str) -> (Vec<u32>, Vec<u32>, usize) {
+    let tok = WordPieceTokenizer::load(&common::shards().join("tokenizer.json")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one-line.txt");
+    std::fs::write(&path, format!("{line}\n")).unwrap();
+    let mut reader = trueneg::text::corpus::CorpusReader::open(&path).unwrap();
+    let pieces = reader.next_batch(1 << 30).unwrap();
+    let reference = reference(&tok);
+    let cut: Vec<u32> = pieces
+        .iter()
+        .flat_map(|p| whole_ids(&reference, &p.text))
+        .collect();
+    (cut, whole_ids(&reference, line), pieces.len())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 6,
+        ..ProptestConfig::default()
+    })]
+
+    /// A line over 1 MiB is cut only at white space where the tokenizer itself splits: never
+    /// at a form feed or vertical tab (control characters the normaliser removes, joining the
+    /// words beside them), never inside a word. So the pieces' ids are the whole line's, for
+    /// words separated by every kind of white space.
+    #[test]
+    fn a_long_line_is_cut_only_where_the_tokenizer_splits(
+        seps in proptest::collection::vec(0usize..7, 64),
+        words in proptest::collection::vec(0usize..PIECES.len(), 64),
+    ) {
+        const SEPS: [&str; 7] = [" ", "\u{c}", "\u{b}", "\t", "\u{a0}", "\u{3000}", "\u{c} "];
+        // A text file's one line: no NUL, no line end.
+        let usable: Vec<&str> = PIECES
+            .iter()
+            .copied()
+            .filter(|p| !p.contains(['\0', '\n', '\r']))
+            .collect();
+        let mut line = String::new();
+        let mut i = 0;
+        while line.len() < (1 << 20) + 300_000 {
+            line += usable[words[i % 64] % usable.len()];
+            line += SEPS[seps[(i * 7 + i / 64) % 64]];
+            i += 1;
+        }
+        let (cut, whole, pieces) = ids_of_long_line(line.trim());
+        prop_assert!(pieces >= 2, "{pieces} pieces");
+        prop_assert!(cut == whole, "ids differ across the cut");
+    }
+}
+
+/// A 1.5 MiB run whose only white space is form feeds (which the tokenizer removes) is one
+/// word to the tokenizer: it is read whole, not cut between characters.
+#[test]
+fn a_long_run_without_a_split_is_read_whole() {
+    let run = "abc\u{c}".repeat(400_000);
+    let line = format!("before {run} after");
+    let (cut, whole, pieces) = ids_of_long_line(&line);
+    assert_eq!(cut, whole);
+    assert!(pieces <= 2, "{pieces} pieces");
+}

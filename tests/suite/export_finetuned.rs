@@ -361,6 +361,32 @@ fn the_default_one_layer_electra_head_exports_with_the_same_logits() {
         );
         let here = dir.path().to_string_lossy().to_string();
         assert!(!card.contains(&here), "{card}");
+        // The score beside its baselines, every warning of the seed, and what the encoder is.
+        let seed_scores = &results["per_seed"][0];
+        let majority = seed_scores["baselines"]["majority"].as_f64().unwrap();
+        assert!(
+            card.contains("majority class `") && card.contains(&format!(" {majority:.2}, chance ")),
+            "{card}"
+        );
+        // ELECTRA's head written as transformers' two layers: its limits, and what to use.
+        assert!(
+            card.contains("## Limits of this head") && card.contains("--head transformers"),
+            "{card}"
+        );
+        let warned = card.contains("**Warning:**");
+        let degenerate = seed_scores["collapsed"].is_string()
+            || seed_scores["score"].as_f64().unwrap() <= majority;
+        assert_eq!(warned, degenerate, "{card}");
+        let settings: Value = serde_json::from_str(
+            &std::fs::read_to_string(seed.parent().unwrap().join("finetune.json")).unwrap(),
+        )
+        .unwrap();
+        let sha = settings["model_weights"].as_str().unwrap();
+        assert!(
+            card.contains("- Pre-training: objective `baseline`.")
+                && card.contains(&format!("SHA-256 `{sha}`")),
+            "{card}"
+        );
         if let Some(py) = python() {
             same_logits(&py, &seed, &hub, task, &task.dev_files(&data(folder))[0]);
         }

@@ -359,7 +359,11 @@ fn finetune_output_folders_are_claimed_not_overwritten() {
     assert_eq!(b, dir.path().join("model/finetune/SST-2-2"));
     // An explicit --out that holds results is refused and left as it was.
     let e = claim(&a).unwrap_err().to_string();
-    assert!(e.contains("not empty"), "{e}");
+    // It says what to do: a free name beside it, never a folder inside it.
+    assert!(
+        e.contains("holds a finished fine-tuning run") && e.contains("SST-2-2"),
+        "{e}"
+    );
     assert_eq!(
         std::fs::read_to_string(a.join("results.json")).unwrap(),
         "{}"

@@ -71,6 +71,28 @@ fn tiny_model_fine_tunes_on_five_glue_tasks() {
         assert!(r["train_examples_per_s"].as_f64().unwrap() > 0.0);
         let md = std::fs::read_to_string(out.join("results.md")).unwrap();
         assert!(md.contains(folder) && md.contains('±'), "{md}");
+        // Every score is shown beside its baselines, and the degenerate seeds are counted.
+        let b = &r["baselines"];
+        assert!(
+            md.contains(&format!(
+                "| majority class | {:.1} |",
+                b["majority"].as_f64().unwrap()
+            )) && md.contains(&format!(
+                "| chance | {:.1} |",
+                b["chance"].as_f64().unwrap()
+            )),
+            "{md}"
+        );
+        assert!(stdout.contains("(majority class `"), "{stdout}");
+        let collapsed = per_seed
+            .iter()
+            .filter(|s| s["collapsed"].is_string())
+            .count();
+        assert_eq!(
+            r["one_class_seeds"].as_u64().unwrap() as usize,
+            collapsed,
+            "{r}"
+        );
         if task == "rte" {
             // Accuracy on RTE dev of a 2-class model: a real number in the plausible range.
             let acc = per_seed[0]["metrics"]["accuracy"].as_f64().unwrap();
@@ -459,7 +481,7 @@ fn early_stopping_ends_a_seed_whose_dev_score_stops_improving() {
 }
 
 #[test]
-fn electras_recipe_takes_the_learning_rate_of_the_encoders_size() {
+fn electras_recipe_takes_the_learning_rate_and_layer_decay_of_the_encoders_size() {
     use trueneg::finetune::recipe::{FinetuneOptions, Recipe};
     use trueneg::tasks::glue::GlueTask;
     let mut encoder: trueneg::model::EncoderConfig = serde_json::from_value(serde_json::json!({
@@ -468,12 +490,30 @@ fn electras_recipe_takes_the_learning_rate_of_the_encoders_size() {
     }))
     .unwrap();
     let electra = FinetuneOptions::for_task(Recipe::Electra, GlueTask::Rte);
-    for (hidden, lr) in [(64, 3e-4), (256, 3e-4), (768, 1e-4), (1024, 5e-5)] {
+    // configure_finetuning.py: Large takes lr 5e-5 and layer-wise decay 0.9.
+    for (hidden, lr, decay) in [
+        (64, 3e-4, 0.8),
+        (256, 3e-4, 0.8),
+        (768, 1e-4, 0.8),
+        (1024, 5e-5, 0.9),
+    ] {
         encoder.hidden_size = hidden;
-        assert_eq!(electra.for_encoder(&encoder).0.lr, lr, "hidden {hidden}");
+        let (o, note) = electra.for_encoder(&encoder);
+        assert_eq!((o.lr, o.layer_decay), (lr, decay), "hidden {hidden}");
+        let note = note.unwrap();
+        assert_eq!(
+            note.contains("layer-wise decay 0.9"),
+            decay == 0.9,
+            "{note}"
+        );
     }
+    // A decay given on the command line stays.
+    let mut chosen = electra.clone();
+    chosen.choose_layer_decay(Some(0.75));
+    assert_eq!(chosen.for_encoder(&encoder).0.layer_decay, 0.75);
     let transformers = FinetuneOptions::for_task(Recipe::Transformers, GlueTask::Rte);
-    assert_eq!(transformers.for_encoder(&encoder).0.lr, 2e-5);
+    let (o, _) = transformers.for_encoder(&encoder);
+    assert_eq!((o.lr, o.layer_decay), (2e-5, 1.0));
     // On the command line: chosen by size and recorded, unless --lr says otherwise.
     let dir = tempfile::tempdir().unwrap();
     let model = transformers_folder(dir.path(), "electra_discriminator");
@@ -485,6 +525,7 @@ fn electras_recipe_takes_the_learning_rate_of_the_encoders_size() {
         let o = &results(&out)["options"];
         assert_eq!(o["lr"].as_f64().unwrap(), lr, "{o}");
         assert_eq!(o["lr_by_size"], by_size, "{o}");
+        assert_eq!(o["batch_loss"], "sum", "{o}");
     }
 }
 
@@ -520,6 +561,80 @@ fn a_model_that_predicts_one_class_or_one_score_is_called_collapsed() {
     assert!(score(GlueTask::Stsb, &spread, &gold).collapsed.is_none());
 }
 
+#[test]
+fn baselines_are_the_task_metric_of_a_model_that_ignores_its_input() {
+    use trueneg::finetune::scores::{baselines, score};
+    use trueneg::tasks::glue::{GlueTask, Label};
+    let classes = |v: &[usize]| v.iter().map(|&c| Label::Class(c)).collect::<Vec<_>>();
+    // RTE, 3 of 4 `not_entailment`: always answering it scores 75; guessing 50.
+    let rte = classes(&[1, 1, 0, 1]);
+    let b = baselines(GlueTask::Rte, &rte);
+    assert_eq!(
+        (b.majority, b.chance, b.majority_class.as_str()),
+        (75.0, 50.0, "not_entailment")
+    );
+    // The majority baseline is the model's own score on constant predictions.
+    assert_eq!(score(GlueTask::Rte, &[1.0; 4], &rte).score, b.majority);
+    // A tie takes the first class; three classes guess at a third.
+    let mnli = classes(&[2, 0, 2, 0, 1]);
+    let b = baselines(GlueTask::Mnli, &mnli);
+    assert_eq!(b.majority_class, "contradiction");
+    assert!((b.majority - 40.0).abs() < 1e-9 && (b.chance - 100.0 / 3.0).abs() < 1e-9);
+    // Correlation scores: a constant predictor and guessing both score 0.
+    let cola = baselines(GlueTask::Cola, &classes(&[1, 1, 1, 0]));
+    assert_eq!((cola.majority, cola.chance), (0.0, 0.0));
+    let gold: Vec<Label> = (0..6).map(|i| Label::Score(i as f64)).collect();
+    let stsb = baselines(GlueTask::Stsb, &gold);
+    assert_eq!((stsb.majority, stsb.chance), (0.0, 0.0));
+    // MRPC is scored by accuracy: its baseline is accuracy too.
+    let mrpc = baselines(GlueTask::Mrpc, &classes(&[1, 1, 0, 1, 1]));
+    assert_eq!(mrpc.majority, 80.0);
+}
+
+#[test]
+fn a_score_not_above_the_majority_class_is_warned_and_counted() {
+    use trueneg::finetune::results::{TaskResult, warnings};
+    use trueneg::finetune::scores::score;
+    use trueneg::tasks::glue::{GlueTask, Label};
+    let gold: Vec<Label> = (0..20)
+        .map(|i| Label::Class((i % 4 != 0) as usize))
+        .collect();
+    // 15 of 20 are class 1. A model right on 14 is below the majority's 75.
+    let weak: Vec<f64> = (0..20)
+        .map(|i| ((i % 4 != 0) ^ (i < 6)) as u8 as f64)
+        .collect();
+    let s = score(GlueTask::Rte, &weak, &gold);
+    assert!(s.score <= 75.0 && s.not_above_majority(), "{s:?}");
+    let w = s.warnings();
+    assert!(
+        w.len() == 1 && w[0].contains("not above the majority-class baseline 75.00"),
+        "{w:?}"
+    );
+    // Perfect predictions warn of nothing.
+    let gold_pred: Vec<f64> = (0..20).map(|i| (i % 4 != 0) as u8 as f64).collect();
+    let good = score(GlueTask::Rte, &gold_pred, &gold);
+    assert!(good.warnings().is_empty());
+    // A one-class model is a collapse: one warning, not two.
+    let balanced: Vec<Label> = (0..20).map(|i| Label::Class(i % 2)).collect();
+    let flat = score(GlueTask::Rte, &[0.0; 20], &balanced);
+    assert_eq!(flat.warnings().len(), 1);
+    // The summary counts the degenerate seeds.
+    let result: TaskResult = serde_json::from_value(serde_json::json!({
+        "task": "RTE", "seeds": [1, 2, 3],
+        "per_seed": [good, s, flat],
+        "score": {"mean": 0.0, "std": 0.0, "median": 0.0},
+        "metrics": {}, "train_examples_per_s": 1.0, "eval_examples_per_s": 1.0,
+        "one_class_seeds": 1, "not_above_majority_seeds": 2
+    }))
+    .unwrap();
+    let lines = warnings(&result);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        lines[2].contains("1 of 3 seeds predicted one class; 2 of 3 did not beat"),
+        "{lines:?}"
+    );
+}
+
 /// `--precision bf16` and `--grad-accum` train on the CPU too, recorded in results.json; a
 /// slice count beyond the batch is refused in one line before anything is written.
 #[test]
@@ -545,4 +660,64 @@ fn bf16_and_gradient_accumulation_train_and_are_recorded() {
         "{e}"
     );
     assert!(!refused.exists(), "{e}");
+}
+
+/// Every recorded setting is the one the loop used, read back from what it did: the learning
+/// rate of each logged update is the schedule of the recorded `lr`, `warmup_fraction` and
+/// `schedule` over the updates the recorded `epochs`, `batch_size` and example count make, and
+/// the last update is the last of them; `finetune.json`, `results.json` and the seed's
+/// TensorBoard record hold the same options.
+#[test]
+fn recorded_settings_are_the_ones_the_loop_used() {
+    use trueneg::finetune::recipe::product_lr;
+    let dir = tempfile::tempdir().unwrap();
+    let model = transformers_folder(dir.path(), "electra_discriminator");
+    for (recipe, extra) in [
+        ("electra", &[][..]),
+        ("transformers", &["--warmup-fraction", "0.25"][..]),
+    ] {
+        let out = dir.path().join(recipe);
+        let mut args = vec!["--recipe", recipe, "--epochs", "2"];
+        args.extend_from_slice(extra);
+        ok(finetune_rte(&model, &out, &args));
+        let r = results(&out);
+        let o = &r["options"];
+        let settings: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("finetune.json")).unwrap()).unwrap();
+        assert_eq!(
+            &settings["options"], o,
+            "finetune.json against results.json"
+        );
+        let rows = r["examples"]["train_rows"].as_u64().unwrap();
+        let batch = o["batch_size"].as_u64().unwrap();
+        let total = rows.div_ceil(batch) * o["epochs"].as_u64().unwrap();
+        let (lr, warmup) = (
+            o["lr"].as_f64().unwrap(),
+            o["warmup_fraction"].as_f64().unwrap(),
+        );
+        let steps: Vec<(u64, f64)> = metrics_lines(&out.join("seed-1"))
+            .iter()
+            .filter_map(|l| Some((l["step"].as_u64()?, l["learning_rate"].as_f64()?)))
+            .collect();
+        assert_eq!(steps.last().unwrap().0, total, "{recipe}: {steps:?}");
+        for (step, logged) in steps {
+            // The rate of update `step` (t = step − 1 updates made before it).
+            let t = step - 1;
+            let want = match o["schedule"].as_str().unwrap() {
+                "product" => product_lr(lr, t, warmup * total as f64, total),
+                _ => {
+                    let w = (warmup * total as f64).ceil() as u64;
+                    if t < w {
+                        lr * t as f64 / w as f64
+                    } else {
+                        lr * (total - t) as f64 / (total - w) as f64
+                    }
+                }
+            };
+            assert!(
+                (logged - want).abs() <= 1e-12 * lr.max(1.0),
+                "{recipe} step {step}: {logged} vs {want}"
+            );
+        }
+    }
 }

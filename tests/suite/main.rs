@@ -30,6 +30,7 @@ mod fault_injection;
 mod file_doors;
 mod finetune;
 mod finetune_golden;
+mod first_contact;
 mod fixed_step;
 mod fixtures_shared;
 mod fuzz_inputs;

@@ -148,6 +148,21 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
         .args(&runs);
     ok(c.output().unwrap());
     assert!(is_png(&png));
+    // A term only some runs log: the others are left out of the plot, each with a note.
+    let sr = dir.path().join("baseline").join("sr-curves.png");
+    let out = bin()
+        .args(["compare", "--metric", "sr_loss", "--out"])
+        .arg(&sr)
+        .arg("--runs")
+        .args(&runs)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && is_png(&sr), "{said}");
+    assert!(
+        said.contains("no field `sr_loss`") && said.contains("left out of the plot"),
+        "{said}"
+    );
 
     // Hard Correction with the generator's samples as predictions corrects some positions this
     // early in training (argmax predictions of a 40-step model are mostly frequent function
@@ -239,8 +254,8 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
     );
     assert!(is_png(&r.join("correction-stats.png")));
     assert!(
-        out.contains("iteration level (batches with a correction; the paper's)")
-            && out.contains("sequence level (sequences with a correction)"),
+        out.contains("iteration level (sequences with a correction; the paper's)")
+            && out.contains("batch level (batches with a correction)"),
         "{out}"
     );
 
@@ -250,11 +265,11 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
     // Both granularities: a batch holds several sequences, so the share of batches with a
     // correction is at least the share of sequences with one.
     for c in v["checkpoints"].as_array().unwrap() {
-        let (it, seq) = (
+        let (batch, sequence) = (
+            c["batch_level"].as_f64().unwrap(),
             c["iteration_level"].as_f64().unwrap(),
-            c["sequence_level"].as_f64().unwrap(),
         );
-        assert!(it >= seq && c["batches"] == 5, "{c}");
+        assert!(batch >= sequence && c["batches"] == 5, "{c}");
     }
     assert!(v["lexicon"].as_str().unwrap().starts_with("wordnet"), "{v}");
     assert!(out.contains("Lexicon: wordnet"), "{out}");

@@ -59,8 +59,9 @@ fn the_self_table_keeps_close_whole_words_both_ways_and_leaves_out_the_rest() {
     let device = Device::flex();
     let id = |w: &str| tok.inner.token_to_id(w).unwrap();
     let stop: BTreeSet<String> = ["the".to_string()].into();
-    let candidates = candidate_ids(&tok, &stop);
-    for w in ["[CLS]", ",", "42", "##s", "the"] {
+    let candidates = candidate_ids(&tok, &stop, None);
+    // "the" is in the stop list and a function word; "a" is a function word.
+    for w in ["[CLS]", ",", "42", "##s", "the", "a"] {
         assert!(!candidates.contains(&id(w)), "{w} is no candidate");
     }
     let build = SelfSynonyms {
@@ -122,7 +123,7 @@ fn a_trained_runs_embeddings_give_a_symmetric_deterministic_table_of_whole_words
             &device,
         )
     };
-    let candidates = candidate_ids(&tok, &BTreeSet::new());
+    let candidates = candidate_ids(&tok, &BTreeSet::new(), None);
     let build = SelfSynonyms {
         k: 5,
         threshold: 0.3,
@@ -172,7 +173,9 @@ fn lexicon_build_from_a_checkpoint_is_the_self_table() {
     let any = build("any.lex", "-1");
     let close = build("close.lex", "0.5");
     let tok = WordPieceTokenizer::load(&run.join("tokenizer.json")).unwrap();
-    let words: BTreeSet<u32> = candidate_ids(&tok, &BTreeSet::new()).into_iter().collect();
+    let words: BTreeSet<u32> = candidate_ids(&tok, &BTreeSet::new(), None)
+        .into_iter()
+        .collect();
     for t in [&any, &close] {
         assert!(is_symmetric(t));
         let pairs = all_pairs(t);
@@ -189,4 +192,32 @@ fn lexicon_build_from_a_checkpoint_is_the_self_table() {
     let (n_any, n_close) = (all_pairs(&any).len(), all_pairs(&close).len());
     assert!(n_close < n_any && n_any > 100, "{n_close} vs {n_any}");
     assert!(close.source.starts_with("checkpoint:"));
+}
+
+/// The self table's words by default: content words WordNet knows; never a function word
+/// (closed class or number), a word WordNet does not know, or a stop-list word.
+#[test]
+fn the_self_tables_words_are_content_words_wordnet_knows() {
+    let dir = tempfile::tempdir().unwrap();
+    let words = [
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "war", "battle", "wars", "the", "of", "was",
+        "three", "their", "xyzzyq", "ship",
+    ];
+    let path = dir.path().join("vocab.txt");
+    std::fs::write(&path, words.join("\n")).unwrap();
+    let tok = WordPieceTokenizer::load(&path).unwrap();
+    let wn = trueneg::lexicon::wordnet::WordNet::open(std::path::Path::new("/usr/share/wordnet"))
+        .unwrap();
+    let stop: BTreeSet<String> = ["ship".to_string()].into();
+    let kept: BTreeSet<&str> = candidate_ids(&tok, &stop, Some(&wn))
+        .into_iter()
+        .map(|id| words[id as usize])
+        .collect();
+    assert_eq!(kept, ["battle", "war", "wars"].into());
+    // Without WordNet, an unknown word stays; function words never do.
+    let kept: BTreeSet<&str> = candidate_ids(&tok, &stop, None)
+        .into_iter()
+        .map(|id| words[id as usize])
+        .collect();
+    assert_eq!(kept, ["battle", "war", "wars", "xyzzyq"].into());
 }

@@ -109,7 +109,7 @@ fn answers(
             {
                 partial_words += 1;
             }
-            b.map_or("", |(_, a, z)| &e.context[a..z]).to_string()
+            trueneg::finetune::span::answer_text(e, b.map(|(_, a, z)| a..z))
         })
         .collect();
     (texts, partial_words)
@@ -155,4 +155,19 @@ fn answers_equal_electras_joint_decoding_on_a_saved_beam() {
     // The two rules are told apart: not every question gets the same answer.
     assert!(differ_from_independent > 0);
     assert!(texts.iter().any(|t| !t.is_empty()));
+}
+
+#[test]
+fn a_question_without_a_valid_span_answers_empty_as_electra_and_run_qa() {
+    use trueneg::finetune::span::{NO_ANSWER, answer_text};
+    let e = trueneg::tasks::squad::SquadExample {
+        title: "t".into(),
+        id: "q".into(),
+        question: "Who?".into(),
+        context: "Ada wrote it.".into(),
+        answers: vec![("Ada".into(), 0)],
+    };
+    assert_eq!(answer_text(&e, Some(0..3)), "Ada");
+    assert_eq!(answer_text(&e, None), "empty");
+    assert_eq!(NO_ANSWER, "empty");
 }

@@ -133,6 +133,7 @@ impl CorrectionSamples {
                 "corrections in a sample of {} sequences: {} of {} mismatched predictions",
                 b.batch, counts.corrected, counts.mismatched
             ),
+            warning: false,
             values,
         })
     }
