@@ -30,11 +30,14 @@ fn glue_files(task: GlueTask, data: &Path) -> Vec<PathBuf> {
 }
 
 fn squad_file(data: &Path) -> PathBuf {
-    if data.is_dir() {
-        data.join("dev-v1.1.json")
-    } else {
-        data.to_path_buf()
+    if !data.is_dir() {
+        return data.to_path_buf();
     }
+    let data = crate::tasks::hub_parquet::squad_folder(data);
+    crate::tasks::hub_parquet::split_files(&data, "validation")
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| data.join("dev-v1.1.json"))
 }
 
 /// The suffix of the files written under `attack`.
@@ -44,7 +47,7 @@ fn attack_tag(attack: Option<crate::attack::AttackKind>) -> String {
 
 /// The GLUE submission file for dev file `f`.
 fn submission_file(out: &Path, task: GlueTask, f: &Path, tag: &str) -> PathBuf {
-    let mm = f.file_stem().is_some_and(|s| s == "dev_mismatched");
+    let mm = crate::tasks::hub_parquet::glue_stem(f) == "dev_mismatched";
     out.join(format!(
         "{}{}{tag}.tsv",
         task.dir_name(),

@@ -268,7 +268,25 @@ pub fn squad_splits(
     max_train: usize,
     max_eval: usize,
 ) -> Result<(Vec<SquadExample>, Vec<SquadExample>)> {
+    use crate::tasks::hub_parquet::{split_files, squad_folder};
     use crate::tasks::squad::read_squad;
+    // The Hub's Parquet layout: `train-*.parquet` and `validation-*.parquet` (in `plain_text/`).
+    let hub = data.is_dir().then(|| squad_folder(data));
+    if let Some(dir) = &hub
+        && let (Some(t), Some(d)) = (
+            split_files(dir, "train").first(),
+            split_files(dir, "validation").first(),
+        )
+    {
+        let (mut train, mut dev) = (read_squad(t)?, read_squad(d)?);
+        if max_train > 0 {
+            train.truncate(max_train);
+        }
+        if max_eval > 0 {
+            dev.truncate(max_eval);
+        }
+        return Ok((train, dev));
+    }
     // A folder without the standard pair but with one SQuAD file is that file.
     if data.is_dir()
         && !data.join("train-v1.1.json").exists()

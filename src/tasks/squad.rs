@@ -48,7 +48,12 @@ struct Answer {
     answer_start: usize,
 }
 
+/// The questions of a SQuAD file: the official JSON, or a split of the Hub's Parquet layout
+/// ([`super::hub_parquet`]).
 pub fn read_squad(path: &Path) -> Result<Vec<SquadExample>> {
+    if super::hub_parquet::is_parquet(path) {
+        return super::hub_parquet::read_squad_parquet(path);
+    }
     let bytes = super::read_data_file(path)?;
     let f: File = serde_json::from_slice(&bytes)
         .map_err(|e| Error::Input(format!("{}: not SQuAD JSON ({e})", path.display())))?;

@@ -124,11 +124,25 @@ impl GlueTask {
     /// The training file in the task's folder. PERSPECTRUM's splits are named as
     /// `<folder>/train`, `<folder>/dev` (the claims of that split in the official files).
     pub fn train_file(self, dir: &Path) -> PathBuf {
+        if let Some(f) = self.hub_split(dir, "train") {
+            return f;
+        }
         match self {
             Self::Boolq => dir.join("train.jsonl"),
             Self::Perspectrum => dir.join("train"),
             _ => dir.join("train.tsv"),
         }
+    }
+
+    /// The first file of `split` where `dir` is in the Hub's Parquet layout (GLUE's tasks,
+    /// without GLUE's own `train.tsv`): `train-00000-of-00001.parquet`.
+    fn hub_split(self, dir: &Path, split: &str) -> Option<PathBuf> {
+        if !self.is_glue() || crate::io::read::exists(&dir.join("train.tsv")) {
+            return None;
+        }
+        super::hub_parquet::split_files(dir, split)
+            .into_iter()
+            .next()
     }
 
     /// The task's folder given `data`: `data` itself, or, when `data` holds none of the
@@ -157,6 +171,16 @@ impl GlueTask {
 
     /// The dev files: MNLI has matched and mismatched.
     pub fn dev_files(self, dir: &Path) -> Vec<PathBuf> {
+        let hub: Vec<PathBuf> = match self {
+            Self::Mnli => ["validation_matched", "validation_mismatched"]
+                .iter()
+                .filter_map(|s| self.hub_split(dir, s))
+                .collect(),
+            _ => self.hub_split(dir, "validation").into_iter().collect(),
+        };
+        if !hub.is_empty() {
+            return hub;
+        }
         match self {
             Self::Mnli => vec![dir.join("dev_matched.tsv"), dir.join("dev_mismatched.tsv")],
             Self::Boolq => vec![dir.join("dev.jsonl")],

@@ -38,6 +38,7 @@ mod gemm_bf16;
 mod golden;
 mod heldout;
 mod hub_ids;
+mod hub_layout;
 mod input_consistency;
 mod input_formats;
 mod inspect;
