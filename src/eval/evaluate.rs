@@ -33,8 +33,8 @@ fn squad_file(data: &Path) -> PathBuf {
     if !data.is_dir() {
         return data.to_path_buf();
     }
-    let data = crate::tasks::hub_parquet::squad_folder(data);
-    crate::tasks::hub_parquet::split_files(&data, "validation")
+    let data = crate::tasks::hub_layout::squad_folder(data);
+    crate::tasks::hub_layout::split_files(&data, "validation")
         .into_iter()
         .next()
         .unwrap_or_else(|| data.join("dev-v1.1.json"))
@@ -47,7 +47,7 @@ fn attack_tag(attack: Option<crate::attack::AttackKind>) -> String {
 
 /// The GLUE submission file for dev file `f`.
 fn submission_file(out: &Path, task: GlueTask, f: &Path, tag: &str) -> PathBuf {
-    let mm = crate::tasks::hub_parquet::glue_stem(f) == "dev_mismatched";
+    let mm = crate::tasks::hub_layout::glue_stem(f) == "dev_mismatched";
     out.join(format!(
         "{}{}{tag}.tsv",
         task.dir_name(),

@@ -326,7 +326,7 @@ pub fn merge_dev_scores(files: &[&Path], scores: Vec<Scores>) -> Scores {
     let baselines = scores.first().and_then(|s| s.baselines.clone());
     let mut metrics = BTreeMap::new();
     for (i, (s, file)) in scores.into_iter().zip(files).enumerate() {
-        let stem = crate::tasks::hub_parquet::glue_stem(file);
+        let stem = crate::tasks::hub_layout::glue_stem(file);
         for (k, v) in s.metrics {
             let key = if i == 0 { k } else { format!("{stem}/{k}") };
             metrics.insert(key, v);

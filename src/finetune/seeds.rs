@@ -268,7 +268,7 @@ pub fn squad_splits(
     max_train: usize,
     max_eval: usize,
 ) -> Result<(Vec<SquadExample>, Vec<SquadExample>)> {
-    use crate::tasks::hub_parquet::{split_files, squad_folder};
+    use crate::tasks::hub_layout::{split_files, squad_folder};
     use crate::tasks::squad::read_squad;
     // The Hub's Parquet layout: `train-*.parquet` and `validation-*.parquet` (in `plain_text/`).
     let hub = data.is_dir().then(|| squad_folder(data));

@@ -129,7 +129,7 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
 /// Perspectrum's), read whole by its own reader; `None` for GLUE's layout.
 fn read_other_format(task: GlueTask, path: &Path) -> Result<Option<Vec<GlueExample>>> {
     use crate::tasks::task_formats::{read_boolq, read_cad_examples, read_perspectrum};
-    if super::hub_parquet::is_parquet(path) {
+    if super::hub_layout::is_parquet(path) {
         return super::hub_parquet::read_glue_parquet(task, path).map(Some);
     }
     Ok(Some(match task {

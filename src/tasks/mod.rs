@@ -3,6 +3,7 @@
 
 pub mod contrast;
 pub mod glue;
+pub mod hub_layout;
 pub mod hub_parquet;
 pub mod metrics;
 pub mod squad;

@@ -9,16 +9,7 @@ use serde::Deserialize;
 use crate::tasks::metrics::{exact_match, max_over_golds, token_f1};
 use crate::{Error, Result};
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct SquadExample {
-    /// The article's title (kept so that a transformed copy keeps every article).
-    pub title: String,
-    pub id: String,
-    pub question: String,
-    pub context: String,
-    /// (answer text, character offset in `context`, as `answer_start` in the file).
-    pub answers: Vec<(String, usize)>,
-}
+pub use super::task::SquadExample;
 
 #[derive(Deserialize)]
 struct File {
@@ -51,7 +42,7 @@ struct Answer {
 /// The questions of a SQuAD file: the official JSON, or a split of the Hub's Parquet layout
 /// ([`super::hub_parquet`]).
 pub fn read_squad(path: &Path) -> Result<Vec<SquadExample>> {
-    if super::hub_parquet::is_parquet(path) {
+    if super::hub_layout::is_parquet(path) {
         return super::hub_parquet::read_squad_parquet(path);
     }
     let bytes = super::read_data_file(path)?;

@@ -36,6 +36,18 @@ pub enum Label {
     Score(f64),
 }
 
+/// A SQuAD question with its paragraph and gold answers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SquadExample {
+    /// The article's title (kept so that a transformed copy keeps every article).
+    pub title: String,
+    pub id: String,
+    pub question: String,
+    pub context: String,
+    /// (answer text, character offset in `context`, as `answer_start` in the file).
+    pub answers: Vec<(String, usize)>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct GlueExample {
     /// The row's id in the file (`index` column, else the line number).
@@ -140,7 +152,7 @@ impl GlueTask {
         if !self.is_glue() || crate::io::read::exists(&dir.join("train.tsv")) {
             return None;
         }
-        super::hub_parquet::split_files(dir, split)
+        super::hub_layout::split_files(dir, split)
             .into_iter()
             .next()
     }

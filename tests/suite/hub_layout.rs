@@ -93,7 +93,7 @@ fn mnlis_hub_label_order_maps_onto_the_tasks_labels() {
         ]
     );
     assert_eq!(
-        trueneg::tasks::hub_parquet::glue_stem(&dev[1]),
+        trueneg::tasks::hub_layout::glue_stem(&dev[1]),
         "dev_mismatched"
     );
 }
