@@ -27,8 +27,9 @@ pub struct Args {
     /// holding it under the task's name (`--data glue/ --task rte` reads glue/RTE).
     #[arg(long)]
     data: PathBuf,
-    /// A trueneg run folder, a transformers folder (a trueneg export or another), or a Hub
-    /// model id already in the local Hugging Face cache (`google/electra-small-discriminator`).
+    /// A trueneg run folder, a transformers folder (a trueneg export or another), a Hub model id
+    /// already in the local Hugging Face cache (`google/electra-small-discriminator`), or a
+    /// fine-tuned model (`ft/rte/seed-1`): a head that fits the task's is kept, and continues.
     #[arg(long)]
     model: PathBuf,
     /// Comma-separated seeds; one fine-tuned model each.
@@ -327,7 +328,7 @@ impl super::Command for Args {
             &self.identity(task, self.weights().ok())?,
         );
         Ok(Plan::new("finetune")
-            .input("--model", &self.model, InputKind::Encoder)
+            .input("--model", &self.model, InputKind::FinetuneStart)
             .input("--data", &self.data(task), InputKind::TaskData)
             .output("--out", &out, OutputKind::Folder)
             .stops_at_safe_points(

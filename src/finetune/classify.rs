@@ -138,6 +138,26 @@ impl Classifier {
         let config = pre.config.clone().with_precision(opts.precision);
         let mut model = Classifier::new(&config, outputs, kind, device);
         let mut loader = Loader::new(&pre.weights, device);
+        // A model that holds this very head (a fine-tuned model, or a transformers folder of
+        // the same head and labels) keeps it and continues, as transformers' `from_pretrained`
+        // keeps a head whose shapes fit; any other starts with a new head.
+        let mut head = crate::interop::tensors::Exporter::default();
+        model.walk(&pre.prefix, &mut head);
+        let whole = head.tensors.iter().all(|(name, t)| {
+            pre.weights
+                .tensors
+                .get(name)
+                .is_some_and(|w| w.shape == t.shape)
+        });
+        if whole {
+            tracing::info!(
+                "{}: its classification head ({outputs} outputs) is kept: fine-tuning continues from it",
+                pre.source.model.display()
+            );
+            model.walk(&pre.prefix, &mut loader);
+            loader.finish()?;
+            return Ok(model);
+        }
         model.walk_encoder(&pre.prefix, &mut loader);
         let pooler = format!("{}.pooler.dense", pre.prefix);
         if let (ClsHead::BertPooler, Some(pool)) = (kind, &mut model.inner)

@@ -105,6 +105,39 @@ fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
     }
 }
 
+/// What a fine-tuned model's `finetuned.json` says of its encoder.
+#[derive(serde::Deserialize)]
+struct FinetunedEncoder {
+    task: serde_json::Value,
+    prefix: String,
+    config: EncoderConfig,
+}
+
+/// A fine-tuned model (a `seed-N` folder) as the start of more fine-tuning: its encoder, and
+/// its head's weights, which the classifier keeps where they fit the new head
+/// (`Classifier::from_pretrained`).
+fn load_finetuned_encoder(dir: &Path) -> Result<PretrainedEncoder> {
+    let (info, weights, tokenizer) = super::folder::read_model_folder::<FinetunedEncoder>(dir)?;
+    check_model_fits(&info.config, &dir.join("finetuned.json"))?;
+    let source = Provenance::new(
+        dir,
+        dir,
+        None,
+        Some(format!(
+            "the fine-tuned model {} ({})",
+            dir.display(),
+            info.task.as_str().unwrap_or("a task")
+        )),
+    );
+    Ok(PretrainedEncoder {
+        config: info.config,
+        weights,
+        prefix: info.prefix,
+        tokenizer,
+        source,
+    })
+}
+
 /// Refuses a model whose weights alone cannot fit in memory (a mistyped `hidden_size` or
 /// `num_hidden_layers` in `source`), before anything is allocated.
 pub fn check_model_fits(e: &EncoderConfig, source: &Path) -> Result<()> {
@@ -152,12 +185,19 @@ pub fn weights_fingerprint(model: &Path) -> Result<String> {
 pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
     let model = &crate::interop::hub_cache::model_dir(model)?;
     use crate::io::folder_kind::{FolderKind, expect};
-    expect(
+    let kind = expect(
         model,
-        &[FolderKind::PretrainRun, FolderKind::Transformers],
+        &[
+            FolderKind::PretrainRun,
+            FolderKind::Transformers,
+            FolderKind::Finetuned,
+        ],
         "--model",
-        "a pre-trained model (a run's config.toml, or a transformers folder's config.json)",
+        "a pre-trained model (a run's config.toml, a transformers folder's config.json) or a fine-tuned one (finetuned.json)",
     )?;
+    if kind == FolderKind::Finetuned {
+        return load_finetuned_encoder(model);
+    }
     if model.join("config.toml").exists() {
         let section = crate::train::config::ModelSection::read(&model.join("config.toml"))?;
         let (step, dir) = checkpoint::list(model)

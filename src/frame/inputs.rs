@@ -25,6 +25,9 @@ pub enum InputKind {
     /// A pre-trained encoder: a run, or a transformers folder (a name that is no path may be a
     /// model of the local Hugging Face cache, which the loader resolves).
     Encoder,
+    /// What `finetune` starts from: an encoder as [`InputKind::Encoder`], or a fine-tuned
+    /// model, which continues.
+    FinetuneStart,
     /// A task's data (GLUE, SQuAD, a contrast set): a folder or a file.
     TaskData,
     /// The WordNet database: a folder.
@@ -78,6 +81,9 @@ impl InputKind {
             Self::Finetuned => "a fine-tuned model (a seed-N folder of finetune)",
             Self::Encoder => {
                 "a pre-trained model (a run's folder, or a transformers folder with config.json)"
+            }
+            Self::FinetuneStart => {
+                "a model to fine-tune (a run's folder, a transformers folder with config.json, or a fine-tuned model's seed-N folder)"
             }
             Self::TaskData => "a task's data (its folder or file)",
             Self::WordNet => "the WordNet database (a dict folder, or a WordNet home holding one)",
@@ -135,7 +141,7 @@ fn refuse(path: &Path, flag: &str, kind: InputKind, is: &str) -> Error {
 /// Checks that `path`, given as `flag`, is of `kind`.
 pub fn classify(path: &Path, flag: &str, kind: InputKind) -> Result<()> {
     let exists = crate::io::read::exists(path);
-    if !exists && kind == InputKind::Encoder {
+    if !exists && matches!(kind, InputKind::Encoder | InputKind::FinetuneStart) {
         return Ok(());
     }
     if !exists {
@@ -154,6 +160,7 @@ pub fn classify(path: &Path, flag: &str, kind: InputKind) -> Result<()> {
             | InputKind::Run
             | InputKind::Finetuned
             | InputKind::Encoder
+            | InputKind::FinetuneStart
             | InputKind::WordNet
     );
     if folder_kind && !folder {
@@ -168,6 +175,17 @@ pub fn classify(path: &Path, flag: &str, kind: InputKind) -> Result<()> {
         InputKind::Encoder => expect(
             path,
             &[FolderKind::PretrainRun, FolderKind::Transformers],
+            flag,
+            wanted,
+        )
+        .map(drop),
+        InputKind::FinetuneStart => expect(
+            path,
+            &[
+                FolderKind::PretrainRun,
+                FolderKind::Transformers,
+                FolderKind::Finetuned,
+            ],
             flag,
             wanted,
         )

@@ -721,3 +721,37 @@ fn recorded_settings_are_the_ones_the_loop_used() {
         }
     }
 }
+
+/// A fine-tuned model given as `--model` continues: its encoder and its head (which fits the
+/// same task's) are kept, as transformers' `from_pretrained` keeps a head that fits. With a
+/// learning rate too small to move a weight, the continued model predicts as the first did.
+#[test]
+fn fine_tuning_continues_from_a_fine_tuned_model_with_its_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = transformers_folder(dir.path(), "electra_discriminator");
+    let first = dir.path().join("first");
+    ok(finetune_rte(&model, &first, &["--epochs", "1"]));
+    let second = dir.path().join("second");
+    let out = finetune_rte(
+        &first.join("seed-1"),
+        &second,
+        &["--epochs", "1", "--lr", "1e-30"],
+    );
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("classification head (2 outputs) is kept"),
+        "{said}"
+    );
+    let score = |d: &Path| results(d)["per_seed"][0]["metrics"].clone();
+    assert_eq!(score(&first), score(&second));
+    // The record says what it continued from.
+    let from = &results(&second)["model"];
+    assert!(
+        from["pretraining"]
+            .as_str()
+            .unwrap()
+            .contains("the fine-tuned model"),
+        "{from}"
+    );
+}
