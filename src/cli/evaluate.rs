@@ -9,7 +9,9 @@ use super::Ui;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A folder written by `finetune` (…/seed-N).
+    /// A fine-tuned model: a folder written by `finetune` (…/seed-N), or a transformers
+    /// sequence-classification folder whose config.json names its `finetuning_task` (trueneg's
+    /// export, run_glue's output).
     #[arg(long)]
     model: PathBuf,
     /// The task's folder or a .tsv file (SQuAD: the JSON file).
@@ -127,7 +129,7 @@ impl super::Command for Args {
     fn plan(&self) -> anyhow::Result<Plan> {
         trueneg::device::device_for(&self.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
         Ok(Plan::new("evaluate")
-            .input("--model", &self.model, InputKind::Finetuned)
+            .input("--model", &self.model, InputKind::FinetunedOrExport)
             .input_if("--data", self.data.as_ref(), InputKind::TaskData)
             .input_if("--contrast", self.contrast.as_ref(), InputKind::TaskData)
             .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::finetune::classify::{FineTuned, Predicting, load_finetuned, predict, predict_rows};
+use crate::finetune::classify::{FineTuned, Predicting, predict, predict_rows};
 use crate::finetune::scores::{Scores, check_metric_defined, score_labels};
 use crate::finetune::seeds::{squad_scores, write_predictions};
 use crate::finetune::span::{load_qa, predict_squad};
@@ -219,7 +219,7 @@ pub fn evaluate_model(req: &EvalRequest, outputs: &Outputs) -> Result<Vec<Evalua
             written,
         }]);
     }
-    let (ft, tok, max_len) = load_finetuned(model, &device)?;
+    let (ft, tok, max_len) = crate::finetune::transformers_folder::load_classifier(model, &device)?;
     if kind == Some(crate::attack::AttackKind::AddSentDiverse) {
         return Err(Error::Config(
             "add-sent-diverse applies to SQuAD only; GLUE takes swap-syn-wordnet".into(),
@@ -321,7 +321,7 @@ pub fn evaluate_contrast(
     if groups.is_empty() {
         return Err(Error::Input(format!("{}: no groups", set.display())));
     }
-    let (ft, tok, max_len) = load_finetuned(model, &device)?;
+    let (ft, tok, max_len) = crate::finetune::transformers_folder::load_classifier(model, &device)?;
     let names = label_map(ft.task, kind)?;
     let examples: Vec<crate::tasks::glue::GlueExample> = groups
         .iter()

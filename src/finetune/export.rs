@@ -60,7 +60,12 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
                     &weights_file,
                 )?;
             }
-            (info.prefix, info.config, labels(t))
+            let mut fields = labels(t);
+            // How trueneg read the examples: `evaluate` of the export reads them the same way
+            // (transformers keeps unknown config keys as attributes, and ignores them).
+            fields.insert(INPUT_LENGTH.into(), json!(info.max_seq_len));
+            fields.insert(TRUNCATION.into(), json!(info.truncation));
+            (info.prefix, info.config, fields)
         }
         Task::Squad => {
             let info: QaInfo = read_model_info(model)?;
@@ -101,10 +106,33 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
     write_folder(out, &weights, &hf, tokenizer, &card, &provenance, outputs)
 }
 
-/// The label names of `task` (GLUE's own where its files use them; readable names where they
-/// use 0 / 1), as `id2label`, `label2id` and `problem_type`.
+/// The `config.json` key of the tokens per example a model was fine-tuned with.
+pub const INPUT_LENGTH: &str = "trueneg_max_seq_len";
+/// The `config.json` key of how its sentence pairs were cut to that length.
+pub const TRUNCATION: &str = "trueneg_truncation";
+
+/// The names an exported model gives `task`'s classes, in the task's order: GLUE's own where
+/// its files use them, readable names where they use 0 / 1 (the Hub's GLUE names).
+pub fn hub_label_names(task: GlueTask) -> Vec<&'static str> {
+    match task {
+        GlueTask::Cola => vec!["unacceptable", "acceptable"],
+        GlueTask::Sst2 => vec!["negative", "positive"],
+        GlueTask::Mrpc => vec!["not_equivalent", "equivalent"],
+        GlueTask::Qqp => vec!["not_duplicate", "duplicate"],
+        t => t.labels().to_vec(),
+    }
+}
+
+/// The label names of `task` ([`hub_label_names`]) as `id2label`, `label2id` and
+/// `problem_type`, with `finetuning_task`.
 fn labels(task: GlueTask) -> Map<String, Value> {
     let mut m = Map::new();
+    // transformers' own field for the task a model was fine-tuned on (run_glue writes it):
+    // `evaluate` reads the task from it.
+    m.insert(
+        "finetuning_task".into(),
+        json!(task.dir_name().to_lowercase().replace('-', "")),
+    );
     if task.is_regression() {
         m.insert("num_labels".into(), json!(1));
         m.insert("problem_type".into(), json!("regression"));
@@ -112,13 +140,7 @@ fn labels(task: GlueTask) -> Map<String, Value> {
         m.insert("label2id".into(), json!({"score": 0}));
         return m;
     }
-    let names: Vec<&str> = match task {
-        GlueTask::Cola => vec!["unacceptable", "acceptable"],
-        GlueTask::Sst2 => vec!["negative", "positive"],
-        GlueTask::Mrpc => vec!["not_equivalent", "equivalent"],
-        GlueTask::Qqp => vec!["not_duplicate", "duplicate"],
-        t => t.labels().to_vec(),
-    };
+    let names = hub_label_names(task);
     let id2label: Map<String, Value> = names
         .iter()
         .enumerate()

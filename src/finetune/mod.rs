@@ -20,3 +20,4 @@ pub mod seeds;
 pub mod span;
 pub mod span_decode;
 pub mod train_loop;
+pub mod transformers_folder;

@@ -95,6 +95,14 @@ fn check_exported_tokenizer(weights: &Path, tokenizer: &WordPieceTokenizer) -> R
     }
 }
 
+/// The tokenizer of a transformers folder `dir` whose weights are `weights`, checked against
+/// the fingerprint a trueneg export records.
+pub(crate) fn folder_tokenizer(dir: &Path, weights: &Path) -> Result<WordPieceTokenizer> {
+    let tokenizer = find_tokenizer(&[dir])?;
+    check_exported_tokenizer(weights, &tokenizer)?;
+    Ok(tokenizer)
+}
+
 fn find_tokenizer(dirs: &[&Path]) -> Result<WordPieceTokenizer> {
     match crate::text::tokenizer::tokenizer_in(dirs) {
         Some(p) => WordPieceTokenizer::load(&p),

@@ -393,5 +393,29 @@ pub fn finetuned_task(dir: &Path) -> Result<Task> {
     struct Info {
         task: Task,
     }
+    if !crate::io::read::exists(&dir.join("finetuned.json"))
+        && crate::io::read::exists(&dir.join("config.json"))
+    {
+        return transformers_task(dir);
+    }
     Ok(read_model_info::<Info>(dir)?.task)
+}
+
+/// The task of a transformers folder: its `config.json`'s `finetuning_task` (trueneg's export
+/// and run_glue write it).
+fn transformers_task(dir: &Path) -> Result<Task> {
+    let path = dir.join("config.json");
+    let v: serde_json::Value = crate::io::read_json(&path)?;
+    let name = v["finetuning_task"].as_str().ok_or_else(|| {
+        Error::Input(format!(
+            "{}: no `finetuning_task`, so the task is unknown: add \"finetuning_task\": \"<task>\" (rte, sst2, …, as run_glue writes it)",
+            path.display()
+        ))
+    })?;
+    Task::parse(name).ok_or_else(|| {
+        Error::Input(format!(
+            "{}: `finetuning_task` {name:?} is none of the tasks trueneg reads",
+            path.display()
+        ))
+    })
 }

@@ -25,6 +25,9 @@ pub enum InputKind {
     /// A pre-trained encoder: a run, or a transformers folder (a name that is no path may be a
     /// model of the local Hugging Face cache, which the loader resolves).
     Encoder,
+    /// A fine-tuned classifier for `evaluate`: a trueneg fine-tuned model, or a transformers
+    /// folder (which names its task).
+    FinetunedOrExport,
     /// What `finetune` starts from: an encoder as [`InputKind::Encoder`], or a fine-tuned
     /// model, which continues.
     FinetuneStart,
@@ -81,6 +84,9 @@ impl InputKind {
             Self::Finetuned => "a fine-tuned model (a seed-N folder of finetune)",
             Self::Encoder => {
                 "a pre-trained model (a run's folder, or a transformers folder with config.json)"
+            }
+            Self::FinetunedOrExport => {
+                "a fine-tuned model (a seed-N folder of finetune, or a transformers folder with config.json)"
             }
             Self::FinetuneStart => {
                 "a model to fine-tune (a run's folder, a transformers folder with config.json, or a fine-tuned model's seed-N folder)"
@@ -161,6 +167,7 @@ pub fn classify(path: &Path, flag: &str, kind: InputKind) -> Result<()> {
             | InputKind::Finetuned
             | InputKind::Encoder
             | InputKind::FinetuneStart
+            | InputKind::FinetunedOrExport
             | InputKind::WordNet
     );
     if folder_kind && !folder {
@@ -175,6 +182,13 @@ pub fn classify(path: &Path, flag: &str, kind: InputKind) -> Result<()> {
         InputKind::Encoder => expect(
             path,
             &[FolderKind::PretrainRun, FolderKind::Transformers],
+            flag,
+            wanted,
+        )
+        .map(drop),
+        InputKind::FinetunedOrExport => expect(
+            path,
+            &[FolderKind::Finetuned, FolderKind::Transformers],
             flag,
             wanted,
         )

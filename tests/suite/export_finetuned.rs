@@ -392,3 +392,77 @@ fn the_default_one_layer_electra_head_exports_with_the_same_logits() {
         }
     }
 }
+
+/// The scores `evaluate` writes for `model` on `folder`'s dev set, by metric.
+fn evaluated(model: &Path, folder: &str, out: &Path) -> Value {
+    ok(bin()
+        .args(["evaluate", "--model"])
+        .arg(model)
+        .arg("--data")
+        .arg(data(folder))
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap());
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("scores.json")).unwrap()).unwrap();
+    v["files"][0]["scores"]["metrics"].clone()
+}
+
+/// `evaluate` takes a transformers folder as it takes trueneg's own fine-tuned model: the
+/// export scores what the seed scores, and a folder whose classes come in another order (its
+/// id2label and output rows permuted together, as another tool may write them) scores the
+/// same, its classes matched by name.
+#[test]
+fn evaluate_reads_a_transformers_folder_and_matches_its_classes_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = common::finetuned_rte(dir.path());
+    let hub = dir.path().join("hub");
+    export(&seed, &hub);
+    assert_eq!(config(&hub)["finetuning_task"], "rte");
+    let ours = evaluated(&seed, "glue/RTE", &dir.path().join("eval-seed"));
+    let theirs = evaluated(&hub, "glue/RTE", &dir.path().join("eval-hub"));
+    assert_eq!(ours, theirs);
+    // The same model with its two classes the other way round.
+    let swapped = dir.path().join("swapped");
+    common::copy_files(&hub, &swapped);
+    let mut c = config(&swapped);
+    c["id2label"] = serde_json::json!({"0": "not_entailment", "1": "entailment"});
+    c["label2id"] = serde_json::json!({"not_entailment": 0, "entailment": 1});
+    std::fs::write(swapped.join("config.json"), c.to_string()).unwrap();
+    let file = swapped.join("model.safetensors");
+    let meta: std::collections::HashMap<String, String> = trueneg::io::tensor_file::metadata(&file)
+        .unwrap()
+        .into_iter()
+        .collect();
+    let mut w = trueneg::interop::tensors::read_safetensors(&file)
+        .unwrap()
+        .tensors;
+    for name in ["classifier.out_proj.weight", "classifier.out_proj.bias"] {
+        let t = w.get_mut(name).unwrap();
+        let half = t.values.len() / 2;
+        let (a, b) = t.values.split_at_mut(half);
+        a.swap_with_slice(b);
+    }
+    trueneg::interop::tensors::write_safetensors(&file, &w, Some(meta)).unwrap();
+    let permuted = evaluated(&swapped, "glue/RTE", &dir.path().join("eval-swapped"));
+    assert_eq!(ours, permuted);
+    // A transformers folder that does not say its task is refused in one line saying what to add.
+    let untold = dir.path().join("untold");
+    common::copy_files(&hub, &untold);
+    let mut c = config(&untold);
+    c.as_object_mut().unwrap().remove("finetuning_task");
+    std::fs::write(untold.join("config.json"), c.to_string()).unwrap();
+    let e = common::fails(
+        bin()
+            .args(["evaluate", "--model"])
+            .arg(&untold)
+            .arg("--data")
+            .arg(data("glue/RTE"))
+            .arg("--out")
+            .arg(dir.path().join("eval-untold"))
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("finetuning_task"), "{e}");
+}
