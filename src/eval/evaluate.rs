@@ -247,6 +247,7 @@ pub fn evaluate_model(req: &EvalRequest, outputs: &Outputs) -> Result<Vec<Evalua
             batch: 64,
             device: &device,
             bar: &bar,
+            loss: None,
         };
         let written = submission_file(out, ft.task, &f, &tag);
         outputs.check(std::slice::from_ref(&written))?;

@@ -228,6 +228,7 @@ pub fn predict(
         batch,
         device,
         bar: &bar,
+        loss: None,
     };
     let out = predict_rows(m, tokenizer, examples, &at);
     bar.finish_and_clear();
@@ -237,12 +238,15 @@ pub fn predict(
     )
 }
 
-/// How rows are predicted: their length, the batch size, the device and the bar they advance.
+/// How rows are predicted: their length, the batch size, the device and the bar they advance;
+/// and where the loss of labelled rows is summed, when it is wanted (the sum of the examples'
+/// losses, the examples).
 pub struct Predicting<'a> {
     pub max_len: usize,
     pub batch: usize,
     pub device: &'a Device,
     pub bar: &'a ProgressBar,
+    pub loss: Option<&'a std::cell::Cell<(f64, usize)>>,
 }
 
 /// Predicted class (or score) per example of `examples`, in batches of `at.batch`.
@@ -264,6 +268,17 @@ pub fn predict_rows(
         let logits = m
             .model
             .forward(&batch_inputs(&rows, tokenizer.special.pad, at.device));
+        let gold: Vec<Label> = chunk.iter().filter_map(|e| e.label).collect();
+        if let Some(sum) = at.loss
+            && gold.len() == chunk.len()
+        {
+            // The training loss's own function, on the same scaled targets.
+            let regression = m.task.is_regression();
+            let mean = classifier_loss(logits.clone(), &gold, regression, m.regression_scale)
+                .into_scalar::<f32>() as f64;
+            let (s, n) = sum.get();
+            sum.set((s + mean * gold.len() as f64, n + gold.len()));
+        }
         if m.task.is_regression() {
             out.extend(
                 logits
@@ -404,9 +419,27 @@ pub fn score_dev(
     let mut per_file = Vec::new();
     let mut rate = 0.0;
     for (file, ex) in dev {
-        let (pred, r) = predict(ft, tok, ex, max_len, 64, &device, progress);
-        rate += r / dev.len() as f64;
-        per_file.push(score_file(ft.task, file, ex, &pred)?);
+        let start = Instant::now();
+        let bar = progress_bar(
+            ex.len() as u64,
+            "evaluate {bar:30} {pos}/{len} {per_sec} eta {eta}",
+            progress,
+        );
+        let loss = std::cell::Cell::new((0.0, 0));
+        let at = Predicting {
+            max_len,
+            batch: 64,
+            device: &device,
+            bar: &bar,
+            loss: Some(&loss),
+        };
+        let pred = predict_rows(ft, tok, ex, &at);
+        bar.finish_and_clear();
+        rate += ex.len() as f64 / start.elapsed().as_secs_f64().max(1e-9) / dev.len() as f64;
+        let mut scores = score_file(ft.task, file, ex, &pred)?;
+        let (sum, n) = loss.get();
+        scores.loss = (n > 0).then(|| sum / n as f64);
+        per_file.push(scores);
     }
     let files: Vec<&std::path::Path> = dev.iter().map(|(f, _)| f.as_path()).collect();
     Ok(DevScores {

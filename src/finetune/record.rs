@@ -1,7 +1,7 @@
 //! A fine-tuning seed's training record, written into its folder as it trains, as
 //! pre-training's run folder is: `metrics.jsonl` (a line per logged step — `step`, `epoch`,
 //! `loss`, `learning_rate`, `grad_norm` — and a line per evaluation — `eval_<metric>`,
-//! `eval_score`), TensorBoard event files under transformers' Trainer tags (`train/loss`,
+//! `eval_score`, `eval_loss`), TensorBoard event files under transformers' Trainer tags (`train/loss`,
 //! `train/learning_rate`, `eval/<metric>`), and at the end `loss.png` (the training loss and,
 //! when the dev sets were scored during training, the task score over the steps).
 
@@ -92,6 +92,9 @@ impl TrainingRecord {
             m.insert(format!("eval_{k}"), json!(v));
         }
         m.insert("eval_score".into(), json!(scores.score));
+        if let Some(loss) = scores.loss {
+            m.insert("eval_loss".into(), json!(loss));
+        }
         self.line(step, m)
     }
 

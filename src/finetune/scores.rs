@@ -24,6 +24,10 @@ pub struct Scores {
     /// metric (none for SQuAD).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baselines: Option<Baselines>,
+    /// The mean loss per example on these labels, by the training loss's function (scored
+    /// during fine-tuning; none elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
 }
 
 /// The task score of two predictors that never read the input, on the gold labels scored:
@@ -245,6 +249,7 @@ pub fn score(task: GlueTask, pred: &[f64], gold: &[Label]) -> Scores {
         score,
         collapsed: collapse(task, pred, gold),
         baselines: Some(baselines(task, gold)),
+        loss: None,
     }
 }
 
@@ -324,6 +329,7 @@ pub fn merge_dev_scores(files: &[&Path], scores: Vec<Scores>) -> Scores {
     let score = scores.first().map_or(f64::NAN, |s| s.score);
     let collapsed = scores.iter().find_map(|s| s.collapsed.clone());
     let baselines = scores.first().and_then(|s| s.baselines.clone());
+    let loss = scores.first().and_then(|s| s.loss);
     let mut metrics = BTreeMap::new();
     for (i, (s, file)) in scores.into_iter().zip(files).enumerate() {
         let stem = crate::tasks::hub_layout::glue_stem(file);
@@ -337,5 +343,6 @@ pub fn merge_dev_scores(files: &[&Path], scores: Vec<Scores>) -> Scores {
         score,
         collapsed,
         baselines,
+        loss,
     }
 }

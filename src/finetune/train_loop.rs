@@ -292,8 +292,12 @@ impl<M: Clone> Evaluations<'_, M> {
         let scores = evaluate(model)?;
         self.seconds += start.elapsed().as_secs_f64();
         record.eval(step, at, &scores)?;
+        let dev_loss = scores
+            .loss
+            .map(|l| format!("dev loss {l:.4}, "))
+            .unwrap_or_default();
         tracing::info!(
-            "finetune step {step} (epoch {at:.2}): training loss {train_loss:.4}, dev {}",
+            "finetune step {step} (epoch {at:.2}): training loss {train_loss:.4}, {dev_loss}dev {}",
             scores.with_baselines("task score")
         );
         for why in scores.warnings() {

@@ -361,6 +361,12 @@ fn each_seed_keeps_a_training_record_with_a_dev_score_per_epoch() {
     // 64 rows in batches of 16: 4 updates an epoch, a dev score at the end of each epoch.
     let steps: Vec<u64> = evals.iter().map(|l| l["step"].as_u64().unwrap()).collect();
     assert_eq!(steps, vec![4, 8, 12]);
+    // Each evaluation's dev loss, by the training loss's function: a mean cross-entropy of a
+    // 2-class model, so near ln 2 for a model that has learnt little, never 0.
+    for e in &evals {
+        let loss = e["eval_loss"].as_f64().unwrap();
+        assert!(loss.is_finite() && loss > 0.05 && loss < 5.0, "{e}");
+    }
     assert!(
         lines
             .iter()
@@ -389,7 +395,12 @@ fn each_seed_keeps_a_training_record_with_a_dev_score_per_epoch() {
             .flatten()
             .map(|v| v.tag)
             .collect();
-    for tag in ["train/loss", "train/learning_rate", "eval/accuracy"] {
+    for tag in [
+        "train/loss",
+        "train/learning_rate",
+        "eval/accuracy",
+        "eval/loss",
+    ] {
         assert!(tags.contains(tag), "{tag} in {tags:?}");
     }
 }
