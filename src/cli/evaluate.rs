@@ -11,7 +11,7 @@ use super::Ui;
 pub struct Args {
     /// A fine-tuned model: a folder written by `finetune` (…/seed-N), or a transformers
     /// sequence-classification folder whose config.json names its `finetuning_task` (trueneg's
-    /// export, run_glue's output).
+    /// export, run_glue's output), or the id of such a model in the local Hugging Face cache.
     #[arg(long)]
     model: PathBuf,
     /// The task's folder or a .tsv file (SQuAD: the JSON file).
@@ -128,8 +128,9 @@ fn contrast(a: &Args, set: &std::path::Path, outputs: &Outputs, ui: Ui) -> anyho
 impl super::Command for Args {
     fn plan(&self) -> anyhow::Result<Plan> {
         trueneg::device::device_for(&self.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
+        let model = trueneg::interop::hub_cache::model_dir(&self.model)?;
         Ok(Plan::new("evaluate")
-            .input("--model", &self.model, InputKind::FinetunedOrExport)
+            .input("--model", &model, InputKind::FinetunedOrExport)
             .input_if("--data", self.data.as_ref(), InputKind::TaskData)
             .input_if("--contrast", self.contrast.as_ref(), InputKind::TaskData)
             .input_if("--wordnet", self.wordnet.as_ref(), InputKind::WordNet)
@@ -138,7 +139,10 @@ impl super::Command for Args {
     }
 
     fn run(self: Box<Self>, claim: &Claim, ui: Ui) -> anyhow::Result<()> {
-        run(*self, claim.outputs(), ui)
+        // A model id of the local Hugging Face cache is its snapshot folder from here on.
+        let mut a = *self;
+        a.model = trueneg::interop::hub_cache::model_dir(&a.model)?;
+        run(a, claim.outputs(), ui)
     }
 }
 

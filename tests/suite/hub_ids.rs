@@ -127,3 +127,40 @@ fn init_from_a_discriminator_folder_or_id_brings_its_generator() {
     );
     assert!(e.contains("discriminator alone"), "{e}");
 }
+
+/// `evaluate --model org/name` scores a fine-tuned classifier of the local cache as it scores
+/// the same folder given by path.
+#[test]
+fn evaluate_takes_a_fine_tuned_model_id_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = common::finetuned_rte(dir.path());
+    let hub = dir.path().join("hub");
+    ok(bin()
+        .args(["export", "--model"])
+        .arg(&seed)
+        .arg("--out")
+        .arg(&hub)
+        .output()
+        .unwrap());
+    let home = dir.path().join("hf");
+    cache_model(&home.join("hub"), "someone/electra-rte", &hub, "beef");
+    let evaluate = |model: &str, out: &str| -> serde_json::Value {
+        ok(bin()
+            .args(["evaluate", "--model", model, "--data"])
+            .arg(data("glue/RTE"))
+            .arg("--out")
+            .arg(dir.path().join(out))
+            .env_remove("HF_HUB_CACHE")
+            .env("HF_HOME", &home)
+            .output()
+            .unwrap());
+        let v: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join(out).join("scores.json")).unwrap(),
+        )
+        .unwrap();
+        v["files"][0]["scores"].clone()
+    };
+    let by_id = evaluate("someone/electra-rte", "by-id");
+    let by_path = evaluate(hub.to_str().unwrap(), "by-path");
+    assert_eq!(by_id, by_path);
+}
