@@ -15,7 +15,7 @@ const DEFAULT_TASKS: &str = "cola,sst2,mrpc,stsb,rte";
 #[derive(clap::Args)]
 pub struct Args {
     /// A preset (tiny, electra-small, electra-base, bert-base, electra-base-continue,
-    /// bert-base-continue) or a TOML file for every run.
+    /// bert-base-continue, hc-acting) or a TOML file for every run.
     #[arg(long)]
     config: String,
     /// Override a config value of every run, e.g. --set train.steps=600 (repeatable).

@@ -73,12 +73,14 @@ impl super::Command for Command {
             .output("--out", out, OutputKind::File))
     }
 
-    fn run(self: Box<Self>, _: &Claim, _: super::Ui) -> anyhow::Result<()> {
-        run(*self)
+    fn run(self: Box<Self>, claim: &Claim, _: super::Ui) -> anyhow::Result<()> {
+        run(*self, claim.outputs())
     }
 }
 
-fn run(c: Command) -> anyhow::Result<()> {
+/// Builds the table; the frame has claimed `--out` (new, or a table `lexicon build` wrote,
+/// which it replaces).
+fn run(c: Command, outputs: &trueneg::io::outputs::Outputs) -> anyhow::Result<()> {
     let Command::Build {
         tokenizer,
         out,
@@ -91,12 +93,6 @@ fn run(c: Command) -> anyhow::Result<()> {
     } = c;
     use trueneg::lexicon::embeddings::read_vectors;
     use trueneg::text::synonym_table::{embedding_table, whole_words, wordnet_table};
-    if out.exists() {
-        anyhow::bail!(
-            "{}: already exists; choose another --out (nothing was changed)",
-            out.display()
-        );
-    }
     let tok = trueneg::text::WordPieceTokenizer::load(&tokenizer)?;
     let words = whole_words(&tok);
     let table = if let Some(e) = embeddings {
@@ -161,7 +157,10 @@ fn run(c: Command) -> anyhow::Result<()> {
     } else {
         wordnet_table(&tok, &super::wordnet_dir(&wordnet))?
     };
+    // The frame let --out through: new, or a table `lexicon build` wrote, replaced here.
+    trueneg::io::write::remove_file(&out)?;
     table.save(&out)?;
+    outputs.record(&out)?;
     let c = table.coverage(words.len());
     println!(
         "{} of {} whole-word tokens ({:.1} %) have synonyms, mean list length {:.2}; vocabulary {} -> {}",

@@ -15,7 +15,7 @@ use super::Ui;
 #[derive(clap::Args)]
 pub struct Args {
     /// A preset (tiny, electra-small, electra-base, bert-base, electra-base-continue,
-    /// bert-base-continue) or a TOML file.
+    /// bert-base-continue, hc-acting) or a TOML file.
     #[arg(long, required_unless_present = "resume", conflicts_with = "resume")]
     config: Option<String>,
     /// Override a config value, e.g. --set train.steps=100 (repeatable).

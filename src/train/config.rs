@@ -17,7 +17,7 @@ pub fn is_preset(source: &str) -> bool {
     PRESETS.iter().any(|(n, _)| *n == source)
 }
 
-pub const PRESETS: [(&str, &str); 6] = [
+pub const PRESETS: [(&str, &str); 7] = [
     ("tiny", include_str!("../../configs/tiny.toml")),
     (
         "electra-small",
@@ -36,6 +36,7 @@ pub const PRESETS: [(&str, &str); 6] = [
         "bert-base-continue",
         include_str!("../../configs/bert-base-continue.toml"),
     ),
+    ("hc-acting", include_str!("../../configs/hc-acting.toml")),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

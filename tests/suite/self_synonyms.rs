@@ -172,6 +172,22 @@ fn lexicon_build_from_a_checkpoint_is_the_self_table() {
     };
     let any = build("any.lex", "-1");
     let close = build("close.lex", "0.5");
+    // The same command again replaces the table it wrote (a script can be run again); a file
+    // it did not write stays.
+    assert_eq!(all_pairs(&build("close.lex", "0.5")), all_pairs(&close));
+    let foreign = dir.path().join("foreign.lex");
+    std::fs::write(&foreign, "mine").unwrap();
+    let e = common::fails(
+        common::bin()
+            .args(["lexicon", "build", "--tokenizer"])
+            .arg(run.join("tokenizer.json"))
+            .arg("--out")
+            .arg(&foreign)
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("did not write it"), "{e}");
+    assert_eq!(std::fs::read_to_string(&foreign).unwrap(), "mine");
     let tok = WordPieceTokenizer::load(&run.join("tokenizer.json")).unwrap();
     let words: BTreeSet<u32> = candidate_ids(&tok, &BTreeSet::new(), None)
         .into_iter()
