@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::classify::{ClsHead, FineTunedInfo};
+use super::classifier_folder::FineTunedInfo;
+use super::classify::ClsHead;
 use super::folder::read_model_info;
 use super::scores::Scores;
 use super::seeds::TaskResult;

@@ -3,6 +3,7 @@
 //! fine-tuned model's folder and its transformers export, and one seed loop for every task with
 //! its results tables.
 
+pub mod classifier_folder;
 pub mod classify;
 pub mod eval_plan;
 pub mod export;

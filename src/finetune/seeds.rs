@@ -4,9 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::finetune::classify::{
-    DevSets, SeedTraining, finetune_one, load_finetuned, read_task, save_finetuned, score_dev,
-};
+use crate::finetune::classifier_folder::{load_finetuned, save_finetuned};
+use crate::finetune::classify::{DevSets, SeedTraining, finetune_one, read_task, score_dev};
 use crate::finetune::eval_plan::EvalEvery;
 use crate::finetune::pretrained::PretrainedEncoder;
 use crate::finetune::qa_features::QaOptions;

@@ -11,7 +11,8 @@ use std::path::Path;
 
 use burn::prelude::*;
 
-use super::classify::{Classifier, ClsHead, FineTuned, load_finetuned};
+use super::classifier_folder::load_finetuned;
+use super::classify::{Classifier, ClsHead, FineTuned};
 use super::export::hub_label_names;
 use crate::interop::read_hf_config;
 use crate::interop::tensors::{HostTensor, read_safetensors};

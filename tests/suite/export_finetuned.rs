@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use burn::prelude::*;
 use serde_json::{Value, json};
-use trueneg::finetune::classify::load_finetuned;
+use trueneg::finetune::classifier_folder::load_finetuned;
 use trueneg::finetune::qa_features::make_features;
 use trueneg::finetune::span::load_qa;
 use trueneg::model::Inputs;
