@@ -22,7 +22,7 @@ log=$out/stages.txt
 stage() { # stage NAME COMMAND…: runs it, printing and logging its time
   local name=$1 start=$SECONDS
   shift
-  echo "+ $*" | tee -a "$out/commands.txt"
+  echo "+ $*" | sed "s|$root/||g" | tee -a "$out/commands.txt"
   "$@"
   echo "$name: $((SECONDS - start)) s" | tee -a "$log"
 }
@@ -68,7 +68,11 @@ for lex in wordnet self; do
   rm -f "$work"/run/inspect-step-*
   stage "inspect-$lex" "$bin" inspect --quiet --run "$work/run" --corpus "$work/heldout.txt" \
     --lexicon "$table" --force
-  for f in md json tsv; do cp "$work"/run/inspect-step-*."$f" "$out/inspect-$lex.$f"; done
+  # The page's tables and its first 10 sampled positions: the rest quote the shared corpus at
+  # length, which stays out of the results.
+  awk '/^## Sample/ {s = 1} s && /^\| / && !/^\| context/ && !/^\|---/ {if (++n > 10) next} {print}
+    END {print "\n(The first 10 of the sampled positions; `inspect` on the run writes them all.)"}' \
+    "$work"/run/inspect-step-*.md >"$out/inspect-$lex.md"
 done
 cp "$work/run/config.toml" "$out/config.toml"
 grep -E '"record":"synonym_refresh"|eval_mlm_accuracy' "$work/run/metrics.jsonl" >"$out/refreshes-and-evals.jsonl" || true
@@ -97,11 +101,14 @@ for step in sorted(used):
     rows.append(f"| {step} | {pct(acc) if acc is not None else '—'} | {table} | {pct(u['prediction_level'])} | {pct(u['iteration_level'])} | {pct(u['batch_level'])} | "
                 f"{pct(w.get('prediction_level', 0))} | {pct(w.get('iteration_level', 0))} | {pct(w.get('batch_level', 0))} |")
 stages = (out / "stages.txt").read_text().strip().replace("\n", "; ")
+import os
+sets = os.environ.get("SETS", "").split()
+overrides = f", with {', '.join('`' + x + '`' for x in sets)}" if sets else ""
 commands = (out / "commands.txt").read_text()
 (out / "README.md").write_text(f"""# Hard Correction seen acting on a CPU
 
 Made by `scripts/hc-acting.sh`: the `hc-acting` preset (configs/hc-acting.toml; the run's own
-record of every setting is `config.toml` here).
+record of every setting is `config.toml` here){overrides}.
 Machine: {cpu} (family/model {', '.join(fam)}), {platform.machine()}; stage times: {stages}.
 
 Held-out text: the last 300 lines of WikiText-2's raw test split; training: the rest of it and
