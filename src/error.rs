@@ -189,22 +189,16 @@ pub(crate) fn bridge_call(
     Err(text.lines().next().unwrap_or(fallback).trim().to_string())
 }
 
-/// Levenshtein distance of two names (for "did you mean" in error lines).
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let here = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(here + 1);
-            prev = here;
-        }
-    }
-    row[b.len()]
+/// The name among `candidates` nearest to `name` by edit distance, within two edits, and not
+/// `name` itself: the "did you mean" of an error line.
+pub fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .filter(|c| *c != name)
+        .map(|c| (strsim::levenshtein(c, name), c))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, c)| c)
 }
 
 #[cfg(test)]

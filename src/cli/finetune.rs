@@ -159,11 +159,7 @@ fn parse_recipe(s: &str) -> Result<Recipe, String> {
 }
 
 fn parse_batch_loss(s: &str) -> Result<BatchLoss, String> {
-    match s {
-        "sum" => Ok(BatchLoss::Sum),
-        "mean" => Ok(BatchLoss::Mean),
-        _ => Err("expected sum or mean".into()),
-    }
+    BatchLoss::parse(s).ok_or_else(|| format!("expected {}", BatchLoss::NAMES))
 }
 
 fn parse_rule(s: &str) -> Result<LayerDecayRule, String> {

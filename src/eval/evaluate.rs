@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::finetune::classify::{FineTuned, Predicting, predict, predict_rows};
+use crate::finetune::classify::{FineTuned, PREDICT_BATCH, Predicting, predict, predict_rows};
 use crate::finetune::scores::{Scores, check_metric_defined, score_labels};
 use crate::finetune::seeds::{squad_scores, write_predictions};
 use crate::finetune::span::{load_qa, predict_squad};
@@ -244,7 +244,7 @@ pub fn evaluate_model(req: &EvalRequest, outputs: &Outputs) -> Result<Vec<Evalua
         );
         let at = Predicting {
             max_len,
-            batch: 64,
+            batch: PREDICT_BATCH,
             device: &device,
             bar: &bar,
             loss: None,
@@ -334,7 +334,7 @@ pub fn evaluate_contrast(
             label: None,
         })
         .collect();
-    let (pred, _) = predict(&ft, &tok, &examples, max_len, 64, &device, progress);
+    let pred = predict(&ft, &tok, &examples, max_len, &device, progress).values;
     let predicted: Vec<String> = pred.iter().map(|&p| names[p as usize].clone()).collect();
     let mut predictions = Vec::with_capacity(predicted.len());
     for (g, group) in groups.iter().enumerate() {

@@ -140,13 +140,13 @@ impl Classifier {
         // A model that holds this very head (a fine-tuned model, or a transformers folder of
         // the same head and labels) keeps it and continues, as transformers' `from_pretrained`
         // keeps a head whose shapes fit; any other starts with a new head.
-        let mut head = crate::interop::tensors::Exporter::default();
-        model.walk(&pre.prefix, &mut head);
-        let whole = head.tensors.iter().all(|(name, t)| {
+        let mut shapes = crate::model::params::FileShapes::default();
+        model.walk(&pre.prefix, &mut shapes);
+        let whole = shapes.0.iter().all(|(name, shape)| {
             pre.weights
                 .tensors
                 .get(name)
-                .is_some_and(|w| w.shape == t.shape)
+                .is_some_and(|w| &w.shape == shape)
         });
         if whole {
             tracing::info!(
@@ -206,35 +206,48 @@ pub struct FineTuned {
     pub truncation: Truncation,
 }
 
-/// Predicted class (or score) per example, with examples/s.
+/// Rows predicted in one forward pass.
+pub const PREDICT_BATCH: usize = 64;
+
+/// A model's predictions on examples: a class (or score) each, the rate, and the mean loss per
+/// example when every example is labelled (by the training loss's function, in the same pass).
+pub struct Predicted {
+    pub values: Vec<f64>,
+    pub examples_per_s: f64,
+    pub loss: Option<f64>,
+}
+
+/// Predicts `examples` in batches of [`PREDICT_BATCH`].
 pub fn predict(
     m: &FineTuned,
     tokenizer: &WordPieceTokenizer,
     examples: &[GlueExample],
     max_len: usize,
-    batch: usize,
     device: &Device,
     progress: bool,
-) -> (Vec<f64>, f64) {
+) -> Predicted {
     let start = Instant::now();
     let bar = progress_bar(
         examples.len() as u64,
         "evaluate {bar:30} {pos}/{len} {per_sec} eta {eta}",
         progress,
     );
+    let loss = std::cell::Cell::new((0.0, 0));
     let at = Predicting {
         max_len,
-        batch,
+        batch: PREDICT_BATCH,
         device,
         bar: &bar,
-        loss: None,
+        loss: Some(&loss),
     };
-    let out = predict_rows(m, tokenizer, examples, &at);
+    let values = predict_rows(m, tokenizer, examples, &at);
     bar.finish_and_clear();
-    (
-        out,
-        examples.len() as f64 / start.elapsed().as_secs_f64().max(1e-9),
-    )
+    let (sum, n) = loss.get();
+    Predicted {
+        values,
+        examples_per_s: examples.len() as f64 / start.elapsed().as_secs_f64().max(1e-9),
+        loss: (n > 0 && n == examples.len()).then(|| sum / n as f64),
+    }
 }
 
 /// How rows are predicted: their length, the batch size, the device and the bar they advance;
@@ -418,26 +431,10 @@ pub fn score_dev(
     let mut per_file = Vec::new();
     let mut rate = 0.0;
     for (file, ex) in dev {
-        let start = Instant::now();
-        let bar = progress_bar(
-            ex.len() as u64,
-            "evaluate {bar:30} {pos}/{len} {per_sec} eta {eta}",
-            progress,
-        );
-        let loss = std::cell::Cell::new((0.0, 0));
-        let at = Predicting {
-            max_len,
-            batch: 64,
-            device: &device,
-            bar: &bar,
-            loss: Some(&loss),
-        };
-        let pred = predict_rows(ft, tok, ex, &at);
-        bar.finish_and_clear();
-        rate += ex.len() as f64 / start.elapsed().as_secs_f64().max(1e-9) / dev.len() as f64;
-        let mut scores = score_file(ft.task, file, ex, &pred)?;
-        let (sum, n) = loss.get();
-        scores.loss = (n > 0).then(|| sum / n as f64);
+        let p = predict(ft, tok, ex, max_len, &device, progress);
+        rate += p.examples_per_s / dev.len() as f64;
+        let mut scores = score_file(ft.task, file, ex, &p.values)?;
+        scores.loss = p.loss;
         per_file.push(scores);
     }
     let files: Vec<&std::path::Path> = dev.iter().map(|(f, _)| f.as_path()).collect();

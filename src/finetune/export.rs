@@ -17,6 +17,7 @@ use super::scores::Scores;
 use super::seeds::TaskResult;
 use super::span::{QaInfo, SpanHeadKind, finetuned_task};
 use crate::interop::HfConfig;
+use crate::interop::hf_config::{INPUT_LENGTH, TRUNCATION};
 use crate::interop::hub::{Provenance, check_folders, write_folder};
 use crate::interop::tensors::{HostTensor, read_safetensors};
 use crate::io::outputs::Outputs;
@@ -62,8 +63,7 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
                 )?;
             }
             let mut fields = labels(t);
-            // How trueneg read the examples: `evaluate` of the export reads them the same way
-            // (transformers keeps unknown config keys as attributes, and ignores them).
+            // How trueneg read the examples: `evaluate` of the export reads them the same way.
             fields.insert(INPUT_LENGTH.into(), json!(info.max_seq_len));
             fields.insert(TRUNCATION.into(), json!(info.truncation));
             (info.prefix, info.config, fields)
@@ -107,11 +107,6 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
     write_folder(out, &weights, &hf, tokenizer, &card, &provenance, outputs)
 }
 
-/// The `config.json` key of the tokens per example a model was fine-tuned with.
-pub const INPUT_LENGTH: &str = "trueneg_max_seq_len";
-/// The `config.json` key of how its sentence pairs were cut to that length.
-pub const TRUNCATION: &str = "trueneg_truncation";
-
 /// The names an exported model gives `task`'s classes, in the task's order: GLUE's own where
 /// its files use them, readable names where they use 0 / 1 (the Hub's GLUE names).
 pub fn hub_label_names(task: GlueTask) -> Vec<&'static str> {
@@ -130,10 +125,7 @@ fn labels(task: GlueTask) -> Map<String, Value> {
     let mut m = Map::new();
     // transformers' own field for the task a model was fine-tuned on (run_glue writes it):
     // `evaluate` reads the task from it.
-    m.insert(
-        "finetuning_task".into(),
-        json!(task.dir_name().to_lowercase().replace('-', "")),
-    );
+    m.insert("finetuning_task".into(), json!(task.name()));
     if task.is_regression() {
         m.insert("num_labels".into(), json!(1));
         m.insert("problem_type".into(), json!("regression"));
@@ -257,12 +249,8 @@ fn model_card(model: &Path, task: Task, hf: &HfConfig) -> String {
                 facts.push(format!("- **Warning:** this model {why}."));
             }
         }
-        let n = r.seeds.len();
-        if n > 1 && (r.one_class_seeds > 0 || r.not_above_majority_seeds > 0) {
-            facts.push(format!(
-                "- Of the run's {n} seeds, {} predicted one class and {} did not beat the majority class.",
-                r.one_class_seeds, r.not_above_majority_seeds
-            ));
+        if let Some(d) = r.degenerate_seeds().filter(|_| r.seeds.len() > 1) {
+            facts.push(format!("- Of the run's seeds, {d}."));
         }
     }
     if facts.is_empty() {
@@ -323,9 +311,7 @@ fn hub_dataset(task: Task) -> Option<(&'static str, String)> {
     match task {
         Task::Squad => Some(("rajpurkar/squad", "plain_text".into())),
         Task::Classification(GlueTask::Boolq) => Some(("google/boolq", "default".into())),
-        Task::Classification(t) if t.is_glue() => {
-            Some(("nyu-mll/glue", t.dir_name().to_lowercase().replace('-', "")))
-        }
+        Task::Classification(t) if t.is_glue() => Some(("nyu-mll/glue", t.name())),
         Task::Classification(_) => None,
     }
 }

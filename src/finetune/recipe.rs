@@ -126,6 +126,18 @@ pub enum BatchLoss {
     Sum,
 }
 
+impl BatchLoss {
+    pub const NAMES: &'static str = "sum or mean";
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "sum" => Some(Self::Sum),
+            "mean" => Some(Self::Mean),
+            _ => None,
+        }
+    }
+}
+
 /// The classification head on an ELECTRA backbone (BERT backbones always take the pooler).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -95,6 +95,18 @@ pub struct ExampleCounts {
 }
 
 impl TaskResult {
+    /// How many seeds were degenerate, in words ("1 of 3 seeds predicted one class; 2 of 3 did
+    /// not beat the majority class"); none when no seed was.
+    pub fn degenerate_seeds(&self) -> Option<String> {
+        let n = self.seeds.len();
+        (self.one_class_seeds > 0 || self.not_above_majority_seeds > 0).then(|| {
+            format!(
+                "{} of {n} seeds predicted one class; {} of {n} did not beat the majority class",
+                self.one_class_seeds, self.not_above_majority_seeds
+            )
+        })
+    }
+
     pub(crate) fn new(task: &str, seeds: &[u64], per_seed: Vec<Scores>, rates: (f64, f64)) -> Self {
         let mut metrics = BTreeMap::new();
         for name in per_seed.iter().flat_map(|s| s.metrics.keys()) {
@@ -198,13 +210,11 @@ pub fn warnings(result: &TaskResult) -> Vec<String> {
             lines.push(format!("Warning, {} seed {seed}: {why}.", result.task));
         }
     }
-    let n = result.seeds.len();
-    if result.one_class_seeds > 0 || result.not_above_majority_seeds > 0 {
-        lines.push(format!(
-            "{}: {} of {n} seeds predicted one class; {} of {n} did not beat the majority class.",
-            result.task, result.one_class_seeds, result.not_above_majority_seeds
-        ));
-    }
+    lines.extend(
+        result
+            .degenerate_seeds()
+            .map(|d| format!("{}: {d}.", result.task)),
+    );
     lines
 }
 

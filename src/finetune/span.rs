@@ -393,20 +393,23 @@ pub fn finetuned_task(dir: &Path) -> Result<Task> {
     struct Info {
         task: Task,
     }
-    if !crate::io::read::exists(&dir.join("finetuned.json"))
-        && crate::io::read::exists(&dir.join("config.json"))
-    {
-        return transformers_task(dir);
+    let config = dir.join("config.json");
+    if !crate::io::read::exists(&dir.join("finetuned.json")) && crate::io::read::exists(&config) {
+        return transformers_task(
+            &crate::interop::read_hf_config(&config)?.task_fields,
+            &config,
+        );
     }
     Ok(read_model_info::<Info>(dir)?.task)
 }
 
-/// The task of a transformers folder: its `config.json`'s `finetuning_task` (trueneg's export
-/// and run_glue write it).
-fn transformers_task(dir: &Path) -> Result<Task> {
-    let path = dir.join("config.json");
-    let v: serde_json::Value = crate::io::read_json(&path)?;
-    let name = v["finetuning_task"].as_str().ok_or_else(|| {
+/// The task of a transformers folder: the `finetuning_task` of its `config.json` at `path`
+/// (`fields`, its task keys; trueneg's export and run_glue write it).
+pub(crate) fn transformers_task(
+    fields: &serde_json::Map<String, serde_json::Value>,
+    path: &Path,
+) -> Result<Task> {
+    let name = fields.get("finetuning_task").and_then(|v| v.as_str()).ok_or_else(|| {
         Error::Input(format!(
             "{}: no `finetuning_task`, so the task is unknown: add \"finetuning_task\": \"<task>\" (rte, sst2, …, as run_glue writes it)",
             path.display()

@@ -34,17 +34,16 @@ pub fn load_classifier(
         return load_finetuned(dir, device);
     }
     let config_path = dir.join("config.json");
-    let task = super::span::finetuned_task(dir)?.classification().ok_or_else(|| {
-        Error::Input(format!(
-            "{}: a question-answering folder; evaluate reads SQuAD models that trueneg fine-tuned (their seed-N folder)",
-            dir.display()
-        ))
-    })?;
     let hf = read_hf_config(&config_path)?;
-    // The task's keys (`id2label`, …), which the encoder's reading leaves out.
-    let raw: serde_json::Value = crate::io::read_json(&config_path)?;
-    let empty = serde_json::Map::new();
-    let fields = raw.as_object().unwrap_or(&empty);
+    let fields = &hf.task_fields;
+    let task = super::span::transformers_task(fields, &config_path)?
+        .classification()
+        .ok_or_else(|| {
+            Error::Input(format!(
+                "{}: a question-answering folder; evaluate reads SQuAD models that trueneg fine-tuned (their seed-N folder)",
+                dir.display()
+            ))
+        })?;
     super::pretrained::check_model_fits(&hf.encoder, &config_path)?;
     let head = match hf.model_type.as_str() {
         "electra" => ClsHead::ElectraTransformers,
@@ -83,12 +82,12 @@ pub fn load_classifier(
     // A trueneg export says how its examples were read; another folder is read as run_glue
     // reads it (128 tokens, longest first).
     let max_len = fields
-        .get(super::export::INPUT_LENGTH)
+        .get(crate::interop::hf_config::INPUT_LENGTH)
         .and_then(|v| v.as_u64())
         .map_or(MAX_LEN, |n| n as usize)
         .min(hf.encoder.max_position_embeddings);
     let truncation = fields
-        .get(super::export::TRUNCATION)
+        .get(crate::interop::hf_config::TRUNCATION)
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or(Truncation::LongestFirst);
     Ok((

@@ -96,6 +96,20 @@ impl InputKind {
             Self::File(kind) => kind.describe(),
         }
     }
+
+    /// The folder kinds a folder input takes (`None` for the inputs checked otherwise).
+    fn folder_kinds(self) -> Option<&'static [FolderKind]> {
+        use FolderKind::{Finetuned, PreparedCorpus, PretrainRun, Transformers};
+        Some(match self {
+            Self::PreparedCorpus => &[PreparedCorpus],
+            Self::Run => &[PretrainRun],
+            Self::Finetuned => &[Finetuned],
+            Self::Encoder => &[PretrainRun, Transformers],
+            Self::FinetunedOrExport => &[Finetuned, Transformers],
+            Self::FinetuneStart => &[PretrainRun, Transformers, Finetuned],
+            _ => return None,
+        })
+    }
 }
 
 /// What is at `path`, in words, for a refusal.
@@ -118,12 +132,8 @@ fn missing_hint(path: &Path, kind: InputKind) -> String {
         _ => Path::new("."),
     };
     if let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) {
-        let near = crate::io::read::names(parent)
-            .into_iter()
-            .map(|n| (crate::error::edit_distance(&n, &name), n))
-            .filter(|(d, n)| *d <= 2 && *n != name)
-            .min();
-        if let Some((_, n)) = near {
+        let names = crate::io::read::names(parent);
+        if let Some(n) = crate::error::nearest(&name, names.iter().map(String::as_str)) {
             hint += &format!(" (did you mean {}?)", parent.join(n).display());
         }
     }
@@ -160,50 +170,20 @@ pub fn classify(path: &Path, flag: &str, kind: InputKind) -> Result<()> {
     }
     let folder = crate::io::read::is_folder(path);
     let wanted = kind.describe();
-    let folder_kind = matches!(
-        kind,
-        InputKind::PreparedCorpus
-            | InputKind::Run
-            | InputKind::Finetuned
-            | InputKind::Encoder
-            | InputKind::FinetuneStart
-            | InputKind::FinetunedOrExport
-            | InputKind::WordNet
-    );
+    let folder_kind = kind.folder_kinds().is_some() || kind == InputKind::WordNet;
     if folder_kind && !folder {
         return Err(refuse(path, flag, kind, &found(path)));
     }
     match kind {
-        InputKind::PreparedCorpus => {
-            expect(path, &[FolderKind::PreparedCorpus], flag, wanted).map(drop)
+        InputKind::PreparedCorpus
+        | InputKind::Run
+        | InputKind::Finetuned
+        | InputKind::Encoder
+        | InputKind::FinetunedOrExport
+        | InputKind::FinetuneStart => {
+            let kinds = kind.folder_kinds().unwrap_or_default();
+            expect(path, kinds, flag, wanted).map(drop)
         }
-        InputKind::Run => expect(path, &[FolderKind::PretrainRun], flag, wanted).map(drop),
-        InputKind::Finetuned => expect(path, &[FolderKind::Finetuned], flag, wanted).map(drop),
-        InputKind::Encoder => expect(
-            path,
-            &[FolderKind::PretrainRun, FolderKind::Transformers],
-            flag,
-            wanted,
-        )
-        .map(drop),
-        InputKind::FinetunedOrExport => expect(
-            path,
-            &[FolderKind::Finetuned, FolderKind::Transformers],
-            flag,
-            wanted,
-        )
-        .map(drop),
-        InputKind::FinetuneStart => expect(
-            path,
-            &[
-                FolderKind::PretrainRun,
-                FolderKind::Transformers,
-                FolderKind::Finetuned,
-            ],
-            flag,
-            wanted,
-        )
-        .map(drop),
         InputKind::TextCorpus => match FolderKind::of(path) {
             Some(FolderKind::Other) | None
                 if folder || crate::io::read::regular_file(path).is_ok() =>

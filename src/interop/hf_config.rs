@@ -7,6 +7,23 @@ use serde_json::{Value, json};
 use crate::model::EncoderConfig;
 use crate::{Error, Result};
 
+/// The `config.json` key of the tokens per example a model was fine-tuned with (trueneg's
+/// export writes it; transformers keeps unknown keys as attributes, and ignores them).
+pub const INPUT_LENGTH: &str = "trueneg_max_seq_len";
+/// The `config.json` key of how its sentence pairs were cut to that length.
+pub const TRUNCATION: &str = "trueneg_truncation";
+
+/// The keys of a task head's fine-tuned model: [`HfConfig::task_fields`].
+const TASK_KEYS: [&str; 7] = [
+    "num_labels",
+    "id2label",
+    "label2id",
+    "problem_type",
+    "finetuning_task",
+    INPUT_LENGTH,
+    TRUNCATION,
+];
+
 /// What a transformers `config.json` says about one model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HfConfig {
@@ -14,8 +31,9 @@ pub struct HfConfig {
     pub model_type: String,
     pub architectures: Vec<String>,
     pub encoder: EncoderConfig,
-    /// The keys a task head adds (`num_labels`, `id2label`, `label2id`, `problem_type`),
-    /// written as they are; empty for a pre-trained model.
+    /// The keys a task head adds ([`TASK_KEYS`]: `num_labels`, `id2label`, `label2id`,
+    /// `problem_type`, `finetuning_task`, and trueneg's example length and truncation), written
+    /// and read as they are; empty for a pre-trained model.
     pub task_fields: serde_json::Map<String, Value>,
 }
 
@@ -85,11 +103,15 @@ pub fn read_hf_config(path: &Path) -> Result<HfConfig> {
                 .collect()
         })
         .unwrap_or_default();
+    let task_fields = TASK_KEYS
+        .iter()
+        .filter_map(|k| Some((k.to_string(), v.get(*k)?.clone())))
+        .collect();
     Ok(HfConfig {
         model_type,
         architectures,
         encoder,
-        task_fields: Default::default(),
+        task_fields,
     })
 }
 

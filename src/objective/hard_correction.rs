@@ -79,7 +79,7 @@ pub struct HcConfig {
     pub hc_self_min_cosine: f64,
     pub hc_self_stop_words: Option<PathBuf>,
     /// The words the self table is defined on: `content` (no function words, only words WordNet
-    /// knows) or `all` (every whole word; the rule before function words were left out).
+    /// knows) or `all` (every whole word, function words included: for tests and ablations).
     pub hc_self_words: SelfWords,
     /// The self table before the first refresh: `table` (as `hc_source = "table"`) or `none`.
     pub hc_self_initial: InitialTable,
@@ -309,10 +309,10 @@ impl HardCorrection {
         self.table.on_device(s.words.dims()[0], s.device)
     }
 
-    /// Rebuilds the self table from the embeddings of `at`, and its record. The rebuilt table
-    /// replaces the one in use only when it passes the quality gate; otherwise a warning says
-    /// so, and the record's `accepted` is 0.
-    fn refreshed(&self, refresh: &Refresh, at: &Between) -> Record {
+    /// Rebuilds the self table from the embeddings of `at`: its record, and whether the
+    /// step's inputs changed. The rebuilt table replaces the one in use only when it passes the
+    /// quality gate; otherwise a warning says so, and the record's `accepted` is 0.
+    fn refreshed(&self, refresh: &Refresh, at: &Between) -> BetweenSteps {
         let before = self.table.get();
         let source = format!("self:step-{}", at.done);
         let (table, r) = refresh.run((at.words)(), &before, &source);
@@ -322,12 +322,18 @@ impl HardCorrection {
             self.table.replace(table);
         }
         let values = serde_json::to_value(&r).expect("json");
-        Record {
+        let record = Record {
             name: REFRESH,
             values: serde_json::from_value(values).expect("an object"),
             text: None,
             note,
             warning: !accepted,
+        };
+        // A table that failed the gate leaves the one in use, and the step's inputs, as they
+        // were.
+        BetweenSteps {
+            records: vec![record],
+            replaced_inputs: accepted,
         }
     }
 
@@ -447,14 +453,7 @@ impl Part for HardCorrection {
         let Some(refresh) = self.refresh.as_ref().filter(|r| r.due(at.done)) else {
             return Ok(BetweenSteps::default());
         };
-        let record = self.refreshed(refresh, at);
-        // A table that failed the gate leaves the one in use, and the step's inputs, as they
-        // were.
-        let replaced_inputs = record.values.get("accepted") == Some(&serde_json::json!(1));
-        Ok(BetweenSteps {
-            records: vec![record],
-            replaced_inputs,
-        })
+        Ok(self.refreshed(refresh, at))
     }
 
     fn synonyms(&self) -> Option<Arc<SynonymTable>> {

@@ -40,16 +40,6 @@ impl GlueTask {
     }
 }
 
-/// The task's name for `--task` (`sst2`, `cad-nli`).
-fn cli_name(task: GlueTask) -> String {
-    let name = task.dir_name().to_lowercase();
-    if name.starts_with("cad") {
-        name
-    } else {
-        name.replace('-', "")
-    }
-}
-
 /// The tasks whose columns a file with `header` has, as the end of an error line: "; this
 /// header fits --task rte".
 fn fitting_tasks(header: &[String]) -> String {
@@ -71,7 +61,7 @@ fn fitting_tasks(header: &[String]) -> String {
             let (a, b, label) = t.columns();
             has(Some(a)) && has(b) && has(Some(label))
         })
-        .map(|t| format!("--task {}", cli_name(*t)))
+        .map(|t| format!("--task {}", t.name()))
         .collect();
     match fits.as_slice() {
         [] => String::new(),
@@ -289,7 +279,7 @@ impl GlueRows {
                 self.path.display(),
                 col_name(c),
                 h.join(", "),
-                cli_name(self.task),
+                self.task.name(),
                 fitting_tasks(h)
             ))
         };

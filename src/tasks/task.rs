@@ -88,6 +88,17 @@ impl GlueTask {
     }
 
     /// The folder name GLUE uses.
+    /// The task's name for `--task` (`sst2`, `cad-nli`), which [`GlueTask::parse`] reads back;
+    /// for GLUE's tasks also the Hub's configuration name (`nyu-mll/glue`'s `rte`).
+    pub fn name(self) -> String {
+        let name = self.dir_name().to_lowercase();
+        if name.starts_with("cad") {
+            name
+        } else {
+            name.replace('-', "")
+        }
+    }
+
     pub fn dir_name(self) -> &'static str {
         match self {
             Self::Cola => "CoLA",

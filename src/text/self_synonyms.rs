@@ -101,9 +101,14 @@ pub fn is_function_word(word: &str) -> bool {
 
 /// Every whole word not in the stop list, function words included (`hc_self_words = "all"`).
 pub fn all_whole_words(tokenizer: &WordPieceTokenizer, stop_words: &BTreeSet<String>) -> Vec<u32> {
+    kept_words(tokenizer, |w| !stop_words.contains(w))
+}
+
+/// The ids of the whole words whose lower-case form `keep` keeps.
+fn kept_words(tokenizer: &WordPieceTokenizer, keep: impl Fn(&str) -> bool) -> Vec<u32> {
     whole_words(tokenizer)
         .into_iter()
-        .filter(|(t, _)| !stop_words.contains(&t.to_lowercase()))
+        .filter(|(t, _)| keep(&t.to_lowercase()))
         .map(|(_, id)| id)
         .collect()
 }
@@ -116,16 +121,11 @@ pub fn candidate_ids(
     stop_words: &BTreeSet<String>,
     wordnet: Option<&crate::lexicon::wordnet::WordNet>,
 ) -> Vec<u32> {
-    whole_words(tokenizer)
-        .into_iter()
-        .filter(|(t, _)| {
-            let w = t.to_lowercase();
-            !is_function_word(&w)
-                && !stop_words.contains(&w)
-                && wordnet.is_none_or(|wn| !wn.lemmas(&w).is_empty())
-        })
-        .map(|(_, id)| id)
-        .collect()
+    kept_words(tokenizer, |w| {
+        !is_function_word(w)
+            && !stop_words.contains(w)
+            && wordnet.is_none_or(|wn| !wn.lemmas(w).is_empty())
+    })
 }
 
 impl SelfSynonyms {

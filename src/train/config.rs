@@ -477,12 +477,5 @@ fn field_error(origin: &str, overrides: &[String], field: &str, msg: &str) -> Er
 /// closest to `name` by edit distance, when it is within two edits.
 fn closest_known(msg: &str, name: &str) -> Option<String> {
     let listed = msg.split_once("expected")?.1;
-    listed
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .map(|k| (crate::error::edit_distance(k, name), k))
-        .filter(|(d, _)| *d <= 2)
-        .min()
-        .map(|(_, k)| k.to_string())
+    crate::error::nearest(name, listed.split('`').skip(1).step_by(2)).map(str::to_string)
 }

@@ -321,6 +321,28 @@ pub fn shards() -> &'static Path {
     DIR.get_or_init(|| wikitext_corpus(2000))
 }
 
+/// `trueneg finetune` of `task` on `data` from `model` into `out`, to add flags to.
+pub fn finetune_cmd(task: &str, data: &Path, model: &Path, out: &Path) -> Command {
+    let mut c = bin();
+    c.args(["finetune", "--task", task, "--data"])
+        .arg(data)
+        .arg("--model")
+        .arg(model)
+        .arg("--out")
+        .arg(out);
+    c
+}
+
+/// A fine-tuning short enough for a test: one epoch of 64 examples of 32 tokens.
+pub const SHORT_FINETUNE: [&str; 6] = [
+    "--epochs",
+    "1",
+    "--max-train-examples",
+    "64",
+    "--max-seq-len",
+    "32",
+];
+
 pub fn pretrain_cmd(run: &Path, extra: &[&str]) -> Command {
     let mut c = bin();
     c.args(["pretrain", "--config", "tiny", "--run"]).arg(run);

@@ -148,21 +148,8 @@ fn transformers_checkpoint_fine_tunes_like_a_run() {
     let dir = tempfile::tempdir().unwrap();
     let model = transformers_folder(dir.path(), "electra_discriminator");
     let out = dir.path().join("ft");
-    let stdout = ok(bin()
-        .args(["finetune", "--task", "rte", "--data"])
-        .arg(glue("RTE"))
-        .arg("--model")
-        .arg(&model)
-        .arg("--out")
-        .arg(&out)
-        .args([
-            "--epochs",
-            "1",
-            "--max-train-examples",
-            "64",
-            "--max-seq-len",
-            "32",
-        ])
+    let stdout = ok(common::finetune_cmd("rte", &glue("RTE"), &model, &out)
+        .args(common::SHORT_FINETUNE)
         .output()
         .unwrap());
     assert!(stdout.contains("accuracy"), "{stdout}");

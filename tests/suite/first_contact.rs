@@ -4,28 +4,19 @@
 //! pointed to `--model`.
 
 use crate::common;
-use common::{bin, data, fails, finetuned_rte, ok, pretrain_cmd, pretrained_tiny, shards};
+use common::{
+    SHORT_FINETUNE, bin, data, fails, finetune_cmd, finetuned_rte, ok, pretrain_cmd,
+    pretrained_tiny, shards,
+};
 
 #[test]
 fn the_glue_folder_with_a_task_reads_that_tasks_folder() {
     let dir = tempfile::tempdir().unwrap();
     let run = pretrained_tiny(dir.path());
     let out = dir.path().join("ft");
-    ok(bin()
-        .args(["finetune", "--quiet", "--task", "rte", "--data"])
-        .arg(data("glue"))
-        .arg("--model")
-        .arg(&run)
-        .arg("--out")
-        .arg(&out)
-        .args([
-            "--epochs",
-            "1",
-            "--max-train-examples",
-            "64",
-            "--max-seq-len",
-            "32",
-        ])
+    ok(finetune_cmd("rte", &data("glue"), &run, &out)
+        .arg("--quiet")
+        .args(SHORT_FINETUNE)
         .output()
         .unwrap());
     let settings: serde_json::Value =
@@ -73,13 +64,7 @@ fn another_tasks_data_names_the_task_it_fits() {
     let dir = tempfile::tempdir().unwrap();
     let run = pretrained_tiny(dir.path());
     let e = fails(
-        bin()
-            .args(["finetune", "--task", "sst2", "--data"])
-            .arg(data("glue/RTE"))
-            .arg("--model")
-            .arg(&run)
-            .arg("--out")
-            .arg(dir.path().join("ft"))
+        finetune_cmd("sst2", &data("glue/RTE"), &run, &dir.path().join("ft"))
             .output()
             .unwrap(),
     );

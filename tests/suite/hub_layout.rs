@@ -4,7 +4,7 @@
 //! onto the task's, and `finetune` takes the parent `glue/` folder with `--task`.
 
 use crate::common;
-use common::{bin, data, ok, pretrained_tiny};
+use common::{SHORT_FINETUNE, data, finetune_cmd, ok, pretrained_tiny};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -114,21 +114,9 @@ fn finetune_reads_the_parent_glue_folder_in_parquet() {
     let dir = tempfile::tempdir().unwrap();
     let run = pretrained_tiny(dir.path());
     let out = dir.path().join("ft");
-    let said = ok(bin()
-        .args(["finetune", "--quiet", "--task", "rte", "--data"])
-        .arg(hub.join("glue"))
-        .arg("--model")
-        .arg(&run)
-        .arg("--out")
-        .arg(&out)
-        .args([
-            "--epochs",
-            "1",
-            "--max-train-examples",
-            "64",
-            "--max-seq-len",
-            "32",
-        ])
+    let said = ok(finetune_cmd("rte", &hub.join("glue"), &run, &out)
+        .arg("--quiet")
+        .args(SHORT_FINETUNE)
         .output()
         .unwrap());
     assert!(said.contains("validation-00000-of-00001.parquet"), "{said}");

@@ -364,7 +364,7 @@ fn function_word_drops(run: &Path) -> (f64, u64) {
 /// The quick start's corpus and preset (`tiny`, 200 steps, the table rebuilt every 50): with
 /// the quality gate off so that the self table is used, at most 10 % of the positions Hard
 /// Correction drops have a function word as gold or prediction; the same run over every whole
-/// word (the rule before function words were left out) drops mostly "to" → "the", so the
+/// word (function words included) drops mostly "to" → "the", so the
 /// check can fail.
 #[test]
 fn the_self_table_drops_no_function_word_where_every_whole_word_would() {
