@@ -39,6 +39,16 @@ fn address_space_limit(limits: &str) -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// Whether this process runs under an address-space limit (`ulimit -v`), read once.
+pub fn address_space_limited() -> bool {
+    static LIMITED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LIMITED.get_or_init(|| {
+        read("/proc/self/limits")
+            .and_then(|l| address_space_limit(&l))
+            .is_some()
+    })
+}
+
 /// The address space a process needs beyond its resident memory: its code and libraries, its
 /// threads' stacks, and the allocator's reservations ahead of use.
 const ADDRESS_SPACE_ALLOWANCE: u64 = 512 << 20;

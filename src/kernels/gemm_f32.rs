@@ -16,7 +16,8 @@ pub const FAER_MIN_ROWS_TRANSPOSED: usize = 4096;
 /// `dst = [dst +] scale · a · b` on `threads` of rayon's threads (0 or 1: the calling thread).
 ///
 /// Through faer when `a` is row-major with at least [`FAER_MIN_ROWS`] rows, or transposed with
-/// at least [`FAER_MIN_ROWS_TRANSPOSED`]; through the gemm crate otherwise: the rule follows
+/// at least [`FAER_MIN_ROWS_TRANSPOSED`], and the process has no address-space limit; through
+/// the gemm crate otherwise: the rule follows
 /// which crate's kernels were faster on each shape of the bench step (the encoder's tall `x·W`
 /// and `G·Wᵀ`, the MLM decoder's `∂E = Gᵀ·x`: faer; the weight gradients `xᵀ·G` and the
 /// decoder's short, wide `x·Eᵀ`: gemm; BENCHMARKS.md). Both crates split a product over tiles of
@@ -37,7 +38,11 @@ pub(super) unsafe fn call(
     } else {
         FAER_MIN_ROWS_TRANSPOSED
     };
-    if a.rows >= min_rows {
+    // faer's x86 kernels keep a packing buffer of twice the L3 cache in each thread that runs
+    // them, reserved whole though mostly never touched: 520 MiB a thread on a Xeon with 260 MiB
+    // of L3. An address-space limit counts it, so under one every product takes the gemm
+    // crate's kernels, which size their buffers to the product.
+    if a.rows >= min_rows && !crate::memory::address_space_limited() {
         use faer::mat::{MatMut, MatRef};
         let par = match threads {
             0 | 1 => faer::Par::Seq,
