@@ -9,12 +9,13 @@
 #
 # Usage: scripts/hc-acting.sh [WORK]      (WORK: default target/hc-acting; after
 #        `cargo build --release`). SETS="train.steps=40 train.checkpoint_every=20 …" adds --set
-#        overrides, for a short trial; OUT (default results/hc-acting) is where the report goes.
+#        overrides, for a short trial; OUT (default results/hc-acting) is where the report goes;
+#        BIN another binary than target/release/trueneg (a copy, while the tree is rebuilt).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$root/target/hc-acting}
 out=${OUT:-$root/results/hc-acting}
-bin=$root/target/release/trueneg
+bin=${BIN:-$root/target/release/trueneg}
 text=$root/../shared/data/wikitext-2
 mkdir -p "$work" "$out"
 log=$out/stages.txt

@@ -124,8 +124,7 @@ fn run(mut a: Args, claim: &Claim, ui: Ui) -> anyhow::Result<()> {
         Some(d) => d.clone(),
         None if world.is_main() => trueneg::train::default_data::ensure_default_shards(
             claim.folder(if resume { "--resume" } else { "--run" }),
-            &cfg.data,
-            cfg.train.seed,
+            cfg,
             ui.bars(),
         )?,
         None => trueneg::train::default_data::default_shards_dir(&run_dir),

@@ -320,8 +320,7 @@ pub fn ablation(
         Some(s) => s.clone(),
         None => crate::train::default_data::ensure_default_shards(
             &o.out,
-            &base.data,
-            base.train.seed,
+            &base,
             o.progress == Progress::Bar,
         )?,
     };

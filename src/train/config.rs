@@ -219,6 +219,33 @@ impl Default for TrainSection {
     }
 }
 
+/// The `[phase2]` section: when BERT's second sequence length begins and what it trains on
+/// (`train::phases`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Phase2Section {
+    /// The share of `train.steps` trained before the second phase (BERT: 0.9).
+    pub start_fraction: f64,
+    /// The second phase's sequence length (BERT: 512).
+    pub max_seq_len: usize,
+    /// The second phase's `masking.max_predictions` (BERT: 80 at 512 tokens).
+    pub max_predictions: usize,
+    /// A corpus `prepare` wrote at `max_seq_len` tokens with the run's tokenizer. Unset: the
+    /// embedded default corpus prepared at that length (only when `data.shards` is unset).
+    pub shards: Option<PathBuf>,
+}
+
+impl Default for Phase2Section {
+    fn default() -> Self {
+        Self {
+            start_fraction: 0.9,
+            max_seq_len: 512,
+            max_predictions: 80,
+            shards: None,
+        }
+    }
+}
+
 /// A network's shape: the `[model]` section, the precision it computes in and the vocabulary.
 pub struct ModelShape<'a> {
     pub model: &'a ModelSection,
@@ -245,6 +272,9 @@ pub struct PretrainConfig {
     pub optimizer: AdamWConfig,
     pub objective: ObjectiveConfig,
     pub train: TrainSection,
+    /// BERT's second sequence length for the last steps (`train::phases`); unset: one length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase2: Option<Phase2Section>,
 }
 
 /// Parses `value` as TOML if it can (numbers, booleans, arrays), else as a plain string.
@@ -381,11 +411,13 @@ impl PretrainConfig {
             // A transformers id in the Hugging Face cache: its snapshot (commit) is recorded.
             *init = crate::interop::hub_cache::model_dir(init)?;
         }
+        let phase2 = self.phase2.as_mut().map(|p| &mut p.shards);
         let mut paths = vec![
             &mut self.data.shards,
             &mut self.data.eval_shards,
             &mut self.model.init_from,
         ];
+        paths.extend(phase2);
         paths.extend(self.objective.paths_mut());
         for p in paths.into_iter().flatten() {
             if p.is_relative() {
@@ -417,6 +449,9 @@ impl PretrainConfig {
             &self.data.eval_shards,
             InputKind::PreparedCorpus,
         );
+        if let Some(p) = &self.phase2 {
+            add("phase2.shards", &p.shards, InputKind::PreparedCorpus);
+        }
         add("model.init_from", &self.model.init_from, InputKind::Encoder);
         for (key, path, kind) in self.objective.input_files() {
             add(key, &Some(path.clone()), InputKind::File(kind));

@@ -280,6 +280,7 @@ impl PretrainConfig {
                 &self.data,
                 self.replica_devices().len(),
             ))
+            .chain(super::phases::phase2_rules(self))
             .chain(fixed_step_rules(self, self.train.cuda_graph == Some(true)));
         let bad = match rules.into_iter().find(|r| !r.ok) {
             Some(r) => Some((r.field.to_string(), r.value, r.why)),

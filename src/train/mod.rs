@@ -18,6 +18,7 @@ pub mod model_card;
 pub mod optimizer;
 #[cfg(feature = "tch")]
 pub mod overlap;
+pub mod phases;
 pub mod pretrain;
 pub mod replicas;
 pub mod run;
@@ -25,6 +26,7 @@ pub mod run_log;
 pub mod schedule;
 pub mod start;
 pub mod stats;
+pub mod step_loop;
 pub mod steps;
 
 pub use pretrain::{RunOptions, pretrain, pretrain_in};

@@ -18,8 +18,7 @@ pub fn model_card(
 ) -> String {
     let e = &hf.encoder;
     let arch = hf.architectures.join(", ");
-    let tokens =
-        step as f64 * (cfg.data.batch_size * cfg.train.grad_accum * cfg.data.max_seq_len) as f64;
+    let tokens = cfg.tokens_through(step);
     let data = match &cfg.data.shards {
         // The folder's name: a card never says where the data sat on this machine.
         Some(d) => format!(
@@ -68,7 +67,7 @@ Pre-trained with trueneg {version}.\n\n\
 `{arch}`: {layers} layers, hidden size {hidden}, {heads} attention heads, intermediate size \
 {inter}, embedding size {emb}, vocabulary {vocab}, {positions} positions.\n\n\
 ## Training\n\n\
-- Data: {data}, sequences of {len} tokens.\n\
+- Data: {data}, {lengths}.\n\
 - Steps: {step} of {total}, batch {batch} × {accum} accumulation: {tokens:.3e} tokens.\n\
 - Objective: `{objective_kind}`; its settings:\n\n```toml\n{objective}```\n\n\
 - Optimizer: AdamW, lr {lr}, warm-up {warmup} steps, weight decay {wd}, seed {seed}.\n\n\
@@ -91,7 +90,7 @@ model = AutoModel.from_pretrained(\"path/to/this/folder\")\n```\n",
         emb = e.embedding_size,
         vocab = e.vocab_size,
         positions = e.max_position_embeddings,
-        len = cfg.data.max_seq_len,
+        lengths = cfg.lengths_described(),
         total = cfg.train.steps,
         batch = cfg.data.batch_size,
         accum = cfg.train.grad_accum,

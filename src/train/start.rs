@@ -7,6 +7,7 @@ use super::checkpoint::{self, TrainState, WindowTotals};
 use super::config::ModelSection;
 use super::model::{PretrainModel, check_init_tokenizer, read_transformers_weights};
 use super::optimizer::AdamW;
+use super::phases::PhaseShards;
 use crate::interop::tensors::TensorMap;
 use crate::text::batches::DataPosition;
 use crate::text::shards::ShardSet;
@@ -18,7 +19,7 @@ use burn::prelude::*;
 /// another tokenizer is an error.
 fn resume_point(
     run: &Path,
-    shards: &ShardSet,
+    phases: &PhaseShards,
     model: &mut PretrainModel,
     opt: &mut AdamW,
     device: &Device,
@@ -33,6 +34,7 @@ fn resume_point(
                 continue;
             }
         };
+        let shards = phases.first;
         if ck.state.tokenizer_fingerprint != shards.manifest.tokenizer_fingerprint {
             return Err(Error::Checkpoint(format!(
                 "{}: written with another tokenizer than {}",
@@ -40,16 +42,22 @@ fn resume_point(
                 shards.dir.display()
             )));
         }
-        if ck
-            .state
-            .shards_fingerprint
-            .as_ref()
-            .is_some_and(|f| *f != shards.manifest.content_fingerprint())
-        {
+        let trained_on = |s: &&ShardSet| {
+            ck.state
+                .shards_fingerprint
+                .as_ref()
+                .is_none_or(|f| *f == s.manifest.content_fingerprint())
+        };
+        if !phases.all().iter().any(trained_on) {
+            let dirs: Vec<String> = phases
+                .all()
+                .iter()
+                .map(|s| s.dir.display().to_string())
+                .collect();
             return Err(Error::Checkpoint(format!(
                 "{}: the corpus in {} changed since this run began (prepared again from other text?); its data position means nothing there. Start a new run, or put the original shards back",
                 dir.display(),
-                shards.dir.display()
+                dirs.join(" or ")
             )));
         }
         check_model_shapes(&dir, &ck.model, model)?;
@@ -126,12 +134,12 @@ pub struct Trainee<'a> {
     pub device: &'a Device,
 }
 
-/// Where a run of `train.steps` = `steps` with the `[model]` section `model` on `shards` in
+/// Where a run of `train.steps` = `steps` with the `[model]` section `model` on `phases` in
 /// `place` starts, with `trainee` loaded for it.
 pub fn start_point(
     model_section: &ModelSection,
     steps: u64,
-    shards: &ShardSet,
+    phases: &PhaseShards,
     place: RunPlace,
     trainee: Trainee,
 ) -> Result<Start> {
@@ -141,7 +149,7 @@ pub fn start_point(
         if main {
             checkpoint::clean_leftovers(run)?;
         }
-        resume_point(run, shards, model, opt, device)?
+        resume_point(run, phases, model, opt, device)?
     } else {
         if checkpoint::list(run).last().is_some() || run.join(METRICS).exists() {
             return Err(Error::Config(format!(
@@ -158,6 +166,7 @@ pub fn start_point(
             if resume {
                 tracing::warn!("{}: no checkpoint yet; starting from step 0", run.display());
             }
+            let shards = phases.first;
             if let Some(init) = &model_section.init_from {
                 let vocab = shards.manifest.vocab_size;
                 let (kind, encoder) = (model_section.kind, model_section.encoder(vocab));

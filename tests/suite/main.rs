@@ -52,6 +52,7 @@ mod optimizer;
 mod outputs_never_replace_foreign_files;
 mod oversized_runs_and_clear_messages;
 mod parallel;
+mod phases;
 mod plots;
 mod precision;
 mod pretrain;

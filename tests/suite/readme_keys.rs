@@ -20,25 +20,49 @@ fn backticked(s: &str) -> Vec<&str> {
     s.split('`').skip(1).step_by(2).collect()
 }
 
+/// Parses `set` on `tiny`.
 fn parses(set: &str) {
+    parse_on("tiny", &[set.to_string()]);
+}
+
+/// Parses `sets` together on `preset`.
+fn parse_on(preset: &str, sets: &[String]) {
     // Paths and devices are checked when a run starts, not when the config is read.
-    if let Err(e) = PretrainConfig::load("tiny", &[set.to_string()]) {
-        panic!("README's `{set}` does not parse: {e}");
+    if let Err(e) = PretrainConfig::load(preset, sets) {
+        panic!(
+            "README's `{}` does not parse on `{preset}`: {e}",
+            sets.join(" ")
+        );
     }
 }
 
+/// Every `--set` of the README and docs parses, with the others of its line, on the preset the
+/// line's `--config` names (on `tiny` where the line names none).
 #[test]
 fn every_set_in_the_readme_parses() {
     let text = readme();
     let mut n = 0;
-    for part in text.split("--set ").skip(1) {
-        let arg = part.split_whitespace().next().unwrap_or("");
-        let arg = arg.trim_matches(|c| c == '\'' || c == '`' || c == '\\');
-        if arg.is_empty() || arg == "key=value" || arg.contains('…') {
-            continue;
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let preset = words
+            .windows(2)
+            .find(|w| w[0] == "--config")
+            .map(|w| w[1].trim_matches('`'))
+            .filter(|p| trueneg::train::config::is_preset(p))
+            .unwrap_or("tiny");
+        let mut sets = Vec::new();
+        for part in line.split("--set ").skip(1) {
+            let arg = part.split_whitespace().next().unwrap_or("");
+            let arg = arg.trim_matches(|c| c == '\'' || c == '`' || c == '\\');
+            if arg.is_empty() || arg == "key=value" || arg.contains('…') {
+                continue;
+            }
+            sets.push(arg.to_string());
         }
-        parses(arg);
-        n += 1;
+        if !sets.is_empty() {
+            parse_on(preset, &sets);
+            n += sets.len();
+        }
     }
     assert!(n >= 8, "{n} --set examples");
 }
