@@ -37,7 +37,7 @@ use crate::train::config::{ModelKind, ModelSection, ModelShape, StepSettings, Tr
 use crate::train::model::PretrainModel;
 use crate::train::optimizer::{AdamW, AdamWConfig, Grads, MultiTensor};
 use crate::train::steps::masked_lm::{MaskedLmStep, MaskingContext};
-use crate::train::steps::upload::upload;
+use crate::train::upload::upload;
 
 pub const VOCAB: usize = 30522;
 pub const BATCH: usize = 16;
@@ -391,7 +391,8 @@ fn runners(
             precision: spec.precision,
             vocab: VOCAB,
         };
-        let model = PretrainModel::of(&shape, &settings, device);
+        let kind = crate::train::steps::kind_of(settings.objective.kind);
+        let model = PretrainModel::of(&shape, &settings, kind, device);
         // The batch is masked once by `fixed_batch`: the step's own masking is not used.
         let context = MaskingContext {
             masking: settings.masking.clone(),

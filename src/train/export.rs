@@ -42,7 +42,8 @@ pub fn export_run(
     let mut ck = load_checkpoint(run, step)?;
     // A step's own heads (detection, pooler, loss weights) have no place in transformers'
     // classes.
-    ck.model.retain(|k, _| !super::steps::is_head_tensor(k));
+    let kind = super::steps::kind_of(cfg.objective.kind);
+    ck.model.retain(|k, _| !kind.is_head_tensor(k));
     let vocab = ck
         .model
         .get("electra.embeddings.word_embeddings.weight")

@@ -29,7 +29,7 @@
 
 use super::micro_step::{MicroAt, MicroOutcome};
 use super::replicas::Replicas;
-use super::steps::upload::Uploaded;
+use super::upload::Uploaded;
 use crate::kernels::cuda_graph::{self, CudaGraph};
 use crate::objective::terms::Pending;
 use crate::{Error, Result};

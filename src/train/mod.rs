@@ -1,5 +1,6 @@
 //! Training: configuration, optimizer and schedule, the pre-training loop, checkpoints.
 
+pub mod adamw_config;
 pub mod checkpoint;
 pub mod config;
 pub mod config_rules;
@@ -9,6 +10,7 @@ pub mod export;
 pub mod fixed_step;
 pub mod grads;
 pub mod heldout;
+pub mod masked_predictions;
 pub mod memory;
 pub mod metrics;
 pub mod micro_step;
@@ -26,7 +28,9 @@ pub mod run_log;
 pub mod schedule;
 pub mod start;
 pub mod stats;
+pub mod step_kind;
 pub mod step_loop;
 pub mod steps;
+pub mod upload;
 
 pub use pretrain::{RunOptions, pretrain, pretrain_in};

@@ -3,6 +3,7 @@
 use burn::prelude::*;
 
 use super::config::{ModelKind, ModelSection, ModelShape, StepSettings};
+use super::step_kind::StepKind;
 use crate::interop::tensors::{Loader, TensorMap};
 use crate::interop::{read_hf_config, read_safetensors};
 use crate::model::params::ParamWalker;
@@ -40,11 +41,19 @@ impl Net {
 pub struct PretrainModel {
     pub net: Net,
     pub heads: Option<Box<dyn StepHeads>>,
+    /// The name prefix of the heads' tensors ([`StepKind::heads_prefix`]).
+    heads_prefix: Option<&'static str>,
 }
 
 impl PretrainModel {
-    /// The network `shape` describes, with the heads of the training step of `settings`.
-    pub fn of(shape: &ModelShape, settings: &StepSettings, device: &Device) -> Self {
+    /// The network `shape` describes, with the heads of the training step `step` of a run of
+    /// `settings`.
+    pub fn of(
+        shape: &ModelShape,
+        settings: &StepSettings,
+        step: &dyn StepKind,
+        device: &Device,
+    ) -> Self {
         let (m, p, vocab) = (shape.model, shape.precision, shape.vocab);
         let encoder = m.encoder(vocab).with_precision(p);
         let net = match m.kind {
@@ -55,9 +64,12 @@ impl PretrainModel {
                 device,
             )),
         };
-        let step = super::steps::kind_of(settings.objective.kind);
         let heads = step.heads(settings, &encoder, device);
-        Self { net, heads }
+        Self {
+            net,
+            heads,
+            heads_prefix: step.heads_prefix(),
+        }
     }
 
     /// The same parameters without autodiff: no gradients are kept and dropout is off.
@@ -68,6 +80,7 @@ impl PretrainModel {
                 Net::Electra(e) => Net::Electra(e.clone().valid()),
             },
             heads: self.heads.as_ref().map(|h| h.valid()),
+            heads_prefix: self.heads_prefix,
         }
     }
 
@@ -88,6 +101,11 @@ impl PretrainModel {
 
     pub fn is_electra(&self) -> bool {
         matches!(self.net, Net::Electra(_))
+    }
+
+    /// Whether tensor `name` belongs to its step's heads.
+    fn is_head_tensor(&self, name: &str) -> bool {
+        super::step_kind::under_prefix(self.heads_prefix, name)
     }
 
     /// A copy on `device` with an autodiff graph of its own: a data-parallel replica.
@@ -132,7 +150,7 @@ impl PretrainModel {
         let used = loader.finish()?;
         if let Some(extra) = map.tensors.keys().find(|k| {
             !used.contains(*k)
-                && (heads || !super::steps::is_head_tensor(k))
+                && (heads || !self.is_head_tensor(k))
                 && !k.ends_with("position_ids")
                 && !k.contains("decoder.weight")
                 && !k.contains("generator_lm_head.weight")

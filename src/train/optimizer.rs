@@ -24,72 +24,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use burn::module::Param;
 use burn::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use crate::interop::tensors::HostTensor;
 use crate::kernels::{self, AdamWStep};
 use crate::model::params::{Matrix, ParamWalker, replace};
 use crate::{Error, Result};
 
+pub use super::adamw_config::{AdamWConfig, MultiTensor};
 pub use super::grads::Grads;
 pub use super::schedule::{LrSchedule, product_lr, scheduled_lr};
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AdamWConfig {
-    pub lr: f64,
-    pub beta1: f64,
-    pub beta2: f64,
-    pub eps: f64,
-    pub weight_decay: f64,
-    /// Apply weight decay to LayerNorm weights and biases too (torch's default param group).
-    pub decay_all: bool,
-    /// Global gradient-norm clip; 0 disables.
-    pub max_grad_norm: f64,
-    /// Adam's bias correction (divide m by 1 − β1^t and v by 1 − β2^t). torch's `AdamW` and
-    /// transformers apply it; ELECTRA's `AdamWeightDecayOptimizer` (pre-training and
-    /// fine-tuning) does not.
-    pub bias_correction: bool,
-    pub warmup_steps: u64,
-    /// The learning-rate schedule over the run's steps.
-    pub schedule: LrSchedule,
-    /// `auto` (multi-tensor on GPU devices, per tensor on CPU devices), `on` or `off`.
-    pub multi_tensor: MultiTensor,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MultiTensor {
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
-impl AdamWConfig {
-    /// The learning rate after `step` completed updates of `total` under the schedule.
-    pub fn lr_at(&self, step: u64, total: u64) -> f64 {
-        self.schedule.lr(self.lr, step, self.warmup_steps, total)
-    }
-}
-
-impl Default for AdamWConfig {
-    fn default() -> Self {
-        Self {
-            lr: 5e-4,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-6,
-            weight_decay: 0.01,
-            decay_all: false,
-            max_grad_norm: 1.0,
-            bias_correction: true,
-            warmup_steps: 10_000,
-            schedule: LrSchedule::Electra,
-            multi_tensor: MultiTensor::Auto,
-        }
-    }
-}
 
 /// AdamW state: step count and first / second moments, by parameter name (per-tensor path)
 /// or in flat buffers (multi-tensor path; converted on demand when the path or the set of
@@ -104,6 +47,9 @@ pub struct AdamW {
     /// The multi-tensor path's flat parameter buffer, registered for one bf16 cast of all the
     /// parameters per step (`kernels::param_cast`).
     casts: kernels::param_cast::FlatParams,
+    /// Parameters (whole names) that take no weight decay besides biases and LayerNorm: a
+    /// training step's own ([`AdamW::sparing`]).
+    undecayed: &'static [&'static str],
 }
 
 /// The staged step's factors as device scalars (`[1]` each), slices of [`Staged::factors`].
@@ -203,8 +149,9 @@ impl Flat {
     }
 
     /// Builds the per-element factors of the learning-rate `scales` (one per slot) and of the
-    /// weight decay, over `len` elements.
-    fn set_scales(&mut self, scales: Vec<f64>, len: usize, c: &AdamWConfig, device: &Device) {
+    /// weight decay (`decay`: the config and the step's undecayed parameters), over `len`
+    /// elements.
+    fn set_scales(&mut self, scales: Vec<f64>, len: usize, decay: Decay, device: &Device) {
         let per_element = |f: &dyn Fn(&Slot, f64) -> f32| {
             let mut values = Vec::with_capacity(len);
             for (s, &k) in self.layout.iter().zip(&scales) {
@@ -213,8 +160,8 @@ impl Flat {
             Tensor::<1>::from_data(TensorData::new(values, [len]), device)
         };
         let wd = |s: &Slot| {
-            if c.decay_all || !no_decay(&s.name) {
-                c.weight_decay
+            if decays(&s.name, decay.config, decay.undecayed) {
+                decay.config.weight_decay
             } else {
                 0.0
             }
@@ -243,10 +190,33 @@ impl Flat {
     }
 }
 
-/// Biases, LayerNorm parameters and what a training step declares
-/// ([`super::steps::StepKind::no_decay`]) take no weight decay.
-fn no_decay(name: &str) -> bool {
-    name.ends_with(".bias") || name.contains("LayerNorm") || super::steps::no_decay(name)
+/// The slots of `params` (name, flat values) one after another in one buffer, in their order.
+fn layout_of(params: &[(String, Tensor<1>)]) -> Vec<Slot> {
+    let mut layout = Vec::with_capacity(params.len());
+    let mut offset = 0;
+    for (name, p) in params {
+        let len = p.dims()[0];
+        layout.push(Slot {
+            name: name.clone(),
+            offset,
+            len,
+        });
+        offset += len;
+    }
+    layout
+}
+
+/// What decides each parameter's weight decay: the config and a step's own exceptions.
+struct Decay<'a> {
+    config: &'a AdamWConfig,
+    undecayed: &'a [&'a str],
+}
+
+/// Whether parameter `name` takes weight decay under `c`: not biases, LayerNorm parameters or
+/// the `undecayed` ones (a training step's), unless `decay_all`.
+fn decays(name: &str, c: &AdamWConfig, undecayed: &[&str]) -> bool {
+    c.decay_all
+        || !(name.ends_with(".bias") || name.contains("LayerNorm") || undecayed.contains(&name))
 }
 
 impl AdamW {
@@ -258,7 +228,16 @@ impl AdamW {
             flat: None,
             graph: None,
             casts: Default::default(),
+            undecayed: &[],
         }
+    }
+
+    /// The optimizer with `undecayed` (whole parameter names, a training step's
+    /// [`StepKind::undecayed`](super::step_kind::StepKind::undecayed)) taking no weight decay
+    /// either.
+    pub fn sparing(mut self, undecayed: &'static [&'static str]) -> Self {
+        self.undecayed = undecayed;
+        self
     }
 
     /// `(1 − β1^t, sqrt(1 − β2^t))` at the current step t (1 and 1 without bias correction).
@@ -368,17 +347,8 @@ impl AdamW {
             return;
         };
         let device = first.device();
-        let mut layout = Vec::with_capacity(params.found.len());
-        let mut offset = 0;
-        for (name, p) in &params.found {
-            let len = p.dims()[0];
-            layout.push(Slot {
-                name: name.clone(),
-                offset,
-                len,
-            });
-            offset += len;
-        }
+        let layout = layout_of(&params.found);
+        let offset = layout.last().map_or(0, |s| s.offset + s.len);
         let scales: Vec<f64> = layout.iter().map(|s| lr_scale(&s.name)).collect();
         let c = self.config.clone();
         if self.flat.as_ref().is_none_or(|f| f.layout != layout) {
@@ -404,7 +374,11 @@ impl AdamW {
         let flat = self.flat.as_mut().expect("flat state");
         // A new layout starts with no scales, so the factors are built at its first step.
         if flat.scales != scales {
-            flat.set_scales(scales, offset, &c, &device);
+            let decay = Decay {
+                config: &c,
+                undecayed: self.undecayed,
+            };
+            flat.set_scales(scales, offset, decay, &device);
         }
 
         let g = grads.clipped(Tensor::cat(
@@ -515,7 +489,7 @@ impl Stepper<'_> {
             .remove(name)
             .unwrap_or_else(|| (g.zeros_like(), g.zeros_like()));
         let f = self.grads.factor;
-        let wd = if c.decay_all || !no_decay(name) {
+        let wd = if decays(name, c, self.opt.undecayed) {
             c.weight_decay
         } else {
             0.0

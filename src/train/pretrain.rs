@@ -144,8 +144,10 @@ pub fn pretrain_in(
     // The initial weights follow `train.seed`: runs of one seed start from the same weights
     // whatever their objective (the ablation's pairing).
     crate::model::seed(&base_devices[0], cfg.train.seed);
-    let mut model = PretrainModel::of(&cfg.model_shape(vocab), &cfg.step_settings(), &device);
-    let mut opt = AdamW::new(cfg.optimizer.clone());
+    let step = kind_of(cfg.objective.kind);
+    let shape = cfg.model_shape(vocab);
+    let mut model = PretrainModel::of(&shape, &cfg.step_settings(), step, &device);
+    let mut opt = AdamW::new(cfg.optimizer.clone()).sparing(step.undecayed());
     let place = RunPlace {
         run,
         resume: opts.resume,

@@ -82,7 +82,8 @@ fn a_new_objective_is_one_part_and_the_loop_handles_its_terms() {
     let device = Device::flex().autodiff();
     let vocab = shards.manifest.vocab_size;
     trueneg::model::seed(&device, 7);
-    let model = PretrainModel::of(&cfg.model_shape(vocab), &cfg.step_settings(), &device);
+    let kind = trueneg::train::steps::kind_of(cfg.objective.kind);
+    let model = PretrainModel::of(&cfg.model_shape(vocab), &cfg.step_settings(), kind, &device);
     let objective = Objective {
         parts: vec![Box::new(EmbeddingNorm { weight: 0.25 })],
     };
@@ -277,7 +278,7 @@ impl TrainingStep for OrderStep {
 
     fn loss(&self, model: &PretrainModel, b: &OrderBatch, device: &Device) -> StepLoss {
         let head: &OrderHead = model.heads().expect("the order head");
-        let x = trueneg::train::steps::upload::inputs(&b.batch, &b.batch.ids, device);
+        let x = trueneg::train::upload::inputs(&b.batch, &b.batch.ids, device);
         let h = model.net.encode(&x);
         let [n, _, d] = h.dims();
         let cls = h.slice([0..n, 0..1, 0..d]).reshape([n, d]);
@@ -312,6 +313,7 @@ fn a_new_step_with_its_own_data_and_head_trains_through_the_one_loop() {
     let mut model = PretrainModel::of(
         &cfg.model_shape(shards.manifest.vocab_size),
         &cfg.step_settings(),
+        trueneg::train::steps::kind_of(cfg.objective.kind),
         &device,
     );
     let hidden = cfg.model.encoder.hidden_size;

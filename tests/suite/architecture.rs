@@ -3,8 +3,10 @@
 //!
 //! - Every top-level module (a folder or a file of `src/`) sits in one layer of [`LAYERS`]; a
 //!   module imports only from layers below its own. That also rules out circles among them.
-//! - Within one folder the files import each other without a circle (`mod.rs`, the folder's
-//!   table of contents, is left out: it declares and re-exports its files).
+//! - Within one folder the files and sub-folders import each other without a circle, in the
+//!   top-level folders and in their sub-folders (a sub-folder is one part of its parent, its
+//!   `mod.rs` included; a folder's own `mod.rs`, its table of contents, is left out at its own
+//!   level: it declares and re-exports its files).
 //!
 //! A failure names the files and the paths that break the rule.
 
@@ -326,8 +328,52 @@ type Edges = BTreeMap<(String, String), Vec<String>>;
 struct Imports {
     /// Between top-level modules.
     modules: Edges,
-    /// Between the files of one folder (`mod.rs` left out), keyed by file path.
+    /// Between the files and sub-folders of one folder, in the top-level folders and one
+    /// level down (the folder's own `mod.rs` left out), keyed by path.
     files: Edges,
+}
+
+/// The part of its folder that file `f` is at depth `level` (1: a top-level folder's file or
+/// sub-folder; 2: one level down), as a path: `src/train/model.rs`, or `src/train/steps` for
+/// every file of that sub-folder, its `mod.rs` included. `None` for a file above that depth, or
+/// the folder's own `mod.rs` (its table of contents: it declares and re-exports its parts).
+fn part_at(src: &Path, module: &[String], is_mod_rs: bool, level: usize) -> Option<PathBuf> {
+    if module.len() <= level {
+        return None;
+    }
+    let folder: PathBuf = module[..level].iter().collect();
+    let dir = src.join(folder).join(&module[level]);
+    let whole_folder = module.len() > level + 1 || is_mod_rs;
+    Some(if whole_folder {
+        dir
+    } else {
+        dir.with_extension("rs")
+    })
+}
+
+/// The edge (from part, to part) that path `p`, named by file `f`, makes between two parts of
+/// one folder at depth `level` ([`part_at`]), if it names another part of that folder.
+fn sibling_edge(
+    src: &Path,
+    f: &SourceFile,
+    p: &[String],
+    level: usize,
+) -> Option<(String, String)> {
+    let from = part_at(src, &f.module, f.is_mod_rs, level)?;
+    if p.len() <= level || p[..level] != f.module[..level] || p[level] == f.module[level] {
+        return None;
+    }
+    let folder: PathBuf = p[..level].iter().collect();
+    let file = src.join(&folder).join(format!("{}.rs", p[level]));
+    let dir = src.join(&folder).join(&p[level]);
+    let to = if file.exists() {
+        file
+    } else if dir.is_dir() {
+        dir
+    } else {
+        return None;
+    };
+    Some((from.display().to_string(), to.display().to_string()))
 }
 
 fn imports(src: &Path) -> Imports {
@@ -354,15 +400,11 @@ fn imports(src: &Path) -> Imports {
                     .or_default()
                     .push(what.clone());
             }
-            // A file of a folder naming another file of the same folder.
-            if f.module.len() == 2 && !f.is_mod_rs && p.len() >= 2 && &p[0] == from {
-                let other = src.join(from).join(format!("{}.rs", p[1]));
-                let other_dir = src.join(from).join(&p[1]);
-                if p[1] != f.module[1] && (other.exists() || other_dir.is_dir()) {
-                    siblings
-                        .entry((f.path.display().to_string(), other.display().to_string()))
-                        .or_default()
-                        .push(what);
+            // A file or sub-folder of a folder naming another of the same folder, in the
+            // top-level folders and one level down.
+            for level in 1..=2 {
+                if let Some(edge) = sibling_edge(src, f, &p, level) {
+                    siblings.entry(edge).or_default().push(what.clone());
                 }
             }
         }
@@ -581,21 +623,35 @@ fn the_checker_finds_an_upward_import_and_a_circle() {
         "model/mod.rs",
         "use crate::kernels::a::Y;\nuse crate::Error;\n",
     );
+    // A sub-folder is one part of its folder, its mod.rs included: model/net.rs → heads/ and
+    // heads/mod.rs → net.rs is a circle. One level down, heads/a.rs ↔ heads/b.rs is another;
+    // heads/mod.rs naming its files is not.
+    write("model/net.rs", "use super::heads::H;\n");
+    write(
+        "model/heads/mod.rs",
+        "pub mod a;\npub mod b;\nuse super::net::N;\npub use a::A;\n",
+    );
+    write("model/heads/a.rs", "use super::b::B;\n");
+    write("model/heads/b.rs", "use crate::model::heads::a::A;\n");
     let v = violations(src);
-    assert_eq!(v.len(), 2, "{v:#?}");
+    assert_eq!(v.len(), 4, "{v:#?}");
     assert!(
         v[0].starts_with("`kernels` imports from `model`, a layer above it")
             && v[0].contains("kernels/a.rs names model::M"),
         "{}",
         v[0]
     );
-    assert!(
-        v[1].starts_with("circle among")
-            && v[1].contains("kernels/a.rs")
-            && v[1].contains("kernels/b.rs"),
-        "{}",
-        v[1]
-    );
+    let circle = |parts: &[&str]| {
+        v.iter().any(|l| {
+            let among = l.split(": ").next().unwrap_or("");
+            l.starts_with("circle among")
+                && among.matches(", ").count() + 1 == parts.len()
+                && parts.iter().all(|p| among.contains(p))
+        })
+    };
+    assert!(circle(&["kernels/a.rs", "kernels/b.rs"]), "{v:#?}");
+    assert!(circle(&["model/net.rs", "model/heads"]), "{v:#?}");
+    assert!(circle(&["model/heads/a.rs", "model/heads/b.rs"]), "{v:#?}");
 }
 
 /// What names the file system directly: only `src/io/` may (every file goes through its doors).

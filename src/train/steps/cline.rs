@@ -21,7 +21,6 @@ use rand_chacha::ChaCha8Rng;
 
 use super::masked_lm::MaskingContext;
 use super::triples::TripleBatch;
-use super::upload::{inputs, ints1};
 use super::{MicroBatch, StepKind, TrainingStep};
 use crate::Result;
 use crate::model::encoder::linear;
@@ -40,6 +39,7 @@ use crate::text::masking::Masked;
 use crate::text::shards::{DataKind, ShardSet};
 use crate::train::config::{ModelKind, StepSettings};
 use crate::train::model::{Net, PretrainModel};
+use crate::train::upload::{inputs, ints1};
 
 /// The step's declarations: sentence triples, its heads, three sentences a row.
 pub struct Kind;
@@ -71,8 +71,8 @@ impl StepKind for Kind {
         Some(PREFIX)
     }
 
-    fn no_decay(&self, name: &str) -> bool {
-        name == LOSS_WEIGHTS
+    fn undecayed(&self) -> &'static [&'static str] {
+        &[LOSS_WEIGHTS]
     }
 
     fn sentences_per_row(&self) -> f64 {

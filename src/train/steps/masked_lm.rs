@@ -15,7 +15,6 @@ use burn::prelude::*;
 use rand_chacha::ChaCha8Rng;
 
 use super::correction_samples::CorrectionSamples;
-use super::upload::{Uploaded, upload};
 use super::{MicroBatch, StepAt, StepKind, TrainingStep};
 use crate::Result;
 use crate::model::Inputs;
@@ -31,6 +30,7 @@ use crate::text::tokenizer::SpecialIds;
 use crate::train::config::StepSettings;
 use crate::train::fixed_step::Pinned;
 use crate::train::model::{Net, PretrainModel};
+use crate::train::upload::{Uploaded, upload};
 
 /// The masked-LM step's declarations: packed examples, no heads of its own, recordable.
 pub struct Kind;

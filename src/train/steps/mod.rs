@@ -19,7 +19,6 @@ pub mod cline;
 pub mod correction_samples;
 pub mod masked_lm;
 pub mod triples;
-pub mod upload;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -30,53 +29,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::config::StepSettings;
 use super::model::PretrainModel;
+pub use super::step_kind::StepKind;
 use crate::Result;
-use crate::model::EncoderConfig;
-use crate::model::step_heads::StepHeads;
 use crate::objective::{BetweenSteps, Counters, ObjectiveKind, Setup, StepLoss};
 use crate::text::shards::{DataKind, ShardSet};
-
-/// What a kind of training step declares before a run starts (see the module documentation).
-pub trait StepKind: Sync {
-    /// The step's name in messages ("the masked-LM step").
-    fn name(&self) -> &'static str;
-
-    /// The data it trains on.
-    fn data(&self) -> DataKind;
-
-    /// The parameters it adds beside the network for a run of `settings` with encoder
-    /// `encoder` (`None`: none).
-    fn heads(
-        &self,
-        _settings: &StepSettings,
-        _encoder: &EncoderConfig,
-        _device: &Device,
-    ) -> Option<Box<dyn StepHeads>> {
-        None
-    }
-
-    /// The name prefix of its heads' parameters (`prefix.` begins each name): they are saved
-    /// in checkpoints and left out of exports.
-    fn heads_prefix(&self) -> Option<&'static str> {
-        None
-    }
-
-    /// Whether its parameter `name` takes no weight decay (besides biases and LayerNorm).
-    fn no_decay(&self, _name: &str) -> bool {
-        false
-    }
-
-    /// Sentences each row encodes (the memory estimate's activations multiply by it).
-    fn sentences_per_row(&self) -> f64 {
-        1.0
-    }
-
-    /// Whether the step has a fixed-shape form (`train.static_shapes`) that a CUDA graph can
-    /// record (`train.cuda_graph`): [`TrainingStep::fixed`].
-    fn recordable(&self) -> bool {
-        false
-    }
-}
 
 /// Every kind of step.
 const KINDS: [&dyn StepKind; 2] = [&masked_lm::KIND, &cline::KIND];
@@ -88,19 +44,6 @@ pub fn kind_of(objective: ObjectiveKind) -> &'static dyn StepKind {
         .iter()
         .find(|k| k.data() == data)
         .expect("every kind of data has its step")
-}
-
-/// Whether tensor `name` belongs to some step's heads (kept in checkpoints, not exported).
-pub fn is_head_tensor(name: &str) -> bool {
-    KINDS.iter().filter_map(|k| k.heads_prefix()).any(|p| {
-        name.strip_prefix(p)
-            .is_some_and(|rest| rest.starts_with('.'))
-    })
-}
-
-/// Whether parameter `name` takes no weight decay by some step's declaration.
-pub fn no_decay(name: &str) -> bool {
-    KINDS.iter().any(|k| k.no_decay(name))
 }
 
 /// A micro-batch a step has read and masked: what the loop splits among replicas.
