@@ -2,6 +2,7 @@
 //! Text is drawn with DejaVu Sans (Debian's `fonts-dejavu-core`) when it is installed; without
 //! it the plot is drawn without labels.
 
+use crate::io::PathQuery;
 use std::path::Path;
 use std::sync::Once;
 
@@ -146,7 +147,7 @@ pub fn line_plot(
     series: &[Series],
     log_y: bool,
 ) -> Result<()> {
-    if path.is_dir() {
+    if path.is_folder() {
         return Err(Error::Input(format!(
             "{}: is a folder; give a .png or .svg file name",
             path.display()

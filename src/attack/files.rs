@@ -1,5 +1,6 @@
 //! Attacked copies of data sets on disk, and the paper's Table 6 layout of their scores.
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use crate::finetune::scores::Scores;
@@ -24,7 +25,7 @@ fn squad_files(data: &Path) -> Result<Vec<PathBuf>> {
     let standard: Vec<PathBuf> = ["train-v1.1.json", "dev-v1.1.json"]
         .iter()
         .map(|n| data.join(n))
-        .filter(|p| p.exists())
+        .filter(|p| p.is_present())
         .collect();
     if !standard.is_empty() {
         return Ok(standard);
@@ -58,10 +59,10 @@ pub fn write_attacked(
                     "add-sent-diverse applies to SQuAD only; GLUE takes swap-syn-wordnet".into(),
                 ));
             }
-            if data.is_dir() {
+            if data.is_folder() {
                 files.push(t.train_file(data));
                 files.extend(t.dev_files(data));
-                files.retain(|f| f.exists());
+                files.retain(|f| f.is_present());
             } else {
                 files.push(data.to_path_buf());
             }
@@ -83,7 +84,7 @@ pub fn write_attacked(
             }
         }
         None => {
-            if data.is_dir() {
+            if data.is_folder() {
                 files = squad_files(data)?;
             } else {
                 files.push(data.to_path_buf());

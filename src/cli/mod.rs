@@ -20,6 +20,7 @@ mod stats;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use trueneg::io::PathQuery;
 
 use clap::{Parser, Subcommand};
 use trueneg::train::pretrain::Progress;
@@ -181,7 +182,7 @@ fn run_synonym_table(
     tok: &trueneg::text::WordPieceTokenizer,
     wordnet: impl FnOnce() -> trueneg::Result<trueneg::text::SynonymTable>,
 ) -> anyhow::Result<trueneg::text::SynonymTable> {
-    let own = Some(run.join("lexicon.safetensors")).filter(|p| p.exists());
+    let own = Some(run.join("lexicon.safetensors")).filter(|p| p.is_present());
     Ok(match lexicon.or(own) {
         Some(p) => trueneg::text::SynonymTable::load_for(&p, &tok.fingerprint())?,
         None => wordnet()?,

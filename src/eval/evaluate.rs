@@ -1,6 +1,7 @@
 //! `evaluate`: a fine-tuned model's predictions on dev files (scores when they hold gold labels,
 //! GLUE submission files or SQuAD answers), and its contrast consistency on contrast sets.
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use crate::finetune::classify::{FineTuned, PREDICT_BATCH, Predicting, predict, predict_rows};
@@ -22,7 +23,7 @@ pub struct Evaluation {
 }
 
 fn glue_files(task: GlueTask, data: &Path) -> Vec<PathBuf> {
-    if data.is_dir() {
+    if data.is_folder() {
         task.dev_files(data)
     } else {
         vec![data.to_path_buf()]
@@ -30,7 +31,7 @@ fn glue_files(task: GlueTask, data: &Path) -> Vec<PathBuf> {
 }
 
 fn squad_file(data: &Path) -> PathBuf {
-    if !data.is_dir() {
+    if !data.is_folder() {
         return data.to_path_buf();
     }
     let data = crate::tasks::hub_layout::squad_folder(data);

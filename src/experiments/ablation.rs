@@ -19,6 +19,7 @@
 //! part-way continues from its last checkpoint; a fine-tuning killed part-way starts that task
 //! again in a clean folder.
 
+use crate::io::PathQuery;
 use std::path::Path;
 
 use crate::attack::{AttackKind, attack_squad};
@@ -90,7 +91,7 @@ fn pretrain_run(
     let dir = o
         .out
         .child(Path::new("pretrain").join(AblationSpec::tag(kind, seed)))?;
-    let folder = if dir.dir().join("config.toml").exists() {
+    let folder = if dir.dir().join("config.toml").is_present() {
         resume_run(&dir, &[])?
     } else {
         new_run(run_config(&o.spec, steps, kind, seed, shards)?, &dir)?
@@ -134,7 +135,7 @@ fn remove_models(dir: &Path) -> Result<()> {
 
 /// A folder for a stage that starts again: what a killed attempt left is removed.
 fn fresh(dir: &Path) -> Result<()> {
-    if dir.exists() {
+    if dir.is_present() {
         crate::io::write::remove_folder(dir)?;
     }
     Ok(())

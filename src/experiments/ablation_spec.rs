@@ -2,6 +2,7 @@
 //! saved as `experiment.json`) and [`RunResults`] (every score measured on one run), shared by
 //! the experiment ([`super::ablation`]) and its report ([`super::ablation_report`]).
 
+use crate::io::PathQuery;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -161,7 +162,7 @@ impl AblationSpec {
         if let Some(g) = &self.glue {
             for t in &self.tasks {
                 let f = t.train_file(&g.join(t.dir_name()));
-                if !f.exists() {
+                if !f.is_present() {
                     return Err(Error::Input(format!("{}: no such file", f.display())));
                 }
             }

@@ -14,6 +14,7 @@
 //! is paired on the same seeds, with a 95 % two-level bootstrap interval (10,000 draws, fixed seed;
 //! [`super::bootstrap`]) and a plain word when it contains 0.
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -109,7 +110,7 @@ type Measure<T> = (&'static str, fn(&T) -> f64);
 fn pretrain_arm(o: &CompareOptions, arm: &str, seed: u64, dir: &Path) -> Result<()> {
     let rel = dir.strip_prefix(o.out.dir()).unwrap_or(dir);
     let dir = &o.out.child(rel)?;
-    let folder = if dir.dir().join("config.toml").exists() {
+    let folder = if dir.dir().join("config.toml").is_present() {
         resume_run(dir, &[])?
     } else {
         let base_cfg = o.base_run.join("config.toml");
@@ -389,7 +390,7 @@ fn finetuned(o: &CompareOptions, run: &Path, ft: &Path) -> Result<TaskResult> {
     if let Some(r) = finished(&ft.join("results.json")) {
         return Ok(r);
     }
-    if ft.exists() {
+    if ft.is_present() {
         crate::io::write::remove_folder(ft)?;
     }
     let pre = load_pretrained(run)?;

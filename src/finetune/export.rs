@@ -5,6 +5,7 @@
 //! `BertForQuestionAnswering` (ELECTRA's joint SQuAD head has no transformers class and is
 //! refused). With the tokenizer's Hub files and a model card.
 
+use crate::io::PathQuery;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -30,10 +31,10 @@ use crate::{Error, Result};
 /// returns the folder written. An earlier export in `out` is refused unless forced.
 pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<PathBuf> {
     let tokenizer = model.join("tokenizer.json");
-    check_folders(out, &[out.to_path_buf()], tokenizer.exists(), outputs)?;
+    check_folders(out, &[out.to_path_buf()], tokenizer.is_present(), outputs)?;
     let task = finetuned_task(model)?;
     // The file shipped must be the one the model was fine-tuned with.
-    let fingerprint = match tokenizer.exists() {
+    let fingerprint = match tokenizer.is_present() {
         true => super::folder::model_tokenizer(model)?.fingerprint(),
         false => String::new(),
     };
@@ -94,7 +95,7 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
     if written_as_two_layers {
         card += LINEAR_HEAD_LIMITS;
     }
-    let tokenizer = tokenizer.exists().then_some(tokenizer.as_path());
+    let tokenizer = tokenizer.is_present().then_some(tokenizer.as_path());
     let provenance = Provenance {
         tokenizer: fingerprint,
         source: format!(

@@ -3,6 +3,7 @@
 //! results continues under the same command, and left clean when it fails before any seed
 //! finished.
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use super::seeds::TRAINED;
@@ -34,7 +35,7 @@ fn takes(dir: &Path, settings: &serde_json::Value) -> bool {
             .all(|(k, v)| saved.get(k) == Some(v))
     };
     !has_content(dir)
-        || (!dir.join("results.json").exists()
+        || (!dir.join("results.json").is_present()
             && crate::io::read_json::<serde_json::Value>(&dir.join(SETTINGS)).is_ok_and(agrees))
 }
 
@@ -71,14 +72,14 @@ pub fn claim_out(out: &Owned, settings: &serde_json::Value) -> Result<ClaimedOut
             .find(|d| !crate::io::read::exists(d))
             .expect("a free name")
     };
-    if dir.join("results.json").exists() {
+    if dir.join("results.json").is_present() {
         return Err(Error::Config(format!(
             "{}: holds a finished fine-tuning run (results.json); give a new --out (such as {}) for another, nothing was changed",
             dir.display(),
             free().display()
         )));
     }
-    if crate::io::lock::has_content(&dir) && !dir.join(SETTINGS).exists() {
+    if crate::io::lock::has_content(&dir) && !dir.join(SETTINGS).is_present() {
         return Err(Error::Config(format!(
             "{}: not empty, and not a fine-tuning run's; give a new --out (such as {}), nothing was changed",
             dir.display(),
@@ -118,7 +119,7 @@ impl ClaimedOut {
         let seeds: Vec<&String> = names.iter().filter(|n| n.starts_with("seed-")).collect();
         if seeds
             .iter()
-            .any(|s| self.dir.join(s).join(TRAINED).exists())
+            .any(|s| self.dir.join(s).join(TRAINED).is_present())
         {
             return;
         }

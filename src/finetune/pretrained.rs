@@ -1,6 +1,7 @@
 //! The encoder fine-tuning starts from: a trueneg run (its latest checkpoint) or a
 //! transformers folder, with its tokenizer.
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use crate::interop::read_hf_config;
@@ -168,12 +169,12 @@ pub fn check_model_fits(e: &EncoderConfig, source: &Path) -> Result<()> {
 /// results with those of other weights under the same name (a run pre-trained further).
 pub fn weights_fingerprint(model: &Path) -> Result<String> {
     let model = &crate::interop::hub_cache::model_dir(model)?;
-    let file = if model.join("config.toml").exists() {
+    let file = if model.join("config.toml").is_present() {
         checkpoint::list(model)
             .pop()
             .map(|(_, dir)| dir.join("model.safetensors"))
             .ok_or_else(|| Error::Checkpoint(format!("{}: no checkpoint", model.display())))?
-    } else if model.join("discriminator/config.json").exists() {
+    } else if model.join("discriminator/config.json").is_present() {
         model.join("discriminator/model.safetensors")
     } else {
         model.join("model.safetensors")
@@ -206,7 +207,7 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
     if kind == FolderKind::Finetuned {
         return load_finetuned_encoder(model);
     }
-    if model.join("config.toml").exists() {
+    if model.join("config.toml").is_present() {
         let section = crate::train::config::ModelSection::read(&model.join("config.toml"))?;
         let (step, dir) = checkpoint::list(model)
             .pop()
@@ -243,7 +244,7 @@ pub fn load_pretrained(model: &Path) -> Result<PretrainedEncoder> {
             ),
         });
     }
-    let dir = if model.join("discriminator/config.json").exists() {
+    let dir = if model.join("discriminator/config.json").is_present() {
         model.join("discriminator")
     } else {
         model.to_path_buf()

@@ -1,6 +1,7 @@
 //! Fine-tuning over several seeds: one model per seed, each trained and then scored from what
 //! was saved, gathered into a task's results (`results.rs`).
 
+use crate::io::PathQuery;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -270,7 +271,7 @@ pub fn squad_splits(
     use crate::tasks::hub_layout::{split_files, squad_folder};
     use crate::tasks::squad::read_squad;
     // The Hub's Parquet layout: `train-*.parquet` and `validation-*.parquet` (in `plain_text/`).
-    let hub = data.is_dir().then(|| squad_folder(data));
+    let hub = data.is_folder().then(|| squad_folder(data));
     if let Some(dir) = &hub
         && let (Some(t), Some(d)) = (
             split_files(dir, "train").first(),
@@ -287,13 +288,13 @@ pub fn squad_splits(
         return Ok((train, dev));
     }
     // A folder without the standard pair but with one SQuAD file is that file.
-    if data.is_dir()
-        && !data.join("train-v1.1.json").exists()
+    if data.is_folder()
+        && !data.join("train-v1.1.json").is_present()
         && let [file] = crate::tasks::squad::json_files(data)?.as_slice()
     {
         return squad_splits(file, max_train, max_eval);
     }
-    let (mut train, mut dev) = if data.is_dir() {
+    let (mut train, mut dev) = if data.is_folder() {
         (
             read_squad(&data.join("train-v1.1.json"))?,
             read_squad(&data.join("dev-v1.1.json"))?,

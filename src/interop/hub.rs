@@ -8,6 +8,7 @@
 //! [`write_folder`] writes a whole Hub folder (weights, tokenizer files, model card,
 //! `config.json`), for the pre-trained and the fine-tuned exports alike.
 
+use crate::io::PathQuery;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -49,7 +50,7 @@ pub fn check_folders(
     tokenizer: bool,
     outputs: &Outputs,
 ) -> Result<()> {
-    if !outputs.forced() && dirs.iter().all(|d| d.join("config.json").exists()) {
+    if !outputs.forced() && dirs.iter().all(|d| d.join("config.json").is_present()) {
         return Err(Error::Config(format!(
             "{}: already holds an exported model; choose another --out, or pass --force to \
              replace it (nothing was changed)",

@@ -4,6 +4,7 @@
 //! model is `models--{org}--{name}/`, whose `refs/main` names the snapshot
 //! (`snapshots/{commit}/`) holding its files. Nothing is downloaded.
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
@@ -59,13 +60,15 @@ fn snapshot_in(cache: &Path, id: &str) -> Result<PathBuf> {
     })?;
     let snapshot =
         crate::io::place::inside(&repo.join("snapshots"), commit.trim(), &refs, "commit")?;
-    if !snapshot.join("config.json").exists() {
+    if !snapshot.join("config.json").is_present() {
         return Err(Error::Input(format!(
             "{id}: the Hugging Face cache's snapshot {} has no config.json",
             snapshot.display()
         )));
     }
-    if !snapshot.join("model.safetensors").exists() && snapshot.join("pytorch_model.bin").exists() {
+    if !snapshot.join("model.safetensors").is_present()
+        && snapshot.join("pytorch_model.bin").is_present()
+    {
         return Err(Error::Input(format!(
             "{id}: the snapshot {} holds pytorch_model.bin only, which trueneg does not read; \
              write model.safetensors with transformers (`AutoModel.from_pretrained(\"{id}\")\
@@ -80,7 +83,7 @@ fn snapshot_in(cache: &Path, id: &str) -> Result<PathBuf> {
 /// id), else model id `model`'s snapshot in the Hugging Face cache.
 pub fn model_dir(model: &Path) -> Result<PathBuf> {
     match model.to_str() {
-        Some(id) if !model.exists() && is_model_id(id) => snapshot_in(&cache_dir(), id),
+        Some(id) if !model.is_present() && is_model_id(id) => snapshot_in(&cache_dir(), id),
         _ => Ok(model.to_path_buf()),
     }
 }

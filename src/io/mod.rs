@@ -1,7 +1,8 @@
 //! Every file trueneg reads or writes goes through this module, and only this one touches the
 //! file system (`tests/suite/architecture.rs` checks it).
 //!
-//! - [`read`], the door in: what a path is and how large it may be, checked before reading;
+//! - [`read`], the door in: what a path is (asked as [`PathQuery`] everywhere else) and how
+//!   large it may be, checked before reading;
 //! - [`place`]: paths written inside files stay inside their folder;
 //! - [`tensor_file`]: a safetensors file's header checked against the file before it is mapped;
 //! - [`write`](mod@write), the door out: atomic writes, folders, removal, append-only logs;
@@ -18,7 +19,7 @@ pub mod read;
 pub mod tensor_file;
 pub mod write;
 
-pub use read::{limit, read_json};
+pub use read::{PathQuery, limit, read_json};
 /// An open file, as the doors hand it out.
 pub use std::fs::File;
 pub use write::{write_atomic, write_json};

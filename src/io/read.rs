@@ -90,6 +90,32 @@ pub fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
 }
 
+/// What is at a path, asked through this door by every module: the one place that decides how
+/// links and unreadable entries count (`std`'s `exists`, `is_dir` and `is_file` are not used
+/// outside `io`; `tests/suite/architecture.rs` checks it).
+pub trait PathQuery {
+    /// Anything is there, a dangling link included ([`exists`]).
+    fn is_present(&self) -> bool;
+    /// A folder is there, links followed ([`is_folder`]).
+    fn is_folder(&self) -> bool;
+    /// A regular file is there, links followed ([`is_file`]).
+    fn is_regular_file(&self) -> bool;
+}
+
+impl PathQuery for Path {
+    fn is_present(&self) -> bool {
+        exists(self)
+    }
+
+    fn is_folder(&self) -> bool {
+        is_folder(self)
+    }
+
+    fn is_regular_file(&self) -> bool {
+        is_file(self)
+    }
+}
+
 /// The size in bytes of the regular file `path`.
 pub fn file_len(path: &Path) -> Result<u64> {
     Ok(regular_file(path)?.len())

@@ -1,6 +1,7 @@
 //! Reading WordNet's database files: the synset lines of `data.{noun,verb,adj,adv}` (their
 //! words and `@` hypernym / `!` antonym pointers) and the `*.exc` inflection exceptions.
 
+use crate::io::PathQuery;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
@@ -41,7 +42,7 @@ pub fn read(dir: &Path) -> Result<Database> {
     let mut r = Reader::default();
     for (p, pos) in POS.iter().enumerate() {
         let path = dir.join(format!("data.{pos}"));
-        if !path.exists() {
+        if !path.is_present() {
             return Err(missing(&path));
         }
         let text = String::from_utf8_lossy(&crate::io::read::read(&path, crate::io::limit::DATA)?)
@@ -59,7 +60,7 @@ pub fn read(dir: &Path) -> Result<Database> {
             })?;
         }
         let exc = dir.join(format!("{pos}.exc"));
-        if exc.exists() {
+        if exc.is_present() {
             let text =
                 String::from_utf8_lossy(&crate::io::read::read(&exc, crate::io::limit::DATA)?)
                     .into_owned();

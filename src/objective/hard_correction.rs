@@ -18,6 +18,7 @@
 //! `<run>/lexicon.safetensors`). Logged per window: `mismatched`, `corrected`,
 //! `corrected_ratio` (prediction level) and `sequences_corrected_ratio` (iteration level).
 
+use crate::io::PathQuery;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -289,7 +290,7 @@ fn synonym_table(
         .run
         .ok_or_else(|| super::missing(NAME, "a run folder for its WordNet table"))?;
     let path = run.join("lexicon.safetensors");
-    if path.exists() {
+    if path.is_present() {
         return SynonymTable::load_for(&path, fp);
     }
     let (tokenizer, wordnet) = opened.insert(tokenizer_and_wordnet(setup)?);
@@ -472,7 +473,7 @@ impl Part for HardCorrection {
             return Ok(());
         };
         let path = dir.join(IN_CHECKPOINT);
-        if path.exists() {
+        if path.is_present() {
             self.table
                 .replace(SynonymTable::load_for(&path, &refresh.fingerprint)?);
         } else {

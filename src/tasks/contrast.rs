@@ -22,6 +22,7 @@
 //! - [`read_perspectrum_contrast`]: the CSV; each row pairs (original claim, perspective) with
 //!   (contrast claim, perspective); rows with an `unk` stance are dropped.
 
+use crate::io::PathQuery;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -110,7 +111,7 @@ impl SetKind {
 /// `.csv` (PERSPECTRUM).
 /// Besides the groups, what the reader noticed and kept (see [`read_cad_nli`]), one line each.
 pub fn read_contrast_set(path: &Path, split: &str) -> Result<(SetKind, Vec<Group>, Vec<String>)> {
-    if path.is_dir() && path.join("original").is_dir() {
+    if path.is_folder() && path.join("original").is_folder() {
         let (groups, notes) = read_cad_nli(path, split)?;
         return Ok((SetKind::CadNli, groups, notes));
     }
@@ -120,14 +121,14 @@ pub fn read_contrast_set(path: &Path, split: &str) -> Result<(SetKind, Vec<Group
 
 fn read_set(path: &Path, split: &str) -> Result<(SetKind, Vec<Group>)> {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if path.is_dir() {
-        if path.join(format!("{split}_original.tsv")).exists() {
+    if path.is_folder() {
+        if path.join(format!("{split}_original.tsv")).is_present() {
             return Ok((SetKind::Imdb, read_imdb_contrast(path, split)?));
         }
         if path
             .join("data")
             .join(format!("{split}_original.tsv"))
-            .exists()
+            .is_present()
         {
             return Ok((
                 SetKind::Imdb,

@@ -66,9 +66,7 @@ fn read_file(path: &Path) -> Result<ParquetFile> {
     crate::io::guard::decoding(|| -> Result<_> {
         let builder = ParquetRecordBatchReaderBuilder::try_new(crate::io::read::open(path)?)
             .map_err(|e| bad(format!("not a Parquet file ({e})")))?;
-        let names = builder
-            .schema()
-            .metadata()
+        let names = arrow_schema::Schema::metadata(builder.schema())
             .get("huggingface")
             .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
             .map(|v| class_names(&v["info"]["features"]))

@@ -62,7 +62,8 @@ impl ColumnReader {
                     .map_err(|e| bad(format!("not a Parquet file ({e})")))?;
                 let columns = names(b.schema());
                 let at = columns.iter().position(|c| c == field);
-                let rows = b.metadata().file_metadata().num_rows() as u64;
+                let parquet = ParquetRecordBatchReaderBuilder::metadata(&b);
+                let rows = parquet.file_metadata().num_rows() as u64;
                 let mask = ProjectionMask::columns(b.parquet_schema(), [field]);
                 let reader = b
                     .with_projection(mask)

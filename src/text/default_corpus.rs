@@ -1,6 +1,7 @@
 //! The embedded default corpus: the glosses (definitions and examples) of WordNet 3.0 from
 //! Debian's `wordnet-base`, so a first pre-training run needs no download by hand.
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
@@ -14,7 +15,7 @@ pub fn write_wordnet_glosses(wordnet: &Path, out: &Path) -> Result<usize> {
     let mut count = 0usize;
     for pos in ["noun", "verb", "adj", "adv"] {
         let path = wordnet.join(format!("data.{pos}"));
-        if !path.exists() {
+        if !path.is_present() {
             return Err(Error::Input(format!(
                 "{}: WordNet not found; install Debian's `wordnet-base` (apt-get install -y wordnet-base), point `--wordnet DIR` at a WordNet 3.0 dict folder, or set data.shards",
                 path.display()
@@ -47,7 +48,7 @@ static CHOSEN_WORDNET: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new()
 pub fn choose_wordnet_dir(dir: &std::path::Path) -> Result<PathBuf> {
     let dict = [dir.to_path_buf(), dir.join("dict")]
         .into_iter()
-        .find(|d| d.join("data.noun").is_file())
+        .find(|d| d.join("data.noun").is_regular_file())
         .ok_or_else(|| {
             crate::Error::Config(format!(
                 "--wordnet {}: no WordNet database there (data.noun in it or in its dict/)",

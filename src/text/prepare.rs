@@ -8,6 +8,7 @@
 //! at a time, each shard written when full, so memory does not grow with the corpus (a
 //! trained vocabulary takes a first pass to count words).
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -116,7 +117,7 @@ pub fn prepare(opts: &PrepareOptions, out: &Owned) -> Result<PrepareReport> {
             out.dir().display()
         )));
     }
-    if opts.out.join(MANIFEST).exists() {
+    if opts.out.join(MANIFEST).is_present() {
         return Err(Error::Input(format!(
             "{}: already holds a prepared corpus; choose another --out (nothing was changed)",
             opts.out.display()
@@ -295,7 +296,7 @@ fn write_packed(
 fn input_bytes(files: &[PathBuf]) -> u64 {
     files
         .iter()
-        .map(|f| f.metadata().map(|m| m.len()).unwrap_or(0))
+        .map(|f| crate::io::read::file_len(f).unwrap_or(0))
         .sum()
 }
 

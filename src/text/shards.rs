@@ -10,6 +10,7 @@
 //! `max_seq_len` ids, 0-padded) `[syn labels][ant labels]` (each `max_seq_len` bytes, i8: 0 / 1 / 2
 //! / −100, see [`crate::text::triples`]).
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -513,7 +514,7 @@ impl ShardSet {
 /// The folder's `tokenizer.json` is the one the shards were made with.
 fn check_tokenizer(dir: &Path, manifest: &Manifest) -> Result<()> {
     let path = dir.join("tokenizer.json");
-    if !path.exists() {
+    if !path.is_present() {
         return Err(Error::Input(format!(
             "{}: missing; a prepared folder keeps the tokenizer its shards were made with",
             path.display()

@@ -2,6 +2,7 @@
 //! vocabulary, symmetric, whole-word tokens only. Stored as safetensors (CSR: `offsets`,
 //! `ids`, u32) with the tokenizer fingerprint in the metadata; loads in O(vocab + entries).
 
+use crate::io::PathQuery;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
@@ -150,7 +151,7 @@ impl SynonymTable {
 
     /// Writes the table atomically; refuses to overwrite an existing file.
     pub fn save(&self, path: &Path) -> Result<()> {
-        if path.exists() {
+        if path.is_present() {
             return Err(Error::Input(format!(
                 "{}: already exists; choose another --out (nothing was changed)",
                 path.display()
@@ -184,7 +185,9 @@ impl SynonymTable {
             |why: String| Error::Input(format!("{}: not a synonym table ({why})", path.display()));
         let (_, meta) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
         let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
-        let md = meta.metadata().clone().unwrap_or_default();
+        let md = safetensors::tensor::Metadata::metadata(&meta)
+            .clone()
+            .unwrap_or_default();
         let u32s = |name: &str| -> Result<Vec<u32>> {
             let t = st.tensor(name).map_err(|e| bad(e.to_string()))?;
             if t.dtype() != Dtype::U32 {

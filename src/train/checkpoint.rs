@@ -6,6 +6,7 @@
 //! those hidden names are ever cleaned up: a `step-N` folder is the user's data, and one
 //! without `optimizer.safetensors` (stripped to save space) still holds the weights.
 
+use crate::io::PathQuery;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -176,7 +177,7 @@ pub fn save(run: &Path, state: &TrainState, contents: Contents, keep: usize) -> 
         let _ = crate::io::write::remove_folder(&tmp);
         return Err(e);
     }
-    if dir.exists() {
+    if dir.is_present() {
         remove(&dir)?;
     }
     crate::io::write::rename(&tmp, &dir)?;
@@ -218,7 +219,7 @@ pub fn load(dir: &Path) -> Result<Checkpoint> {
         state: read_state(dir)?,
         model: read_safetensors(&dir.join("model.safetensors"))?.tensors,
         optimizer: match dir.join("optimizer.safetensors") {
-            p if p.exists() => Some(read_safetensors(&p)?.tensors),
+            p if p.is_present() => Some(read_safetensors(&p)?.tensors),
             _ => None,
         },
     })

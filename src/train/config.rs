@@ -2,6 +2,7 @@
 //! Unknown keys are errors that name the key and the file.
 
 use crate::device::DeviceName;
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -297,14 +298,14 @@ impl PretrainConfig {
     /// named as what it is (a transformers folder, a missing folder).
     pub fn of_run(run: &Path) -> Result<Self> {
         let path = run.join("config.toml");
-        if !path.exists() {
-            let what = if !run.exists() {
+        if !path.is_present() {
+            let what = if !run.is_present() {
                 "no such folder".to_string()
-            } else if run.join("config.json").exists()
-                || run.join("discriminator/config.json").exists()
+            } else if run.join("config.json").is_present()
+                || run.join("discriminator/config.json").is_present()
             {
                 "a transformers folder (config.json), not a trueneg run".to_string()
-            } else if run.join("manifest.json").exists() {
+            } else if run.join("manifest.json").is_present() {
                 "a prepared corpus (manifest.json), not a trueneg run".to_string()
             } else {
                 "not a trueneg run folder".to_string()
@@ -322,7 +323,7 @@ impl PretrainConfig {
     pub fn load(source: &str, overrides: &[String]) -> Result<Self> {
         match PRESETS.iter().find(|(n, _)| *n == source) {
             Some((n, t)) => Self::from_text(t, &format!("preset `{n}`"), overrides),
-            None if Path::new(source).exists() => Self::load_file(Path::new(source), overrides),
+            None if Path::new(source).is_present() => Self::load_file(Path::new(source), overrides),
             None => {
                 let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
                 Err(Error::Config(format!(

@@ -3,6 +3,7 @@
 //! with a second phase (`[phase2]`), again at that phase's length with the same vocabulary
 //! into `<run>/data-phase2`.
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use super::config::PretrainConfig;
@@ -30,10 +31,10 @@ pub fn ensure_default_shards(run: &Owned, cfg: &PretrainConfig, progress: bool) 
     let data = default_shards_dir(run.dir());
     let corpus = run.dir().join("corpus").join("wordnet-glosses.txt");
     let prepared = |out: &Path, len: usize, tokenizer: Option<PathBuf>| -> Result<()> {
-        if out.join(MANIFEST).exists() {
+        if out.join(MANIFEST).is_present() {
             return Ok(());
         }
-        if !corpus.exists() {
+        if !corpus.is_present() {
             write_wordnet_glosses(&default_wordnet_dir(), &corpus)?;
         }
         let train_vocab = tokenizer.is_none().then_some(cfg.data.default_corpus_vocab);

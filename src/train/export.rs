@@ -4,6 +4,7 @@
 //! `README.md` model card and the tokenizer's Hub files (`tokenizer.json`,
 //! `tokenizer_config.json`, `special_tokens_map.json`, `vocab.txt`).
 
+use crate::io::PathQuery;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -33,9 +34,9 @@ pub fn export_run(
         ModelKind::Electra => vec![out.join("discriminator"), out.join("generator")],
     };
     let tokenizer = run.join("tokenizer.json");
-    check_folders(out, &subs, tokenizer.exists(), outputs)?;
+    check_folders(out, &subs, tokenizer.is_present(), outputs)?;
     // The file shipped must be the one the weights were trained with.
-    let fingerprint = match tokenizer.exists() {
+    let fingerprint = match tokenizer.is_present() {
         true => super::run::run_tokenizer(run)?.fingerprint(),
         false => String::new(),
     };
@@ -58,7 +59,7 @@ pub fn export_run(
         run,
     )?;
     let step = ck.state.step;
-    let tokenizer = tokenizer.exists().then_some(tokenizer.as_path());
+    let tokenizer = tokenizer.is_present().then_some(tokenizer.as_path());
     let write = |sub: &Path,
                  tensors: &BTreeMap<String, HostTensor>,
                  hf: HfConfig,
@@ -138,7 +139,7 @@ pub fn load_checkpoint(run: &Path, step: Option<u64>) -> Result<checkpoint::Chec
             ))
         })?;
         match checkpoint::load(&dir) {
-            Err(_) if !dir.exists() => continue,
+            Err(_) if !dir.is_present() => continue,
             loaded => return loaded,
         }
     }

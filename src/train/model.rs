@@ -1,5 +1,6 @@
 //! The model being pre-trained: BERT masked-LM or ELECTRA, behind one walkable type.
 
+use crate::io::PathQuery;
 use burn::prelude::*;
 
 use super::config::{ModelKind, ModelSection, ModelShape, StepSettings};
@@ -204,11 +205,14 @@ pub fn check_init_tokenizer(dir: &std::path::Path, run_tokenizer: &std::path::Pa
 /// `discriminator/` and `generator/`, or a discriminator's own folder with its generator
 /// beside it ([`generator_candidates`](crate::interop::hub_cache::generator_candidates)).
 fn electra_pair(dir: &std::path::Path) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
-    if dir.join("discriminator/config.json").exists() || !dir.join("config.json").exists() {
+    if dir.join("discriminator/config.json").is_present() || !dir.join("config.json").is_present() {
         return Ok((dir.join("discriminator"), dir.join("generator")));
     }
     let candidates = crate::interop::hub_cache::generator_candidates(dir);
-    match candidates.iter().find(|c| c.join("config.json").exists()) {
+    match candidates
+        .iter()
+        .find(|c| c.join("config.json").is_present())
+    {
         Some(g) => Ok((dir.to_path_buf(), g.clone())),
         None => Err(Error::Config(format!(
             "field `model.init_from`: {} is an ELECTRA discriminator alone; its generator was \
@@ -236,7 +240,7 @@ pub fn read_transformers_weights(
     kind: ModelKind,
     expect: &EncoderConfig,
 ) -> Result<TensorMap> {
-    if dir.join("config.toml").exists() {
+    if dir.join("config.toml").is_present() {
         let theirs = ModelSection::read(&dir.join("config.toml"))?;
         if theirs.kind != kind {
             return Err(Error::Config(format!(

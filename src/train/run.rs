@@ -1,6 +1,7 @@
 //! Run folders: which folder may start a new run, and which may be resumed. The folder itself
 //! is claimed (locked, checked as new, empty or a run's) by the command frame.
 
+use crate::io::PathQuery;
 use std::path::{Path, PathBuf};
 
 use super::config::PretrainConfig;
@@ -43,7 +44,7 @@ pub fn new_run(config: PretrainConfig, run: &Owned) -> Result<RunFolder> {
     if run.earlier() {
         super::start::forget_unstarted(dir);
     }
-    if let Some(f) = RUN_FILES.iter().find(|f| dir.join(f).exists()) {
+    if let Some(f) = RUN_FILES.iter().find(|f| dir.join(f).is_present()) {
         return Err(Error::Config(format!(
             "{}: holds an earlier run (its {f}); pass --resume to continue it or choose another run folder",
             dir.display()
@@ -69,14 +70,14 @@ pub fn new_run(config: PretrainConfig, run: &Owned) -> Result<RunFolder> {
 /// Nothing is written before the folder is known to hold a run.
 pub fn resume_run(run: &Owned, overrides: &[String]) -> Result<RunFolder> {
     let dir = run.dir();
-    if !dir.is_dir() {
+    if !dir.is_folder() {
         return Err(Error::Config(format!(
             "{}: no such run folder",
             dir.display()
         )));
     }
     let cfg_path = dir.join("config.toml");
-    if !cfg_path.is_file() {
+    if !cfg_path.is_regular_file() {
         return Err(Error::Config(format!(
             "{}: not a trueneg run folder (no config.toml)",
             dir.display()

@@ -1,6 +1,7 @@
 //! Where a run starts: a new run's files (and their removal when it fails before its first
 //! step), or the checkpoint `--resume` continues from.
 
+use crate::io::PathQuery;
 use std::path::Path;
 
 use super::checkpoint::{self, TrainState, WindowTotals};
@@ -151,7 +152,7 @@ pub fn start_point(
         }
         resume_point(run, phases, model, opt, device)?
     } else {
-        if checkpoint::list(run).last().is_some() || run.join(METRICS).exists() {
+        if checkpoint::list(run).last().is_some() || run.join(METRICS).is_present() {
             return Err(Error::Config(format!(
                 "{}: holds an earlier run; pass --resume to continue it or choose another run directory",
                 run.display()
@@ -195,7 +196,7 @@ pub fn write_run_files(config_toml: &str, shards: &ShardSet, run: &Path) -> Resu
         format!("{}\n", crate::VERSION).as_bytes(),
     )?;
     let tokenizer = shards.dir.join("tokenizer.json");
-    if tokenizer.exists() {
+    if tokenizer.is_present() {
         crate::io::write_atomic(
             &run.join("tokenizer.json"),
             &crate::io::read::read(&tokenizer, crate::io::limit::TOKENIZER)?,

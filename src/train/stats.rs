@@ -13,6 +13,7 @@
 //! arithmetic), and the share of batches with one (batch level). The same masked batches (and
 //! samples) are used for every checkpoint (fixed seeds).
 
+use crate::io::PathQuery;
 use crate::objective::hard_correction::{CORRECTED, MISMATCHED};
 use std::borrow::Cow;
 use std::path::Path;
@@ -157,7 +158,7 @@ impl JudgingTable {
     /// The table of the checkpoint in `dir`.
     pub fn at(&self, dir: &Path) -> Result<Cow<'_, SynonymTable>> {
         let own = dir.join(IN_CHECKPOINT);
-        if self.given || !own.exists() {
+        if self.given || !own.is_present() {
             return Ok(Cow::Borrowed(&self.table));
         }
         Ok(Cow::Owned(SynonymTable::load_for(
@@ -170,7 +171,7 @@ impl JudgingTable {
     pub fn source(&self, run: &Path) -> String {
         let own = checkpoint::list(run)
             .iter()
-            .any(|(_, d)| d.join(IN_CHECKPOINT).exists());
+            .any(|(_, d)| d.join(IN_CHECKPOINT).is_present());
         if own && !self.given {
             "each checkpoint's own table (objective.hc_source = \"self\")".into()
         } else {

@@ -663,6 +663,14 @@ const FILE_SYSTEM: &[&str] = &[
     "OpenOptions",
     "Mmap::map",
     "read_dir(",
+    // What a path is: asked through `crate::io::PathQuery`.
+    ".exists()",
+    ".try_exists(",
+    ".is_dir()",
+    ".is_file()",
+    ".is_symlink()",
+    "symlink_metadata(",
+    ".metadata()",
 ];
 
 /// The files of `src` outside `io/` that name the file system, with what they name.
@@ -693,7 +701,8 @@ fn only_the_io_module_touches_the_file_system() {
     );
 }
 
-/// The check finds a direct open outside `io/` and leaves comments, strings and `io/` alone.
+/// The check finds a direct open, and a question of what a path is, outside `io/` and leaves
+/// comments, strings and `io/` alone.
 #[test]
 fn the_file_system_check_finds_a_direct_open() {
     let dir = tempfile::tempdir().unwrap();
@@ -706,10 +715,17 @@ fn the_file_system_check_finds_a_direct_open() {
     );
     write(
         "text/mod.rs",
-        "// std::fs in a comment\nconst S: &str = \"std::fs\";\nfn f() {\n    let _ = std::fs::read(\"y\");\n}\n",
+        "// std::fs in a comment\nconst S: &str = \"std::fs\";\nfn f() {\n    let _ = std::fs::read(\"y\");\n    let _ = p.is_dir();\n}\n",
     );
     let v = file_system_outside_io(src);
-    assert_eq!(v, ["text/mod.rs:4: names `std::fs`"], "{v:#?}");
+    assert_eq!(
+        v,
+        [
+            "text/mod.rs:4: names `std::fs`",
+            "text/mod.rs:5: names `.is_dir()`"
+        ],
+        "{v:#?}"
+    );
 }
 
 /// The top-level modules of `src/` (folders and files, by name).
