@@ -126,6 +126,7 @@ fn run(a: Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let names: Vec<&str> = objective.split(',').map(str::trim).collect();
     let backend = device;
+    let precision = precision.resolved(backend);
     let device = trueneg::device::open(&backend)?.autodiff();
     println!(
         "# trueneg bench: model={model:?} device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} kernels={kernels} objective={objective} cuda_graph={cuda_graph}",

@@ -103,7 +103,8 @@ pub struct Args {
     /// The encoder's compute precision: `f32`, or `bf16` mixed precision (bf16 matrix
     /// products; f32 weights, updates, LayerNorm, softmax and losses), as pre-training's
     /// train.precision. It pays on a GPU (--device libtorch-cuda); on a CPU without fast bf16
-    /// products it is slower than f32.
+    /// products it is slower than f32. `auto`: bf16 on a GPU and on a CPU with AVX-512 BF16,
+    /// f32 elsewhere (the log says which).
     #[arg(long, default_value = "f32", value_parser = super::precision)]
     precision: trueneg::model::Precision,
     /// Micro-batches per update (gradient accumulation): each batch runs as this many slices
@@ -204,7 +205,11 @@ impl Args {
         o.head = self.head.unwrap_or(o.head);
         o.both_orders = self.both_orders.unwrap_or(o.both_orders);
         o.max_train_examples = self.max_train_examples;
-        o.precision = self.precision;
+        // `auto` is recorded as what it chose (finetune.json); a bad --device is named below.
+        o.precision = match self.device.parse::<trueneg::device::DeviceName>() {
+            Ok(device) => self.precision.resolved(device),
+            Err(_) => self.precision,
+        };
         o.grad_accum = self.grad_accum;
         o.device = self.device.clone();
         o.keep = self.keep;

@@ -109,9 +109,9 @@ pub fn from_name<T: serde::de::DeserializeOwned>(s: &str, expected: &str) -> Res
         .map_err(|_| format!("{s}: expected {expected}"))
 }
 
-/// `--precision`: f32 or bf16.
+/// `--precision`: f32, bf16 or auto.
 pub fn precision(s: &str) -> Result<trueneg::model::Precision, String> {
-    from_name(s, "f32 or bf16")
+    from_name(s, "f32, bf16 or auto")
 }
 
 /// A count option of at least `min`: clap refuses anything less in one line naming the option

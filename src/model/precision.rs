@@ -36,13 +36,47 @@ pub enum Precision {
     /// slower than f32 (the rounded copies; BENCHMARKS.md). Not a config value.
     #[serde(skip)]
     HostBf16,
+    /// `auto`, a config and flag value: bf16 where it pays and its accuracy was checked, f32
+    /// elsewhere ([`Precision::resolved`] chooses, before a model is built).
+    Auto,
 }
 
 impl Precision {
+    /// What `auto` chooses on `device` (any other value is itself), said in the log: bf16 on
+    /// a GPU, and on a CPU with AVX-512 BF16 under our own kernels (the bf16 step's loss and
+    /// held-out accuracy against f32's: BENCHMARKS.md); f32 on other CPUs, where bf16 is no
+    /// faster, and on LibTorch's CPU device.
+    pub fn resolved(self, device: crate::device::DeviceName) -> Self {
+        use crate::device::DeviceKind;
+        if self != Precision::Auto {
+            return self;
+        }
+        let (chosen, why) = match device.kind {
+            DeviceKind::Cuda | DeviceKind::LibTorchCuda => (Precision::Bf16, "a GPU"),
+            DeviceKind::Cpu if kernels::gemm_bf16::available() => {
+                (Precision::Bf16, "this CPU has AVX-512 BF16 dot products")
+            }
+            DeviceKind::Cpu => (Precision::F32, "this CPU has no AVX-512 BF16"),
+            DeviceKind::LibTorch => (Precision::F32, "LibTorch's CPU device"),
+        };
+        let name = if chosen == Precision::Bf16 {
+            "bf16"
+        } else {
+            "f32"
+        };
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| tracing::info!("precision auto: {name} ({why}, device {device})"));
+        chosen
+    }
+
     /// The precision a model built on `device` computes in: `Bf16` on our CPU kernels becomes
     /// [`Precision::HostBf16`]; anything else stays itself. Where the CPU has no AVX-512 BF16,
     /// a notice (once) says that bf16 is not faster than f32 there.
     pub fn on(self, device: &Device) -> Self {
+        assert!(
+            self != Precision::Auto,
+            "precision auto is resolved for its device before a model is built"
+        );
         let host = kernels::fused(device, burn::tensor::DType::F32);
         if self != Precision::Bf16 || !host {
             return self;
@@ -62,7 +96,7 @@ impl Precision {
     /// The dtype matrix products run in.
     pub fn dtype(self) -> FloatDType {
         match self {
-            Precision::F32 | Precision::HostBf16 => FloatDType::F32,
+            Precision::F32 | Precision::HostBf16 | Precision::Auto => FloatDType::F32,
             Precision::Bf16 => FloatDType::BF16,
         }
     }
@@ -71,7 +105,7 @@ impl Precision {
     pub fn products(self) -> kernels::gemm::Products {
         match self {
             Precision::HostBf16 => kernels::gemm::Products::Bf16,
-            Precision::F32 | Precision::Bf16 => kernels::gemm::Products::F32,
+            Precision::F32 | Precision::Bf16 | Precision::Auto => kernels::gemm::Products::F32,
         }
     }
 

@@ -394,13 +394,16 @@ impl PretrainConfig {
                     .map_err(|(field, msg)| field_error(origin, overrides, &field, &msg))?;
             }
         }
-        let cfg: PretrainConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
+        let mut cfg: PretrainConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
             .map_err(|e| {
-                let field = e.path().to_string();
-                let msg = e.into_inner().message().to_string();
-                field_error(origin, overrides, &field, &msg)
-            })?;
+            let field = e.path().to_string();
+            let msg = e.into_inner().message().to_string();
+            field_error(origin, overrides, &field, &msg)
+        })?;
         cfg.validate(origin)?;
+        // `auto` is recorded as what it chose (`config.toml`, the model card).
+        let device = cfg.replica_devices()[0];
+        cfg.train.precision = cfg.train.precision.resolved(device);
         Ok(cfg)
     }
 
