@@ -20,7 +20,7 @@
 //! again in a clean folder.
 
 use crate::io::PathQuery;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::attack::{AttackKind, attack_squad};
 pub use crate::experiments::ablation_spec::{
@@ -49,15 +49,22 @@ fn finished<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     crate::io::read_json(path).ok()
 }
 
+/// The corpus every run of an experiment trains on: its shards and, for a config with a second
+/// phase (`[phase2]`) on the embedded default corpus, that phase's, prepared beside them.
+struct Corpus {
+    shards: PathBuf,
+    phase2: Option<PathBuf>,
+}
+
 /// The pre-training config of one run: the experiment's config and overrides, the objective,
-/// the seed, the shared shards, `checkpoints` evenly spaced over the config's `steps` (all kept
+/// the seed, the shared corpus, `checkpoints` evenly spaced over the config's `steps` (all kept
 /// for HC runs).
 fn run_config(
     spec: &AblationSpec,
     steps: u64,
     kind: ObjectiveKind,
     seed: u64,
-    shards: &Path,
+    corpus: &Corpus,
 ) -> Result<PretrainConfig> {
     let every = (steps / spec.checkpoints).max(1);
     let keep = if kind.reports_corrections() {
@@ -69,10 +76,13 @@ fn run_config(
     sets.extend([
         format!("objective.kind={}", kind.name()),
         format!("train.seed={seed}"),
-        format!("data.shards={}", shards.display()),
+        format!("data.shards={}", corpus.shards.display()),
         format!("train.checkpoint_every={every}"),
         format!("train.keep_checkpoints={keep}"),
     ]);
+    if let Some(p) = &corpus.phase2 {
+        sets.push(format!("phase2.shards={}", p.display()));
+    }
     if let Some(d) = &spec.device {
         sets.push(format!("train.device={d}"));
     }
@@ -86,7 +96,7 @@ fn pretrain_run(
     steps: u64,
     kind: ObjectiveKind,
     seed: u64,
-    shards: &Path,
+    corpus: &Corpus,
 ) -> Result<bool> {
     let dir = o
         .out
@@ -94,9 +104,9 @@ fn pretrain_run(
     let folder = if dir.dir().join("config.toml").is_present() {
         resume_run(&dir, &[])?
     } else {
-        new_run(run_config(&o.spec, steps, kind, seed, shards)?, &dir)?
+        new_run(run_config(&o.spec, steps, kind, seed, corpus)?, &dir)?
     };
-    let set = ShardSet::open(shards)?;
+    let set = ShardSet::open(&corpus.shards)?;
     let s = pretrain(
         &folder.config,
         &set,
@@ -317,13 +327,23 @@ pub fn ablation(
 
     // One corpus for every run: the config's shards, or the embedded default prepared once.
     let base = PretrainConfig::load(&spec.config, &spec.overrides)?;
-    let shards = match &base.data.shards {
-        Some(s) => s.clone(),
-        None => crate::train::default_data::ensure_default_shards(
-            &o.out,
-            &base,
-            o.progress == Progress::Bar,
-        )?,
+    let corpus = match &base.data.shards {
+        Some(s) => Corpus {
+            shards: s.clone(),
+            phase2: None,
+        },
+        None => {
+            let shards = crate::train::default_data::ensure_default_shards(
+                &o.out,
+                &base,
+                o.progress == Progress::Bar,
+            )?;
+            let phase2 = base.phase2.as_ref().filter(|p| p.shards.is_none());
+            Corpus {
+                phase2: phase2.map(|_| crate::train::default_data::phase2_shards_dir(&shards)),
+                shards,
+            }
+        }
     };
     let hc_runs = spec.objectives.iter().any(|k| k.reports_corrections());
     let stats_corpus = match (&spec.stats_corpus, &base.data.shards) {
@@ -356,7 +376,7 @@ pub fn ablation(
             let tag = AblationSpec::tag(kind, seed);
             let run = o.out.dir().join("pretrain").join(&tag);
             stages.begin(&format!("pre-train {tag}"));
-            let ran = pretrain_run(o, base.train.steps, kind, seed, &shards)?;
+            let ran = pretrain_run(o, base.train.steps, kind, seed, &corpus)?;
             stages.finish(ran);
 
             let stats = if kind.reports_corrections() {
