@@ -157,6 +157,24 @@ fn the_second_phase_trains_the_long_positions_on_the_first_phases_schedule_and_r
         assert_eq!(losses(&resumed), losses(&two), "resumed after step {step}");
     }
 
+    // Extended so that the second phase would begin after where it already began, the run goes
+    // on in the second phase and says so.
+    let extended = dir.path().join("extended");
+    stopped_at(&two, &extended, 12);
+    let out = resume_cmd(&extended)
+        .args([
+            "--set",
+            "train.steps=24",
+            "--set",
+            "phase2.start_fraction=0.9",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("goes on in the second phase"), "{said}");
+    assert_eq!(trained_on(&extended, 24), trained_on(&two, 12));
+
     // The model card gives both lengths.
     let hub = dir.path().join("hub");
     ok(bin()
