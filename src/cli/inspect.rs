@@ -91,6 +91,7 @@ fn run(a: Args, outputs: &Outputs) -> anyhow::Result<()> {
             max_batches: a.batches,
             seed: a.seed,
             what: "inspect",
+            kinds: trueneg::train::steps::kind_of,
         },
         step: a.step,
         wordnet: &wordnet,

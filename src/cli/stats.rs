@@ -68,8 +68,14 @@ fn run(a: Args, outputs: &Outputs) -> anyhow::Result<()> {
     let [png, json_file, md_file] =
         ["png", "json", "md"].map(|e| run.join(format!("correction-stats.{e}")));
     outputs.check(&[png.clone(), json_file.clone(), md_file.clone()])?;
-    let stats =
-        trueneg::train::stats::correction_stats(run, &a.corpus, &tables, a.batches, a.batch_size)?;
+    let stats = trueneg::train::stats::correction_stats(
+        run,
+        &a.corpus,
+        &tables,
+        a.batches,
+        a.batch_size,
+        trueneg::train::steps::kind_of,
+    )?;
     let notes = trueneg::train::stats::stats_notes(run, &stats)?;
     let prediction = serde_json::to_value(notes.prediction)?;
     let mut md = format!(

@@ -20,8 +20,7 @@ use crate::text::marked_context::{around_mark, cell, word_and_context};
 use crate::text::masking::Masked;
 use crate::text::{SynonymTable, WordPieceTokenizer};
 use crate::train::checkpoint;
-use crate::train::masked_predictions::{Predicted, predict_masked, verdicts};
-use crate::train::stats::{Probe, ProbeRequest};
+use crate::train::stats::{Predicted, Probe, ProbeRequest, predict_masked, verdicts};
 use crate::{Error, Result};
 
 /// What to inspect.

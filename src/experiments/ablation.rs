@@ -129,7 +129,14 @@ fn run_stats(run: &Path, corpus: &Path, batches: usize) -> Result<Vec<Checkpoint
         table,
         given: false,
     };
-    correction_stats(run, corpus, &tables, batches, 32)
+    correction_stats(
+        run,
+        corpus,
+        &tables,
+        batches,
+        32,
+        crate::train::steps::kind_of,
+    )
 }
 
 fn remove_models(dir: &Path) -> Result<()> {
@@ -318,16 +325,10 @@ fn recorded_settings(spec: &AblationSpec) -> Result<serde_json::Value> {
     Ok(settings)
 }
 
-pub fn ablation(
-    o: &AblationOptions,
-) -> Result<(crate::experiments::ablation_report::AblationReport, String)> {
-    let spec = &o.spec;
-    spec.validate()?;
-    crate::io::outputs::claim_folder(o.out.dir(), "experiment.json", &recorded_settings(spec)?)?;
-
-    // One corpus for every run: the config's shards, or the embedded default prepared once.
-    let base = PretrainConfig::load(&spec.config, &spec.overrides)?;
-    let corpus = match &base.data.shards {
+/// The corpus every run trains on: the config's shards, or the embedded default prepared once
+/// in the experiment's folder (with the second phase's beside it when the config has one).
+fn shared_corpus(o: &AblationOptions, base: &PretrainConfig) -> Result<Corpus> {
+    Ok(match &base.data.shards {
         Some(s) => Corpus {
             shards: s.clone(),
             phase2: None,
@@ -335,7 +336,7 @@ pub fn ablation(
         None => {
             let shards = crate::train::default_data::ensure_default_shards(
                 &o.out,
-                &base,
+                base,
                 o.progress == Progress::Bar,
             )?;
             let phase2 = base.phase2.as_ref().filter(|p| p.shards.is_none());
@@ -344,7 +345,18 @@ pub fn ablation(
                 shards,
             }
         }
-    };
+    })
+}
+
+pub fn ablation(
+    o: &AblationOptions,
+) -> Result<(crate::experiments::ablation_report::AblationReport, String)> {
+    let spec = &o.spec;
+    spec.validate()?;
+    crate::io::outputs::claim_folder(o.out.dir(), "experiment.json", &recorded_settings(spec)?)?;
+
+    let base = PretrainConfig::load(&spec.config, &spec.overrides)?;
+    let corpus = shared_corpus(o, &base)?;
     let hc_runs = spec.objectives.iter().any(|k| k.reports_corrections());
     let stats_corpus = match (&spec.stats_corpus, &base.data.shards) {
         (Some(c), _) => Some(c.clone()),

@@ -10,7 +10,6 @@ pub mod export;
 pub mod fixed_step;
 pub mod grads;
 pub mod heldout;
-pub mod masked_predictions;
 pub mod memory;
 pub mod metrics;
 pub mod micro_step;

@@ -2,8 +2,9 @@
 //! makes them: a corpus packed with the run's tokenizer and masked with the run's masking
 //! (fixed seeds), a checkpoint's model (BERT's masked-LM head, or ELECTRA's generator), and the
 //! run's own rule (`hc_prediction`: the argmax, or a sample of the predicted distribution),
-//! each with its probability (`train::masked_predictions`, which also says which positions Hard
-//! Correction drops). `stats` and `inspect` read them.
+//! each with its probability; [`verdicts`] says which positions Hard Correction drops. `stats`,
+//! `inspect` and the samples a run shows of its corrections (`train::steps::correction_samples`)
+//! read them.
 //!
 //! The statistics take the layout of the paper's Table 8 (which comes from its 200k-step
 //! continued runs): for each checkpoint, how many masked predictions mismatch the gold token,
@@ -19,17 +20,20 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use burn::prelude::*;
+use burn::tensor::activation::log_softmax;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint;
 use super::config::PretrainConfig;
-use super::masked_predictions::{predict_masked, verdicts};
-use super::model::PretrainModel;
+use super::model::{Net, PretrainModel};
+use super::step_kind::{StepKind, StepKinds};
 use crate::interop::tensors::TensorMap;
-use crate::objective::CorrectionCounts;
+use crate::kernels::device_ids;
+use crate::model::Inputs;
 use crate::objective::hard_correction::{Prediction, few_corrections_note};
+use crate::objective::{CorrectionCounts, correction_weights};
 use crate::text::SynonymTable;
 use crate::text::WordPieceTokenizer;
 use crate::text::batches::Batch;
@@ -190,6 +194,8 @@ pub struct ProbeRequest<'a> {
     pub max_batches: usize,
     pub seed: u64,
     pub what: &'a str,
+    /// The registry of step kinds (`train::steps::kind_of`), handed in by the caller above it.
+    pub kinds: StepKinds,
 }
 
 /// A run's checkpoints read back on masked batches of a corpus, as training predicts: what
@@ -197,6 +203,8 @@ pub struct ProbeRequest<'a> {
 /// the model against host memory before anything is built.
 pub struct Probe {
     cfg: PretrainConfig,
+    /// The run's training step's kind (its model's heads).
+    kind: &'static dyn StepKind,
     pub tokenizer: WordPieceTokenizer,
     pub batches: Vec<(Batch, Masked)>,
     pub device: Device,
@@ -223,6 +231,7 @@ impl Probe {
         )?;
         let device = crate::device::open(&cfg.replica_devices()[0])?;
         Ok(Self {
+            kind: (r.kinds)(cfg.objective.kind),
             cfg,
             tokenizer,
             batches,
@@ -237,7 +246,14 @@ impl Probe {
 
     /// The run's model with the weights of the checkpoint in `dir`.
     pub fn model_at(&self, dir: &Path) -> Result<PretrainModel> {
-        checkpoint_model(&self.cfg, self.tokenizer.vocab_size(), dir, &self.device)
+        let kind = self.kind;
+        checkpoint_model(
+            &self.cfg,
+            kind,
+            self.tokenizer.vocab_size(),
+            dir,
+            &self.device,
+        )
     }
 }
 
@@ -248,8 +264,10 @@ pub fn correction_stats(
     tables: &JudgingTable,
     max_batches: usize,
     batch_size: usize,
+    kinds: StepKinds,
 ) -> Result<Vec<CheckpointStats>> {
     let probe = Probe::open(&ProbeRequest {
+        kinds,
         run,
         corpus,
         tables,
@@ -417,9 +435,10 @@ fn check_fits(cfg: &PretrainConfig, vocab: usize, batch_size: usize, what: &str)
     )
 }
 
-/// The run's model with the weights of the checkpoint in `dir`.
+/// The run's model (its step's heads from `kind`) with the weights of the checkpoint in `dir`.
 fn checkpoint_model(
     cfg: &PretrainConfig,
+    kind: &dyn StepKind,
     vocab: usize,
     dir: &Path,
     device: &Device,
@@ -427,8 +446,7 @@ fn checkpoint_model(
     let ck = super::checkpoint::load(dir)?;
     let run = dir.parent().and_then(Path::parent).unwrap_or(dir);
     super::run::check_weights(cfg, vocab, &ck.model, &dir.join("model.safetensors"), run)?;
-    let step = super::steps::kind_of(cfg.objective.kind);
-    let mut model = PretrainModel::of(&cfg.model_shape(vocab), &cfg.step_settings(), step, device);
+    let mut model = PretrainModel::of(&cfg.model_shape(vocab), &cfg.step_settings(), kind, device);
     model.load(
         &TensorMap {
             tensors: ck.model,
@@ -437,4 +455,81 @@ fn checkpoint_model(
         device,
     )?;
     Ok(model)
+}
+
+/// Hard Correction's verdict on `predicted` at the masked positions of `b`: per position its
+/// loss weight (0: dropped as a synonym of the gold token), and the batch's counts.
+pub fn verdicts(
+    b: &Batch,
+    m: &Masked,
+    predicted: &[u32],
+    table: &SynonymTable,
+) -> (Vec<f32>, CorrectionCounts) {
+    let rows: Vec<usize> = m.positions.iter().map(|&p| p / b.len).collect();
+    correction_weights(predicted, &m.labels, &rows, b.batch, table)
+}
+
+/// The predictions at a batch's masked positions, in their order.
+pub struct Predicted {
+    pub ids: Vec<u32>,
+    /// The probability the model gives each prediction.
+    pub probability: Vec<f32>,
+}
+
+/// Predicts every masked position of `b` by `rule` (samples drawn from `draws`).
+pub fn predict_masked(
+    model: &PretrainModel,
+    rule: Prediction,
+    b: &Batch,
+    m: &Masked,
+    device: &Device,
+    draws: &mut ChaCha8Rng,
+) -> Predicted {
+    let shape = [b.batch, b.len];
+    let x = Inputs {
+        ids: device_ids(&m.input_ids, shape, device),
+        token_types: device_ids(&b.token_types, shape, device),
+        attention_mask: Some(device_ids(&b.attention_mask, shape, device)),
+    };
+    let n = m.positions.len();
+    let positions: Vec<i64> = m.positions.iter().map(|&p| p as i64).collect();
+    let pos = Tensor::<1, Int>::from_data(TensorData::new(positions, [n]), device);
+    let logits = match &model.net {
+        Net::Bert(bm) => bm.mlm_logits(&x, pos),
+        Net::Electra(e) => e.generator_logits(&x, pos),
+    };
+    let ids = match rule {
+        Prediction::Argmax => crate::model::host_ids(logits.clone().argmax(1)),
+        Prediction::Sampled => sample(logits.clone(), draws),
+    };
+    let chosen: Vec<i64> = ids.iter().map(|&i| i as i64).collect();
+    let chosen = Tensor::<1, Int>::from_data(TensorData::new(chosen, [n]), device).reshape([n, 1]);
+    let probability = crate::kernels::read_floats(log_softmax(logits, 1).gather(1, chosen))
+        .into_iter()
+        .map(|l| l.exp() as f32)
+        .collect();
+    Predicted { ids, probability }
+}
+
+/// A token drawn from each row of `logits` [n, vocab] (softmax at temperature 1, as the
+/// generator samples in training).
+fn sample(logits: Tensor<2>, rng: &mut ChaCha8Rng) -> Vec<u32> {
+    use rand::Rng;
+    let [n, vocab] = logits.dims();
+    let values = crate::kernels::read_floats(logits);
+    (0..n)
+        .map(|i| {
+            let row = &values[i * vocab..(i + 1) * vocab];
+            let top = row.iter().copied().fold(f64::MIN, f64::max);
+            let weights: Vec<f64> = row.iter().map(|&z| (z - top).exp()).collect();
+            let mut u = rng.random::<f64>() * weights.iter().sum::<f64>();
+            for (j, w) in weights.iter().enumerate() {
+                u -= w;
+                if u <= 0.0 {
+                    return j as u32;
+                }
+            }
+            (vocab - 1) as u32
+        })
+        .collect()
 }

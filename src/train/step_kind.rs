@@ -58,6 +58,9 @@ pub trait StepKind: Sync {
     }
 }
 
+/// The registry of kinds (`train::steps::kind_of`), as code below it is handed it.
+pub type StepKinds = fn(crate::objective::ObjectiveKind) -> &'static dyn StepKind;
+
 /// Whether tensor `name` lies under `prefix` (`prefix.` begins it; `None`: no tensor does).
 pub fn under_prefix(prefix: Option<&str>, name: &str) -> bool {
     prefix.is_some_and(|p| {

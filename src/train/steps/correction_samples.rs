@@ -24,7 +24,7 @@ use crate::text::batches::Batch;
 use crate::text::marked_context::{around_mark, cell, word_and_context};
 use crate::text::masking::Masked;
 use crate::text::{SynonymTable, WordPieceTokenizer};
-use crate::train::masked_predictions::{predict_masked, verdicts};
+use crate::train::stats::{predict_masked, verdicts};
 
 /// Sequences predicted for one sample.
 const ROWS: usize = 32;
