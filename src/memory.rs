@@ -42,11 +42,12 @@ fn address_space_limit(limits: &str) -> Option<u64> {
 /// Whether this process runs under an address-space limit (`ulimit -v`), read once.
 pub fn address_space_limited() -> bool {
     static LIMITED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *LIMITED.get_or_init(|| {
-        read("/proc/self/limits")
-            .and_then(|l| address_space_limit(&l))
-            .is_some()
-    })
+    *LIMITED.get_or_init(|| own_address_space_limit().is_some())
+}
+
+/// This process's soft address-space limit now (`None`: unlimited or unreadable).
+fn own_address_space_limit() -> Option<u64> {
+    read("/proc/self/limits").and_then(|l| address_space_limit(&l))
 }
 
 /// The address space a process needs beyond its resident memory: its code and libraries, its
@@ -73,12 +74,10 @@ pub fn available() -> Option<Available> {
     // whole arena where the limit leaves room for one), which would make a higher limit
     // refuse what a lower one runs.
     let resident = read("/proc/self/status").and_then(|s| kb_field(&s, "VmRSS:"));
-    let address = read("/proc/self/limits")
-        .and_then(|l| address_space_limit(&l))
-        .map(|limit| Available {
-            bytes: limit.saturating_sub(resident.unwrap_or(0) + ADDRESS_SPACE_ALLOWANCE),
-            source: "under the process's address-space limit, ulimit -v",
-        });
+    let address = own_address_space_limit().map(|limit| Available {
+        bytes: limit.saturating_sub(resident.unwrap_or(0) + ADDRESS_SPACE_ALLOWANCE),
+        source: "under the process's address-space limit, ulimit -v",
+    });
     [mem, cgroup, address]
         .into_iter()
         .flatten()

@@ -149,9 +149,15 @@ impl Flat {
     }
 
     /// Builds the per-element factors of the learning-rate `scales` (one per slot) and of the
-    /// weight decay (`decay`: the config and the step's undecayed parameters), over `len`
-    /// elements.
-    fn set_scales(&mut self, scales: Vec<f64>, len: usize, decay: Decay, device: &Device) {
+    /// weight decay (`c`'s, but not on the step's `undecayed` parameters), over `len` elements.
+    fn set_scales(
+        &mut self,
+        scales: Vec<f64>,
+        len: usize,
+        c: &AdamWConfig,
+        undecayed: &[&str],
+        device: &Device,
+    ) {
         let per_element = |f: &dyn Fn(&Slot, f64) -> f32| {
             let mut values = Vec::with_capacity(len);
             for (s, &k) in self.layout.iter().zip(&scales) {
@@ -160,8 +166,8 @@ impl Flat {
             Tensor::<1>::from_data(TensorData::new(values, [len]), device)
         };
         let wd = |s: &Slot| {
-            if decays(&s.name, decay.config, decay.undecayed) {
-                decay.config.weight_decay
+            if decays(&s.name, c, undecayed) {
+                c.weight_decay
             } else {
                 0.0
             }
@@ -204,12 +210,6 @@ fn layout_of(params: &[(String, Tensor<1>)]) -> Vec<Slot> {
         offset += len;
     }
     layout
-}
-
-/// What decides each parameter's weight decay: the config and a step's own exceptions.
-struct Decay<'a> {
-    config: &'a AdamWConfig,
-    undecayed: &'a [&'a str],
 }
 
 /// Whether parameter `name` takes weight decay under `c`: not biases, LayerNorm parameters or
@@ -374,11 +374,7 @@ impl AdamW {
         let flat = self.flat.as_mut().expect("flat state");
         // A new layout starts with no scales, so the factors are built at its first step.
         if flat.scales != scales {
-            let decay = Decay {
-                config: &c,
-                undecayed: self.undecayed,
-            };
-            flat.set_scales(scales, offset, decay, &device);
+            flat.set_scales(scales, offset, &c, self.undecayed, &device);
         }
 
         let g = grads.clipped(Tensor::cat(

@@ -175,11 +175,16 @@ impl<'a> PhaseShards<'a> {
         }
     }
 
+    /// The run's phases, the first first.
+    pub fn phases(&self) -> Vec<Phase> {
+        let mut phases = vec![Phase::First];
+        phases.extend(self.second.as_ref().map(|_| Phase::Second));
+        phases
+    }
+
     /// Every corpus of the run, the first phase's first.
     pub fn all(&self) -> Vec<&ShardSet> {
-        let mut all = vec![self.first];
-        all.extend(self.second.as_ref());
-        all
+        self.phases().into_iter().map(|p| self.of(p)).collect()
     }
 
     /// The phase whose corpus a checkpoint's `state` was trained on (by its shards'

@@ -89,9 +89,7 @@ fn check_shards(cfg: &PretrainConfig, shards: &ShardSet, phase: Phase) -> Result
 /// each phase's step; in a job of several processes (`group`), that every rank runs the same
 /// build, config and corpora.
 fn check_run(cfg: &PretrainConfig, phases: &PhaseShards, group: Option<&Group>) -> Result<()> {
-    let mut ran = [Phase::First].to_vec();
-    ran.extend(phases.second.as_ref().map(|_| Phase::Second));
-    for phase in ran {
+    for phase in phases.phases() {
         let phase_cfg = cfg.in_phase(phase);
         let shards = phases.of(phase);
         check_shards(&phase_cfg, shards, phase)?;

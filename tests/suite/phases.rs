@@ -205,41 +205,29 @@ fn a_second_phase_that_cannot_train_is_refused_before_the_first_step() {
         e.contains("phase2.shards") && e.contains("--max-seq-len 128"),
         "{e}"
     );
+    // The two-phase run with `sets` as well: its one-line error.
+    let refused = |sets: &[&str]| {
+        let mut c = two_phase_cmd(&run);
+        for set in sets {
+            c.args(["--set", set]);
+        }
+        fails(c.output().unwrap())
+    };
     // Longer than the model's positions.
-    let e = fails(
-        two_phase_cmd(&run)
-            .args(["--set", "phase2.max_seq_len=256"])
-            .output()
-            .unwrap(),
-    );
+    let e = refused(&["phase2.max_seq_len=256"]);
     assert!(e.contains("phase2.max_seq_len") && e.contains("128"), "{e}");
     // A length that is not the corpus's.
-    let e = fails(
-        two_phase_cmd(&run)
-            .args(["--set", "phase2.max_seq_len=100"])
-            .output()
-            .unwrap(),
-    );
+    let e = refused(&["phase2.max_seq_len=100"]);
     assert!(
         e.contains("phase2.max_seq_len") && e.contains("128 tokens"),
         "{e}"
     );
     // No step left to either phase.
-    let e = fails(
-        two_phase_cmd(&run)
-            .args(["--set", "phase2.start_fraction=0.99"])
-            .output()
-            .unwrap(),
-    );
+    let e = refused(&["phase2.start_fraction=0.99"]);
     assert!(e.contains("phase2.start_fraction"), "{e}");
     // The first phase's own corpus, and a corpus of another tokenizer.
     let same = format!("phase2.shards={}", shards().display());
-    let e = fails(
-        two_phase_cmd(&run)
-            .args(["--set", &same, "--set", "phase2.max_seq_len=64"])
-            .output()
-            .unwrap(),
-    );
+    let e = refused(&[&same, "phase2.max_seq_len=64"]);
     assert!(e.contains("first phase's corpus"), "{e}");
     let other = dir.path().join("other");
     ok(bin()
@@ -251,13 +239,7 @@ fn a_second_phase_that_cannot_train_is_refused_before_the_first_step() {
         .arg(&other)
         .output()
         .unwrap());
-    let e = fails(
-        two_phase_cmd(&run)
-            .arg("--set")
-            .arg(format!("phase2.shards={}", other.display()))
-            .output()
-            .unwrap(),
-    );
+    let e = refused(&[&format!("phase2.shards={}", other.display())]);
     assert!(
         e.contains("another tokenizer") && e.contains("--tokenizer"),
         "{e}"
