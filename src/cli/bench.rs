@@ -104,6 +104,8 @@ fn run(a: Args) -> anyhow::Result<()> {
         (None, false, trueneg::train::config::ModelKind::Bert) => "sr".to_string(),
         (None, false, trueneg::train::config::ModelKind::Electra) => "baseline".to_string(),
     };
+    let backend = device;
+    let precision = precision.resolved(backend);
     let spec = trueneg::bench::BenchSpec {
         model,
         layers,
@@ -125,8 +127,6 @@ fn run(a: Args) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let names: Vec<&str> = objective.split(',').map(str::trim).collect();
-    let backend = device;
-    let precision = precision.resolved(backend);
     let device = trueneg::device::open(&backend)?.autodiff();
     println!(
         "# trueneg bench: model={model:?} device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} kernels={kernels} objective={objective} cuda_graph={cuda_graph}",

@@ -103,8 +103,9 @@ pub struct Args {
     /// The encoder's compute precision: `f32`, or `bf16` mixed precision (bf16 matrix
     /// products; f32 weights, updates, LayerNorm, softmax and losses), as pre-training's
     /// train.precision. It pays on a GPU (--device libtorch-cuda); on a CPU without fast bf16
-    /// products it is slower than f32. `auto`: bf16 on a GPU and on a CPU with AVX-512 BF16,
-    /// f32 elsewhere (the log says which).
+    /// products it is slower than f32. `auto`: bf16 on a GPU and on a CPU whose bf16 products
+    /// measure at least 1.2x its f32 products (Zen 4/5), f32 elsewhere (the log says which
+    /// and why).
     #[arg(long, default_value = "f32", value_parser = super::precision)]
     precision: trueneg::model::Precision,
     /// Micro-batches per update (gradient accumulation): each batch runs as this many slices

@@ -27,6 +27,7 @@ mod macros;
 pub mod adamw;
 pub mod attention;
 mod bf16_pack;
+pub mod bf16_rate;
 mod buffers;
 pub mod cross_entropy;
 pub mod cuda_graph;

@@ -43,21 +43,20 @@ pub enum Precision {
 
 impl Precision {
     /// What `auto` chooses on `device` (any other value is itself), said in the log: bf16 on
-    /// a GPU, and on a CPU with AVX-512 BF16 under our own kernels (the bf16 step's loss and
-    /// held-out accuracy against f32's: BENCHMARKS.md); f32 on other CPUs, where bf16 is no
-    /// faster, and on LibTorch's CPU device.
+    /// a GPU; on our CPU kernels, bf16 where its products measure at least
+    /// [`kernels::bf16_rate::PAYS_FROM`] × f32's on this CPU (Zen 4 and 5 with AVX-512 BF16;
+    /// the bf16 step's loss and held-out accuracy against f32's: BENCHMARKS.md), f32 elsewhere:
+    /// on CPUs without AVX-512 BF16, on Intel's without AMX (where `vdpbf16ps` runs at ~0.6×
+    /// the f32 rate), and on LibTorch's CPU device.
     pub fn resolved(self, device: crate::device::DeviceName) -> Self {
         use crate::device::DeviceKind;
         if self != Precision::Auto {
             return self;
         }
         let (chosen, why) = match device.kind {
-            DeviceKind::Cuda | DeviceKind::LibTorchCuda => (Precision::Bf16, "a GPU"),
-            DeviceKind::Cpu if kernels::gemm_bf16::available() => {
-                (Precision::Bf16, "this CPU has AVX-512 BF16 dot products")
-            }
-            DeviceKind::Cpu => (Precision::F32, "this CPU has no AVX-512 BF16"),
-            DeviceKind::LibTorch => (Precision::F32, "LibTorch's CPU device"),
+            DeviceKind::Cuda | DeviceKind::LibTorchCuda => (Precision::Bf16, "a GPU".to_string()),
+            DeviceKind::Cpu => Self::on_this_cpu(kernels::bf16_rate::speedup()),
+            DeviceKind::LibTorch => (Precision::F32, "LibTorch's CPU device".to_string()),
         };
         let name = if chosen == Precision::Bf16 {
             "bf16"
@@ -67,6 +66,24 @@ impl Precision {
         static SAID: std::sync::Once = std::sync::Once::new();
         SAID.call_once(|| tracing::info!("precision auto: {name} ({why}, device {device})"));
         chosen
+    }
+
+    /// `auto`'s choice on our CPU kernels, given bf16's measured product rate over f32's
+    /// (`None`: no AVX-512 BF16), and the reason it gives.
+    pub fn on_this_cpu(speedup: Option<f64>) -> (Self, String) {
+        let Some(s) = speedup else {
+            return (Precision::F32, "this CPU has no AVX-512 BF16".into());
+        };
+        let measured = format!("bf16 products measured at {s:.2}x f32's on this CPU");
+        if kernels::bf16_rate::pays(speedup) {
+            (Precision::Bf16, measured)
+        } else {
+            let floor = kernels::bf16_rate::PAYS_FROM;
+            (
+                Precision::F32,
+                format!("{measured}, under the {floor}x bf16 needs to pay"),
+            )
+        }
     }
 
     /// The precision a model built on `device` computes in: `Bf16` on our CPU kernels becomes
@@ -81,14 +98,21 @@ impl Precision {
         if self != Precision::Bf16 || !host {
             return self;
         }
-        if !kernels::gemm_bf16::available() {
-            static NOTICE: std::sync::Once = std::sync::Once::new();
-            NOTICE.call_once(|| {
+        static NOTICE: std::sync::Once = std::sync::Once::new();
+        match kernels::bf16_rate::speedup() {
+            None => NOTICE.call_once(|| {
                 tracing::warn!(
                     "this CPU has no AVX-512 BF16: bf16 products round their operands and \
                      multiply in f32, no faster than --precision f32 here"
                 )
-            });
+            }),
+            Some(s) if s < 1.0 => NOTICE.call_once(|| {
+                tracing::warn!(
+                    "bf16 products run at {s:.2}x the f32 rate on this CPU (AVX-512 BF16 without \
+                     AMX): --precision f32 is faster here"
+                )
+            }),
+            Some(_) => {}
         }
         Precision::HostBf16
     }

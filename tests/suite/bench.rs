@@ -60,14 +60,19 @@ fn printed(out: &str, key: &str) -> f64 {
 
 /// The bench reports its efficiency: the step's GFLOP as the shapes give it (here BERT with 1
 /// layer, batch 2 × 128, written out independently), the rate at the median step, the
-/// device's product rate and the CPU's name.
+/// device's product rate and the CPU's name. `--precision auto` is resolved before the step
+/// and its efficiency line are built.
 #[test]
 fn bench_reports_the_steps_work_and_the_machines_product_rate() {
     let out = ok(bin()
         .args(["bench", "--layers", "1", "--batch", "2", "--steps", "2"])
-        .args(["--warmup", "0"])
+        .args(["--warmup", "0", "--precision", "auto"])
         .output()
         .unwrap());
+    assert!(
+        out.contains("precision=F32 ") || out.contains("precision=Bf16 "),
+        "{out}"
+    );
     // Per token: Q, K, V, output (4·2·256²), FFN (2·2·256·1024), attention (2·2·128·256);
     // per masked position (19 per sequence): dense 2·256² and decoder 2·256·30522; ×3.
     let tokens = 2.0 * 128.0;

@@ -193,27 +193,47 @@ fn bf16_tiny_preset_loss_curve_and_held_out_accuracy_follow_f32() {
     );
 }
 
-/// `precision = "auto"` is recorded as what it chose: bf16 where this CPU has AVX-512 BF16
-/// dot products, f32 elsewhere.
+/// `precision = "auto"` is recorded as what it chose, and the log says the same choice with
+/// its reason.
 #[test]
 fn precision_auto_is_recorded_as_its_choice() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("r");
-    ok(
-        common::pretrain_cmd(&run, &["train.precision=auto", "train.steps=2"])
-            .output()
-            .unwrap(),
-    );
+    let out = common::pretrain_cmd(&run, &["train.precision=auto", "train.steps=2"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    ok(out);
+    let said = log
+        .split("precision auto: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no `precision auto:` line in the log:\n{log}"));
+    let chosen = said.split_whitespace().next().unwrap();
+    assert!(["bf16", "f32"].contains(&chosen), "{said}");
     let recorded = std::fs::read_to_string(run.join("config.toml")).unwrap();
-    let chosen = if trueneg::kernels::gemm_bf16::available() {
-        "bf16"
-    } else {
-        "f32"
-    };
     assert!(
         recorded.contains(&format!("precision = \"{chosen}\"")),
-        "{recorded}"
+        "the log chose {chosen}; the config records:\n{recorded}"
     );
+}
+
+/// On our CPU kernels `auto` takes bf16 only where its products measure at least 1.2× the
+/// f32 rate: not on a CPU without AVX-512 BF16, nor where `vdpbf16ps` is slower than FMA
+/// (Intel without AMX: ~0.6×), nor at a gain within noise.
+#[test]
+fn precision_auto_takes_bf16_only_where_its_products_are_measured_faster() {
+    let chosen = |s| Precision::on_this_cpu(s).0;
+    assert_eq!(chosen(None), Precision::F32);
+    assert_eq!(chosen(Some(0.58)), Precision::F32);
+    assert_eq!(chosen(Some(1.1)), Precision::F32);
+    assert_eq!(chosen(Some(1.2)), Precision::Bf16);
+    assert_eq!(chosen(Some(1.9)), Precision::Bf16);
+    let (_, why) = Precision::on_this_cpu(Some(0.58));
+    assert!(why.contains("0.58x"), "{why}");
+    // This CPU's own measurement is a ratio of two positive rates.
+    if let Some(s) = trueneg::kernels::bf16_rate::speedup() {
+        assert!(s.is_finite() && s > 0.0, "{s}");
+    }
 }
 
 /// Largest relative difference allowed between the f32 and bf16 losses of a logged window
