@@ -500,7 +500,7 @@ fn the_operation_counter_sees_each_libtorch_call() {
             cuda_graph: false,
             count_ops: true,
         };
-        let kinds = [trueneg::objective::ObjectiveKind::Hc];
+        let kinds = [trueneg::objective::ObjectiveKind::parse("hc").unwrap()];
         let r = trueneg::bench::run_bench(&d, &spec, 1, 1, &kinds, |_, _, _, _, _| {});
         r.unwrap()
             .remove(0)

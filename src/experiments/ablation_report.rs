@@ -198,7 +198,7 @@ pub fn build(spec: &AblationSpec, runs: Vec<RunResults>) -> AblationReport {
             })
             .collect()
     };
-    let base = grids(&of(ObjectiveKind::Baseline));
+    let base = grids(&of(ObjectiveKind::BASELINE));
     let mut scores = Vec::new();
     let mut differences = Vec::new();
     let mut rates = Vec::new();
@@ -211,7 +211,7 @@ pub fn build(spec: &AblationSpec, runs: Vec<RunResults>) -> AblationReport {
                 measure: measure.clone(),
                 cell: describe(grid).into(),
             });
-            if k != ObjectiveKind::Baseline {
+            if k != ObjectiveKind::BASELINE {
                 differences.push(Measured {
                     objective: k.name().into(),
                     measure: measure.clone(),

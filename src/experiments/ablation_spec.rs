@@ -105,7 +105,7 @@ impl AblationSpec {
     /// Checks the settings before any work: the error names the option.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::Config(m));
-        if !self.objectives.contains(&ObjectiveKind::Baseline) {
+        if !self.objectives.contains(&ObjectiveKind::BASELINE) {
             return bad(
                 "--objectives: include baseline (the reference of every paired difference)".into(),
             );

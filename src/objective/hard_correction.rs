@@ -31,6 +31,7 @@ use super::{
     Between, BetweenSteps, Counters, DeviceCounters, MlmStep, ObjectiveConfig, Part, Record, Setup,
 };
 use crate::Result;
+use crate::frame::FileKind;
 use crate::lexicon::WordNet;
 use crate::text::default_corpus::default_wordnet_dir;
 use crate::text::multi_piece::MultiPiece;
@@ -131,9 +132,9 @@ pub enum InitialTable {
     None,
 }
 
-impl HcConfig {
+impl super::PartConfig for HcConfig {
     /// `Err((field, value, rule))` for the first bad value.
-    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
+    fn validate(&self) -> std::result::Result<(), super::BadValue> {
         let bad = |f: &str, v: String, rule: &str| Err((format!("objective.{f}"), v, rule.into()));
         if self.hc_source == TableSource::SelfTable && self.hc_refresh_every == 0 {
             return bad(
@@ -155,6 +156,21 @@ impl HcConfig {
         }
         Ok(())
     }
+
+    fn counts_corrections() -> bool {
+        true
+    }
+
+    fn files_mut(&mut self) -> Vec<(&'static str, &mut Option<PathBuf>, FileKind)> {
+        vec![
+            ("objective.lexicon", &mut self.lexicon, FileKind::Lexicon),
+            (
+                "objective.hc_self_stop_words",
+                &mut self.hc_self_stop_words,
+                FileKind::StopWords,
+            ),
+        ]
+    }
 }
 
 /// The part: the synonym table (and the multi-piece rule's vocabulary) of the run.
@@ -171,7 +187,7 @@ pub struct HardCorrection {
 
 /// The part when `cfg` uses it: HC in the kind, or `hc_discriminator` on.
 pub fn build(cfg: &ObjectiveConfig, setup: &mut Setup) -> Result<Option<Box<dyn Part>>> {
-    let c = &cfg.hc;
+    let c = &cfg.parts.hc;
     let mlm = cfg.kind.has(NAME);
     if !mlm && c.hc_discriminator == DiscriminatorCorrection::Off {
         return Ok(None);
@@ -508,25 +524,6 @@ impl Part for HardCorrection {
             (get("sequences_corrected") as f64 / sequences.max(1) as f64).into(),
         );
     }
-}
-
-/// Below this share of the mismatched predictions corrected, Hard Correction has in effect done
-/// nothing (0.01 %; the paper's Table 8 reports 1–2 % at 1M steps).
-pub const FEW_CORRECTIONS: f64 = 1e-4;
-
-/// A note when Hard Correction corrected (almost) nothing of `mismatched` predictions, with
-/// the usual reason, so that a small run is not read as a broken objective.
-/// `predictor` names what predicts the masked tokens: ELECTRA's generator, or BERT's masked-LM
-/// model.
-pub fn few_corrections_note(mismatched: u64, corrected: u64, predictor: &str) -> Option<String> {
-    let share = corrected as f64 / mismatched.max(1) as f64;
-    (mismatched > 0 && share < FEW_CORRECTIONS).then(|| {
-        format!(
-            "Hard Correction corrected {corrected} of {mismatched} mismatched predictions ({:.3} %, under {} %): a {predictor} this early or this small predicts mostly function words and punctuation, which have no WordNet synonyms; corrections come once it predicts content words (the paper's Table 8, measured on runs continued for 200k steps: 1–2 % of mismatches). `trueneg stats` on later checkpoints shows the rate; `lexicon build` prints the table's coverage",
-            100.0 * share,
-            100.0 * FEW_CORRECTIONS
-        )
-    })
 }
 
 /// Which prediction Hard Correction compares with the gold token.

@@ -7,19 +7,29 @@
 //! counts. Its file holds its formula, its config keys, its terms and its metrics; the loop sums,
 //! logs and plots them by name ([`terms`]). Adding one: see `docs/adding-an-objective.md`.
 
+#[macro_use]
+mod part_registry;
+
 pub mod between;
 pub mod contrastive;
-pub mod hard_correction;
+pub mod kind;
 pub mod mlm;
 pub mod rtd;
-pub mod sentence_regularization;
-pub mod soft_regularization;
 pub mod terms;
+
+// The registry of the masked-LM step's parts, one line each, in the order their terms join the
+// loss (after `L_mlm`, before `λ·L_D`): `module::ConfigType => field,` (see `part_registry`).
+parts! {
+    hard_correction::HcConfig => hc,
+    soft_regularization::SrConfig => sr,
+    sentence_regularization::SrSentConfig => sr_sent,
+}
 
 pub use between::{Between, BetweenSteps, Record};
 pub use contrastive::{ClineContrast, ClineLossConfig, ClineOri, ClineRtd, ClineWeights};
-pub use hard_correction::{CorrectionCounts, Prediction, correction_weights};
+pub use kind::ObjectiveKind;
 pub use mlm::masked_cross_entropy;
+pub use part_registry::{BadValue, PartConfig};
 pub use rtd::replaced_token_loss;
 pub use terms::{Count, Counters, DeviceCounters, Logged, StepLoss, Term};
 
@@ -35,150 +45,11 @@ use crate::model::Inputs;
 use crate::text::SynonymTable;
 use crate::text::batches::Batch;
 use crate::text::masking::Masked;
-use crate::text::shards::{DataKind, ShardSet};
+use crate::text::shards::ShardSet;
 use crate::{Error, Result};
-
-/// Which objective a run trains with (`objective.kind`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ObjectiveKind {
-    #[default]
-    #[serde(rename = "baseline")]
-    Baseline,
-    #[serde(rename = "hc")]
-    Hc,
-    #[serde(rename = "sr")]
-    Sr,
-    #[serde(rename = "sr-sent")]
-    SrSent,
-    #[serde(rename = "hc+sr")]
-    HcSr,
-    /// CLINE (Wang et al., 2021): MLM + detection + contrast on synonym / antonym sentences
-    /// (needs a corpus from `prepare --triples`; its own step, `train::steps::cline`).
-    #[serde(rename = "cline")]
-    Cline,
-}
-
-/// One kind's row in the registry.
-struct KindRow {
-    kind: ObjectiveKind,
-    /// Its config name (`objective.kind`).
-    name: &'static str,
-    /// The parts of the masked-LM step it trains with.
-    parts: &'static [&'static str],
-    /// The data it trains on: packed examples (the masked-LM step), or its own step's.
-    data: DataKind,
-}
-
-const fn row(
-    kind: ObjectiveKind,
-    name: &'static str,
-    parts: &'static [&'static str],
-    data: DataKind,
-) -> KindRow {
-    KindRow {
-        kind,
-        name,
-        parts,
-        data,
-    }
-}
-
-/// The registry: each kind, in the order of its colour in plots ([`ObjectiveKind::colour`]).
-const KINDS: [KindRow; 6] = [
-    row(ObjectiveKind::Baseline, "baseline", &[], DataKind::Packed),
-    row(
-        ObjectiveKind::Hc,
-        "hc",
-        &[hard_correction::NAME],
-        DataKind::Packed,
-    ),
-    row(
-        ObjectiveKind::Sr,
-        "sr",
-        &[soft_regularization::NAME],
-        DataKind::Packed,
-    ),
-    row(
-        ObjectiveKind::SrSent,
-        "sr-sent",
-        &[sentence_regularization::NAME],
-        DataKind::Packed,
-    ),
-    row(
-        ObjectiveKind::HcSr,
-        "hc+sr",
-        &[hard_correction::NAME, soft_regularization::NAME],
-        DataKind::Packed,
-    ),
-    row(ObjectiveKind::Cline, "cline", &[], DataKind::Triples),
-];
 
 /// The paper's ablation: the baseline and its corrections (`ablation --objectives`' default).
 pub const ABLATION_ROWS: &str = "baseline,hc,sr,sr-sent";
-
-/// The parts in the order their terms join the loss (after `L_mlm`, before `λ·L_D`).
-const PARTS: [Build; 3] = [
-    hard_correction::build,
-    soft_regularization::build,
-    sentence_regularization::build,
-];
-
-impl ObjectiveKind {
-    pub const ALL: [Self; 6] = [
-        Self::Baseline,
-        Self::Hc,
-        Self::Sr,
-        Self::SrSent,
-        Self::HcSr,
-        Self::Cline,
-    ];
-
-    fn entry(self) -> &'static KindRow {
-        KINDS
-            .iter()
-            .find(|r| r.kind == self)
-            .expect("every kind is registered")
-    }
-
-    /// The config name (`objective.kind`).
-    pub fn name(self) -> &'static str {
-        self.entry().name
-    }
-
-    /// Every config name, for help texts and errors: `baseline, hc, …`.
-    pub fn names() -> String {
-        KINDS.map(|r| r.name).join(", ")
-    }
-
-    /// Its colour in every plot (an index into the plots' palette): its place in the registry.
-    pub fn colour(self) -> usize {
-        KINDS
-            .iter()
-            .position(|r| r.kind == self)
-            .expect("every kind is registered")
-    }
-
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
-    }
-
-    /// Whether the kind trains with the part named `part` (e.g. [`hard_correction::NAME`]).
-    pub fn has(self, part: &str) -> bool {
-        self.entry().parts.contains(&part)
-    }
-
-    /// Whether the kind's runs count corrected false negatives (Hard Correction's: they get
-    /// Table 8's statistics, `trueneg stats`).
-    pub fn reports_corrections(self) -> bool {
-        self.has(hard_correction::NAME)
-    }
-
-    /// The data the kind trains on: packed examples (the masked-LM step and its parts), or
-    /// sentence triples (`prepare --triples`) with a step of their own (`train::steps`).
-    pub fn data(self) -> DataKind {
-        self.entry().data
-    }
-}
 
 /// The `[objective]` section: the kind and every part's own keys (flattened: the section is
 /// one flat table; [`ObjectiveConfig::check_section`] refuses keys no part knows).
@@ -186,12 +57,10 @@ impl ObjectiveKind {
 #[serde(default)]
 pub struct ObjectiveConfig {
     pub kind: ObjectiveKind,
+    /// The registered parts' keys.
     #[serde(flatten)]
-    pub hc: hard_correction::HcConfig,
-    #[serde(flatten)]
-    pub sr: soft_regularization::SrConfig,
-    #[serde(flatten)]
-    pub sr_sent: sentence_regularization::SrSentConfig,
+    pub parts: PartsConfig,
+    /// CLINE's step's keys.
     #[serde(flatten)]
     pub cline: ClineLossConfig,
 }
@@ -216,48 +85,43 @@ impl ObjectiveConfig {
             kind: ObjectiveKind,
         }
         use crate::error::flat_part;
-        crate::error::check_flat_section(
-            "objective",
-            section,
-            &Self::keys(),
-            &[
-                flat_part::<Kind>,
-                flat_part::<hard_correction::HcConfig>,
-                flat_part::<soft_regularization::SrConfig>,
-                flat_part::<sentence_regularization::SrSentConfig>,
-                flat_part::<ClineLossConfig>,
-            ],
-        )
+        let checks: Vec<crate::error::SectionPart> = [flat_part::<Kind> as _]
+            .into_iter()
+            .chain(PARTS.iter().map(|p| p.check))
+            .chain([flat_part::<ClineLossConfig> as _])
+            .collect();
+        crate::error::check_flat_section("objective", section, &Self::keys(), &checks)
     }
 
-    /// Checks every part's values (Hard Correction's are all enumerations):
-    /// `Err((field, value, rule))` names the first bad one.
-    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
-        self.hc.validate()?;
-        self.sr.validate()?;
-        self.sr_sent.validate()?;
+    /// Checks every part's values: `Err((field, value, rule))` names the first bad one.
+    pub fn validate(&self) -> std::result::Result<(), BadValue> {
+        for part in self.parts.each() {
+            part.validate()?;
+        }
         self.cline.validate()
     }
 
     /// The paths among the values, to be made absolute with the rest of the config.
     pub fn paths_mut(&mut self) -> Vec<&mut Option<std::path::PathBuf>> {
-        vec![&mut self.hc.lexicon, &mut self.hc.hc_self_stop_words]
+        let mut out = Vec::new();
+        for part in self.parts.each_mut() {
+            out.extend(part.files_mut().into_iter().map(|(_, path, _)| path));
+        }
+        out
     }
 
     /// The files the values name, each with its key and kind, for the command's plan.
-    pub fn input_files(&self) -> Vec<(&'static str, &std::path::PathBuf, crate::frame::FileKind)> {
-        use crate::frame::FileKind;
-        [
-            ("objective.lexicon", &self.hc.lexicon, FileKind::Lexicon),
-            (
-                "objective.hc_self_stop_words",
-                &self.hc.hc_self_stop_words,
-                FileKind::StopWords,
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(k, p, what)| p.as_ref().map(|p| (k, p, what)))
-        .collect()
+    pub fn input_files(&self) -> Vec<(&'static str, std::path::PathBuf, crate::frame::FileKind)> {
+        let mut parts = self.parts.clone();
+        let mut out = Vec::new();
+        for part in parts.each_mut() {
+            for (key, path, kind) in part.files_mut() {
+                if let Some(p) = path {
+                    out.push((key, p.clone(), kind));
+                }
+            }
+        }
+        out
     }
 }
 
@@ -494,8 +358,8 @@ pub struct Objective {
 impl Objective {
     pub fn build(cfg: &ObjectiveConfig, setup: &mut Setup) -> Result<Self> {
         let mut parts = Vec::new();
-        for build in PARTS {
-            if let Some(p) = build(cfg, setup)? {
+        for row in PARTS {
+            if let Some(p) = (row.build)(cfg, setup)? {
                 parts.push(p);
             }
         }
@@ -550,7 +414,12 @@ impl Objective {
 /// (generator's for ELECTRA)"): the masked-LM step's own terms and the parts' (see
 /// `plot::metric_label`).
 pub fn term_labels() -> Vec<(&'static str, &'static str)> {
-    [&mlm::LABELS[..], &rtd::LABELS, &soft_regularization::LABELS].concat()
+    let parts = PARTS.iter().flat_map(|p| (p.term_labels)().iter().copied());
+    mlm::LABELS
+        .into_iter()
+        .chain(rtd::LABELS)
+        .chain(parts)
+        .collect()
 }
 
 /// A finite weight >= 0, as the config's other rules word it.

@@ -28,6 +28,9 @@ use super::{MlmStep, ObjectiveConfig, Part, Setup, StepLoss, Term};
 use crate::Result;
 use crate::model::Inputs;
 
+/// The logged name of the term.
+pub const TERM: &str = "sr_sent_loss";
+
 /// The part's name in [`super::ObjectiveKind`]'s registry.
 pub const NAME: &str = "sr-sent";
 
@@ -71,8 +74,12 @@ pub enum SentEncoder {
     Discriminator,
 }
 
-impl SrSentConfig {
-    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
+impl super::PartConfig for SrSentConfig {
+    fn term_labels() -> &'static [(&'static str, &'static str)] {
+        &[(TERM, "sentence-level Soft Regularization term")]
+    }
+
+    fn validate(&self) -> std::result::Result<(), super::BadValue> {
         super::non_negative("objective.sr_sent_weight", self.sr_sent_weight)
     }
 }
@@ -87,9 +94,9 @@ struct SentenceRegularization {
 pub fn build(cfg: &ObjectiveConfig, _: &mut Setup) -> Result<Option<Box<dyn Part>>> {
     Ok(cfg.kind.has(NAME).then(|| {
         Box::new(SentenceRegularization {
-            weight: cfg.sr_sent.sr_sent_weight,
-            target: cfg.sr_sent.sr_sent_target,
-            encoder: cfg.sr_sent.sr_sent_encoder,
+            weight: cfg.parts.sr_sent.sr_sent_weight,
+            target: cfg.parts.sr_sent.sr_sent_target,
+            encoder: cfg.parts.sr_sent.sr_sent_encoder,
         }) as Box<dyn Part>
     }))
 }
@@ -116,7 +123,7 @@ impl Part for SentenceRegularization {
         };
         let value = sentence_regularization(encode(&xp), h_orig, real);
         let term = Term::with(value, s.real_tokens());
-        loss.add("sr_sent_loss", term, self.weight);
+        loss.add(TERM, term, self.weight);
     }
 }
 

@@ -56,8 +56,12 @@ impl Default for SrConfig {
     }
 }
 
-impl SrConfig {
-    pub fn validate(&self) -> std::result::Result<(), (String, String, String)> {
+impl super::PartConfig for SrConfig {
+    fn term_labels() -> &'static [(&'static str, &'static str)] {
+        &LABELS
+    }
+
+    fn validate(&self) -> std::result::Result<(), super::BadValue> {
         super::non_negative("objective.sr_weight", self.sr_weight)
     }
 }
@@ -71,8 +75,8 @@ struct WordRegularization {
 pub fn build(cfg: &ObjectiveConfig, _: &mut Setup) -> Result<Option<Box<dyn Part>>> {
     Ok(cfg.kind.has(NAME).then(|| {
         Box::new(WordRegularization {
-            weight: cfg.sr.sr_weight,
-            reduction: cfg.sr.sr_reduction,
+            weight: cfg.parts.sr.sr_weight,
+            reduction: cfg.parts.sr.sr_reduction,
         }) as Box<dyn Part>
     }))
 }

@@ -196,7 +196,7 @@ fn fixed_step_rules(cfg: &PretrainConfig, records: bool) -> Vec<Rule> {
         rule(
             key,
             "true",
-            on(!cfg.objective.hc.hc_multi_piece),
+            on(!cfg.objective.parts.hc.hc_multi_piece),
             "needs every count on the device; objective.hc_multi_piece spells words on the host (set one of them to false)",
         ),
         rule(

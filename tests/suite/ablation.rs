@@ -33,9 +33,9 @@ fn spec() -> AblationSpec {
         config: "tiny".into(),
         overrides,
         objectives: vec![
-            ObjectiveKind::Baseline,
-            ObjectiveKind::Hc,
-            ObjectiveKind::Sr,
+            ObjectiveKind::BASELINE,
+            ObjectiveKind::parse("hc").unwrap(),
+            ObjectiveKind::parse("sr").unwrap(),
         ],
         pretrain_seeds: vec![1, 2],
         device: None,
@@ -368,9 +368,12 @@ fn ablation_refuses_bad_settings_before_any_work() {
         assert!(err.contains(expect), "{err} should name {expect}");
         assert!(!out.exists(), "nothing written for {expect}");
     };
-    check(&|s| s.objectives = vec![ObjectiveKind::Hc], "baseline");
     check(
-        &|s| s.objectives.push(ObjectiveKind::Cline),
+        &|s| s.objectives = vec![ObjectiveKind::parse("hc").unwrap()],
+        "baseline",
+    );
+    check(
+        &|s| s.objectives.push(ObjectiveKind::parse("cline").unwrap()),
         "compare-continued",
     );
     check(&|s| s.pretrain_seeds = vec![1, 1], "--pretrain-seeds");

@@ -5,7 +5,7 @@
 //! The masked-LM step's own losses (`mlm.rs`, `rtd.rs`: the baseline, which every step
 //! trains with), the terms machinery (`terms.rs`) and what parts do between steps
 //! (`between.rs`) are not objectives. The registry's
-//! protocol names parts declare (`NAME`, `build`, `LABELS`) are shared, not an objective's own.
+//! protocol names parts declare (`NAME`, `build`, `LABELS`, `TERM`) are shared, not an objective's own.
 //!
 //! A training step with data of its own (every step but the masked-LM one) is named, in code or
 //! prose, in at most six files: its step, its loss, the two registries, its manifest field and
@@ -16,8 +16,16 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 const MAX_FILES: usize = 3;
-const NOT_OBJECTIVES: [&str; 5] = ["mod", "terms", "between", "mlm", "rtd"];
-const PROTOCOL: [&str; 3] = ["NAME", "build", "LABELS"];
+const NOT_OBJECTIVES: [&str; 7] = [
+    "mod",
+    "terms",
+    "between",
+    "mlm",
+    "rtd",
+    "kind",
+    "part_registry",
+];
+const PROTOCOL: [&str; 4] = ["NAME", "build", "LABELS", "TERM"];
 const MAX_STEP_FILES: usize = 6;
 /// The step of packed examples, the one without data of its own.
 const MASKED_LM_STEP: &str = "masked_lm";
@@ -198,4 +206,63 @@ fn the_count_sees_identifiers_not_their_substrings_or_comments() {
         "pub struct A;\npub fn build() {}\npub(crate) fn c() {}\npub const NAME: &str = \"x\";\n",
     );
     assert_eq!(d, BTreeSet::from(["A".to_string()]));
+}
+
+/// The registry's lines (`module::ConfigType => field,`) inside `parts! { … }` of
+/// `objective/mod.rs`, as (line, module).
+fn registry_lines(registry: &str) -> Vec<(String, String)> {
+    let block = registry
+        .split("parts! {")
+        .nth(1)
+        .and_then(|b| b.split('}').next())
+        .expect("objective/mod.rs holds the registry `parts! { … }`");
+    block
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains("=>"))
+        .map(|l| (l.to_string(), l.split("::").next().unwrap().to_string()))
+        .collect()
+}
+
+/// A part of the masked-LM step is its own file plus one line of the registry: every file of
+/// `objective/` with a part's protocol (`NAME`, `build`) is registered, and the registry file
+/// names each part on that one line only (its module, its config type, its identifiers).
+#[test]
+fn a_part_is_its_file_and_one_registry_line() {
+    let texts = sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let text_of = |rel: &str| code(&texts.iter().find(|(r, _)| r == rel).unwrap().1);
+    let registry = text_of("objective/mod.rs");
+    let lines = registry_lines(&registry);
+    let registered: Vec<&str> = lines.iter().map(|(_, m)| m.as_str()).collect();
+    assert!(registered.contains(&"hard_correction"), "{lines:?}");
+    for (rel, text) in &texts {
+        let Some(stem) = rel
+            .strip_prefix("objective/")
+            .and_then(|r| r.strip_suffix(".rs"))
+        else {
+            continue;
+        };
+        let text = code(text);
+        if text.contains("pub const NAME") && text.contains("pub fn build(") {
+            assert!(
+                registered.contains(&stem),
+                "{rel} is a part but not registered"
+            );
+        }
+    }
+    for (line, module) in &lines {
+        let mut ids = declared(&text_of(&format!("objective/{module}.rs")));
+        ids.insert(format!("{module}::"));
+        ids.insert(module.clone());
+        let naming: Vec<&str> = registry
+            .lines()
+            .filter(|l| ids.iter().any(|id| mentions(l, id)))
+            .map(str::trim)
+            .collect();
+        assert_eq!(
+            naming,
+            [line.as_str()],
+            "objective/mod.rs names {module} on more than its line"
+        );
+    }
 }

@@ -47,6 +47,7 @@ mod kernels;
 mod lexicon;
 mod memory_estimate;
 mod objective_formulas;
+mod objective_kinds;
 mod objectives_end_to_end;
 mod optimizer;
 mod outputs_never_replace_foreign_files;

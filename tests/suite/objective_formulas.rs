@@ -2,9 +2,10 @@
 //! by hand from their formulas.
 
 use burn::prelude::*;
+use trueneg::objective::hard_correction::correction_weights;
+use trueneg::objective::masked_cross_entropy;
 use trueneg::objective::sentence_regularization::sentence_regularization;
 use trueneg::objective::soft_regularization::word_regularization;
-use trueneg::objective::{correction_weights, masked_cross_entropy};
 use trueneg::text::SynonymTable;
 
 fn dev() -> Device {

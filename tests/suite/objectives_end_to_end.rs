@@ -311,7 +311,7 @@ fn all_objectives_train_and_hard_correction_reports_corrections() {
 
 #[test]
 fn a_run_whose_hard_correction_corrects_almost_nothing_gets_a_note() {
-    use trueneg::objective::hard_correction::few_corrections_note;
+    use trueneg::train::stats::few_corrections_note;
     // Under 0.01 % of the mismatches: a note that says why, with the figures.
     let note = few_corrections_note(200_000, 3, "generator").unwrap();
     assert!(

@@ -354,11 +354,11 @@ fn an_empty_override_returns_a_key_to_its_default() {
     let load = |v: &[&str]| trueneg::train::config::PretrainConfig::load("tiny", &set(v)).unwrap();
     let chosen = load(&["objective.lexicon=/some/table.lex"]);
     assert_eq!(
-        chosen.objective.hc.lexicon.as_deref(),
+        chosen.objective.parts.hc.lexicon.as_deref(),
         Some(Path::new("/some/table.lex"))
     );
     let unset = load(&["objective.lexicon=/some/table.lex", "objective.lexicon="]);
-    assert_eq!(unset.objective.hc.lexicon, None);
+    assert_eq!(unset.objective.parts.hc.lexicon, None);
     // The key leaves the config, the preset's value too: the built-in default applies.
     let default = trueneg::train::config::PretrainConfig::default()
         .train

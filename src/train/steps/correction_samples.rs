@@ -53,7 +53,7 @@ pub struct Sample {
 impl CorrectionSamples {
     /// The samples of a run of `objective`, when it corrects predictions and shows them.
     pub fn of(objective: &ObjectiveConfig) -> Option<Self> {
-        let hc = &objective.hc;
+        let hc = &objective.parts.hc;
         let shown = objective.kind.reports_corrections() && hc.hc_samples_every > 0;
         (shown && hc.hc_samples > 0).then(|| Self {
             objective: objective.clone(),
@@ -63,7 +63,7 @@ impl CorrectionSamples {
 
     /// Whether a sample is shown after step `done` of a run logging every `log_every` steps.
     pub fn due(&self, done: u64, log_every: u64) -> bool {
-        done.is_multiple_of(log_every.max(1) * self.objective.hc.hc_samples_every)
+        done.is_multiple_of(log_every.max(1) * self.objective.parts.hc.hc_samples_every)
     }
 
     /// The draws of the sample after step `at.done`: which examples, their masking and the
@@ -98,13 +98,13 @@ impl CorrectionSamples {
         };
         let model = at.model.valid();
         let device = at.device.clone();
-        let rule = self.objective.hc.hc_prediction;
+        let rule = self.objective.parts.hc.hc_prediction;
         let predicted = predict_masked(&model, rule, b, m, &device, draws);
         let (weights, counts) = verdicts(b, m, &predicted.ids, table);
         let piece = |id: u32| tokenizer.inner.id_to_token(id).unwrap_or_default();
         let mut samples = Vec::new();
         for (k, _) in weights.iter().enumerate().filter(|(_, w)| **w == 0.0) {
-            if samples.len() == self.objective.hc.hc_samples {
+            if samples.len() == self.objective.parts.hc.hc_samples {
                 break;
             }
             let p = m.positions[k];
