@@ -89,7 +89,9 @@ impl super::Command for Args {
 }
 
 fn run(a: Args, out: &Owned, ui: Ui) -> anyhow::Result<()> {
-    let ft = a.recipe.options(GlueTask::CadSentiment);
+    let ft = a.recipe.options(GlueTask::named(
+        trueneg::experiments::compare_continued::SENTIMENT_TASK,
+    ));
     let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&a.wordnet))?;
     let mut triplets: Vec<_> = read_sentences(&a.hits_sentences)?
         .iter()

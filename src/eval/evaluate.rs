@@ -279,7 +279,7 @@ fn label_map(task: GlueTask, kind: crate::tasks::contrast::SetKind) -> Result<Ve
     if set.iter().all(|l| model.contains(l)) {
         return Ok(model.iter().map(|s| s.to_string()).collect());
     }
-    if task == GlueTask::Sst2 && set == crate::tasks::contrast::SENTIMENT {
+    if task.spec().read_as() == Some(set) {
         return Ok(set.iter().map(|s| s.to_string()).collect());
     }
     Err(Error::Config(format!(

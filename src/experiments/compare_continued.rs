@@ -61,6 +61,9 @@ pub struct CompareOptions {
     pub progress: Progress,
 }
 
+/// The task the comparison fine-tunes on: counterfactually-augmented sentiment.
+pub const SENTIMENT_TASK: &str = "cad-sentiment";
+
 /// One arm's scores for one (pre-training seed, fine-tuning seed).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SeedScores {
@@ -170,7 +173,7 @@ fn finished<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
 /// differ and train on the data they need ([`check_arms`]), and the contrast set's labels are
 /// the task's.
 fn check_inputs(o: &CompareOptions) -> Result<()> {
-    let task = GlueTask::CadSentiment;
+    let task = GlueTask::named(SENTIMENT_TASK);
     crate::finetune::classify::read_task(task, &o.task_data).map_err(|e| {
         Error::Input(format!(
             "--task-data {}: not a counterfactual sentiment folder (train.tsv and dev.tsv with Sentiment and Text): {e}",
@@ -395,7 +398,7 @@ fn finetuned(o: &CompareOptions, run: &Path, ft: &Path) -> Result<TaskResult> {
     }
     let pre = load_pretrained(run)?;
     let r = finetune_glue(
-        GlueTask::CadSentiment,
+        GlueTask::named(SENTIMENT_TASK),
         &pre,
         &o.task_data,
         &o.finetune,

@@ -111,13 +111,7 @@ pub fn export_finetuned(model: &Path, out: &Path, outputs: &Outputs) -> Result<P
 /// The names an exported model gives `task`'s classes, in the task's order: GLUE's own where
 /// its files use them, readable names where they use 0 / 1 (the Hub's GLUE names).
 pub fn hub_label_names(task: GlueTask) -> Vec<&'static str> {
-    match task {
-        GlueTask::Cola => vec!["unacceptable", "acceptable"],
-        GlueTask::Sst2 => vec!["negative", "positive"],
-        GlueTask::Mrpc => vec!["not_equivalent", "equivalent"],
-        GlueTask::Qqp => vec!["not_duplicate", "duplicate"],
-        t => t.labels().to_vec(),
-    }
+    task.spec().hub_label_names().to_vec()
 }
 
 /// The label names of `task` ([`hub_label_names`]) as `id2label`, `label2id` and
@@ -308,12 +302,10 @@ fn last_name(path: &Path) -> String {
 }
 
 /// The Hub dataset of `task` and its configuration, where it has one.
-fn hub_dataset(task: Task) -> Option<(&'static str, String)> {
+fn hub_dataset(task: Task) -> Option<(&'static str, &'static str)> {
     match task {
-        Task::Squad => Some(("rajpurkar/squad", "plain_text".into())),
-        Task::Classification(GlueTask::Boolq) => Some(("google/boolq", "default".into())),
-        Task::Classification(t) if t.is_glue() => Some(("nyu-mll/glue", t.name())),
-        Task::Classification(_) => None,
+        Task::Squad => Some(("rajpurkar/squad", "plain_text")),
+        Task::Classification(t) => t.spec().hub_dataset(),
     }
 }
 

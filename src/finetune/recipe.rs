@@ -254,9 +254,9 @@ impl FinetuneOptions {
                 bias_correction: false,
                 max_grad_norm: 1.0,
                 max_train_examples: 0,
-                both_orders: matches!(task, GlueTask::Mrpc | GlueTask::Stsb),
+                both_orders: task.spec().trains_both_orders(),
                 head: HeadKind::Electra,
-                regression_scale: if task == GlueTask::Stsb { 5.0 } else { 1.0 },
+                regression_scale: task.spec().regression_scale(),
                 device: cpu(),
                 eval_every: EvalEvery::Epoch,
                 keep: Keep::Last,
@@ -363,7 +363,7 @@ impl FinetuneOptions {
     /// `recipe`'s settings for SQuAD v1.1 (ELECTRA: 2 epochs, 512 tokens; `run_qa.py`'s
     /// example: lr 3e-5, batch 12, 2 epochs, 384 tokens).
     pub fn squad(recipe: Recipe) -> Self {
-        let mut o = Self::for_task(recipe, GlueTask::Sst2);
+        let mut o = Self::for_task(recipe, GlueTask::named("sst2"));
         o.both_orders = false;
         o.regression_scale = 1.0;
         o.epochs = 2;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::tasks::glue::{GlueExample, GlueTask, Label};
 use crate::tasks::metrics::{accuracy, f1_binary, matthews, pearson, spearman};
+use crate::tasks::task::TaskMetric;
 use crate::{Error, Result};
 
 /// Dev-set scores of one fine-tuned model: each metric (in %) and the task score.
@@ -154,10 +155,10 @@ fn collapse(task: GlueTask, pred: &[f64], gold: &[Label]) -> Option<String> {
 /// correlation for CoLA, Spearman correlation for STS-B, accuracy for every other task
 /// (MRPC's and QQP's F1 and STS-B's Pearson are shown beside it).
 pub fn score_metric(task: GlueTask) -> &'static str {
-    match task {
-        GlueTask::Cola => "mcc",
-        GlueTask::Stsb => "spearman",
-        _ => "accuracy",
+    match task.spec().metric() {
+        TaskMetric::Mcc => "mcc",
+        TaskMetric::PearsonSpearman => "spearman",
+        TaskMetric::Accuracy | TaskMetric::AccuracyAndF1 => "accuracy",
     }
 }
 
@@ -175,11 +176,11 @@ fn metrics_of(task: GlueTask, pred: &[f64], gold: &[Label]) -> BTreeMap<String, 
     }
     let p: Vec<usize> = pred.iter().map(|&v| v as usize).collect();
     let g = gold_classes(gold);
-    match task {
-        GlueTask::Cola => {
+    match task.spec().metric() {
+        TaskMetric::Mcc => {
             m.insert("mcc".into(), 100.0 * matthews(&p, &g));
         }
-        GlueTask::Mrpc | GlueTask::Qqp => {
+        TaskMetric::AccuracyAndF1 => {
             m.insert("accuracy".into(), 100.0 * accuracy(&p, &g));
             m.insert("f1".into(), 100.0 * f1_binary(&p, &g));
         }
@@ -303,10 +304,10 @@ pub fn score_labels(
 /// (CoLA) needs both classes among the gold labels, Pearson and Spearman (STS-B) two
 /// different gold scores.
 pub fn check_metric_defined(task: GlueTask, file: &Path, labels: &[Option<Label>]) -> Result<()> {
-    let (metric, needs) = match task {
-        GlueTask::Cola => ("MCC", "both classes"),
-        GlueTask::Stsb => ("Pearson and Spearman", "two different scores"),
-        _ => return Ok(()),
+    let (metric, needs) = match task.spec().metric() {
+        TaskMetric::Mcc => ("MCC", "both classes"),
+        TaskMetric::PearsonSpearman => ("Pearson and Spearman", "two different scores"),
+        TaskMetric::Accuracy | TaskMetric::AccuracyAndF1 => return Ok(()),
     };
     let distinct: std::collections::BTreeSet<String> = labels
         .iter()

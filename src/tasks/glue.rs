@@ -4,41 +4,9 @@
 
 use std::path::Path;
 
+use crate::tasks::sentence::Col;
 pub use crate::tasks::task::{GlueExample, GlueTask, Label};
 use crate::{Error, Result};
-
-impl GlueTask {
-    /// Header columns (or positions for header-less CoLA) of text A, text B and the label.
-    fn columns(self) -> (Col, Option<Col>, Col) {
-        use Col::{Name, Pos};
-        match self {
-            Self::Cola => (Pos(3), None, Pos(1)),
-            Self::Sst2 => (Name("sentence"), None, Name("label")),
-            Self::Mrpc => (Name("#1 String"), Some(Name("#2 String")), Name("Quality")),
-            Self::Stsb => (Name("sentence1"), Some(Name("sentence2")), Name("score")),
-            Self::Qqp => (
-                Name("question1"),
-                Some(Name("question2")),
-                Name("is_duplicate"),
-            ),
-            Self::Mnli => (
-                Name("sentence1"),
-                Some(Name("sentence2")),
-                Name("gold_label"),
-            ),
-            Self::Qnli => (Name("question"), Some(Name("sentence")), Name("label")),
-            Self::Rte => (Name("sentence1"), Some(Name("sentence2")), Name("label")),
-            Self::CadSentiment => (Name("Text"), None, Name("Sentiment")),
-            Self::CadNli => (
-                Name("sentence1"),
-                Some(Name("sentence2")),
-                Name("gold_label"),
-            ),
-            Self::Boolq => (Name("question"), Some(Name("passage")), Name("answer")),
-            Self::Perspectrum => (Name("claim"), Some(Name("perspective")), Name("stance")),
-        }
-    }
-}
 
 /// The tasks whose columns a file with `header` has, as the end of an error line: "; this
 /// header fits --task rte".
@@ -48,18 +16,10 @@ fn fitting_tasks(header: &[String]) -> String {
         Some(Col::Name(n)) => header.iter().any(|h| h == n),
         Some(Col::Pos(_)) => false,
     };
-    let more = [
-        GlueTask::CadSentiment,
-        GlueTask::CadNli,
-        GlueTask::Boolq,
-        GlueTask::Perspectrum,
-    ];
-    let fits: Vec<String> = GlueTask::ALL
-        .iter()
-        .chain(&more)
+    let fits: Vec<String> = GlueTask::all()
         .filter(|t| {
-            let (a, b, label) = t.columns();
-            has(Some(a)) && has(b) && has(Some(label))
+            let c = t.spec().columns();
+            has(Some(c.text_a)) && has(c.text_b) && has(Some(c.label))
         })
         .map(|t| format!("--task {}", t.name()))
         .collect();
@@ -71,7 +31,7 @@ fn fitting_tasks(header: &[String]) -> String {
 
 /// Whether the task's files start with a header line (all but CoLA).
 pub fn has_header(task: GlueTask) -> bool {
-    matches!(task.columns().0, Col::Name(_))
+    matches!(task.spec().columns().text_a, Col::Name(_))
 }
 
 /// Column indices of text A and text B in the rows of a file with this `header` line (`None`
@@ -82,20 +42,14 @@ pub fn text_columns(task: GlueTask, header: Option<&str>) -> Option<(usize, Opti
         Col::Pos(p) => Some(p),
         Col::Name(n) => h.iter().position(|x| *x == n),
     };
-    let (a, b, _) = task.columns();
+    let c = task.spec().columns();
     Some((
-        find(a)?,
-        match b {
+        find(c.text_a)?,
+        match c.text_b {
             Some(c) => Some(find(c)?),
             None => None,
         },
     ))
-}
-
-#[derive(Clone, Copy)]
-enum Col {
-    Name(&'static str),
-    Pos(usize),
 }
 
 /// Reads one GLUE file whole (after the memory check: training shuffles its rows each epoch).
@@ -118,16 +72,10 @@ pub fn read_glue(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
 /// A task file that is not GLUE's TSV (the contrast sets' CAD files, BoolQ's JSONL,
 /// Perspectrum's), read whole by its own reader; `None` for GLUE's layout.
 fn read_other_format(task: GlueTask, path: &Path) -> Result<Option<Vec<GlueExample>>> {
-    use crate::tasks::task_formats::{read_boolq, read_cad_examples, read_perspectrum};
     if super::hub_layout::is_parquet(path) {
         return super::hub_parquet::read_glue_parquet(task, path).map(Some);
     }
-    Ok(Some(match task {
-        GlueTask::CadSentiment | GlueTask::CadNli => read_cad_examples(task, path)?,
-        GlueTask::Boolq => read_boolq(path)?,
-        GlueTask::Perspectrum => read_perspectrum(path)?,
-        _ => return Ok(None),
-    }))
+    task.spec().read_own_format(path).transpose()
 }
 
 /// A task file's examples one at a time: GLUE's TSV streamed ([`GlueRows`]), the other
@@ -256,7 +204,8 @@ impl GlueRows {
     }
 
     fn read_columns(&mut self) -> Result<Columns> {
-        let (ca, cb, cl) = self.task.columns();
+        let c = self.task.spec().columns();
+        let (ca, cb, cl) = (c.text_a, c.text_b, c.label);
         let header: Option<Vec<String>> = match ca {
             Col::Pos(_) => None,
             Col::Name(_) => Some(

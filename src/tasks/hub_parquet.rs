@@ -37,19 +37,12 @@ fn shards_of(file: &Path) -> Vec<PathBuf> {
 
 /// The Hub's text columns of a GLUE task.
 fn glue_columns(task: GlueTask) -> Result<(&'static str, Option<&'static str>)> {
-    Ok(match task {
-        GlueTask::Cola | GlueTask::Sst2 => ("sentence", None),
-        GlueTask::Mrpc | GlueTask::Stsb | GlueTask::Rte => ("sentence1", Some("sentence2")),
-        GlueTask::Qqp => ("question1", Some("question2")),
-        GlueTask::Mnli => ("premise", Some("hypothesis")),
-        GlueTask::Qnli => ("question", Some("sentence")),
-        other => {
-            return Err(Error::Input(format!(
-                "{}: the Hub's Parquet layout is read for GLUE's tasks, not {}",
-                other.dir_name(),
-                other.dir_name()
-            )));
-        }
+    task.spec().hub_columns().ok_or_else(|| {
+        Error::Input(format!(
+            "{}: the Hub's Parquet layout is read for GLUE's tasks, not {}",
+            task.dir_name(),
+            task.dir_name()
+        ))
     })
 }
 

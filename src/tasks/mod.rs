@@ -2,10 +2,12 @@
 //! readers, the contrast-set readers, and the official metrics.
 
 pub mod contrast;
+pub mod examples;
 pub mod glue;
 pub mod hub_layout;
 pub mod hub_parquet;
 pub mod metrics;
+pub mod sentence;
 pub mod squad;
 pub mod task;
 pub mod task_formats;

@@ -1,132 +1,88 @@
 //! The downstream tasks trueneg fine-tunes on: the GLUE tasks and the other sentence(-pair)
-//! tasks with their label sets, files and ELECTRA's epochs, and the examples their readers give.
+//! tasks (a handle on each task's type in `sentence/`) and SQuAD.
 
 use std::path::{Path, PathBuf};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GlueTask {
-    Cola,
-    Sst2,
-    Mrpc,
-    Stsb,
-    Qqp,
-    Mnli,
-    Qnli,
-    Rte,
-    /// Counterfactually-augmented IMDb sentiment (Kaushik et al. 2020): `Sentiment\tText`,
-    /// quoted TSV, labels Negative / Positive (the `orig`, `new` or `combined` folder).
-    #[serde(rename = "cad-sentiment")]
-    CadSentiment,
-    /// Counterfactually-augmented SNLI: `sentence1\tsentence2\tgold_label` (one of the folders
-    /// `original/`, `revised_premise/`, …).
-    #[serde(rename = "cad-nli")]
-    CadNli,
-    /// BoolQ (Clark et al. 2019) in its official JSONL: (question, passage) → FALSE / TRUE.
-    Boolq,
-    /// PERSPECTRUM stance (Chen et al. 2019) from its official JSON files: (claim, perspective)
-    /// → neg (undermine) / pos (support).
-    Perspectrum,
-}
+pub use super::examples::{GlueExample, Label, SquadExample};
+use super::sentence::TASKS;
 
-/// A label: a class index, or a real score (STS-B).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Label {
-    Class(usize),
-    Score(f64),
-}
+/// The tasks library users registered in this process ([`GlueTask::register`]).
+static ADDED: std::sync::RwLock<Vec<&'static dyn SentenceTask>> =
+    std::sync::RwLock::new(Vec::new());
+pub use super::sentence::{SentenceTask, TaskMetric};
 
-/// A SQuAD question with its paragraph and gold answers.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SquadExample {
-    /// The article's title (kept so that a transformed copy keeps every article).
-    pub title: String,
-    pub id: String,
-    pub question: String,
-    pub context: String,
-    /// (answer text, character offset in `context`, as `answer_start` in the file).
-    pub answers: Vec<(String, usize)>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct GlueExample {
-    /// The row's id in the file (`index` column, else the line number).
-    pub id: String,
-    pub text_a: String,
-    pub text_b: Option<String>,
-    pub label: Option<Label>,
-}
+/// A sentence(-pair) classification or regression task: a handle on its one type
+/// ([`SentenceTask`], one file each under `tasks/sentence/`). In files and on the command line
+/// it is the task's name (`sst2`, `cad-nli`).
+#[derive(Clone, Copy)]
+pub struct GlueTask(&'static dyn SentenceTask);
 
 impl GlueTask {
-    pub const ALL: [GlueTask; 8] = [
-        Self::Cola,
-        Self::Sst2,
-        Self::Mrpc,
-        Self::Stsb,
-        Self::Qqp,
-        Self::Mnli,
-        Self::Qnli,
-        Self::Rte,
-    ];
-
-    pub fn parse(name: &str) -> Option<Self> {
-        Some(match name.to_lowercase().replace('-', "").as_str() {
-            "cola" => Self::Cola,
-            "sst2" => Self::Sst2,
-            "mrpc" => Self::Mrpc,
-            "stsb" => Self::Stsb,
-            "qqp" => Self::Qqp,
-            "mnli" => Self::Mnli,
-            "qnli" => Self::Qnli,
-            "rte" => Self::Rte,
-            "cadsentiment" => Self::CadSentiment,
-            "cadnli" => Self::CadNli,
-            "boolq" => Self::Boolq,
-            "perspectrum" => Self::Perspectrum,
-            _ => return None,
-        })
+    /// Every task: the registry's, in its order, then those a library user registered
+    /// ([`GlueTask::register`]).
+    pub fn all() -> impl Iterator<Item = GlueTask> {
+        let added = ADDED.read().unwrap_or_else(|e| e.into_inner()).clone();
+        TASKS.iter().copied().chain(added).map(GlueTask)
     }
 
-    /// The folder name GLUE uses.
+    /// Adds a task of a library user's own (one not in `tasks::sentence`'s registry) for this
+    /// process, so that `--task`, files and readers know it as the registry's; refused when its
+    /// name (or its folder name) is taken.
+    pub fn register(spec: &'static dyn SentenceTask) -> crate::Result<Self> {
+        let plain = |n: &str| n.to_lowercase().replace(['-', '_'], "");
+        let taken = Self::all()
+            .find(|t| plain(t.name()) == plain(spec.name()) || t.dir_name() == spec.dir_name());
+        if let Some(t) = taken {
+            return Err(crate::Error::Config(format!(
+                "task `{}` ({}): the name is taken by task `{}` ({})",
+                spec.name(),
+                spec.dir_name(),
+                t.name(),
+                t.dir_name()
+            )));
+        }
+        ADDED.write().unwrap_or_else(|e| e.into_inner()).push(spec);
+        Ok(Self(spec))
+    }
+
+    /// GLUE's eight tasks (those read from GLUE's or the Hub's layout).
+    pub fn glue() -> Vec<GlueTask> {
+        Self::all().filter(|t| t.is_glue()).collect()
+    }
+
+    /// The task named `name` (`sst2`, `SST-2`, `cad_nli`: any case, with or without `-` and
+    /// `_`).
+    pub fn parse(name: &str) -> Option<Self> {
+        let plain = |n: &str| n.to_lowercase().replace(['-', '_'], "");
+        Self::all().find(|t| plain(t.name()) == plain(name))
+    }
+
+    /// The registered task named `name`, for code that works with one task (compare-continued
+    /// fine-tunes on `cad-sentiment`).
+    pub fn named(name: &str) -> Self {
+        Self::parse(name).unwrap_or_else(|| panic!("task `{name}` is registered"))
+    }
+
+    /// Its definition: everything the readers, the head, the loss, the metric and the export
+    /// ask of it.
+    pub fn spec(self) -> &'static dyn SentenceTask {
+        self.0
+    }
+
     /// The task's name for `--task` (`sst2`, `cad-nli`), which [`GlueTask::parse`] reads back;
     /// for GLUE's tasks also the Hub's configuration name (`nyu-mll/glue`'s `rte`).
-    pub fn name(self) -> String {
-        let name = self.dir_name().to_lowercase();
-        if name.starts_with("cad") {
-            name
-        } else {
-            name.replace('-', "")
-        }
+    pub fn name(self) -> &'static str {
+        self.0.name()
     }
 
+    /// The folder name GLUE uses, and its name in tables.
     pub fn dir_name(self) -> &'static str {
-        match self {
-            Self::Cola => "CoLA",
-            Self::Sst2 => "SST-2",
-            Self::Mrpc => "MRPC",
-            Self::Stsb => "STS-B",
-            Self::Qqp => "QQP",
-            Self::Mnli => "MNLI",
-            Self::Qnli => "QNLI",
-            Self::Rte => "RTE",
-            Self::CadSentiment => "CAD-sentiment",
-            Self::CadNli => "CAD-NLI",
-            Self::Boolq => "BoolQ",
-            Self::Perspectrum => "PERSPECTRUM",
-        }
+        self.0.dir_name()
     }
 
     /// Label names in class-index order (empty for the regression task).
     pub fn labels(self) -> &'static [&'static str] {
-        match self {
-            Self::Stsb => &[],
-            Self::Mnli | Self::CadNli => &["contradiction", "entailment", "neutral"],
-            Self::CadSentiment => &crate::tasks::contrast::SENTIMENT,
-            Self::Boolq => &["FALSE", "TRUE"],
-            Self::Perspectrum => &["neg", "pos"],
-            Self::Qnli | Self::Rte => &["entailment", "not_entailment"],
-            _ => &["0", "1"],
-        }
+        self.0.labels()
     }
 
     pub fn num_labels(self) -> usize {
@@ -134,26 +90,22 @@ impl GlueTask {
     }
 
     pub fn is_regression(self) -> bool {
-        self == Self::Stsb
+        self.0.is_regression()
     }
 
     /// Sentence pairs whose order carries no meaning (paraphrase and similarity: MRPC, STS-B,
     /// QQP): training on (B, A) too is sound. Entailment, question answering and stance pairs
     /// are directional.
     pub fn is_unordered(self) -> bool {
-        matches!(self, Self::Mrpc | Self::Stsb | Self::Qqp)
+        self.0.is_unordered()
     }
 
-    /// The training file in the task's folder. PERSPECTRUM's splits are named as
-    /// `<folder>/train`, `<folder>/dev` (the claims of that split in the official files).
+    /// The training file in the task's folder (the Hub's first Parquet file of `train` where
+    /// the folder is in the Hub's layout).
     pub fn train_file(self, dir: &Path) -> PathBuf {
-        if let Some(f) = self.hub_split(dir, "train") {
-            return f;
-        }
-        match self {
-            Self::Boolq => dir.join("train.jsonl"),
-            Self::Perspectrum => dir.join("train"),
-            _ => dir.join("train.tsv"),
+        match self.hub_split(dir, "train") {
+            Some(f) => f,
+            None => dir.join(self.0.train_file_name()),
         }
     }
 
@@ -194,39 +146,64 @@ impl GlueTask {
 
     /// The dev files: MNLI has matched and mismatched.
     pub fn dev_files(self, dir: &Path) -> Vec<PathBuf> {
-        let hub: Vec<PathBuf> = match self {
-            Self::Mnli => ["validation_matched", "validation_mismatched"]
-                .iter()
-                .filter_map(|s| self.hub_split(dir, s))
-                .collect(),
-            _ => self.hub_split(dir, "validation").into_iter().collect(),
-        };
+        let hub: Vec<PathBuf> = self
+            .0
+            .hub_dev_splits()
+            .iter()
+            .filter_map(|s| self.hub_split(dir, s))
+            .collect();
         if !hub.is_empty() {
             return hub;
         }
-        match self {
-            Self::Mnli => vec![dir.join("dev_matched.tsv"), dir.join("dev_mismatched.tsv")],
-            Self::Boolq => vec![dir.join("dev.jsonl")],
-            Self::Perspectrum => vec![dir.join("dev")],
-            _ => vec![dir.join("dev.tsv")],
-        }
+        self.0
+            .dev_file_names()
+            .iter()
+            .map(|n| dir.join(n))
+            .collect()
     }
 
-    /// GLUE's own tab-separated tasks (the others have readers of their own formats).
+    /// GLUE's own tasks (read from GLUE's TSV or the Hub's Parquet layout); the others have
+    /// readers of their own formats.
     pub fn is_glue(self) -> bool {
-        !matches!(
-            self,
-            Self::CadSentiment | Self::CadNli | Self::Boolq | Self::Perspectrum
-        )
+        self.0.hub_columns().is_some()
     }
 
     /// Number of epochs in ELECTRA's recipe (10 for the small RTE and STS-B, else 3).
     pub fn default_epochs(self) -> usize {
-        if matches!(self, Self::Rte | Self::Stsb) {
-            10
-        } else {
-            3
-        }
+        self.0.default_epochs()
+    }
+}
+
+impl PartialEq for GlueTask {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for GlueTask {}
+
+impl std::fmt::Debug for GlueTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.dir_name())
+    }
+}
+
+impl serde::Serialize for GlueTask {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for GlueTask {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Self::all().find(|t| t.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = Self::all().map(|t| t.name()).collect();
+            serde::de::Error::custom(format!(
+                "unknown task `{name}`, expected one of {}",
+                names.join(", ")
+            ))
+        })
     }
 }
 
@@ -271,10 +248,7 @@ impl From<Task> for String {
     fn from(t: Task) -> String {
         match t {
             Task::Squad => "squad".into(),
-            Task::Classification(g) => match serde_json::to_value(g) {
-                Ok(serde_json::Value::String(s)) => s,
-                _ => unreachable!("a GLUE task serialises as its name"),
-            },
+            Task::Classification(g) => g.name().to_string(),
         }
     }
 }
@@ -285,8 +259,9 @@ impl TryFrom<String> for Task {
         if s == "squad" {
             return Ok(Task::Squad);
         }
-        serde_json::from_value::<GlueTask>(serde_json::Value::String(s.clone()))
+        GlueTask::all()
+            .find(|t| t.name() == s)
             .map(Task::Classification)
-            .map_err(|_| format!("unknown task `{s}`"))
+            .ok_or_else(|| format!("unknown task `{s}`"))
     }
 }

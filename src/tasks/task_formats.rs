@@ -15,17 +15,17 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::tasks::contrast::{check_label, rows, tsv_reader};
-use crate::tasks::task::{GlueExample, GlueTask, Label};
+use crate::tasks::examples::{GlueExample, Label};
 use crate::{Error, Result};
 
 /// A file of a counterfactually-augmented task (quoted TSV with a header) as fine-tuning
-/// examples; every row must carry one of the task's labels.
-pub fn read_cad_examples(task: GlueTask, path: &Path) -> Result<Vec<GlueExample>> {
-    let columns: &[&str] = match task {
-        GlueTask::CadNli => &["sentence1", "sentence2", "gold_label"],
-        _ => &["Text", "Sentiment"],
-    };
-    let labels = task.labels();
+/// examples: text A[, text B] and the label from `columns`; every row must carry one of
+/// `labels`.
+pub fn read_cad_examples(
+    path: &Path,
+    columns: &[&str],
+    labels: &[&str],
+) -> Result<Vec<GlueExample>> {
     rows(path, tsv_reader(path)?, columns)?
         .into_iter()
         .map(|(line, f)| {

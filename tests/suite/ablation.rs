@@ -41,7 +41,7 @@ fn spec() -> AblationSpec {
         device: None,
         checkpoints: 3,
         glue: Some(data("glue")),
-        tasks: vec![GlueTask::Rte, GlueTask::Mrpc],
+        tasks: vec![GlueTask::named("rte"), GlueTask::named("mrpc")],
         finetune_seeds: vec![1, 2],
         epochs: Some(1),
         lr: Some(2e-3),
@@ -293,7 +293,7 @@ fn ablation_end_to_end_resume_and_refusals() {
     assert!(!md.contains("| paper: baseline |"), "{md}");
     assert!(report.paper.iter().all(|p| p.measure.ends_with(" %")));
     let mut full = report.spec.clone();
-    full.tasks = trueneg::tasks::glue::GlueTask::ALL.to_vec();
+    full.tasks = trueneg::tasks::glue::GlueTask::glue();
     (full.max_train_examples, full.squad_train, full.squad_eval) = (0, 0, 0);
     let shown = trueneg::experiments::ablation_report::comparable_paper_numbers(&full);
     assert!(shown.iter().any(|p| p.measure == "GLUE avg"));
@@ -389,7 +389,7 @@ fn ablation_refuses_bad_settings_before_any_work() {
     );
     check(&|s| s.lr = Some(-1.0), "--lr");
     check(
-        &|s| s.tasks = vec![GlueTask::CadSentiment],
+        &|s| s.tasks = vec![GlueTask::named("cad-sentiment")],
         "not a GLUE task",
     );
 

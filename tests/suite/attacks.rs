@@ -159,7 +159,10 @@ fn add_sent_diverse_inserts_one_distractor_outside_the_answers() {
 #[test]
 fn swapped_glue_file_keeps_its_layout() {
     let wn = wordnet();
-    for (task, folder) in [(GlueTask::Mrpc, "MRPC"), (GlueTask::Cola, "CoLA")] {
+    for (task, folder) in [
+        (GlueTask::named("mrpc"), "MRPC"),
+        (GlueTask::named("cola"), "CoLA"),
+    ] {
         let path = data(&format!("glue/{folder}/dev.tsv"));
         let text = attack_glue_file(task, &path, &wn, 1).unwrap();
         let orig = std::fs::read_to_string(&path).unwrap();

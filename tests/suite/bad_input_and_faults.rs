@@ -88,7 +88,9 @@ fn scoring_refuses_what_would_give_a_meaningless_figure() {
     let dir = tempfile::tempdir().unwrap();
     // A dev file with a header and no row.
     let rte = glue_copy(dir.path(), "RTE", "index\tsentence1\tsentence2\tlabel\n");
-    let e = read_task(GlueTask::Rte, &rte).unwrap_err().to_string();
+    let e = read_task(GlueTask::named("rte"), &rte)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("dev.tsv") && e.contains("0 read"), "{e}");
     // STS-B: "nan" parses as a float; it is not a score.
     let header =
@@ -99,7 +101,9 @@ fn scoring_refuses_what_would_give_a_meaningless_figure() {
         format!("{header}0\tg\tf\ty\t0\ts\ts\tA man.\tA person.\tnan\n"),
     )
     .unwrap();
-    let e = read_glue(GlueTask::Stsb, &p).unwrap_err().to_string();
+    let e = read_glue(GlueTask::named("stsb"), &p)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("sts.tsv:2") && e.contains("finite"), "{e}");
     // SQuAD: two questions with one id; a question without answers.
     let squad = |qas: &str| {
@@ -135,15 +139,15 @@ fn a_non_finite_prediction_is_not_scored() {
     };
     let f = Path::new("dev.tsv");
     let examples = [ex("1", 1.0), ex("2", 2.0), ex("3", 3.0)];
-    score_file(GlueTask::Stsb, f, &examples, &[1.0, 2.0, 3.0]).unwrap();
-    let e = score_file(GlueTask::Stsb, f, &examples, &[1.0, f64::NAN, 3.0])
+    score_file(GlueTask::named("stsb"), f, &examples, &[1.0, 2.0, 3.0]).unwrap();
+    let e = score_file(GlueTask::named("stsb"), f, &examples, &[1.0, f64::NAN, 3.0])
         .unwrap_err()
         .to_string();
     assert!(
         e.contains("dev.tsv") && e.contains("example 2") && e.contains("NaN"),
         "{e}"
     );
-    assert!(score_file(GlueTask::Stsb, f, &[], &[]).is_err());
+    assert!(score_file(GlueTask::named("stsb"), f, &[], &[]).is_err());
 }
 
 /// counts of zero (and a 1-token window) are refused before any work.

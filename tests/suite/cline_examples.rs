@@ -15,7 +15,7 @@ fn wordnet() -> WordNet {
 }
 
 fn sentences() -> Vec<String> {
-    read_glue(GlueTask::Sst2, &data("glue/SST-2/dev.tsv"))
+    read_glue(GlueTask::named("sst2"), &data("glue/SST-2/dev.tsv"))
         .unwrap()
         .into_iter()
         .map(|e| e.text_a)

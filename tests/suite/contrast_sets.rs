@@ -230,7 +230,7 @@ fn nli_revisions_pair_two_per_original_and_bad_files_name_their_line() {
 fn counterfactual_fine_tuning_files_read_quoted_rows_and_name_bad_lines() {
     use trueneg::tasks::glue::{GlueTask, Label, read_glue};
     let train = read_glue(
-        GlueTask::CadSentiment,
+        GlueTask::named("cad-sentiment"),
         &data("counterfactual/sentiment/orig/train.tsv"),
     )
     .unwrap();
@@ -251,7 +251,7 @@ fn counterfactual_fine_tuning_files_read_quoted_rows_and_name_bad_lines() {
         "Sentiment\tText\nPositive\t\"Fine, \"\"really\"\".\"\nMixed\tHm.\n",
     )
     .unwrap();
-    let e = read_glue(GlueTask::CadSentiment, &bad)
+    let e = read_glue(GlueTask::named("cad-sentiment"), &bad)
         .unwrap_err()
         .to_string();
     assert!(e.contains("train.tsv:3") && e.contains("\"Mixed\""), "{e}");
@@ -262,7 +262,7 @@ fn counterfactual_fine_tuning_files_read_quoted_rows_and_name_bad_lines() {
         "sentence1\tsentence2\tgold_label\nA dog runs.\tAn animal moves.\tentailment\n",
     )
     .unwrap();
-    let ex = read_glue(GlueTask::CadNli, &nli).unwrap();
+    let ex = read_glue(GlueTask::named("cad-nli"), &nli).unwrap();
     assert_eq!(ex[0].text_b.as_deref(), Some("An animal moves."));
     assert_eq!(ex[0].label, Some(Label::Class(1)), "MNLI's label order");
 }
@@ -282,7 +282,11 @@ fn boolq_and_perspectrum_training_sets_read_in_their_official_formats() {
         ),
     )
     .unwrap();
-    let b = read_glue(GlueTask::Boolq, &GlueTask::Boolq.train_file(d)).unwrap();
+    let b = read_glue(
+        GlueTask::named("boolq"),
+        &GlueTask::named("boolq").train_file(d),
+    )
+    .unwrap();
     assert_eq!(b.len(), 2);
     assert_eq!(
         (b[0].text_a.as_str(), b[0].label),
@@ -290,7 +294,7 @@ fn boolq_and_perspectrum_training_sets_read_in_their_official_formats() {
     );
     assert_eq!(b[1].label, Some(Label::Class(0)), "FALSE is class 0");
     std::fs::write(d.join("dev.jsonl"), "{\"question\": 3}\n").unwrap();
-    let e = read_glue(GlueTask::Boolq, &d.join("dev.jsonl"))
+    let e = read_glue(GlueTask::named("boolq"), &d.join("dev.jsonl"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("dev.jsonl:1"), "{e}");
@@ -317,7 +321,11 @@ fn boolq_and_perspectrum_training_sets_read_in_their_official_formats() {
         r#"{"1": "train", "2": "dev"}"#,
     )
     .unwrap();
-    let p = read_glue(GlueTask::Perspectrum, &GlueTask::Perspectrum.train_file(d)).unwrap();
+    let p = read_glue(
+        GlueTask::named("perspectrum"),
+        &GlueTask::named("perspectrum").train_file(d),
+    )
+    .unwrap();
     let got: Vec<_> = p
         .iter()
         .map(|e| (e.text_b.clone().unwrap(), e.label))
@@ -332,13 +340,13 @@ fn boolq_and_perspectrum_training_sets_read_in_their_official_formats() {
         "train claims only; not-a-perspective dropped"
     );
     let dev = read_glue(
-        GlueTask::Perspectrum,
-        &GlueTask::Perspectrum.dev_files(d)[0],
+        GlueTask::named("perspectrum"),
+        &GlueTask::named("perspectrum").dev_files(d)[0],
     )
     .unwrap();
     assert_eq!(dev.len(), 1);
     assert_eq!(
-        GlueTask::Perspectrum.labels(),
+        GlueTask::named("perspectrum").labels(),
         ["neg", "pos"],
         "the contrast set's names"
     );
@@ -348,9 +356,12 @@ fn boolq_and_perspectrum_training_sets_read_in_their_official_formats() {
         r#"[{"pId": 10, "text": "Democracy.", "source": "x"}]"#,
     )
     .unwrap();
-    let e = read_glue(GlueTask::Perspectrum, &GlueTask::Perspectrum.train_file(d))
-        .unwrap_err()
-        .to_string();
+    let e = read_glue(
+        GlueTask::named("perspectrum"),
+        &GlueTask::named("perspectrum").train_file(d),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("perspective 11"), "{e}");
 }
 
@@ -384,7 +395,7 @@ fn the_fine_tuning_and_contrast_readers_unquote_fields_alike() {
         }
         std::fs::write(root.join(folder).join("dev.tsv"), t).unwrap();
     }
-    let finetune = read_glue(GlueTask::CadNli, &root.join("original/dev.tsv")).unwrap();
+    let finetune = read_glue(GlueTask::named("cad-nli"), &root.join("original/dev.tsv")).unwrap();
     let (groups, _) = read_cad_nli(root, "dev").unwrap();
     assert_eq!(finetune[0].text_a, "He said \"no\",\tthen left.");
     assert_eq!(groups[0].original.text_a, finetune[0].text_a);

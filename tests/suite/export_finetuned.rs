@@ -177,11 +177,11 @@ fn glue_models_export_as_sequence_classifiers_that_transformers_runs() {
     let head = ["--head", "transformers", "--max-seq-len", "64"];
     for (task, folder, labels) in [
         (
-            GlueTask::Rte,
+            GlueTask::named("rte"),
             "glue/RTE",
             json!({"0": "entailment", "1": "not_entailment"}),
         ),
-        (GlueTask::Stsb, "glue/STS-B", json!({"0": "score"})),
+        (GlueTask::named("stsb"), "glue/STS-B", json!({"0": "score"})),
     ] {
         let name = task.dir_name();
         let seed = finetune(&run, name, folder, &dir.path().join(name), &head);
@@ -225,8 +225,8 @@ fn bert_models_export_with_their_pooler() {
     assert_eq!(c["architectures"], json!(["BertForSequenceClassification"]));
     assert_eq!(c["label2id"], json!({"not_equivalent": 0, "equivalent": 1}));
     if let Some(py) = python() {
-        let dev = GlueTask::Mrpc.dev_files(&data("glue/MRPC"))[0].clone();
-        same_logits(&py, &seed, &hub, GlueTask::Mrpc, &dev);
+        let dev = GlueTask::named("mrpc").dev_files(&data("glue/MRPC"))[0].clone();
+        same_logits(&py, &seed, &hub, GlueTask::named("mrpc"), &dev);
     }
 }
 
@@ -318,7 +318,10 @@ fn squad_models_export_as_question_answering() {
 fn the_default_one_layer_electra_head_exports_with_the_same_logits() {
     let dir = tempfile::tempdir().unwrap();
     let run = pretrained_tiny(dir.path());
-    for (task, folder) in [(GlueTask::Rte, "glue/RTE"), (GlueTask::Stsb, "glue/STS-B")] {
+    for (task, folder) in [
+        (GlueTask::named("rte"), "glue/RTE"),
+        (GlueTask::named("stsb"), "glue/STS-B"),
+    ] {
         let name = task.dir_name();
         // The ELECTRA recipe's own head: no --head.
         let seed = finetune(

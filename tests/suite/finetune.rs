@@ -487,7 +487,7 @@ fn electras_recipe_takes_the_learning_rate_and_layer_decay_of_the_encoders_size(
         "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 64
     }))
     .unwrap();
-    let electra = FinetuneOptions::for_task(Recipe::Electra, GlueTask::Rte);
+    let electra = FinetuneOptions::for_task(Recipe::Electra, GlueTask::named("rte"));
     // configure_finetuning.py: Large takes lr 5e-5 and layer-wise decay 0.9.
     for (hidden, lr, decay) in [
         (64, 3e-4, 0.8),
@@ -509,7 +509,7 @@ fn electras_recipe_takes_the_learning_rate_and_layer_decay_of_the_encoders_size(
     let mut chosen = electra.clone();
     chosen.choose_layer_decay(Some(0.75));
     assert_eq!(chosen.for_encoder(&encoder).0.layer_decay, 0.75);
-    let transformers = FinetuneOptions::for_task(Recipe::Transformers, GlueTask::Rte);
+    let transformers = FinetuneOptions::for_task(Recipe::Transformers, GlueTask::named("rte"));
     let (o, _) = transformers.for_encoder(&encoder);
     assert_eq!((o.lr, o.layer_decay), (2e-5, 1.0));
     // On the command line: chosen by size and recorded, unless --lr says otherwise.
@@ -533,7 +533,7 @@ fn a_model_that_predicts_one_class_or_one_score_is_called_collapsed() {
     use trueneg::tasks::glue::{GlueTask, Label};
     let balanced: Vec<Label> = (0..20).map(|i| Label::Class(i % 2)).collect();
     let one_class = vec![1.0; 20];
-    let s = score(GlueTask::Rte, &one_class, &balanced);
+    let s = score(GlueTask::named("rte"), &one_class, &balanced);
     let why = s.collapsed.expect("one class on balanced labels");
     assert!(
         why.contains("`not_entailment` for 20 of 20") && why.contains("learning rate"),
@@ -541,22 +541,30 @@ fn a_model_that_predicts_one_class_or_one_score_is_called_collapsed() {
     );
     // Mixed predictions, or gold labels as one-sided as the predictions: no note.
     let mixed: Vec<f64> = (0..20).map(|i| (i % 3 == 0) as u8 as f64).collect();
-    assert!(score(GlueTask::Rte, &mixed, &balanced).collapsed.is_none());
+    assert!(
+        score(GlueTask::named("rte"), &mixed, &balanced)
+            .collapsed
+            .is_none()
+    );
     let one_sided: Vec<Label> = (0..20).map(|i| Label::Class((i == 0) as usize)).collect();
     assert!(
-        score(GlueTask::Rte, &[0.0; 20], &one_sided)
+        score(GlueTask::named("rte"), &[0.0; 20], &one_sided)
             .collapsed
             .is_none()
     );
     // A regression to a constant.
     let gold: Vec<Label> = (0..20).map(|i| Label::Score(i as f64 / 4.0)).collect();
     let flat = vec![2.5; 20];
-    let why = score(GlueTask::Stsb, &flat, &gold)
+    let why = score(GlueTask::named("stsb"), &flat, &gold)
         .collapsed
         .expect("a constant score");
     assert!(why.contains("nearly the same score"), "{why}");
     let spread: Vec<f64> = (0..20).map(|i| i as f64 / 5.0).collect();
-    assert!(score(GlueTask::Stsb, &spread, &gold).collapsed.is_none());
+    assert!(
+        score(GlueTask::named("stsb"), &spread, &gold)
+            .collapsed
+            .is_none()
+    );
 }
 
 #[test]
@@ -566,26 +574,29 @@ fn baselines_are_the_task_metric_of_a_model_that_ignores_its_input() {
     let classes = |v: &[usize]| v.iter().map(|&c| Label::Class(c)).collect::<Vec<_>>();
     // RTE, 3 of 4 `not_entailment`: always answering it scores 75; guessing 50.
     let rte = classes(&[1, 1, 0, 1]);
-    let b = baselines(GlueTask::Rte, &rte);
+    let b = baselines(GlueTask::named("rte"), &rte);
     assert_eq!(
         (b.majority, b.chance, b.majority_class.as_str()),
         (75.0, 50.0, "not_entailment")
     );
     // The majority baseline is the model's own score on constant predictions.
-    assert_eq!(score(GlueTask::Rte, &[1.0; 4], &rte).score, b.majority);
+    assert_eq!(
+        score(GlueTask::named("rte"), &[1.0; 4], &rte).score,
+        b.majority
+    );
     // A tie takes the first class; three classes guess at a third.
     let mnli = classes(&[2, 0, 2, 0, 1]);
-    let b = baselines(GlueTask::Mnli, &mnli);
+    let b = baselines(GlueTask::named("mnli"), &mnli);
     assert_eq!(b.majority_class, "contradiction");
     assert!((b.majority - 40.0).abs() < 1e-9 && (b.chance - 100.0 / 3.0).abs() < 1e-9);
     // Correlation scores: a constant predictor and guessing both score 0.
-    let cola = baselines(GlueTask::Cola, &classes(&[1, 1, 1, 0]));
+    let cola = baselines(GlueTask::named("cola"), &classes(&[1, 1, 1, 0]));
     assert_eq!((cola.majority, cola.chance), (0.0, 0.0));
     let gold: Vec<Label> = (0..6).map(|i| Label::Score(i as f64)).collect();
-    let stsb = baselines(GlueTask::Stsb, &gold);
+    let stsb = baselines(GlueTask::named("stsb"), &gold);
     assert_eq!((stsb.majority, stsb.chance), (0.0, 0.0));
     // MRPC is scored by accuracy: its baseline is accuracy too.
-    let mrpc = baselines(GlueTask::Mrpc, &classes(&[1, 1, 0, 1, 1]));
+    let mrpc = baselines(GlueTask::named("mrpc"), &classes(&[1, 1, 0, 1, 1]));
     assert_eq!(mrpc.majority, 80.0);
 }
 
@@ -601,7 +612,7 @@ fn a_score_not_above_the_majority_class_is_warned_and_counted() {
     let weak: Vec<f64> = (0..20)
         .map(|i| ((i % 4 != 0) ^ (i < 6)) as u8 as f64)
         .collect();
-    let s = score(GlueTask::Rte, &weak, &gold);
+    let s = score(GlueTask::named("rte"), &weak, &gold);
     assert!(s.score <= 75.0 && s.not_above_majority(), "{s:?}");
     let w = s.warnings();
     assert!(
@@ -610,11 +621,11 @@ fn a_score_not_above_the_majority_class_is_warned_and_counted() {
     );
     // Perfect predictions warn of nothing.
     let gold_pred: Vec<f64> = (0..20).map(|i| (i % 4 != 0) as u8 as f64).collect();
-    let good = score(GlueTask::Rte, &gold_pred, &gold);
+    let good = score(GlueTask::named("rte"), &gold_pred, &gold);
     assert!(good.warnings().is_empty());
     // A one-class model is a collapse: one warning, not two.
     let balanced: Vec<Label> = (0..20).map(|i| Label::Class(i % 2)).collect();
-    let flat = score(GlueTask::Rte, &[0.0; 20], &balanced);
+    let flat = score(GlueTask::named("rte"), &[0.0; 20], &balanced);
     assert_eq!(flat.warnings().len(), 1);
     // The summary counts the degenerate seeds.
     let result: TaskResult = serde_json::from_value(serde_json::json!({

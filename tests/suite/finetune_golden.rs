@@ -498,7 +498,7 @@ fn params(model: &mut Classifier, prefix: &str) -> TensorMap {
 }
 
 fn step_options(recipe: Recipe, rule: LayerDecayRule) -> FinetuneOptions {
-    let mut o = FinetuneOptions::for_task(recipe, GlueTask::Sst2);
+    let mut o = FinetuneOptions::for_task(recipe, GlueTask::named("sst2"));
     o.lr = 1e-3;
     o.warmup_fraction = 0.2;
     o.weight_decay = 0.01;

@@ -139,7 +139,7 @@ proptest! {
     fn damaged_task_files_are_errors(d in damage()) {
         use trueneg::tasks::glue::GlueTask;
         let dir = tempfile::tempdir().unwrap();
-        for (task, file) in [(GlueTask::Rte, "RTE"), (GlueTask::Stsb, "STS-B"), (GlueTask::Cola, "CoLA")] {
+        for (task, file) in [(GlueTask::named("rte"), "RTE"), (GlueTask::named("stsb"), "STS-B"), (GlueTask::named("cola"), "CoLA")] {
             let text = std::fs::read_to_string(common::data(&format!("glue/{file}/dev.tsv"))).unwrap();
             let head: String = text.lines().take(12).collect::<Vec<_>>().join("\n");
             let path = dir.path().join(format!("{file}.tsv"));

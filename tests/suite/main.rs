@@ -10,6 +10,7 @@
 mod common;
 
 mod ablation;
+mod adding_a_task;
 mod adding_an_objective;
 mod an_objective_is_one_file;
 mod architecture;

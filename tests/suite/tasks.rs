@@ -68,11 +68,11 @@ fn squad_normalisation_em_and_f1() {
 #[test]
 fn glue_readers_on_the_real_files() {
     let cases = [
-        (GlueTask::Cola, "CoLA", 8551, 1043),
-        (GlueTask::Sst2, "SST-2", 67349, 872),
-        (GlueTask::Mrpc, "MRPC", 3668, 408),
-        (GlueTask::Stsb, "STS-B", 5749, 1500),
-        (GlueTask::Rte, "RTE", 2490, 277),
+        (GlueTask::named("cola"), "CoLA", 8551, 1043),
+        (GlueTask::named("sst2"), "SST-2", 67349, 872),
+        (GlueTask::named("mrpc"), "MRPC", 3668, 408),
+        (GlueTask::named("stsb"), "STS-B", 5749, 1500),
+        (GlueTask::named("rte"), "RTE", 2490, 277),
     ];
     for (task, dir, n_train, n_dev) in cases {
         let train = read_glue(task, &data(&format!("glue/{dir}/train.tsv"))).unwrap();
@@ -85,11 +85,11 @@ fn glue_readers_on_the_real_files() {
         );
         assert_eq!(
             dev[0].text_b.is_some(),
-            task != GlueTask::Cola && task != GlueTask::Sst2,
+            task != GlueTask::named("cola") && task != GlueTask::named("sst2"),
             "{dir}"
         );
     }
-    let mrpc = read_glue(GlueTask::Mrpc, &data("glue/MRPC/dev.tsv")).unwrap();
+    let mrpc = read_glue(GlueTask::named("mrpc"), &data("glue/MRPC/dev.tsv")).unwrap();
     assert_eq!(
         mrpc[0].label,
         Some(Label::Class(1)),
@@ -100,14 +100,14 @@ fn glue_readers_on_the_real_files() {
             .text_a
             .starts_with("He said the foodservice pie business")
     );
-    let cola = read_glue(GlueTask::Cola, &data("glue/CoLA/dev.tsv")).unwrap();
+    let cola = read_glue(GlueTask::named("cola"), &data("glue/CoLA/dev.tsv")).unwrap();
     assert_eq!(
         cola[0].text_a,
         "The sailors rode the breeze clear of the rocks."
     );
-    let stsb = read_glue(GlueTask::Stsb, &data("glue/STS-B/dev.tsv")).unwrap();
+    let stsb = read_glue(GlueTask::named("stsb"), &data("glue/STS-B/dev.tsv")).unwrap();
     assert_eq!(stsb[0].label, Some(Label::Score(5.0)));
-    let rte = read_glue(GlueTask::Rte, &data("glue/RTE/dev.tsv")).unwrap();
+    let rte = read_glue(GlueTask::named("rte"), &data("glue/RTE/dev.tsv")).unwrap();
     assert_eq!(rte[0].label, Some(Label::Class(1)), "not_entailment");
     let ones = cola
         .iter()
@@ -131,7 +131,7 @@ fn qqp_mnli_qnli_readers_on_files_in_glue_layout() {
          263843\t69383\t380476\tI want to pursue PhD in Computer Science?\tI handle social media?\t1\n",
     )
     .unwrap();
-    let q = read_glue(GlueTask::Qqp, &qqp).unwrap();
+    let q = read_glue(GlueTask::named("qqp"), &qqp).unwrap();
     assert_eq!(q.len(), 2);
     assert_eq!(q[0].id, "201359");
     assert_eq!(
@@ -151,7 +151,7 @@ fn qqp_mnli_qnli_readers_on_files_in_glue_layout() {
          1\t91383\t91383c\tgovernment\t( x )\t( y )\t(ROOT x)\t(ROOT y)\tThis site includes a list.\tThe Government Executive articles are not on the site.\tcontradiction\tcontradiction\tcontradiction\tcontradiction\tcontradiction\tcontradiction\n",
     )
     .unwrap();
-    let m = read_glue(GlueTask::Mnli, &mnli).unwrap();
+    let m = read_glue(GlueTask::named("mnli"), &mnli).unwrap();
     assert_eq!(m[0].text_a, "The new rights are nice enough");
     // Labels in GLUE's order: contradiction, entailment, neutral; the gold label, not label1.
     assert_eq!(
@@ -167,7 +167,7 @@ fn qqp_mnli_qnli_readers_on_files_in_glue_layout() {
          1\tWhat is the first major city in the stream of the Rhine?\tThe most important tributaries in this area are the Ill below of Strasbourg.\tnot_entailment\n",
     )
     .unwrap();
-    let n = read_glue(GlueTask::Qnli, &qnli).unwrap();
+    let n = read_glue(GlueTask::named("qnli"), &qnli).unwrap();
     assert_eq!(
         (n[0].label, n[1].label),
         (Some(Label::Class(0)), Some(Label::Class(1)))
@@ -181,7 +181,9 @@ fn qqp_mnli_qnli_readers_on_files_in_glue_layout() {
         "index\tquestion\tsentence\tlabel\n0\tQ?\tA.\tentailment\n1\tWhat is it?\tnot_entailment\n",
     )
     .unwrap();
-    let e = read_glue(GlueTask::Qnli, &short).unwrap_err().to_string();
+    let e = read_glue(GlueTask::named("qnli"), &short)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("short.tsv:3") && e.contains("3 tab-separated columns") && e.contains("has 4"),
         "{e}"
@@ -192,10 +194,12 @@ fn qqp_mnli_qnli_readers_on_files_in_glue_layout() {
         "gj04\t1\t\tOur friends won't buy this.\ngj04\t1\tNo star.\n",
     )
     .unwrap();
-    let e = read_glue(GlueTask::Cola, &cola).unwrap_err().to_string();
+    let e = read_glue(GlueTask::named("cola"), &cola)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("cola.tsv:2"), "{e}");
     assert_eq!(
-        GlueTask::Mnli.dev_files(dir.path()),
+        GlueTask::named("mnli").dev_files(dir.path()),
         vec![
             dir.path().join("dev_matched.tsv"),
             dir.path().join("dev_mismatched.tsv")
@@ -212,14 +216,18 @@ fn malformed_glue_rows_name_file_and_line() {
         "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tb\tmaybe\n",
     )
     .unwrap();
-    let e = read_glue(GlueTask::Rte, &p).unwrap_err().to_string();
+    let e = read_glue(GlueTask::named("rte"), &p)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("dev.tsv:3") && e.contains("maybe"), "{e}");
     std::fs::write(
         &p,
         "index\tsentence1\tsentence2\tlabel\n0\tonly one column\n",
     )
     .unwrap();
-    let e = read_glue(GlueTask::Rte, &p).unwrap_err().to_string();
+    let e = read_glue(GlueTask::named("rte"), &p)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("dev.tsv:2"), "{e}");
 }
 
@@ -299,23 +307,19 @@ fn only_unordered_pairs_are_swapped() {
     use trueneg::finetune::recipe::{FinetuneOptions, Recipe};
     use trueneg::tasks::glue::GlueTask;
     // ELECTRA's recipe doubles MRPC and STS-B (its `double_unordered`), nothing else.
-    for t in GlueTask::ALL {
+    for t in GlueTask::glue() {
         let o = FinetuneOptions::for_task(Recipe::Electra, t);
-        assert_eq!(
-            o.both_orders,
-            matches!(t, GlueTask::Mrpc | GlueTask::Stsb),
-            "{t:?}"
-        );
+        assert_eq!(o.both_orders, ["mrpc", "stsb"].contains(&t.name()), "{t:?}");
         assert!(!FinetuneOptions::for_task(Recipe::Transformers, t).both_orders);
     }
     // Asked for on a directional task, it is an error naming the task.
     for t in [
-        GlueTask::Rte,
-        GlueTask::Qnli,
-        GlueTask::Mnli,
-        GlueTask::CadNli,
-        GlueTask::Boolq,
-        GlueTask::Perspectrum,
+        GlueTask::named("rte"),
+        GlueTask::named("qnli"),
+        GlueTask::named("mnli"),
+        GlueTask::named("cad-nli"),
+        GlueTask::named("boolq"),
+        GlueTask::named("perspectrum"),
     ] {
         let mut o = FinetuneOptions::electra(t);
         o.both_orders = true;
@@ -325,9 +329,9 @@ fn only_unordered_pairs_are_swapped() {
             "{e}"
         );
     }
-    let mut o = FinetuneOptions::electra(GlueTask::Qqp);
+    let mut o = FinetuneOptions::electra(GlueTask::named("qqp"));
     o.both_orders = true;
-    o.validate_for(GlueTask::Qqp).unwrap();
+    o.validate_for(GlueTask::named("qqp")).unwrap();
 }
 
 #[test]
@@ -458,7 +462,7 @@ fn best_span_respects_order_and_length() {
 #[test]
 fn rows_without_an_index_column_are_numbered_from_zero_as_glue_submissions_are() {
     use trueneg::tasks::glue::{GlueTask, read_glue};
-    let ex = read_glue(GlueTask::Sst2, &common::data("glue/SST-2/dev.tsv")).unwrap();
+    let ex = read_glue(GlueTask::named("sst2"), &common::data("glue/SST-2/dev.tsv")).unwrap();
     let ids: Vec<String> = ex.iter().map(|e| e.id.clone()).collect();
     let want: Vec<String> = (0..ex.len()).map(|i| i.to_string()).collect();
     assert_eq!(ids, want);
