@@ -226,7 +226,7 @@ fn layer_norm_matches_the_composed_operations() {
         let gamma = leaf(gs.clone(), [width], &d);
         let beta = leaf(bs.clone(), [width], &d);
         let y = if fused {
-            kernels::torch_layer_norm(x.clone(), gamma.clone(), beta.clone(), eps)
+            kernels::layer_norm::torch_call(x.clone(), gamma.clone(), beta.clone(), eps)
         } else {
             let mean = x.clone().mean_dim(1);
             let centred = x.clone() - mean;
@@ -257,7 +257,7 @@ fn gelu_matches_burns() {
     let run = |fused: bool| {
         let x = leaf(xs.clone(), [6, 40], &d);
         let y = if fused {
-            kernels::torch_gelu(x.clone())
+            kernels::gelu::torch_call(x.clone())
         } else {
             gelu(x.clone())
         };
@@ -533,7 +533,7 @@ fn layer_norm_and_attention_backward_passes_launch_only_their_own_kernels() {
     let x = leaf(random(&[rows, width], 5), [rows, width], &d);
     let gamma = leaf(random(&[width], 6), [width], &d);
     let beta = leaf(random(&[width], 7), [width], &d);
-    let y = kernels::torch_layer_norm(x.clone(), gamma.clone(), beta.clone(), 1e-12);
+    let y = kernels::layer_norm::torch_call(x.clone(), gamma.clone(), beta.clone(), 1e-12);
     let loss = y.sum();
     let (grads, ops) = op_count::count(|| loss.backward()).unwrap();
     assert!(x.grad(&grads).is_some() && gamma.grad(&grads).is_some());

@@ -14,15 +14,14 @@ use super::adamw::{self, AdamWStep};
 use super::attention::{self, Dims, DropMask};
 use super::cross_entropy as ce_kernel;
 use super::flex_steps::{
-    AttentionState, AttentionStep, CrossEntropyState, CrossEntropyStep, GeluStep, LayerNormState,
-    LayerNormStep, LinearState, LinearStep, RowsState, RowsStep,
+    AttentionState, AttentionStep, CrossEntropyState, CrossEntropyStep, LinearState, LinearStep,
+    RowsState, RowsStep,
 };
 use super::flex_tensors::{host, host_mut, indices, matrix, table_width, tensor, weight};
 use super::gemm::Products;
 use super::linear as linear_kernel;
 use super::rows as rows_kernel;
 use super::sampling;
-use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
 
 /// The fused operations. `seed` is the attention dropout's mask seed, used when `dropout` > 0.
 #[backend_extension(Flex, Autodiff)]
@@ -36,13 +35,6 @@ pub trait FusedOps: Backend {
         seed: u64,
         products: Products,
     ) -> FloatTensor<Self>;
-    fn fused_layer_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        eps: f64,
-    ) -> FloatTensor<Self>;
-    fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
     /// Rows `ids` `[n]` of `table` `[rows, width]`: `[n, width]`.
     fn fused_rows(table: FloatTensor<Self>, ids: IntTensor<Self>) -> FloatTensor<Self>;
     fn fused_cross_entropy(logits: FloatTensor<Self>, labels: IntTensor<Self>)
@@ -113,21 +105,6 @@ impl FusedOps for Flex {
             products,
         );
         tensor(ctx, context_shape(dims))
-    }
-
-    fn fused_layer_norm(
-        x: FlexTensor,
-        gamma: FlexTensor,
-        beta: FlexTensor,
-        eps: f64,
-    ) -> FlexTensor {
-        let (y, _) = ln_kernel::forward(&host(&x), &host(&gamma), &host(&beta), eps, false);
-        tensor(y, x.shape())
-    }
-
-    fn fused_gelu(x: FlexTensor) -> FlexTensor {
-        let (y, _) = gelu_kernel::forward(&host(&x), false);
-        tensor(y, x.shape())
     }
 
     fn fused_rows(table: FlexTensor, ids: FlexTensor) -> FlexTensor {
@@ -223,51 +200,6 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             OpsKind::UnTracked(prep) => prep.finish(Flex::fused_attention(
                 qkv, bias, heads, dropout, seed, products,
             )),
-        }
-    }
-
-    fn fused_layer_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        eps: f64,
-    ) -> FloatTensor<Self> {
-        let guards = [x.node(), gamma.node(), beta.node()];
-        let (x, gamma, beta) = (
-            x.into_primitive(),
-            gamma.into_primitive(),
-            beta.into_primitive(),
-        );
-        match LayerNormStep
-            .prepare::<C>(guards)
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let shape = x.shape();
-                let (y, saved) =
-                    ln_kernel::forward(&host(&x), &host(&gamma), &host(&beta), eps, true);
-                let state = LayerNormState {
-                    saved: std::sync::Arc::new(saved),
-                    gamma,
-                    shape: shape.clone(),
-                };
-                prep.finish(state, tensor(y, shape))
-            }
-            OpsKind::UnTracked(prep) => prep.finish(Flex::fused_layer_norm(x, gamma, beta, eps)),
-        }
-    }
-
-    fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        let guards = [x.node()];
-        let x = x.into_primitive();
-        match GeluStep.prepare::<C>(guards).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => {
-                let shape = x.shape();
-                let (y, d) = gelu_kernel::forward(&host(&x), true);
-                prep.finish(tensor(d, shape.clone()), tensor(y, shape))
-            }
-            OpsKind::UnTracked(prep) => prep.finish(Flex::fused_gelu(x)),
         }
     }
 

@@ -16,7 +16,6 @@ use super::flex_tensors::{host, matrix, tensor, weight};
 use super::gemm::Products;
 use super::linear as linear_kernel;
 use super::rows as rows_kernel;
-use super::{gelu as gelu_kernel, layer_norm as ln_kernel};
 
 #[derive(Debug)]
 pub(super) struct AttentionStep;
@@ -47,37 +46,6 @@ impl Backward<Flex, 1> for AttentionStep {
                 s.products,
             );
             grads.register::<Flex>(node.id, tensor(dqkv, s.qkv.shape()));
-        }
-    }
-}
-
-#[derive(Debug)]
-pub(super) struct LayerNormStep;
-
-#[derive(Clone, Debug)]
-pub(super) struct LayerNormState {
-    pub(super) saved: std::sync::Arc<ln_kernel::Saved>,
-    pub(super) gamma: FlexTensor,
-    pub(super) shape: Shape,
-}
-
-impl Backward<Flex, 3> for LayerNormStep {
-    type State = LayerNormState;
-
-    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        let s = ops.state;
-        let (dx, dgamma, dbeta) = ln_kernel::backward(&host(&grad), &s.saved, &host(&s.gamma));
-        let width = Shape::new([dgamma.len()]);
-        let outs = [
-            tensor(dx, s.shape),
-            tensor(dgamma, width.clone()),
-            tensor(dbeta, width),
-        ];
-        for (parent, g) in ops.parents.into_iter().zip(outs) {
-            if let Some(node) = parent {
-                grads.register::<Flex>(node.id, g);
-            }
         }
     }
 }
@@ -158,22 +126,6 @@ impl Backward<Flex, 3> for LinearStep {
             let out = g.cols;
             let db = linear_kernel::grad_bias(&host(&grad), out);
             grads.register::<Flex>(node.id, tensor(db, Shape::new([out])));
-        }
-    }
-}
-
-#[derive(Debug)]
-pub(super) struct GeluStep;
-
-impl Backward<Flex, 1> for GeluStep {
-    type State = FlexTensor;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        let [parent] = ops.parents;
-        if let Some(node) = parent {
-            let dx = gelu_kernel::backward(&host(&grad), &host(&ops.state));
-            grads.register::<Flex>(node.id, tensor(dx, grad.shape()));
         }
     }
 }

@@ -60,7 +60,7 @@ pub(super) fn host_mut(t: &mut FlexTensor) -> &mut [f32] {
 }
 
 /// The f32 elements of `t` in row-major order (borrowed when already contiguous).
-pub(super) fn host(t: &FlexTensor) -> Cow<'_, [f32]> {
+pub(in crate::kernels) fn host(t: &FlexTensor) -> Cow<'_, [f32]> {
     match t.as_slice::<f32>() {
         Some(s) => Cow::Borrowed(s),
         None => Cow::Owned(
@@ -72,7 +72,7 @@ pub(super) fn host(t: &FlexTensor) -> Cow<'_, [f32]> {
     }
 }
 
-pub(super) fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
+pub(in crate::kernels) fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
 }
 

@@ -30,27 +30,6 @@ pub fn attention(
     )))
 }
 
-/// LayerNorm of the last dimension (see [`layer_norm`](mod@super::layer_norm)). Only where
-/// [`fused`](super::fused) holds.
-pub fn layer_norm<const D: usize>(
-    x: Tensor<D>,
-    gamma: Tensor<1>,
-    beta: Tensor<1>,
-    eps: f64,
-) -> Tensor<D> {
-    Tensor::from_dispatch(fused_op!(fused_layer_norm(
-        x.into_dispatch(),
-        gamma.into_dispatch(),
-        beta.into_dispatch(),
-        eps,
-    )))
-}
-
-/// GELU (exact erf form, see [`gelu`](mod@super::gelu)). Only where [`fused`](super::fused) holds.
-pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    Tensor::from_dispatch(fused_op!(fused_gelu(x.into_dispatch())))
-}
-
 /// Rows `ids` `[n]` of `table` `[rows, width]` (see [`rows`](mod@super::rows)). Only where
 /// [`fused`](super::fused) holds.
 pub fn select_rows(table: Tensor<2>, ids: Tensor<1, Int>) -> Tensor<2> {

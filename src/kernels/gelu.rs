@@ -1,4 +1,8 @@
-//! GELU in its exact (erf) form, as transformers' `"gelu"`:
+//! GELU in its exact (erf) form, as transformers' `"gelu"`, in one place: the facade model code
+//! calls, our fused CPU kernel with its operation on burn's `flex` backend and its backward
+//! step, the composed reference (burn's `gelu`), and LibTorch's call ([`torch`]) beside it.
+//!
+//! The formula:
 //!
 //! `gelu(x) = x · Φ(x) = ½ · x · (1 + erf(x / √2))`, `gelu'(x) = Φ(x) + x · φ(x)`,
 //! with `φ(x) = e^{−x²/2} / √(2π)`.
@@ -7,7 +11,7 @@
 //! and `exp` again in the backward pass. Where the fused kernels serve (f32 on the `flex`
 //! backend) value and derivative are computed together in one vectorised parallel pass and the
 //! backward pass is one multiply by the saved derivative; on LibTorch devices it is LibTorch's
-//! `gelu` and `gelu_backward`; elsewhere burn's `gelu` ([`super::gelu()`] chooses).
+//! `gelu` and `gelu_backward`; elsewhere burn's `gelu` ([`gelu()`] chooses).
 //! `tests/suite/kernels.rs` checks the first two against an f64 reference (`tests/libtorch.rs` the
 //! LibTorch one against burn's).
 //!
@@ -20,7 +24,43 @@ use std::mem::MaybeUninit;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use burn::prelude::*;
+
 use super::simd::exp_non_positive;
+use super::{fused, torch};
+
+#[cfg(feature = "tch")]
+pub mod torch;
+
+/// GELU in its exact (erf) form: our fused kernel, LibTorch's call, or burn's (the composed
+/// reference the kernels are checked against).
+pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    if fused(&x.device(), x.dtype()) {
+        fused_call(x)
+    } else if torch(&x.device()) {
+        torch_call(x)
+    } else {
+        burn::tensor::activation::gelu(x)
+    }
+}
+
+/// Our fused kernel as one burn operation. Only where [`fused`](super::fused) holds.
+pub fn fused_call<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    Tensor::from_dispatch(extension_op!(
+        "flex",
+        flex_op::GeluOps,
+        fused_gelu(x.into_dispatch())
+    ))
+}
+
+/// LibTorch's `gelu` as one burn operation. Only where [`torch`](super::torch) holds.
+pub fn torch_call<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    Tensor::from_dispatch(extension_op!(
+        "tch",
+        torch::TorchGelu,
+        torch_gelu(x.into_dispatch())
+    ))
+}
 
 const CHUNK: usize = 1 << 14;
 
@@ -107,4 +147,65 @@ fn gelu_and_derivative(x: f32) -> (f32, f32) {
     let erf = (1.0 - poly * e).copysign(x);
     let cdf = 0.5 * (1.0 + erf);
     (x * cdf, cdf + x * e * INV_SQRT_2PI)
+}
+
+/// The kernel as an operation of burn's `flex` backend, and its backward step on
+/// `Autodiff<Flex>` (one multiply by the saved derivative).
+#[cfg(feature = "flex")]
+mod flex_op {
+    use burn::backend::TensorMetadata;
+    use burn::backend::autodiff::checkpoint::base::Checkpointer;
+    use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+    use burn::backend::autodiff::grads::Gradients;
+    use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+    use burn::backend::flex::FlexTensor;
+    use burn::backend::tensor::FloatTensor;
+    use burn::backend::{Autodiff, Backend, Flex, backend_extension};
+
+    use super::super::flex_tensors::{host, tensor};
+    use super::{backward, forward};
+
+    #[backend_extension(Flex, Autodiff)]
+    pub trait GeluOps: Backend {
+        fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
+    }
+
+    impl GeluOps for Flex {
+        fn fused_gelu(x: FlexTensor) -> FlexTensor {
+            let (y, _) = forward(&host(&x), false);
+            tensor(y, x.shape())
+        }
+    }
+
+    impl<C: CheckpointStrategy> GeluOps for Autodiff<Flex, C> {
+        fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+            let guards = [x.node()];
+            let x = x.into_primitive();
+            match Step.prepare::<C>(guards).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => {
+                    let shape = x.shape();
+                    let (y, d) = forward(&host(&x), true);
+                    prep.finish(tensor(d, shape.clone()), tensor(y, shape))
+                }
+                OpsKind::UnTracked(prep) => prep.finish(Flex::fused_gelu(x)),
+            }
+        }
+    }
+
+    /// The backward step; its state is the saved derivative.
+    #[derive(Debug)]
+    struct Step;
+
+    impl Backward<Flex, 1> for Step {
+        type State = FlexTensor;
+
+        fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let grad = grads.consume::<Flex>(&ops.node);
+            let [parent] = ops.parents;
+            if let Some(node) = parent {
+                let dx = backward(&host(&grad), &host(&ops.state));
+                grads.register::<Flex>(node.id, tensor(dx, grad.shape()));
+            }
+        }
+    }
 }

@@ -55,7 +55,7 @@ pub(crate) fn device_ids<const D: usize>(
     Tensor::from_data(TensorData::new(v, shape), device)
 }
 
-/// Whether tensors on `device` live in host memory: the CPU fast paths (dropout masks, GELU)
+/// Whether tensors on `device` live in host memory: the CPU fast paths (dropout masks, sampling)
 /// are taken there; other devices use burn's own kernels and sampling.
 #[allow(unreachable_patterns)]
 pub(crate) fn on_host(device: &Device) -> bool {

@@ -1,4 +1,9 @@
-//! Layer normalisation over the last dimension on the host, forward and backward:
+//! LayerNorm over the last dimension, in one place: the facade model code calls, our fused
+//! CPU kernel (forward and backward on the host) with its operation on burn's `flex` backend
+//! and its backward step, and the composed reference (burn's module); LibTorch's call is
+//! [`torch`] beside it.
+//!
+//! The formula:
 //!
 //! `μ = mean(x)`, `σ² = mean((x − μ)²)`, `r = 1 / √(σ² + ε)`, `x̂ = (x − μ) · r`,
 //! `y = x̂ ⊙ γ + β`; with `g = ∂L/∂y` and `ĝ = g ⊙ γ`:
@@ -15,7 +20,63 @@ use std::mem::MaybeUninit;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use burn::prelude::*;
+
 use super::simd::sum_map;
+use super::{fused, torch};
+
+#[cfg(feature = "tch")]
+pub mod torch;
+
+/// LayerNorm `ln` (made with `eps`) of `x`'s last dimension: our fused kernel, LibTorch's call,
+/// or burn's module (the composed reference the kernels are checked against).
+pub fn layer_norm<const D: usize>(ln: &burn::nn::LayerNorm, eps: f64, x: Tensor<D>) -> Tensor<D> {
+    match &ln.beta {
+        Some(beta) if fused(&x.device(), x.dtype()) => {
+            fused_call(x, ln.gamma.val(), beta.val(), eps)
+        }
+        Some(beta) if torch(&x.device()) => torch_call(x, ln.gamma.val(), beta.val(), eps),
+        _ => ln.forward(x),
+    }
+}
+
+/// Our fused kernel as one burn operation. Only where [`fused`](super::fused) holds.
+pub fn fused_call<const D: usize>(
+    x: Tensor<D>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    eps: f64,
+) -> Tensor<D> {
+    Tensor::from_dispatch(extension_op!(
+        "flex",
+        flex_op::LayerNormOps,
+        fused_layer_norm(
+            x.into_dispatch(),
+            gamma.into_dispatch(),
+            beta.into_dispatch(),
+            eps,
+        )
+    ))
+}
+
+/// LibTorch's `layer_norm` as one burn operation. Only where [`torch`](super::torch) holds.
+pub fn torch_call<const D: usize>(
+    x: Tensor<D>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    eps: f64,
+) -> Tensor<D> {
+    Tensor::from_dispatch(extension_op!(
+        "tch",
+        torch::TorchLayerNorm,
+        torch_layer_norm(
+            x.into_dispatch(),
+            gamma.into_dispatch(),
+            beta.into_dispatch(),
+            eps,
+        )
+    ))
+}
 
 /// Rows per parallel task (also the unit of the deterministic γ/β gradient sums).
 const BLOCK: usize = 32;
@@ -159,4 +220,107 @@ fn backward_rows(
         }
     }
     sums
+}
+
+/// The kernel as an operation of burn's `flex` backend, and its backward step on
+/// `Autodiff<Flex>`.
+#[cfg(feature = "flex")]
+mod flex_op {
+    use burn::backend::TensorMetadata;
+    use burn::backend::autodiff::checkpoint::base::Checkpointer;
+    use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+    use burn::backend::autodiff::grads::Gradients;
+    use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+    use burn::backend::flex::FlexTensor;
+    use burn::backend::tensor::FloatTensor;
+    use burn::backend::{Autodiff, Backend, Flex, backend_extension};
+    use burn::tensor::Shape;
+
+    use super::super::flex_tensors::{host, tensor};
+    use super::{Saved, backward, forward};
+
+    #[backend_extension(Flex, Autodiff)]
+    pub trait LayerNormOps: Backend {
+        fn fused_layer_norm(
+            x: FloatTensor<Self>,
+            gamma: FloatTensor<Self>,
+            beta: FloatTensor<Self>,
+            eps: f64,
+        ) -> FloatTensor<Self>;
+    }
+
+    impl LayerNormOps for Flex {
+        fn fused_layer_norm(
+            x: FlexTensor,
+            gamma: FlexTensor,
+            beta: FlexTensor,
+            eps: f64,
+        ) -> FlexTensor {
+            let (y, _) = forward(&host(&x), &host(&gamma), &host(&beta), eps, false);
+            tensor(y, x.shape())
+        }
+    }
+
+    impl<C: CheckpointStrategy> LayerNormOps for Autodiff<Flex, C> {
+        fn fused_layer_norm(
+            x: FloatTensor<Self>,
+            gamma: FloatTensor<Self>,
+            beta: FloatTensor<Self>,
+            eps: f64,
+        ) -> FloatTensor<Self> {
+            let guards = [x.node(), gamma.node(), beta.node()];
+            let (x, gamma, beta) = (
+                x.into_primitive(),
+                gamma.into_primitive(),
+                beta.into_primitive(),
+            );
+            match Step.prepare::<C>(guards).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => {
+                    let shape = x.shape();
+                    let (y, saved) = forward(&host(&x), &host(&gamma), &host(&beta), eps, true);
+                    let state = State {
+                        saved: std::sync::Arc::new(saved),
+                        gamma,
+                        shape: shape.clone(),
+                    };
+                    prep.finish(state, tensor(y, shape))
+                }
+                OpsKind::UnTracked(prep) => {
+                    prep.finish(Flex::fused_layer_norm(x, gamma, beta, eps))
+                }
+            }
+        }
+    }
+
+    #[derive(Debug)]
+    struct Step;
+
+    /// What the backward pass reads: `x̂` and `r` per row, and `γ`.
+    #[derive(Clone, Debug)]
+    struct State {
+        saved: std::sync::Arc<Saved>,
+        gamma: FlexTensor,
+        shape: Shape,
+    }
+
+    impl Backward<Flex, 3> for Step {
+        type State = State;
+
+        fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let grad = grads.consume::<Flex>(&ops.node);
+            let s = ops.state;
+            let (dx, dgamma, dbeta) = backward(&host(&grad), &s.saved, &host(&s.gamma));
+            let width = Shape::new([dgamma.len()]);
+            let outs = [
+                tensor(dx, s.shape),
+                tensor(dgamma, width.clone()),
+                tensor(dbeta, width),
+            ];
+            for (parent, g) in ops.parents.into_iter().zip(outs) {
+                if let Some(node) = parent {
+                    grads.register::<Flex>(node.id, g);
+                }
+            }
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! Attention, LayerNorm, GELU, dropout and the MLM cross-entropy as single LibTorch calls on burn's
+//! Attention, dropout and the MLM cross-entropy as single LibTorch calls on burn's
 //! LibTorch backend (feature `tch`; the `libtorch` and `libtorch-cuda` devices).
 //!
 //! burn's autodiff composes these from many tensor operations: on a GPU each is a kernel launch
@@ -12,13 +12,11 @@
 //!   the kernel from LibTorch's generator, which `model::seed` seeds every step);
 //! - the biased product `x W + b`: `addmm` (on CUDA cuBLASLt adds the bias in the product's
 //!   epilogue), its backward pass the two products and the bias's row sum;
-//! - LayerNorm: `layer_norm` (statistics in f32);
-//! - GELU: `gelu` (exact erf form) and `gelu_backward`;
 //! - dropout: `native_dropout` (one kernel, a one-byte mask kept) and `native_dropout_backward`;
 //! - cross-entropy: `log_softmax` and the label's entry; its backward pass is
 //!   `_log_softmax_backward_data` of the label's one-hot row, from the log-softmax it keeps.
 //!
-//! The backward pass of attention and LayerNorm is LibTorch's autograd over that one call: the
+//! The backward pass of attention is LibTorch's autograd over that one call: the
 //! call runs with LibTorch's gradient tracking on, its inputs as fresh leaves that share the
 //! inputs' memory, and the burn node keeps the call's gradient edges (`csrc/autograd.cpp`):
 //! LibTorch's backward node with what the call saved for it, not the output. The backward pass
@@ -28,9 +26,6 @@
 //!   memory-efficient kernels read it with the softmax's log-sum-exp); the output handed to
 //!   burn is detached from the graph and shares that memory, and the state keeps a handle on
 //!   it, so burn never reuses it in place.
-//! - LayerNorm's backward node keeps its input, weight, bias and the rows' mean and reciprocal
-//!   deviation, not its output: the f32 output is not held until the backward pass (under bf16
-//!   the next product keeps a bf16 copy of it, so nothing else does).
 //!
 //! Every state holds handles on the inputs the backward pass reads, so burn never writes into
 //! them in place. The cross-entropy keeps its log-softmax and not the logits, as LibTorch's own
@@ -51,7 +46,7 @@ use burn::backend::{Autodiff, Backend, DispatchDevice, LibTorch, backend_extensi
 use burn::prelude::*;
 use tch::Kind;
 
-mod autograd;
+pub(super) mod autograd;
 pub(super) mod casts;
 use autograd::{Graph, GraphStep};
 
@@ -74,13 +69,6 @@ pub trait TorchOps: Backend {
         w: FloatTensor<Self>,
         b: FloatTensor<Self>,
     ) -> FloatTensor<Self>;
-    fn torch_layer_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        eps: f64,
-    ) -> FloatTensor<Self>;
-    fn torch_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
     /// Inverted dropout with probability `p` (training only: callers check).
     fn torch_dropout(x: FloatTensor<Self>, p: f64) -> FloatTensor<Self>;
     fn torch_cross_entropy(logits: FloatTensor<Self>, labels: IntTensor<Self>)
@@ -130,11 +118,6 @@ fn attention(
     ctx.permute([0, 2, 1, 3]).reshape([b, l, h])
 }
 
-fn layer_norm(x: &tch::Tensor, gamma: &tch::Tensor, beta: &tch::Tensor, eps: f64) -> tch::Tensor {
-    let width = *x.size().last().expect("layer_norm of a scalar");
-    x.layer_norm([width], Some(gamma), Some(beta), eps, true)
-}
-
 /// The cross-entropy `lse(z) − z[y]` per row of `logits` `[n, vocab]` (f32), with what its
 /// backward pass reads: the rows' log-softmax (f32) and the labels as a column index `[n, 1]`.
 fn cross_entropy(logits: &tch::Tensor, labels: &tch::Tensor) -> (tch::Tensor, CrossEntropySaved) {
@@ -151,7 +134,7 @@ fn cross_entropy(logits: &tch::Tensor, labels: &tch::Tensor) -> (tch::Tensor, Cr
 
 /// `t` in `kind`: `None` when it already is (no LibTorch call at all: `to_kind` would be one,
 /// a cost in host time on every backward step), else the cast.
-fn cast_to(t: &tch::Tensor, kind: Kind) -> Option<tch::Tensor> {
+pub(super) fn cast_to(t: &tch::Tensor, kind: Kind) -> Option<tch::Tensor> {
     (t.kind() != kind).then(|| t.to_kind(kind))
 }
 
@@ -170,16 +153,6 @@ impl TorchOps for LibTorch {
 
     fn torch_linear(x: TchTensor, w: TchTensor, b: TchTensor) -> TchTensor {
         TchTensor::new(tch::no_grad(|| b.tensor.addmm(&x.tensor, &w.tensor)))
-    }
-
-    fn torch_layer_norm(x: TchTensor, gamma: TchTensor, beta: TchTensor, eps: f64) -> TchTensor {
-        TchTensor::new(tch::no_grad(|| {
-            layer_norm(&x.tensor, &gamma.tensor, &beta.tensor, eps)
-        }))
-    }
-
-    fn torch_gelu(x: TchTensor) -> TchTensor {
-        TchTensor::new(x.tensor.gelu("none"))
     }
 
     fn torch_dropout(x: TchTensor, p: f64) -> TchTensor {
@@ -203,7 +176,7 @@ impl TorchOps for LibTorch {
 
 /// The backward step of a call with one input: registers `dx(state, ∂y)` as the input's
 /// gradient when the input is tracked.
-fn one_input<S>(
+pub(super) fn one_input<S>(
     ops: Ops<S, 1>,
     grads: &mut Gradients,
     dx: impl FnOnce(&S, &tch::Tensor) -> tch::Tensor,
@@ -285,21 +258,6 @@ impl Backward<LibTorch, 1> for ParamCastStep {
 }
 
 #[derive(Debug)]
-struct GeluStep;
-
-impl Backward<LibTorch, 1> for GeluStep {
-    type State = TchTensor;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        one_input(ops, grads, |x, grad| {
-            let x = &x.tensor;
-            let cast = cast_to(grad, x.kind());
-            x.gelu_backward(cast.as_ref().unwrap_or(grad), "none")
-        });
-    }
-}
-
-#[derive(Debug)]
 struct DropoutStep;
 
 impl Backward<LibTorch, 1> for DropoutStep {
@@ -348,41 +306,6 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
         let y = LibTorch::torch_linear(x.clone(), w.clone(), b);
         match LinearStep.prepare::<C>(guards).compute_bound().stateful() {
             OpsKind::Tracked(prep) => prep.finish((x, w), y),
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        }
-    }
-
-    fn torch_layer_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        eps: f64,
-    ) -> FloatTensor<Self> {
-        let guards = [x.node(), gamma.node(), beta.node()];
-        let (x, gamma, beta) = (
-            x.into_primitive(),
-            gamma.into_primitive(),
-            beta.into_primitive(),
-        );
-        match GraphStep.prepare::<C>(guards).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => {
-                let (y, graph) = Graph::record(&[&x, &gamma, &beta], false, |l| {
-                    layer_norm(&l[0], &l[1], &l[2], eps)
-                });
-                prep.finish(graph, y)
-            }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(LibTorch::torch_layer_norm(x, gamma, beta, eps))
-            }
-        }
-    }
-
-    fn torch_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        let guards = [x.node()];
-        let x = x.into_primitive();
-        let y = LibTorch::torch_gelu(x.clone());
-        match GeluStep.prepare::<C>(guards).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => prep.finish(x, y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }

@@ -1,5 +1,8 @@
-//! Fused CPU kernels with their own backward passes: multi-head attention, LayerNorm, GELU,
-//! `Linear`, the MLM cross-entropy, row lookups (embeddings, gathers), and the AdamW update.
+//! Fused CPU kernels with their own backward passes: multi-head attention, the normalisation,
+//! the activation, `Linear`, the MLM cross-entropy, row lookups (embeddings, gathers), and the
+//! AdamW update. An operation moved to its own module (`layer_norm`, `gelu`) holds its facade, its kernel,
+//! its `flex` operation and backward step, and its LibTorch call side by side; the others are
+//! still laid out by layer (`fused_ops`, `flex`, `flex_steps`, `torch_calls`, `libtorch`).
 //!
 //! Under autodiff, burn composes these from many tensor operations, each a pass over memory
 //! with its own backward node and fresh buffers. On the `flex` CPU backend each is one operation
@@ -10,8 +13,8 @@
 //! values and gradients (AdamW: `tests/suite/optimizer.rs`, against the composed multi-tensor update;
 //! row lookups: `tests/suite/kernel_rows.rs`, bit for bit against burn's `select`).
 //!
-//! On burn's LibTorch backend (feature `tch`) the biased products, attention, LayerNorm, GELU,
-//! dropout and the cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own
+//! On burn's LibTorch backend (feature `tch`) the biased products, attention, the normalisation,
+//! the activation, dropout and the cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own
 //! backward (`libtorch`, where [`torch`] says yes; `tests/libtorch.rs`).
 
 // Without `flex` (`tch`) the wrappers below end in `unreachable!` (callers check [`fused`]
@@ -63,16 +66,16 @@ use burn::prelude::*;
 
 pub use adamw::AdamWStep;
 pub use attention::{Dims, DropMask};
+pub use gelu::gelu;
 pub use gemm::Products;
 pub use host::host_reads;
 pub(crate) use host::{count_read, device_ids, host_ids, on_host, read_floats};
+pub use layer_norm::layer_norm;
 #[cfg(feature = "tch")]
 pub(crate) use libtorch::{cuda_index, tch_tensor};
 pub use param_cast::cast as param_cast;
 pub use select::{fused, set_composed, torch};
-pub use torch_calls::{
-    torch_attention, torch_cross_entropy, torch_dropout, torch_gelu, torch_layer_norm, torch_linear,
-};
+pub use torch_calls::{torch_attention, torch_cross_entropy, torch_dropout, torch_linear};
 
 /// Multi-head self-attention's context `[batch, len, hidden]` from the packed projections `qkv`
 /// `[batch, len, 3 · hidden]` (Q, K, V on each row) and the additive key bias `[batch, len]`
@@ -102,29 +105,6 @@ pub fn attention(
         return torch_attention(qkv, key_bias, heads, p);
     }
     attention::composed(qkv, key_bias, heads, d)
-}
-
-/// LayerNorm `ln` (made with `eps`) of `x`'s last dimension: our fused kernel, LibTorch's call,
-/// or burn's module.
-pub fn layer_norm<const D: usize>(ln: &burn::nn::LayerNorm, eps: f64, x: Tensor<D>) -> Tensor<D> {
-    match &ln.beta {
-        Some(beta) if fused(&x.device(), x.dtype()) => {
-            fused_ops::layer_norm(x, ln.gamma.val(), beta.val(), eps)
-        }
-        Some(beta) if torch(&x.device()) => torch_layer_norm(x, ln.gamma.val(), beta.val(), eps),
-        _ => ln.forward(x),
-    }
-}
-
-/// GELU in its exact (erf) form: our fused kernel, LibTorch's call, or burn's.
-pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    if fused(&x.device(), x.dtype()) {
-        fused_ops::gelu(x)
-    } else if torch(&x.device()) {
-        torch_gelu(x)
-    } else {
-        burn::tensor::activation::gelu(x)
-    }
 }
 
 /// Rows `ids` `[n]` of `table` `[rows, width]`, `[n, width]` (embedding lookups, gathers of

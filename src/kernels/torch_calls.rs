@@ -36,26 +36,6 @@ pub fn torch_linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
     )))
 }
 
-/// LayerNorm of the last dimension. Only where [`torch`](super::torch) holds.
-pub fn torch_layer_norm<const D: usize>(
-    x: Tensor<D>,
-    gamma: Tensor<1>,
-    beta: Tensor<1>,
-    eps: f64,
-) -> Tensor<D> {
-    Tensor::from_dispatch(torch_op!(torch_layer_norm(
-        x.into_dispatch(),
-        gamma.into_dispatch(),
-        beta.into_dispatch(),
-        eps,
-    )))
-}
-
-/// GELU, exact erf form. Only where [`torch`](super::torch) holds.
-pub fn torch_gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    Tensor::from_dispatch(torch_op!(torch_gelu(x.into_dispatch())))
-}
-
 /// Inverted dropout with probability `p` in (0, 1): kept values scaled by `1 / (1 − p)`. For
 /// training only. Only where [`torch`](super::torch) holds.
 pub fn torch_dropout<const D: usize>(x: Tensor<D>, p: f64) -> Tensor<D> {

@@ -45,6 +45,7 @@ mod input_formats;
 mod inspect;
 mod kernel_rows;
 mod kernels;
+mod kernels_by_operation;
 mod lexicon;
 mod memory_estimate;
 mod objective_formulas;

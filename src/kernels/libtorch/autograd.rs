@@ -1,4 +1,4 @@
-//! The backward passes handed to LibTorch's autograd (attention, LayerNorm): each call's
+//! The backward passes handed to LibTorch's autograd (attention, the normalisation): each call's
 //! gradient edges kept through `csrc/autograd.cpp`, and the burn backward step that runs
 //! LibTorch's engine from them (see the parent module's documentation).
 
@@ -87,7 +87,7 @@ impl Drop for Edges {
 /// One LibTorch call's autograd graph: its edges, and handles on the tensors given to burn that
 /// the backward pass reads (so that burn does not write into their memory in place).
 #[derive(Clone, Debug)]
-pub(super) struct Graph {
+pub(in crate::kernels) struct Graph {
     edges: std::sync::Arc<Edges>,
     inputs: usize,
     /// The output's kind, which its gradient must have.
@@ -98,9 +98,9 @@ pub(super) struct Graph {
 impl Graph {
     /// Runs `f` on leaves sharing `inputs`' memory, with LibTorch's gradient tracking on. The
     /// result for burn (detached) and the graph, which keeps a handle on the result only when
-    /// `output_saved` (the call's backward pass reads its output: attention's kernels do,
-    /// LayerNorm's does not, so its output's memory is not held until the backward pass).
-    pub(super) fn record(
+    /// `output_saved` (the call's backward pass reads its output: attention's kernels do, the
+    /// normalisation's does not, so its output's memory is not held until the backward pass).
+    pub(in crate::kernels) fn record(
         inputs: &[&TchTensor],
         output_saved: bool,
         f: impl FnOnce(&[tch::Tensor]) -> tch::Tensor,
@@ -151,7 +151,7 @@ impl Graph {
 /// The backward step of a call with `N` differentiable inputs, through LibTorch's autograd over
 /// the graph recorded in the forward pass.
 #[derive(Debug)]
-pub(super) struct GraphStep;
+pub(in crate::kernels) struct GraphStep;
 
 impl<const N: usize> Backward<LibTorch, N> for GraphStep {
     type State = Graph;
