@@ -1,4 +1,9 @@
-//! Cross-entropy of rows of logits on the host, forward and backward:
+//! The cross-entropy of rows of logits `[n, vocab]` against labels `[n]`, in one place: the
+//! facade model code calls, our fused CPU kernel (forward and backward on the host) with its
+//! operation on burn's `flex` backend and its backward step, the composed reference, and
+//! LibTorch's call ([`torch`]) beside it.
+//!
+//! The kernel's formula:
 //!
 //! `lse = max(z) + ln Σ_j e^{z_j − max(z)}`, `nll = lse − z[y]`;
 //! with `g = ∂L/∂nll` per row: `∂z_j = g · (e^{z_j − lse} − [j = y])`.
@@ -16,6 +21,42 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::simd::{exp_non_positive, max_lanes, sum_map};
+use super::{fused, torch};
+
+#[cfg(feature = "tch")]
+pub mod torch;
+
+/// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels` `[n]`:
+/// our fused kernel, LibTorch's `log_softmax`, or burn's operations by the surrogate of
+/// [`composed`].
+pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    if fused(&logits.device(), logits.dtype()) {
+        fused_call(logits, labels)
+    } else if torch(&logits.device()) {
+        torch_call(logits, labels)
+    } else {
+        composed(logits, labels)
+    }
+}
+
+/// Our fused kernel as one burn operation. Only where [`fused`](super::fused) holds.
+pub fn fused_call(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    Tensor::from_dispatch(extension_op!(
+        "flex",
+        flex_op::CrossEntropyOps,
+        fused_cross_entropy(logits.into_dispatch(), labels.into_dispatch())
+    ))
+}
+
+/// LibTorch's `log_softmax` and the label's entry, in f32, as one burn operation. Only where
+/// [`torch`](super::torch) holds.
+pub fn torch_call(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    Tensor::from_dispatch(extension_op!(
+        "tch",
+        torch::TorchCrossEntropy,
+        torch_cross_entropy(logits.into_dispatch(), labels.into_dispatch())
+    ))
+}
 
 /// Per row: `(nll, lse)`.
 pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> (Vec<f32>, Vec<f32>) {
@@ -86,4 +127,92 @@ pub(crate) fn composed(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
     let q = p.scatter(1, labels, minus_one, IndexingUpdateOp::Add);
     let s = (logits * q).sum_dim(1);
     (s.clone() - s.detach() + lse - gold).reshape([n])
+}
+
+/// The kernel as an operation of burn's `flex` backend, and its backward step on
+/// `Autodiff<Flex>` (the probabilities recomputed from the logits and `lse`).
+#[cfg(feature = "flex")]
+mod flex_op {
+    use burn::backend::TensorMetadata;
+    use burn::backend::autodiff::checkpoint::base::Checkpointer;
+    use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+    use burn::backend::autodiff::grads::Gradients;
+    use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+    use burn::backend::flex::FlexTensor;
+    use burn::backend::tensor::{FloatTensor, IntTensor};
+    use burn::backend::{Autodiff, Backend, Flex, backend_extension};
+    use burn::tensor::Shape;
+
+    use super::super::flex_tensors::{host, indices, tensor};
+    use super::{backward, forward};
+
+    #[backend_extension(Flex, Autodiff)]
+    pub trait CrossEntropyOps: Backend {
+        fn fused_cross_entropy(
+            logits: FloatTensor<Self>,
+            labels: IntTensor<Self>,
+        ) -> FloatTensor<Self>;
+    }
+
+    impl CrossEntropyOps for Flex {
+        fn fused_cross_entropy(logits: FlexTensor, labels: FlexTensor) -> FlexTensor {
+            let n = labels.shape().num_elements();
+            let vocab = logits.shape().num_elements() / n.max(1);
+            let (nll, _) = forward(&host(&logits), &indices(&labels), vocab);
+            tensor(nll, Shape::new([n]))
+        }
+    }
+
+    impl<C: CheckpointStrategy> CrossEntropyOps for Autodiff<Flex, C> {
+        fn fused_cross_entropy(
+            logits: FloatTensor<Self>,
+            labels: IntTensor<Self>,
+        ) -> FloatTensor<Self> {
+            let guards = [logits.node()];
+            let logits = logits.into_primitive();
+            let labels = indices(&labels);
+            let n = labels.len();
+            let vocab = logits.shape().num_elements() / n.max(1);
+            let (nll, lse) = forward(&host(&logits), &labels, vocab);
+            let nll = tensor(nll, Shape::new([n]));
+            match Step.prepare::<C>(guards).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => {
+                    let state = State {
+                        logits,
+                        labels: std::sync::Arc::new(labels),
+                        lse: std::sync::Arc::new(lse),
+                    };
+                    prep.finish(state, nll)
+                }
+                OpsKind::UnTracked(prep) => prep.finish(nll),
+            }
+        }
+    }
+
+    #[derive(Debug)]
+    struct Step;
+
+    /// What the backward pass reads: the logits, the labels and each row's `lse`.
+    #[derive(Clone, Debug)]
+    struct State {
+        logits: FlexTensor,
+        labels: std::sync::Arc<Vec<usize>>,
+        lse: std::sync::Arc<Vec<f32>>,
+    }
+
+    impl Backward<Flex, 1> for Step {
+        type State = State;
+
+        fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let grad = grads.consume::<Flex>(&ops.node);
+            let [parent] = ops.parents;
+            if let Some(node) = parent {
+                let s = ops.state;
+                let shape = s.logits.shape();
+                let vocab = shape.num_elements() / s.labels.len().max(1);
+                let dz = backward(&host(&grad), &host(&s.logits), &s.labels, &s.lse, vocab);
+                grads.register::<Flex>(node.id, tensor(dz, shape));
+            }
+        }
+    }
 }

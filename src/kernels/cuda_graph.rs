@@ -8,7 +8,7 @@
 //!   (`kernels::host_reads` counts the reads);
 //! - state that keeps its memory: the optimizer writes its new parameters and moments into
 //!   the buffers it read them from, and its step-dependent factors (learning rate, bias
-//!   corrections) are device values written before each replay (`AdamW::stage`);
+//!   corrections) are device values written before each replay (the optimizer's `stage`);
 //! - random draws from LibTorch's CUDA generator (dropout, the generator's sampling): the graph
 //!   registers it, and each replay draws what the unrecorded step would have drawn.
 //!

@@ -10,14 +10,11 @@ use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, Backend, Flex, backend_extension};
 use burn::tensor::{DType, IntDType, Shape, TensorData};
 
-use super::adamw::{self, AdamWStep};
 use super::attention::{self, Dims, DropMask};
-use super::cross_entropy as ce_kernel;
 use super::flex_steps::{
-    AttentionState, AttentionStep, CrossEntropyState, CrossEntropyStep, LinearState, LinearStep,
-    RowsState, RowsStep,
+    AttentionState, AttentionStep, LinearState, LinearStep, RowsState, RowsStep,
 };
-use super::flex_tensors::{host, host_mut, indices, matrix, table_width, tensor, weight};
+use super::flex_tensors::{host, indices, matrix, table_width, tensor, weight};
 use super::gemm::Products;
 use super::linear as linear_kernel;
 use super::rows as rows_kernel;
@@ -37,8 +34,6 @@ pub trait FusedOps: Backend {
     ) -> FloatTensor<Self>;
     /// Rows `ids` `[n]` of `table` `[rows, width]`: `[n, width]`.
     fn fused_rows(table: FloatTensor<Self>, ids: IntTensor<Self>) -> FloatTensor<Self>;
-    fn fused_cross_entropy(logits: FloatTensor<Self>, labels: IntTensor<Self>)
-    -> FloatTensor<Self>;
     /// `x·w + b`, or `x·wᵀ + b` when `transposed` (`w` stored `[out, in]`).
     fn fused_linear(
         x: FloatTensor<Self>,
@@ -47,14 +42,6 @@ pub trait FusedOps: Backend {
         transposed: bool,
         products: Products,
     ) -> FloatTensor<Self>;
-    /// The optimizer's update: new (parameter, m, v). Not differentiable.
-    fn fused_adamw(
-        param: FloatTensor<Self>,
-        grad: FloatTensor<Self>,
-        m: FloatTensor<Self>,
-        v: FloatTensor<Self>,
-        step: AdamWStep,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
     /// One draw per row of `logits` `[rows, vocab]` from the row's softmax (see
     /// [`sampling`](mod@super::sampling)), read in place: ids `[rows]` of dtype `ids`. Not
     /// differentiable.
@@ -113,13 +100,6 @@ impl FusedOps for Flex {
         tensor(y, Shape::new([ids.len(), width]))
     }
 
-    fn fused_cross_entropy(logits: FlexTensor, labels: FlexTensor) -> FlexTensor {
-        let n = labels.shape().num_elements();
-        let vocab = logits.shape().num_elements() / n.max(1);
-        let (nll, _) = ce_kernel::forward(&host(&logits), &indices(&labels), vocab);
-        tensor(nll, Shape::new([n]))
-    }
-
     fn fused_linear(
         x: FlexTensor,
         w: FlexTensor,
@@ -130,23 +110,6 @@ impl FusedOps for Flex {
         let w = weight(&w, transposed);
         let y = linear_kernel::forward(matrix(&x), w, &host(&b), products);
         tensor(y, Shape::new([x.shape()[0], w.cols]))
-    }
-
-    fn fused_adamw(
-        param: FlexTensor,
-        grad: FlexTensor,
-        mut m: FlexTensor,
-        mut v: FlexTensor,
-        step: AdamWStep,
-    ) -> (FlexTensor, FlexTensor, FlexTensor) {
-        let p = adamw::update(
-            &host(&param),
-            &host(&grad),
-            host_mut(&mut m),
-            host_mut(&mut v),
-            &step,
-        );
-        (tensor(p, param.shape()), m, v)
     }
 
     fn fused_sample(logits: FlexTensor, seed: u64, ids: IntDType) -> FlexTensor {
@@ -223,34 +186,6 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
         }
     }
 
-    fn fused_cross_entropy(
-        logits: FloatTensor<Self>,
-        labels: IntTensor<Self>,
-    ) -> FloatTensor<Self> {
-        let guards = [logits.node()];
-        let logits = logits.into_primitive();
-        let labels = indices(&labels);
-        let n = labels.len();
-        let vocab = logits.shape().num_elements() / n.max(1);
-        let (nll, lse) = ce_kernel::forward(&host(&logits), &labels, vocab);
-        let nll = tensor(nll, Shape::new([n]));
-        match CrossEntropyStep
-            .prepare::<C>(guards)
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let state = CrossEntropyState {
-                    logits,
-                    labels: std::sync::Arc::new(labels),
-                    lse: std::sync::Arc::new(lse),
-                };
-                prep.finish(state, nll)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(nll),
-        }
-    }
-
     fn fused_linear(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
@@ -273,16 +208,6 @@ impl<C: CheckpointStrategy> FusedOps for Autodiff<Flex, C> {
             }
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
-    }
-
-    fn fused_adamw(
-        _: FloatTensor<Self>,
-        _: FloatTensor<Self>,
-        _: FloatTensor<Self>,
-        _: FloatTensor<Self>,
-        _: AdamWStep,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        unreachable!("the optimizer updates the parameters' inner (non-autodiff) tensors")
     }
 
     fn fused_sample(logits: FloatTensor<Self>, seed: u64, ids: IntDType) -> IntTensor<Self> {

@@ -11,7 +11,6 @@ use burn::backend::flex::FlexTensor;
 use burn::tensor::Shape;
 
 use super::attention::{self, Dims, DropMask};
-use super::cross_entropy as ce_kernel;
 use super::flex_tensors::{host, matrix, tensor, weight};
 use super::gemm::Products;
 use super::linear as linear_kernel;
@@ -46,32 +45,6 @@ impl Backward<Flex, 1> for AttentionStep {
                 s.products,
             );
             grads.register::<Flex>(node.id, tensor(dqkv, s.qkv.shape()));
-        }
-    }
-}
-
-#[derive(Debug)]
-pub(super) struct CrossEntropyStep;
-
-#[derive(Clone, Debug)]
-pub(super) struct CrossEntropyState {
-    pub(super) logits: FlexTensor,
-    pub(super) labels: std::sync::Arc<Vec<usize>>,
-    pub(super) lse: std::sync::Arc<Vec<f32>>,
-}
-
-impl Backward<Flex, 1> for CrossEntropyStep {
-    type State = CrossEntropyState;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        let [parent] = ops.parents;
-        if let Some(node) = parent {
-            let s = ops.state;
-            let shape = s.logits.shape();
-            let vocab = shape.num_elements() / s.labels.len().max(1);
-            let dz = ce_kernel::backward(&host(&grad), &host(&s.logits), &s.labels, &s.lse, vocab);
-            grads.register::<Flex>(node.id, tensor(dz, shape));
         }
     }
 }

@@ -41,7 +41,7 @@ pub(super) fn weight(w: &FlexTensor, transposed: bool) -> View {
 }
 
 /// The elements of an integer tensor as indices (class labels, table rows).
-pub(super) fn indices(t: &FlexTensor) -> Vec<usize> {
+pub(in crate::kernels) fn indices(t: &FlexTensor) -> Vec<usize> {
     let t = t.to_contiguous();
     match t.dtype() {
         DType::I64 => t.storage::<i64>().iter().map(|&i| i as usize).collect(),
@@ -51,7 +51,7 @@ pub(super) fn indices(t: &FlexTensor) -> Vec<usize> {
 }
 
 /// The elements of `t`, writable in place (copied first when shared or strided).
-pub(super) fn host_mut(t: &mut FlexTensor) -> &mut [f32] {
+pub(in crate::kernels) fn host_mut(t: &mut FlexTensor) -> &mut [f32] {
     if t.as_slice::<f32>().is_none() || !t.is_unique() {
         *t = t.to_contiguous();
     }

@@ -3,7 +3,6 @@
 
 use burn::prelude::*;
 
-use super::adamw::AdamWStep;
 use super::attention::DropMask;
 use super::gemm::Products;
 
@@ -68,40 +67,6 @@ pub fn linear_transposed(
         true,
         products,
     )))
-}
-
-/// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels`
-/// `[n]` (see [`cross_entropy`](mod@super::cross_entropy)). Only where
-/// [`fused`](super::fused) holds.
-pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
-    Tensor::from_dispatch(fused_op!(fused_cross_entropy(
-        logits.into_dispatch(),
-        labels.into_dispatch(),
-    )))
-}
-
-/// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (see
-/// [`adamw`](mod@super::adamw)): the new `(p, m, v)`. Only where [`fused`](super::fused)
-/// holds; plain tensors only.
-pub fn adamw(
-    p: Tensor<1>,
-    g: Tensor<1>,
-    m: Tensor<1>,
-    v: Tensor<1>,
-    step: AdamWStep,
-) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
-    let (p, m, v) = fused_op!(fused_adamw(
-        p.into_dispatch(),
-        g.into_dispatch(),
-        m.into_dispatch(),
-        v.into_dispatch(),
-        step,
-    ));
-    (
-        Tensor::from_dispatch(p),
-        Tensor::from_dispatch(m),
-        Tensor::from_dispatch(v),
-    )
 }
 
 /// One draw per row of `logits` `[rows, vocab]` from its softmax, with the sampler's `seed`

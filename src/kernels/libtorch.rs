@@ -1,4 +1,4 @@
-//! Attention, dropout and the MLM cross-entropy as single LibTorch calls on burn's
+//! Attention, the biased product and dropout as single LibTorch calls on burn's
 //! LibTorch backend (feature `tch`; the `libtorch` and `libtorch-cuda` devices).
 //!
 //! burn's autodiff composes these from many tensor operations: on a GPU each is a kernel launch
@@ -13,8 +13,6 @@
 //! - the biased product `x W + b`: `addmm` (on CUDA cuBLASLt adds the bias in the product's
 //!   epilogue), its backward pass the two products and the bias's row sum;
 //! - dropout: `native_dropout` (one kernel, a one-byte mask kept) and `native_dropout_backward`;
-//! - cross-entropy: `log_softmax` and the label's entry; its backward pass is
-//!   `_log_softmax_backward_data` of the label's one-hot row, from the log-softmax it keeps.
 //!
 //! The backward pass of attention is LibTorch's autograd over that one call: the
 //! call runs with LibTorch's gradient tracking on, its inputs as fresh leaves that share the
@@ -28,8 +26,8 @@
 //!   it, so burn never reuses it in place.
 //!
 //! Every state holds handles on the inputs the backward pass reads, so burn never writes into
-//! them in place. The cross-entropy keeps its log-softmax and not the logits, as LibTorch's own
-//! `cross_entropy` does.
+//! them in place. An operation with a module of its own (`kernels::<op>`) has its LibTorch call
+//! in that module's `torch.rs`, on the helpers here (`cast_to`, `one_input`, `autograd`).
 //!
 //! `tests/libtorch.rs` checks each against burn's composed operations on the `libtorch` CPU
 //! device, values and gradients.
@@ -41,7 +39,7 @@ use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::libtorch::TchTensor;
-use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, DispatchDevice, LibTorch, backend_extension};
 use burn::prelude::*;
 use tch::Kind;
@@ -71,8 +69,6 @@ pub trait TorchOps: Backend {
     ) -> FloatTensor<Self>;
     /// Inverted dropout with probability `p` (training only: callers check).
     fn torch_dropout(x: FloatTensor<Self>, p: f64) -> FloatTensor<Self>;
-    fn torch_cross_entropy(logits: FloatTensor<Self>, labels: IntTensor<Self>)
-    -> FloatTensor<Self>;
     /// A parameter in the dtype `bf16 ? bf16 : f32`: its slice of the cast of the flat buffer
     /// it lives in (`kernels::param_cast`), else its own cast. The gradient is cast back.
     fn torch_param_cast(x: FloatTensor<Self>, bf16: bool) -> FloatTensor<Self>;
@@ -118,20 +114,6 @@ fn attention(
     ctx.permute([0, 2, 1, 3]).reshape([b, l, h])
 }
 
-/// The cross-entropy `lse(z) − z[y]` per row of `logits` `[n, vocab]` (f32), with what its
-/// backward pass reads: the rows' log-softmax (f32) and the labels as a column index `[n, 1]`.
-fn cross_entropy(logits: &tch::Tensor, labels: &tch::Tensor) -> (tch::Tensor, CrossEntropySaved) {
-    let index = labels.to_kind(Kind::Int64).unsqueeze(1);
-    let log_softmax = logits.log_softmax(1, Kind::Float);
-    let nll = log_softmax.gather(1, &index, false).squeeze_dim(1).neg();
-    let saved = CrossEntropySaved {
-        log_softmax: TchTensor::new(log_softmax),
-        index: TchTensor::new(index),
-        kind: logits.kind(),
-    };
-    (nll, saved)
-}
-
 /// `t` in `kind`: `None` when it already is (no LibTorch call at all: `to_kind` would be one,
 /// a cost in host time on every backward step), else the cast.
 pub(super) fn cast_to(t: &tch::Tensor, kind: Kind) -> Option<tch::Tensor> {
@@ -159,12 +141,6 @@ impl TorchOps for LibTorch {
         TchTensor::new(x.tensor.native_dropout(p, true).0)
     }
 
-    fn torch_cross_entropy(logits: TchTensor, labels: TchTensor) -> TchTensor {
-        TchTensor::new(tch::no_grad(|| {
-            cross_entropy(&logits.tensor, &labels.tensor).0
-        }))
-    }
-
     fn torch_param_cast(x: TchTensor, bf16: bool) -> TchTensor {
         let kind = if bf16 { Kind::BFloat16 } else { Kind::Float };
         if x.tensor.kind() == kind {
@@ -185,34 +161,6 @@ pub(super) fn one_input<S>(
     let [parent] = ops.parents;
     if let Some(node) = parent {
         grads.register::<LibTorch>(node.id, TchTensor::new(dx(&ops.state, &grad.tensor)));
-    }
-}
-
-/// What the cross-entropy's backward pass reads: the rows' log-softmax `[n, vocab]` (f32), the
-/// labels as a column index `[n, 1]` and the logits' kind.
-#[derive(Clone, Debug)]
-struct CrossEntropySaved {
-    log_softmax: TchTensor,
-    index: TchTensor,
-    kind: Kind,
-}
-
-/// `∂z = ∂lsm − softmax(z) · Σ ∂lsm` with `∂lsm` = −∂nll at the label's column, 0 elsewhere.
-#[derive(Debug)]
-struct CrossEntropyStep;
-
-impl Backward<LibTorch, 1> for CrossEntropyStep {
-    type State = CrossEntropySaved;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        one_input(ops, grads, |s, grad| {
-            let lsm = &s.log_softmax.tensor;
-            let cast = cast_to(grad, Kind::Float);
-            let picked = cast.as_ref().unwrap_or(grad).neg().unsqueeze(1);
-            let d_lsm = lsm.zeros_like().scatter(1, &s.index.tensor, &picked);
-            let dz = tch::Tensor::internal_log_softmax_backward_data(&d_lsm, lsm, 1, Kind::Float);
-            cast_to(&dz, s.kind).unwrap_or(dz)
-        });
     }
 }
 
@@ -317,25 +265,6 @@ impl<C: CheckpointStrategy> TorchOps for Autodiff<LibTorch, C> {
         match DropoutStep.prepare::<C>(guards).compute_bound().stateful() {
             OpsKind::Tracked(prep) => prep.finish((TchTensor::new(mask), 1.0 / (1.0 - p)), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
-        }
-    }
-
-    fn torch_cross_entropy(
-        logits: FloatTensor<Self>,
-        labels: IntTensor<Self>,
-    ) -> FloatTensor<Self> {
-        let guards = [logits.node()];
-        let logits = logits.into_primitive();
-        match CrossEntropyStep
-            .prepare::<C>(guards)
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let (nll, saved) = tch::no_grad(|| cross_entropy(&logits.tensor, &labels.tensor));
-                prep.finish(saved, TchTensor::new(nll))
-            }
-            OpsKind::UnTracked(prep) => prep.finish(LibTorch::torch_cross_entropy(logits, labels)),
         }
     }
 

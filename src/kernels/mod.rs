@@ -1,6 +1,7 @@
 //! Fused CPU kernels with their own backward passes: multi-head attention, the normalisation,
-//! the activation, `Linear`, the MLM cross-entropy, row lookups (embeddings, gathers), and the
-//! AdamW update. An operation moved to its own module (`layer_norm`, `gelu`) holds its facade, its kernel,
+//! the activation, `Linear`, the MLM loss, row lookups (embeddings, gathers), and the
+//! optimizer's update. An operation moved to its own module (`layer_norm`, `gelu`, the loss, the
+//! optimizer's update) holds its facade, its kernel,
 //! its `flex` operation and backward step, and its LibTorch call side by side; the others are
 //! still laid out by layer (`fused_ops`, `flex`, `flex_steps`, `torch_calls`, `libtorch`).
 //!
@@ -10,11 +11,11 @@
 //! and its autodiff `Backward` steps. The model calls the wrappers below where [`fused`] says
 //! yes; elsewhere (another backend, or a dtype other than f32) it composes burn's own operations
 //! with the same formulas. `tests/suite/kernels.rs` checks every kernel against that composed version,
-//! values and gradients (AdamW: `tests/suite/optimizer.rs`, against the composed multi-tensor update;
+//! values and gradients (the optimizer's update: `tests/suite/optimizer.rs`, against the composed multi-tensor update;
 //! row lookups: `tests/suite/kernel_rows.rs`, bit for bit against burn's `select`).
 //!
 //! On burn's LibTorch backend (feature `tch`) the biased products, attention, the normalisation,
-//! the activation, dropout and the cross-entropy are single LibTorch calls instead, each one burn operation with LibTorch's own
+//! the activation, dropout and the MLM loss are single LibTorch calls instead, each one burn operation with LibTorch's own
 //! backward (`libtorch`, where [`torch`] says yes; `tests/libtorch.rs`).
 
 // Without `flex` (`tch`) the wrappers below end in `unreachable!` (callers check [`fused`]
@@ -64,8 +65,9 @@ pub mod views;
 
 use burn::prelude::*;
 
-pub use adamw::AdamWStep;
+pub use adamw::{AdamWStep, adamw};
 pub use attention::{Dims, DropMask};
+pub use cross_entropy::cross_entropy;
 pub use gelu::gelu;
 pub use gemm::Products;
 pub use host::host_reads;
@@ -75,7 +77,7 @@ pub use layer_norm::layer_norm;
 pub(crate) use libtorch::{cuda_index, tch_tensor};
 pub use param_cast::cast as param_cast;
 pub use select::{fused, set_composed, torch};
-pub use torch_calls::{torch_attention, torch_cross_entropy, torch_dropout, torch_linear};
+pub use torch_calls::{torch_attention, torch_dropout, torch_linear};
 
 /// Multi-head self-attention's context `[batch, len, hidden]` from the packed projections `qkv`
 /// `[batch, len, 3 · hidden]` (Q, K, V on each row) and the additive key bias `[batch, len]`
@@ -148,19 +150,6 @@ pub fn linear_transposed(
     y.cast(burn::tensor::FloatDType::F32) + b.unsqueeze::<2>()
 }
 
-/// Per-row cross-entropy `lse(z) − z[y]` `[n]` of logits `[n, vocab]` against `labels` `[n]`:
-/// our fused kernel, LibTorch's `log_softmax`, or burn's operations by the surrogate of
-/// [`cross_entropy`](mod@cross_entropy).
-pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
-    if fused(&logits.device(), logits.dtype()) {
-        fused_ops::cross_entropy(logits, labels)
-    } else if torch(&logits.device()) {
-        torch_cross_entropy(logits, labels)
-    } else {
-        cross_entropy::composed(logits, labels)
-    }
-}
-
 /// One token id per row of `logits` `[rows, vocab]`, drawn from the row's softmax at
 /// temperature 1 (detached: sampling has no gradient), as an integer tensor on the logits'
 /// device (see [`sampling`](mod@sampling)): our kernel on the logits in place, the same kernel on
@@ -172,30 +161,4 @@ pub fn sample(logits: &Tensor<2>) -> Tensor<1, Int> {
         return fused_ops::sample(logits, dropout::next_call_seed());
     }
     sampling::sample_copied_or_on_device(logits)
-}
-
-/// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (plain tensors; see
-/// [`adamw`](mod@adamw) for the formulas): the new `(p, m, v)`. Our fused kernel, or burn's
-/// operations.
-pub fn adamw(
-    p: Tensor<1>,
-    g: Tensor<1>,
-    m: Tensor<1>,
-    v: Tensor<1>,
-    s: AdamWStep,
-) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
-    if fused(&p.device(), p.dtype()) {
-        return fused_ops::adamw(p, g, m, v, s);
-    }
-    let f = s.grad_factor;
-    let m = m.mul_scalar(s.beta1) + g.clone().mul_scalar((1.0 - s.beta1) * f);
-    let v = v.mul_scalar(s.beta2) + g.square().mul_scalar((1.0 - s.beta2) * f * f);
-    let p = if s.weight_decay != 0.0 {
-        p.mul_scalar(1.0 - s.lr * s.weight_decay)
-    } else {
-        p
-    };
-    let denom = v.clone().sqrt().div_scalar(s.bc2_sqrt).add_scalar(s.eps);
-    let p = p - (m.clone() / denom).mul_scalar(s.lr / s.bc1);
-    (p, m, v)
 }

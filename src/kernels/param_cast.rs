@@ -2,7 +2,7 @@
 //!
 //! Under bf16 every product casts its f32 weight (and bias) to bf16 where it is used
 //! (`model::precision`): one cast kernel per parameter and step, about 200 in the
-//! ELECTRA-Small-sized step, each a launch on a GPU. The multi-tensor AdamW
+//! ELECTRA-Small-sized step, each a launch on a GPU. The multi-tensor optimizer
 //! (`train::optimizer`) leaves every parameter a slice of one flat f32 buffer; it registers
 //! that buffer here ([`FlatParams::set`]). The first cast of a parameter that lies in a
 //! registered buffer then casts the whole buffer once, and every parameter's cast in that

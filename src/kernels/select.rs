@@ -34,7 +34,7 @@ pub fn fused(device: &Device, dtype: DType) -> bool {
     }
 }
 
-/// Whether the biased products, attention, the normalisation, the activation, dropout and the cross-entropy run as
+/// Whether the biased products, attention, the normalisation, the activation, dropout and the MLM loss run as
 /// single LibTorch calls on `device` (any float dtype): the LibTorch backend's devices, in a
 /// build with feature `tch`.
 pub fn torch(device: &Device) -> bool {

@@ -8,7 +8,7 @@ const LANES: usize = 8;
 /// `Σ f(x)` over `xs`, in [`LANES`] partial sums (a fixed order: the same result every time).
 ///
 /// `f` is mapped over a block of values first and the block then added lane by lane: written as
-/// one loop, `acc[k] += f(c[k])` with a costly `f` (the cross-entropy's `exp`) stayed scalar.
+/// one loop, `acc[k] += f(c[k])` with a costly `f` (the MLM loss's `exp`) stayed scalar.
 /// The additions are the same, in the same order.
 #[inline(always)]
 pub(crate) fn sum_map(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {

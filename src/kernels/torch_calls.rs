@@ -41,12 +41,3 @@ pub fn torch_linear(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
 pub fn torch_dropout<const D: usize>(x: Tensor<D>, p: f64) -> Tensor<D> {
     Tensor::from_dispatch(torch_op!(torch_dropout(x.into_dispatch(), p)))
 }
-
-/// Per-row `lse(z) − z[y]` `[n]` of logits `[n, vocab]`, in f32. Only where
-/// [`torch`](super::torch) holds.
-pub fn torch_cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
-    Tensor::from_dispatch(torch_op!(torch_cross_entropy(
-        logits.into_dispatch(),
-        labels.into_dispatch(),
-    )))
-}

@@ -16,7 +16,7 @@
 //! On the `flex` CPU backend the per-position loss is one fused operation instead
 //! (`kernels::cross_entropy`: one parallel pass forward, one backward); on LibTorch devices it is
 //! LibTorch's `log_softmax` and the label's entry, differentiated by LibTorch
-//! (`kernels::torch_cross_entropy`).
+//! (`kernels::cross_entropy::torch_call`).
 //! `tests/suite/objective_formulas.rs` checks value and gradient against the textbook formula.
 
 use burn::prelude::*;

@@ -373,7 +373,7 @@ fn fused_cross_entropy_matches_log_softmax() {
     let case = |fused: bool| {
         let z = leaf(values.clone(), [n, vocab], &device);
         let nll = if fused {
-            kernels::fused_ops::cross_entropy(z.clone(), labels.clone())
+            kernels::cross_entropy::fused_call(z.clone(), labels.clone())
         } else {
             burn::tensor::activation::log_softmax(z.clone(), 1)
                 .gather(1, labels.clone().reshape([n, 1]))
