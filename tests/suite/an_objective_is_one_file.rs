@@ -13,7 +13,7 @@
 //! data it trains on, not of the step.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const MAX_FILES: usize = 3;
 const NOT_OBJECTIVES: [&str; 7] = [
@@ -29,17 +29,6 @@ const PROTOCOL: [&str; 4] = ["NAME", "build", "LABELS", "TERM"];
 const MAX_STEP_FILES: usize = 6;
 /// The step of packed examples, the one without data of its own.
 const MASKED_LM_STEP: &str = "masked_lm";
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// The text without `//` comments (a `//` inside a string literal is rare enough in `src/`
 /// for a line-based cut; a string's `//` only hides identifiers after it).
@@ -87,10 +76,7 @@ fn declared(code: &str) -> BTreeSet<String> {
 
 /// Every source file of `src`: its path relative to `src` and its text, in path order.
 fn sources(src: &Path) -> Vec<(String, String)> {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
-    files.sort();
-    files
+    crate::common::rust_files(src)
         .iter()
         .map(|p| {
             let rel = p.strip_prefix(src).unwrap().display().to_string();

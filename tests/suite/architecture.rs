@@ -35,24 +35,6 @@ fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
 }
 
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("a directory entry").path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            out.extend(rust_files(&p));
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// The text of a Rust file without comments (doc comments' links are not imports) and without
 /// the contents of string literals.
 fn code_only(text: &str) -> String {
@@ -183,7 +165,7 @@ struct SourceFile {
 }
 
 fn source_files(src: &Path) -> Vec<SourceFile> {
-    rust_files(src)
+    crate::common::rust_files(src)
         .into_iter()
         .map(|path| {
             let rel = path.strip_prefix(src).expect("under src");

@@ -3,20 +3,9 @@
 //! named in at most three files under `src/kernels/` — its module, its LibTorch file and the
 //! declaration in `kernels/mod.rs` — so that changing it means reading one place.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const MAX_FILES: usize = 3;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// Whether `text` names the operation `op` (`layer_norm`): as `layer_norm`, `LayerNorm`,
 /// `layer norm` or `layer-norm`, in code or prose.
@@ -32,9 +21,7 @@ fn names(text: &str, op: &str) -> bool {
 #[test]
 fn an_operation_with_its_own_module_is_named_in_at_most_three_kernel_files() {
     let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/kernels");
-    let mut files = Vec::new();
-    rust_files(&kernels, &mut files);
-    files.sort();
+    let files = crate::common::rust_files(&kernels);
     // An operation with a module of its own declares its backend extension there (the
     // layer-wide `flex.rs` and `libtorch.rs` hold the operations not yet moved).
     let ops: Vec<String> = std::fs::read_dir(&kernels)
