@@ -75,7 +75,7 @@ impl Precision {
             return (Precision::F32, "this CPU has no AVX-512 BF16".into());
         };
         let measured = format!("bf16 products measured at {s:.2}x f32's on this CPU");
-        if kernels::bf16_rate::pays(speedup) {
+        if kernels::bf16_rate::pays(s) {
             (Precision::Bf16, measured)
         } else {
             let floor = kernels::bf16_rate::PAYS_FROM;
@@ -87,8 +87,8 @@ impl Precision {
     }
 
     /// The precision a model built on `device` computes in: `Bf16` on our CPU kernels becomes
-    /// [`Precision::HostBf16`]; anything else stays itself. Where the CPU has no AVX-512 BF16,
-    /// a notice (once) says that bf16 is not faster than f32 there.
+    /// [`Precision::HostBf16`]; anything else stays itself. Where bf16 is not faster than f32
+    /// on this CPU (no AVX-512 BF16, or its products measured slower), a notice (once) says so.
     pub fn on(self, device: &Device) -> Self {
         assert!(
             self != Precision::Auto,

@@ -9,6 +9,7 @@
 use crate::text::shards::DataKind;
 
 use super::PARTS;
+use super::part_registry::PartRow;
 
 /// The steps a kind trains with: the masked-LM step first (named `baseline` without parts),
 /// then the steps of their own, each with the data it reads.
@@ -88,16 +89,13 @@ impl ObjectiveKind {
 
     /// Whether the kind trains with the part named `part` (e.g. `hard_correction::NAME`).
     pub fn has(self, part: &str) -> bool {
-        PARTS
-            .iter()
-            .position(|p| p.name == part)
-            .is_some_and(|i| self.parts & (1 << i) != 0)
+        rows_of(self.parts).any(|p| p.name == part)
     }
 
     /// Whether the kind's runs count corrected false negatives (Hard Correction's: they get
     /// Table 8's statistics, `trueneg stats`).
     pub fn reports_corrections(self) -> bool {
-        (0..PARTS.len()).any(|i| self.parts & (1 << i) != 0 && (PARTS[i].counts_corrections)())
+        rows_of(self.parts).any(|p| (p.counts_corrections)())
     }
 
     /// The data the kind trains on: packed examples (the masked-LM step and its parts), or
@@ -107,16 +105,22 @@ impl ObjectiveKind {
     }
 }
 
+/// The registry's rows of the parts in `set` (bit `i`: the `i`-th row), in the registry's order.
+fn rows_of(set: u32) -> impl Iterator<Item = &'static PartRow> {
+    PARTS
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| set & (1 << i) != 0)
+        .map(|(_, row)| row)
+}
+
 /// The name of every set of parts, indexed by its bits (made once: the registry is small).
 fn joined_names() -> &'static [String] {
     static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
         (0..1u32 << PARTS.len())
             .map(|set| {
-                let names: Vec<&str> = (0..PARTS.len())
-                    .filter(|i| set & (1 << i) != 0)
-                    .map(|i| PARTS[i].name)
-                    .collect();
+                let names: Vec<&str> = rows_of(set).map(|p| p.name).collect();
                 names.join("+")
             })
             .collect()

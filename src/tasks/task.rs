@@ -29,8 +29,11 @@ impl GlueTask {
     /// process, so that `--task`, files and readers know it as the registry's; refused when its
     /// name (or its folder name) is taken.
     pub fn register(spec: &'static dyn SentenceTask) -> crate::Result<Self> {
-        let plain = |n: &str| n.to_lowercase().replace(['-', '_'], "");
-        let taken = Self::all()
+        // Checked and added under one lock, so two threads cannot add the same name.
+        let mut added = ADDED.write().unwrap_or_else(|e| e.into_inner());
+        let taken = TASKS
+            .iter()
+            .chain(added.iter())
             .find(|t| plain(t.name()) == plain(spec.name()) || t.dir_name() == spec.dir_name());
         if let Some(t) = taken {
             return Err(crate::Error::Config(format!(
@@ -41,7 +44,7 @@ impl GlueTask {
                 t.dir_name()
             )));
         }
-        ADDED.write().unwrap_or_else(|e| e.into_inner()).push(spec);
+        added.push(spec);
         Ok(Self(spec))
     }
 
@@ -53,8 +56,12 @@ impl GlueTask {
     /// The task named `name` (`sst2`, `SST-2`, `cad_nli`: any case, with or without `-` and
     /// `_`).
     pub fn parse(name: &str) -> Option<Self> {
-        let plain = |n: &str| n.to_lowercase().replace(['-', '_'], "");
         Self::all().find(|t| plain(t.name()) == plain(name))
+    }
+
+    /// The task whose name in files is exactly `name` (`cad-nli`).
+    fn exact(name: &str) -> Option<Self> {
+        Self::all().find(|t| t.name() == name)
     }
 
     /// The registered task named `name`, for code that works with one task (compare-continued
@@ -131,7 +138,6 @@ impl GlueTask {
         if holds(data) {
             return data.to_path_buf();
         }
-        let plain = |n: &str| n.to_lowercase().replace(['-', '_'], "");
         let want = plain(self.dir_name());
         crate::io::read::names(data)
             .into_iter()
@@ -197,7 +203,7 @@ impl serde::Serialize for GlueTask {
 impl<'de> serde::Deserialize<'de> for GlueTask {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let name = String::deserialize(d)?;
-        Self::all().find(|t| t.name() == name).ok_or_else(|| {
+        Self::exact(&name).ok_or_else(|| {
             let names: Vec<&str> = Self::all().map(|t| t.name()).collect();
             serde::de::Error::custom(format!(
                 "unknown task `{name}`, expected one of {}",
@@ -259,9 +265,14 @@ impl TryFrom<String> for Task {
         if s == "squad" {
             return Ok(Task::Squad);
         }
-        GlueTask::all()
-            .find(|t| t.name() == s)
+        GlueTask::exact(&s)
             .map(Task::Classification)
             .ok_or_else(|| format!("unknown task `{s}`"))
     }
+}
+
+/// A task or folder name as names are compared: lower case, without `-` and `_` (`SST-2`,
+/// `sst2` and `Sst_2` are one name).
+fn plain(name: &str) -> String {
+    name.to_lowercase().replace(['-', '_'], "")
 }

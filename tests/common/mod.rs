@@ -455,3 +455,29 @@ pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// The text without `//` comments (a `//` inside a string literal is rare enough in `src/`
+/// for a line-based cut; a string's `//` only hides identifiers after it).
+pub fn code(text: &str) -> String {
+    text.lines()
+        .map(|l| l.find("//").map_or(l, |i| &l[..i]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Whether `word` occurs in `code` as a whole identifier (or path, for `x::`).
+pub fn mentions(code: &str, word: &str) -> bool {
+    code.match_indices(word).any(|(i, _)| {
+        let before = code[..i].chars().next_back().is_none_or(|c| !is_ident(c));
+        let after = code[i + word.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !is_ident(c))
+            || word.ends_with("::");
+        before && after
+    })
+}

@@ -6,6 +6,7 @@
 //! registry is its file and one line.
 
 use crate::common;
+use common::{code, mentions};
 
 use std::path::Path;
 
@@ -151,21 +152,6 @@ fn registry_lines(registry: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Whether `text` (comments left out) names `word` as a whole identifier.
-fn names(text: &str, word: &str) -> bool {
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    text.lines()
-        .map(|l| l.find("//").map_or(l, |i| &l[..i]))
-        .any(|l| {
-            l.match_indices(word).any(|(i, _)| {
-                let before = l[..i].chars().next_back().is_none_or(|c| !ident(c));
-                let after = l[i + word.len()..].chars().next().is_none_or(|c| !ident(c))
-                    || word.ends_with("::");
-                before && after
-            })
-        })
-}
-
 /// A registered task is its file plus one line: every file of `tasks/sentence/` is in the
 /// registry, which names it on that line only, and its module is private to the registry's
 /// folder (code outside asks the task, never which task it is).
@@ -201,7 +187,7 @@ fn a_task_is_its_file_and_one_registry_line() {
     for (line, module, ty) in &lines {
         let on: Vec<&str> = registry
             .lines()
-            .filter(|l| names(l, module) || names(l, ty))
+            .filter(|l| mentions(&code(l), module) || mentions(&code(l), ty))
             .map(str::trim)
             .collect();
         assert_eq!(

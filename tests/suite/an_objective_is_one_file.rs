@@ -15,6 +15,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::common::{code, is_ident, mentions};
+
 const MAX_FILES: usize = 3;
 const NOT_OBJECTIVES: [&str; 7] = [
     "mod",
@@ -29,32 +31,6 @@ const PROTOCOL: [&str; 4] = ["NAME", "build", "LABELS", "TERM"];
 const MAX_STEP_FILES: usize = 6;
 /// The step of packed examples, the one without data of its own.
 const MASKED_LM_STEP: &str = "masked_lm";
-
-/// The text without `//` comments (a `//` inside a string literal is rare enough in `src/`
-/// for a line-based cut; a string's `//` only hides identifiers after it).
-fn code(text: &str) -> String {
-    text.lines()
-        .map(|l| l.find("//").map_or(l, |i| &l[..i]))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// Whether `word` occurs in `code` as a whole identifier (or path, for `x::`).
-fn mentions(code: &str, word: &str) -> bool {
-    code.match_indices(word).any(|(i, _)| {
-        let before = code[..i].chars().next_back().is_none_or(|c| !is_ident(c));
-        let after = code[i + word.len()..]
-            .chars()
-            .next()
-            .is_none_or(|c| !is_ident(c))
-            || word.ends_with("::");
-        before && after
-    })
-}
 
 /// The `pub` items a file declares at its top level.
 fn declared(code: &str) -> BTreeSet<String> {
