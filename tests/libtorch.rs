@@ -84,7 +84,7 @@ fn attention_matches_the_composed_operations() {
     for padded in [false, true] {
         let bias = padded.then(|| padding(&d));
         let x = leaf(values.clone(), [B, L, 3 * H], &d);
-        let y = kernels::torch_attention(x.clone(), bias.clone(), HEADS, 0.0);
+        let y = kernels::attention::torch_call(x.clone(), bias.clone(), HEADS, 0.0);
         let gx = x.grad(&weighted(y.clone(), 2).backward()).unwrap();
 
         let r = leaf(values.clone(), [B, L, 3 * H], &d);
@@ -97,13 +97,13 @@ fn attention_matches_the_composed_operations() {
     }
     // The padding matters: without it the padded sequences' contexts differ.
     let x = leaf(values.clone(), [B, L, 3 * H], &d);
-    let with = vec_of(kernels::torch_attention(
+    let with = vec_of(kernels::attention::torch_call(
         x.clone(),
         Some(padding(&d)),
         HEADS,
         0.0,
     ));
-    let without = vec_of(kernels::torch_attention(x, None, HEADS, 0.0));
+    let without = vec_of(kernels::attention::torch_call(x, None, HEADS, 0.0));
     assert_eq!(with[..L * H], without[..L * H], "sequence 0 has no padding");
     assert_ne!(with[L * H..], without[L * H..]);
 }
@@ -118,12 +118,12 @@ fn attention_dropout_repeats_with_the_seed_and_its_gradient_uses_the_mask() {
     let run = |v: &[f32]| {
         trueneg::model::seed(&d, 11);
         let x = leaf(v.to_vec(), [B, L, 3 * H], &d);
-        let y = kernels::torch_attention(x.clone(), Some(padding(&d)), HEADS, 0.3);
+        let y = kernels::attention::torch_call(x.clone(), Some(padding(&d)), HEADS, 0.3);
         (x, y)
     };
     let (x, y) = run(&values);
     let (_, again) = run(&values);
-    let no_dropout = kernels::torch_attention(
+    let no_dropout = kernels::attention::torch_call(
         leaf(values.clone(), [B, L, 3 * H], &d),
         Some(padding(&d)),
         HEADS,
@@ -186,7 +186,7 @@ fn linear_matches_the_composed_operations() {
         };
         let (xc, wc, bc) = (x.clone().cast(dtype), wv.cast(dtype), b.clone().cast(dtype));
         let y = if fused {
-            kernels::torch_linear(xc, wc, bc)
+            kernels::linear::torch_call(xc, wc, bc)
         } else {
             xc.matmul(wc) + bc.unsqueeze::<2>()
         }
@@ -302,14 +302,14 @@ fn cross_entropy_matches_the_composed_operations() {
 fn attention_runs_in_bf16() {
     let d = device();
     let values = random(&[B, L, 3 * H], 13);
-    let f32_ctx = vec_of(kernels::torch_attention(
+    let f32_ctx = vec_of(kernels::attention::torch_call(
         leaf(values.clone(), [B, L, 3 * H], &d),
         Some(padding(&d)),
         HEADS,
         0.0,
     ));
     let x = leaf(values.clone(), [B, L, 3 * H], &d);
-    let y = kernels::torch_attention(
+    let y = kernels::attention::torch_call(
         x.clone().cast(FloatDType::BF16),
         Some(padding(&d)),
         HEADS,
@@ -333,7 +333,7 @@ fn dropout_has_the_rate_and_scale_and_its_gradient_is_the_mask() {
     let run = || {
         trueneg::model::seed(&d, 5);
         let x = leaf(xs.clone(), [n], &d);
-        let y = kernels::torch_dropout(x.clone(), 0.25);
+        let y = kernels::dropout::torch_call(x.clone(), 0.25);
         let g = x.grad(&y.clone().sum().backward()).unwrap();
         (vec_of(y), vec_of(g))
     };
@@ -544,7 +544,7 @@ fn layer_norm_and_attention_backward_passes_launch_only_their_own_kernels() {
     assert!(ops.launching() <= 5, "{:?}", ops.by_name);
 
     let qkv = leaf(random(&[B, L, 3 * H], 1), [B, L, 3 * H], &d);
-    let ctx = kernels::torch_attention(qkv.clone(), Some(padding(&d)), HEADS, 0.0);
+    let ctx = kernels::attention::torch_call(qkv.clone(), Some(padding(&d)), HEADS, 0.0);
     let loss = ctx.sum();
     let (grads, ops) = op_count::count(|| loss.backward()).unwrap();
     assert!(qkv.grad(&grads).is_some());

@@ -1,353 +1,103 @@
-//! Fused multi-head self-attention on the host, forward and backward:
-//!
-//! `S = Q Kᵀ / √d + b`, `P = softmax(S)` by rows, `P̃ = P ⊙ M`, `C = P̃ V`, per head, where `b`
-//! is the additive key bias (0, or a large negative number on padded keys) and `M` the dropout
-//! mask (0 with probability p, else 1 / (1 − p)). With `G = ∂L/∂C`:
-//!
-//! `∂V = P̃ᵀ G`, `∂P = (G Vᵀ) ⊙ M`, `∂S = P ⊙ (∂P − rowsum(∂P ⊙ P))`,
-//! `∂Q = ∂S K / √d`, `∂K = ∂Sᵀ Q / √d`.
-//!
-//! Q, K and V come packed as the one product of the three projections, `[batch, len, 3 · hidden]`
-//! (Q, then K, then V on each row), and their gradient goes back in that layout; C is
-//! `[batch, len, hidden]`. A head is a strided block of either, so no transposes are copied.
-//! Each head is one task for rayon: its scores and products are computed in one pass with its
-//! own `L × L` buffers. The probabilities `P` are
-//! kept for the backward pass; the mask is drawn again from its seed (stream = head index),
-//! so it costs no memory and does not depend on the thread count.
+//! Multi-head self-attention in one place: the facade model code calls ([`attention()`]), our
+//! fused host kernel ([`kernel`](mod@kernel), forward and backward) with its operation on burn's
+//! `flex` backend and its backward step, the composed reference ([`composed`]), and LibTorch's
+//! call ([`torch`]) beside it.
 
-use std::mem::MaybeUninit;
+use burn::prelude::*;
 
-use multiversion::multiversion;
-use rayon::prelude::*;
+use super::gemm::Products;
+use super::{fused, torch};
 
-use super::dropout::fill_mask;
-use super::gemm::{Products, View, ViewMut, product_as};
-use super::simd::{exp_non_positive, max_lanes, sum_map};
+mod kernel;
+#[cfg(feature = "tch")]
+pub mod torch;
 
-/// The sizes of one attention call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Dims {
-    pub batch: usize,
-    pub len: usize,
-    pub heads: usize,
-    pub head_dim: usize,
-}
+pub use kernel::{Dims, DropMask, backward, forward};
 
-impl Dims {
-    pub fn hidden(&self) -> usize {
-        self.heads * self.head_dim
-    }
-
-    fn scale(&self) -> f32 {
-        1.0 / (self.head_dim as f32).sqrt()
-    }
-
-    /// Row width of the packed projections.
-    fn packed(&self) -> usize {
-        3 * self.hidden()
-    }
-
-    /// Offset of head `head` (batch-major) of block `part` (Q, K, V: 0, 1, 2; the context: 0)
-    /// in a `[batch, len, width]` buffer.
-    fn offset(&self, head: usize, part: usize, width: usize) -> usize {
-        let (b, h) = (head / self.heads, head % self.heads);
-        b * self.len * width + part * self.hidden() + h * self.head_dim
-    }
-
-    /// Head `head` of block `part` of a `[batch, len, width]` buffer as a `len × head_dim` view.
-    fn block(&self, data: &[f32], head: usize, part: usize, width: usize) -> View {
-        let offset = self.offset(head, part, width);
-        View::rows(data, offset, self.len, self.head_dim, width)
-    }
-
-    /// Head `head` of a `[batch, len, hidden]` buffer (the context's gradient).
-    fn view(&self, data: &[f32], head: usize) -> View {
-        self.block(data, head, 0, self.hidden())
-    }
-
-    /// Head `head` of Q, K or V (`part` 0, 1, 2) in the packed projections.
-    fn projection(&self, qkv: &[f32], head: usize, part: usize) -> View {
-        self.block(qkv, head, part, self.packed())
-    }
-
-    fn check(&self, name: &str, data: &[f32], width: usize) {
-        assert_eq!(
-            data.len(),
-            self.batch * self.len * width,
-            "attention: {name} is not [batch, len, {width}]"
-        );
-    }
-}
-
-/// Attention dropout: probability and the per-call seed of its mask.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct DropMask {
-    pub p: f64,
-    pub seed: u64,
-}
-
-impl DropMask {
-    fn fill(&self, head: usize, out: &mut [f32]) {
-        fill_mask(out, self.p, self.seed, head as u64);
-    }
-}
-
-/// A `[batch, len, width]` output buffer that heads (disjoint column blocks) write in parallel.
-struct Output {
-    ptr: *mut f32,
-    dims: Dims,
-    width: usize,
-}
-
-unsafe impl Send for Output {}
-unsafe impl Sync for Output {}
-
-impl Output {
-    /// Over a fresh buffer that the heads' products write whole (so it may be uninitialised).
-    fn new(data: &mut [MaybeUninit<f32>], dims: Dims, width: usize) -> Self {
-        assert_eq!(
-            data.len(),
-            dims.batch * dims.len * width,
-            "attention: an output is not [batch, len, {width}]"
-        );
-        Self {
-            ptr: data.as_mut_ptr().cast(),
-            dims,
-            width,
-        }
-    }
-
-    /// Head `head` of block `part` as a writable `len × head_dim` view.
-    fn head(&self, head: usize, part: usize) -> ViewMut {
-        let d = self.dims;
-        ViewMut {
-            // In bounds: `offset` + (len − 1) · width + head_dim ≤ batch · len · width, as
-            // (part + 1) · hidden ≤ width.
-            ptr: unsafe { self.ptr.add(d.offset(head, part, self.width)) },
-            rows: d.len,
-            cols: d.head_dim,
-            rs: self.width as isize,
-            cs: 1,
-        }
-    }
-}
-
-/// Context `C` `[batch, len, hidden]` from the packed projections `qkv`
-/// `[batch, len, 3 · hidden]` and, when `keep`, the probabilities `P` `[batch, heads, len, len]`
-/// (else an empty vector). `key_bias` is `[batch, len]`. The products multiply as `products`
-/// says; the scores, the softmax and the context stay f32.
-pub fn forward(
-    qkv: &[f32],
-    key_bias: &[f32],
-    dims: Dims,
-    dropout: Option<DropMask>,
-    keep: bool,
+/// Multi-head self-attention's context `[batch, len, hidden]` from the packed projections `qkv`
+/// `[batch, len, 3 · hidden]` (Q, K, V on each row) and the additive key bias `[batch, len]`
+/// (`None`: nothing padded), with dropout `d` on the probabilities: our fused kernel, LibTorch's
+/// call, or burn's operations (scores and softmax in f32, products in `qkv`'s dtype). Our
+/// kernel's products multiply as `products` says.
+pub fn attention(
+    qkv: Tensor<3>,
+    key_bias: Option<Tensor<2>>,
+    heads: usize,
+    d: &burn::nn::Dropout,
     products: Products,
-) -> (Vec<f32>, Vec<f32>) {
-    dims.check("qkv", qkv, dims.packed());
-    let l = dims.len;
-    assert_eq!(key_bias.len(), dims.batch * l, "attention: key bias shape");
-    let head_pass =
-        |out: &Output, head: usize, p: &mut [MaybeUninit<f32>], dropped: &mut Vec<f32>| {
-            let kt = dims.projection(qkv, head, 1).t();
-            // Safety: `p` is this task's own `L × L` buffer, which the product writes whole
-            // without reading it (`gemm::product_new`); Q and K are read only.
-            let p = unsafe {
-                product_as(
-                    ViewMut::uninit(p, l, l),
-                    dims.projection(qkv, head, 0),
-                    kt,
-                    dims.scale(),
-                    products,
-                );
-                &mut *(p as *mut [MaybeUninit<f32>] as *mut [f32])
-            };
-            let b = head / dims.heads;
-            softmax_rows(p, &key_bias[b * l..(b + 1) * l]);
-            let weights: &[f32] = match dropout {
-                Some(mask) => {
-                    dropped.resize(l * l, 0.0);
-                    mask.fill(head, dropped);
-                    for (m, &p) in dropped.iter_mut().zip(p.iter()) {
-                        *m *= p;
-                    }
-                    dropped
-                }
-                None => p,
-            };
-            // Safety: each head writes its own column block of the context.
-            unsafe {
-                product_as(
-                    out.head(head, 0),
-                    View::rows(weights, 0, l, l, l),
-                    dims.projection(qkv, head, 2),
-                    1.0,
-                    products,
-                )
-            };
-        };
-    let heads = dims.batch * dims.heads;
-    let write = |ctx: &mut [MaybeUninit<f32>]| {
-        let out = Output::new(ctx, dims, dims.hidden());
-        if !keep {
-            (0..heads).into_par_iter().for_each_init(
-                || (Vec::with_capacity(l * l), Vec::new()),
-                |(p, dropped), head| {
-                    head_pass(&out, head, &mut p.spare_capacity_mut()[..l * l], dropped)
-                },
-            );
-            return Vec::new();
-        }
-        let write_probs = |probs: &mut [MaybeUninit<f32>]| {
-            probs
-                .par_chunks_mut(l * l)
-                .enumerate()
-                .for_each_init(Vec::new, |dropped, (head, p)| {
-                    head_pass(&out, head, p, dropped)
-                })
-        };
-        // Safety: each head writes its own `L × L` block of the probabilities whole.
-        unsafe { super::buffers::filled_by(heads * l * l, write_probs) }.0
-    };
-    // Safety: the heads' column blocks cover the context, and each head's last product writes
-    // its block whole without reading it (`gemm::product_new`).
-    let (ctx, probs) = unsafe { super::buffers::filled_by(dims.batch * l * dims.hidden(), write) };
-    (ctx, probs)
-}
-
-/// `P = softmax(S + b)` in place, row by row.
-#[multiversion(targets("x86_64+avx2+fma"))]
-fn softmax_rows(s: &mut [f32], bias: &[f32]) {
-    for row in s.chunks_exact_mut(bias.len()) {
-        for (x, &b) in row.iter_mut().zip(bias) {
-            *x += b;
-        }
-        let max = max_lanes(row);
-        for x in row.iter_mut() {
-            *x = exp_non_positive(*x - max);
-        }
-        let inv = 1.0 / sum_map(row, |x| x);
-        for x in row.iter_mut() {
-            *x *= inv;
-        }
+) -> Tensor<3> {
+    let device = qkv.device();
+    let active = super::dropout::active(d, &device);
+    if fused(&device, qkv.dtype()) {
+        let [b, l, _] = qkv.dims();
+        let key_bias = key_bias.unwrap_or_else(|| Tensor::zeros([b, l], &device));
+        let mask = active.then(|| DropMask {
+            p: d.prob,
+            seed: super::seeds::next_call(),
+        });
+        return fused_call(qkv, key_bias, heads, mask, products);
     }
+    if torch(&device) {
+        let p = if active { d.prob } else { 0.0 };
+        return torch_call(qkv, key_bias, heads, p);
+    }
+    composed(qkv, key_bias, heads, d)
 }
 
-/// The gradient of the packed projections `[batch, len, 3 · hidden]` (`∂Q`, `∂K`, `∂V` on each
-/// row) from `G = ∂L/∂C` and the kept `P`, the products multiplied as `products` says.
-pub fn backward(
-    grad: &[f32],
-    qkv: &[f32],
-    probs: &[f32],
-    dims: Dims,
+/// Our fused kernel as one burn operation, with the additive key bias `[batch, len]` and the
+/// probabilities' dropout mask, if any. Only where [`fused`](super::fused) holds.
+pub fn fused_call(
+    qkv: Tensor<3>,
+    key_bias: Tensor<2>,
+    heads: usize,
     dropout: Option<DropMask>,
     products: Products,
-) -> Vec<f32> {
-    dims.check("grad", grad, dims.hidden());
-    dims.check("qkv", qkv, dims.packed());
-    let l = dims.len;
-    let heads = dims.batch * dims.heads;
-    assert_eq!(probs.len(), heads * l * l, "attention: probabilities shape");
-    let square = |data: &[f32]| View::rows(data, 0, l, l, l);
-    let write = |dqkv: &mut [MaybeUninit<f32>]| {
-        let out = Output::new(dqkv, dims, dims.packed());
-        (0..heads).into_par_iter().for_each_init(
-            || (vec![0f32; l * l], Vec::new(), Vec::new()),
-            |(ds, mask, dropped), head| {
-                let p = &probs[head * l * l..(head + 1) * l * l];
-                let g = dims.view(grad, head);
-                let weights: &[f32] = match dropout {
-                    Some(m) => {
-                        mask.resize(l * l, 0.0);
-                        m.fill(head, mask);
-                        dropped.clear();
-                        dropped.extend(mask.iter().zip(p).map(|(m, p)| m * p));
-                        dropped
-                    }
-                    None => p,
-                };
-                // Safety: every output view is this head's own block; `ds` is this task's buffer.
-                unsafe {
-                    product_as(out.head(head, 2), square(weights).t(), g, 1.0, products);
-                    product_as(
-                        ViewMut::rows(ds, 0, l, l, l),
-                        g,
-                        dims.projection(qkv, head, 2).t(),
-                        1.0,
-                        products,
-                    );
-                }
-                softmax_backward_rows(ds, p, dropout.is_some().then_some(&mask[..]), l);
-                unsafe {
-                    product_as(
-                        out.head(head, 0),
-                        square(ds),
-                        dims.projection(qkv, head, 1),
-                        dims.scale(),
-                        products,
-                    );
-                    product_as(
-                        out.head(head, 1),
-                        square(ds).t(),
-                        dims.projection(qkv, head, 0),
-                        dims.scale(),
-                        products,
-                    );
-                }
-            },
-        );
-    };
-    // Safety: the heads' blocks of ∂Q, ∂K and ∂V cover the buffer, and each is written whole by
-    // a product that does not read it (`gemm::product_new`).
-    let (dqkv, ()) = unsafe { super::buffers::filled_by(qkv.len(), write) };
-    dqkv
+) -> Tensor<3> {
+    let (p, seed) = dropout.map_or((0.0, 0), |m| (m.p, m.seed));
+    Tensor::from_dispatch(extension_op!(
+        "flex",
+        flex_op::AttentionOps,
+        fused_attention(
+            qkv.into_dispatch(),
+            key_bias.into_dispatch(),
+            heads,
+            p,
+            seed,
+            products,
+        )
+    ))
 }
 
-/// `∂S` in place from `∂P` in `ds` (times the dropout `mask`, if any) and `P`, row by row:
-/// `∂S_ij = P_ij · (∂P_ij − Σ_k ∂P_ik · P_ik)`.
-#[multiversion(targets("x86_64+avx2+fma"))]
-fn softmax_backward_rows(ds: &mut [f32], p: &[f32], mask: Option<&[f32]>, l: usize) {
-    for (i, (row, p)) in ds.chunks_exact_mut(l).zip(p.chunks_exact(l)).enumerate() {
-        if let Some(mask) = mask {
-            for (x, &m) in row.iter_mut().zip(&mask[i * l..(i + 1) * l]) {
-                *x *= m;
-            }
-        }
-        let r = dot(row, p);
-        for (x, &p) in row.iter_mut().zip(p) {
-            *x = p * (*x - r);
-        }
-    }
-}
-
-/// `Σ a·b` in lanes (see `kernels::sum_map`).
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let rest: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    acc.iter().sum::<f32>() + rest
+/// LibTorch's `scaled_dot_product_attention` as one burn operation, with the additive key bias
+/// `[batch, len]` (`None` without padding) and dropout `p` on the probabilities (0: none). Only
+/// where [`torch`](super::torch) holds.
+pub fn torch_call(qkv: Tensor<3>, key_bias: Option<Tensor<2>>, heads: usize, p: f64) -> Tensor<3> {
+    let padded = key_bias.is_some();
+    let [batch, len, _] = qkv.dims();
+    // Unread without padding: an allocation, not a kernel filling it.
+    let key_bias = key_bias.unwrap_or_else(|| Tensor::empty([batch, len], &qkv.device()));
+    Tensor::from_dispatch(extension_op!(
+        "tch",
+        torch::TorchAttention,
+        torch_attention(
+            qkv.into_dispatch(),
+            key_bias.into_dispatch(),
+            padded,
+            heads,
+            p,
+        )
+    ))
 }
 
 /// The attention context from burn's operations, where neither our kernel nor LibTorch's call
 /// serves: `softmax(Q Kᵀ / √d + b) V` per head, the scores, bias and softmax in f32, the
 /// products (and the dropout on the probabilities) in `qkv`'s dtype.
 pub(crate) fn composed(
-    qkv: burn::prelude::Tensor<3>,
-    key_bias: Option<burn::prelude::Tensor<2>>,
+    qkv: Tensor<3>,
+    key_bias: Option<Tensor<2>>,
     heads: usize,
     d: &burn::nn::Dropout,
-) -> burn::prelude::Tensor<3> {
+) -> Tensor<3> {
     use burn::tensor::FloatDType;
     let [b, l, h3] = qkv.dims();
     let h = h3 / 3;
@@ -367,4 +117,149 @@ pub(crate) fn composed(
     let probs = burn::tensor::activation::softmax(scores, 3).cast(dtype);
     let probs = super::dropout::dropout(d, probs);
     probs.matmul(part(2)).swap_dims(1, 2).reshape([b, l, h])
+}
+
+/// The kernel as an operation of burn's `flex` backend, and its backward step on
+/// `Autodiff<Flex>` (the probabilities kept, the mask drawn again from its seed).
+#[cfg(feature = "flex")]
+mod flex_op {
+    use burn::backend::TensorMetadata;
+    use burn::backend::autodiff::checkpoint::base::Checkpointer;
+    use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+    use burn::backend::autodiff::grads::Gradients;
+    use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+    use burn::backend::flex::FlexTensor;
+    use burn::backend::tensor::FloatTensor;
+    use burn::backend::{Autodiff, Backend, Flex, backend_extension};
+    use burn::tensor::Shape;
+
+    use super::super::flex_tensors::{host, tensor};
+    use super::{Dims, DropMask, Products, backward, forward};
+
+    /// `seed` is the dropout mask's seed, used when `dropout` > 0.
+    #[backend_extension(Flex, Autodiff)]
+    pub trait AttentionOps: Backend {
+        /// The context `[batch, len, hidden]` from the packed projections
+        /// `[batch, len, 3 · hidden]`.
+        fn fused_attention(
+            qkv: FloatTensor<Self>,
+            key_bias: FloatTensor<Self>,
+            heads: usize,
+            dropout: f64,
+            seed: u64,
+            products: Products,
+        ) -> FloatTensor<Self>;
+    }
+
+    fn dims_of(qkv: &FlexTensor, heads: usize) -> Dims {
+        let shape = qkv.shape();
+        let fits = |s: &Shape| s.num_dims() == 3 && heads > 0 && s[2].is_multiple_of(3 * heads);
+        assert!(
+            fits(&shape),
+            "attention: qkv is not [batch, len, 3 · heads · head_dim]"
+        );
+        let [batch, len, packed] = [shape[0], shape[1], shape[2]];
+        Dims {
+            batch,
+            len,
+            heads,
+            head_dim: packed / 3 / heads,
+        }
+    }
+
+    /// The context's shape `[batch, len, hidden]`.
+    fn context_shape(dims: Dims) -> Shape {
+        Shape::new([dims.batch, dims.len, dims.hidden()])
+    }
+
+    fn drop_mask(p: f64, seed: u64) -> Option<DropMask> {
+        (p > 0.0).then_some(DropMask { p, seed })
+    }
+
+    impl AttentionOps for Flex {
+        fn fused_attention(
+            qkv: FlexTensor,
+            key_bias: FlexTensor,
+            heads: usize,
+            dropout: f64,
+            seed: u64,
+            products: Products,
+        ) -> FlexTensor {
+            let dims = dims_of(&qkv, heads);
+            let mask = drop_mask(dropout, seed);
+            let (ctx, _) = forward(&host(&qkv), &host(&key_bias), dims, mask, false, products);
+            tensor(ctx, context_shape(dims))
+        }
+    }
+
+    impl<C: CheckpointStrategy> AttentionOps for Autodiff<Flex, C> {
+        fn fused_attention(
+            qkv: FloatTensor<Self>,
+            key_bias: FloatTensor<Self>,
+            heads: usize,
+            dropout: f64,
+            seed: u64,
+            products: Products,
+        ) -> FloatTensor<Self> {
+            let guards = [qkv.node()];
+            let qkv = qkv.into_primitive();
+            let bias = key_bias.into_primitive();
+            match Step.prepare::<C>(guards).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => {
+                    let dims = dims_of(&qkv, heads);
+                    let dropout = drop_mask(dropout, seed);
+                    let (ctx, probs) =
+                        forward(&host(&qkv), &host(&bias), dims, dropout, true, products);
+                    let heads = dims.batch * dims.heads;
+                    let probs = tensor(probs, Shape::new([heads, dims.len, dims.len]));
+                    let ctx = tensor(ctx, context_shape(dims));
+                    let state = State {
+                        qkv,
+                        probs,
+                        dims,
+                        dropout,
+                        products,
+                    };
+                    prep.finish(state, ctx)
+                }
+                OpsKind::UnTracked(prep) => prep.finish(Flex::fused_attention(
+                    qkv, bias, heads, dropout, seed, products,
+                )),
+            }
+        }
+    }
+
+    #[derive(Debug)]
+    struct Step;
+
+    /// What the backward pass reads: the projections, the kept probabilities, the mask's seed.
+    #[derive(Clone, Debug)]
+    struct State {
+        qkv: FlexTensor,
+        probs: FlexTensor,
+        dims: Dims,
+        dropout: Option<DropMask>,
+        products: Products,
+    }
+
+    impl Backward<Flex, 1> for Step {
+        type State = State;
+
+        fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let grad = grads.consume::<Flex>(&ops.node);
+            let s = ops.state;
+            let [parent] = ops.parents;
+            if let Some(node) = parent {
+                let dqkv = backward(
+                    &host(&grad),
+                    &host(&s.qkv),
+                    &host(&s.probs),
+                    s.dims,
+                    s.dropout,
+                    s.products,
+                );
+                grads.register::<Flex>(node.id, tensor(dqkv, s.qkv.shape()));
+            }
+        }
+    }
 }

@@ -9,7 +9,7 @@
 //! - state that keeps its memory: the optimizer writes its new parameters and moments into
 //!   the buffers it read them from, and its step-dependent factors (learning rate, bias
 //!   corrections) are device values written before each replay (the optimizer's `stage`);
-//! - random draws from LibTorch's CUDA generator (dropout, the generator's sampling): the graph
+//! - random draws from LibTorch's CUDA generator (masks, the ELECTRA generator's tokens): the graph
 //!   registers it, and each replay draws what the unrecorded step would have drawn.
 //!
 //! The steps before the recorded one (the warm-up: LibTorch's lazy set-up, cuBLAS workspaces)

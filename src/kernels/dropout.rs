@@ -6,32 +6,26 @@
 //! 1 / (1 − p), is filled in parallel (fixed chunks, each a ChaCha8 stream of one per-call seed,
 //! so the result does not depend on the thread count) and applied with one multiply. On
 //! LibTorch devices it is LibTorch's `native_dropout` (one kernel, a one-byte mask kept for the
-//! backward pass; its generator is the one [`seed`] seeds). burn's CUDA backend keeps burn's
-//! on-device sampling, which costs no host transfer.
-//! The per-call seeds come from a process-wide RNG that [`seed`] resets; the pre-training loop
-//! reseeds it with the device at every step, so a resumed run draws the same masks.
+//! backward pass; its generator is the one [`seed`](super::seeds::seed) seeds; [`torch`]).
+//! burn's CUDA backend keeps burn's on-device draws, which cost no host transfer.
+//! Each mask's seed is the next per-call seed ([`seeds`](super::seeds)).
 
 use std::mem::MaybeUninit;
-use std::sync::Mutex;
 
 use burn::nn::Dropout;
 use burn::prelude::*;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::host::on_host;
+use super::seeds::next_call;
 
-static MASK_SEEDS: Mutex<Option<ChaCha8Rng>> = Mutex::new(None);
+#[cfg(feature = "tch")]
+pub mod torch;
 
 /// Elements per independently seeded chunk of a mask.
 const CHUNK: usize = 1 << 14;
-
-/// Seeds every random draw of the models: burn's device RNG and the dropout masks.
-pub fn seed(device: &Device, seed: u64) {
-    device.seed(seed);
-    *MASK_SEEDS.lock().expect("dropout seed lock") = Some(ChaCha8Rng::seed_from_u64(seed));
-}
 
 /// Applies `d` (its probability and its training flag) to `x`.
 pub fn dropout<const D: usize>(d: &Dropout, x: Tensor<D>) -> Tensor<D> {
@@ -40,13 +34,13 @@ pub fn dropout<const D: usize>(d: &Dropout, x: Tensor<D>) -> Tensor<D> {
         return x;
     }
     if super::select::torch(&device) {
-        return super::torch_calls::torch_dropout(x, d.prob);
+        return torch_call(x, d.prob);
     }
     if !on_host(&device) {
         return d.forward(x);
     }
     let shape = x.shape();
-    let mask = mask_values(shape.num_elements(), d.prob, next_call_seed());
+    let mask = mask_values(shape.num_elements(), d.prob, next_call());
     // The mask in x's dtype (bf16 activations under mixed precision).
     let dtype = burn::tensor::FloatDType::from(x.dtype());
     x * Tensor::<D>::from_data(TensorData::new(mask, shape), &device).cast(dtype)
@@ -57,13 +51,15 @@ pub(crate) fn active(d: &Dropout, device: &Device) -> bool {
     d.training.is_enabled() && device.is_autodiff() && d.prob > 0.0
 }
 
-/// The seed of the next dropout draw (each call advances the process-wide RNG).
-pub(crate) fn next_call_seed() -> u64 {
-    MASK_SEEDS
-        .lock()
-        .expect("dropout seed lock")
-        .get_or_insert_with(|| ChaCha8Rng::seed_from_u64(0))
-        .next_u64()
+/// LibTorch's inverted dropout with probability `p` in (0, 1) as one burn operation, kept
+/// values scaled by `1 / (1 − p)`. For training only. Only where [`torch`](super::torch)
+/// holds.
+pub fn torch_call<const D: usize>(x: Tensor<D>, p: f64) -> Tensor<D> {
+    Tensor::from_dispatch(extension_op!(
+        "tch",
+        torch::TorchDropout,
+        torch_dropout(x.into_dispatch(), p)
+    ))
 }
 
 /// `n` mask values: 0 with probability `p`, else 1 / (1 − p). The buffer is written once, by

@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 
-use burn::backend::TensorMetadata;
 use burn::backend::flex::FlexTensor;
 use burn::prelude::*;
 use burn::tensor::{DType, Shape};
@@ -11,20 +10,23 @@ use burn::tensor::{DType, Shape};
 use super::gemm::View;
 
 /// A 2-D f32 tensor as a (possibly strided) matrix view, valid while `t` lives.
-pub(super) fn matrix(t: &FlexTensor) -> View {
+pub(in crate::kernels) fn matrix(t: &FlexTensor) -> View {
     let layout = t.layout();
     let shape = layout.shape();
     let strides = layout.strides();
     assert!(
         shape.num_dims() == 2 && strides.iter().all(|&s| s >= 0),
-        "linear: operands must be matrices"
+        "fused kernels: a matrix operand is not 2-D with non-negative strides"
     );
     let data = t.storage::<f32>();
     let start = layout.start_offset();
     let (rows, cols) = (shape[0], shape[1]);
     if rows > 0 && cols > 0 {
         let last = start + (rows - 1) * strides[0] as usize + (cols - 1) * strides[1] as usize;
-        assert!(last < data.len(), "linear: view outside its buffer");
+        assert!(
+            last < data.len(),
+            "fused kernels: a matrix view reaches outside its buffer"
+        );
     }
     View {
         ptr: data[start..].as_ptr(),
@@ -33,11 +35,6 @@ pub(super) fn matrix(t: &FlexTensor) -> View {
         rs: strides[0],
         cs: strides[1],
     }
-}
-
-/// The `[in, out]` weight of a linear map stored as `w` (`[out, in]` when `transposed`).
-pub(super) fn weight(w: &FlexTensor, transposed: bool) -> View {
-    if transposed { matrix(w).t() } else { matrix(w) }
 }
 
 /// The elements of an integer tensor as indices (class labels, table rows).
@@ -74,11 +71,4 @@ pub(in crate::kernels) fn host(t: &FlexTensor) -> Cow<'_, [f32]> {
 
 pub(in crate::kernels) fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
-}
-
-/// The row width of a `[rows, width]` table.
-pub(super) fn table_width(t: &FlexTensor) -> usize {
-    let shape = t.shape();
-    assert_eq!(shape.num_dims(), 2, "rows: the table is not a matrix");
-    shape[1]
 }

@@ -1,6 +1,6 @@
-//! Strided matrix products: single-threaded for the per-head work of the attention kernel
-//! (which runs many heads in parallel), on rayon's threads for the large products of the linear
-//! kernel. Each product goes to the faster of two crates for its shape (`gemm_f32::call`): the
+//! Strided matrix products: single-threaded for the many small products that a kernel runs in
+//! parallel itself (one per head), on rayon's threads for the large products of a layer's
+//! weights. Each product goes to the faster of two crates for its shape (`gemm_f32::call`): the
 //! `gemm` crate burn's CPU backend uses, or `faer`'s own x86 kernels.
 
 use super::gemm_f32::call;
@@ -26,7 +26,7 @@ impl Products {
 }
 
 /// `dst = a · b` (`accumulate`: `dst += a · b`), on all of rayon's threads, multiplied as
-/// `products` says: for the large products of a linear layer (the split is over rows and
+/// `products` says: for the large products of a layer's weights (the split is over rows and
 /// columns of `dst`, never over the inner dimension, so the result does not depend on the
 /// thread count).
 ///
@@ -153,7 +153,7 @@ pub fn in_halves<A: Send, B: Send>(
 }
 
 /// `dst = scale · a · b` on the calling thread, multiplied as `products` says (the per-head
-/// products of the attention kernel).
+/// products a kernel runs in parallel itself, one per head).
 ///
 /// # Safety
 /// As [`product`].

@@ -55,8 +55,8 @@ pub(crate) fn device_ids<const D: usize>(
     Tensor::from_data(TensorData::new(v, shape), device)
 }
 
-/// Whether tensors on `device` live in host memory: the CPU fast paths (dropout masks, sampling)
-/// are taken there; other devices use burn's own kernels and sampling.
+/// Whether tensors on `device` live in host memory: the CPU fast paths (the host's random
+/// draws, seeded per call) are taken there; other devices use burn's own kernels and draws.
 #[allow(unreachable_patterns)]
 pub(crate) fn on_host(device: &Device) -> bool {
     match device.clone().inner().as_dispatch() {

@@ -1,4 +1,7 @@
-//! Affine map of rows on the host, forward and backward: `y = x W + b` for `x` `[rows, in]`,
+//! The affine map of rows in one place: the facades model code calls ([`linear()`],
+//! [`linear_transposed`]), our fused host kernel with its operation on burn's `flex` backend and
+//! its backward step, the composed reference (burn's product and sum), and LibTorch's `addmm`
+//! ([`torch`]) beside it. The kernel, forward and backward: `y = x W + b` for `x` `[rows, in]`,
 //! `W` `[in, out]`, `b` `[out]`; with `G = ∂L/∂y`: `∂x = G Wᵀ`, `∂W = xᵀ G`, `∂b = Σ_rows G`.
 //!
 //! burn composes a `Linear` as a matrix product into a zero-filled buffer that is then copied
@@ -13,9 +16,80 @@ use rayon::prelude::*;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use burn::prelude::*;
+use burn::tensor::FloatDType;
+
 use super::gemm::{
     Products, View, ViewMut, in_halves, product_into_on, product_new, product_onto_rows,
 };
+use super::{fused, torch};
+
+#[cfg(feature = "tch")]
+pub mod torch;
+
+/// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]`, in the operands' dtype (the caller casts
+/// them): our fused kernel (its products multiplied as `products` says), LibTorch's `addmm`, or
+/// burn's product and sum.
+pub fn linear(x: Tensor<2>, w: Tensor<2>, b: Option<Tensor<1>>, products: Products) -> Tensor<2> {
+    let dtype = FloatDType::from(x.dtype());
+    match b {
+        Some(b) if fused(&x.device(), x.dtype()) => fused_call(x, w, b, false, products),
+        Some(b) if torch(&x.device()) => torch_call(x, w, super::param_cast::cast(b, dtype)),
+        Some(b) => x.matmul(w) + b.cast(dtype).unsqueeze::<2>(),
+        None => x.matmul(w),
+    }
+}
+
+/// `x Wᵀ + b` for `W` stored `[out, in]` (the MLM decoder's tied word embeddings): the product
+/// in `x`'s dtype, the result in `b`'s (f32 logits). Our fused kernel (`W`'s gradient in its own
+/// layout), or burn's product and sum.
+pub fn linear_transposed(
+    x: Tensor<2>,
+    w: Tensor<2>,
+    b: Tensor<1>,
+    products: Products,
+) -> Tensor<2> {
+    if fused(&x.device(), x.dtype()) {
+        return fused_call(x, w, b, true, products);
+    }
+    let dtype = FloatDType::from(x.dtype());
+    let y = x.matmul(super::param_cast::cast(w, dtype).transpose());
+    y.cast(FloatDType::F32) + b.unsqueeze::<2>()
+}
+
+/// Our fused kernel as one burn operation: `x W + b` for `W` `[in, out]` (may be a transposed
+/// view), or, when `transposed`, `x Wᵀ + b` for `W` stored `[out, in]`, whose gradient then
+/// comes back in `W`'s own layout, so that it adds to the embedding lookup's gradient without a
+/// strided pass over it. Only where [`fused`](super::fused) holds.
+pub fn fused_call(
+    x: Tensor<2>,
+    w: Tensor<2>,
+    b: Tensor<1>,
+    transposed: bool,
+    products: Products,
+) -> Tensor<2> {
+    Tensor::from_dispatch(extension_op!(
+        "flex",
+        flex_op::LinearOps,
+        fused_linear(
+            x.into_dispatch(),
+            w.into_dispatch(),
+            b.into_dispatch(),
+            transposed,
+            products,
+        )
+    ))
+}
+
+/// LibTorch's `addmm` as one burn operation: `x W + b` for `x` `[rows, in]`, `W` `[in, out]`,
+/// `b` `[out]`, all in one dtype. Only where [`torch`](super::torch) holds.
+pub fn torch_call(x: Tensor<2>, w: Tensor<2>, b: Tensor<1>) -> Tensor<2> {
+    Tensor::from_dispatch(extension_op!(
+        "tch",
+        torch::TorchLinear,
+        torch_linear(x.into_dispatch(), w.into_dispatch(), b.into_dispatch())
+    ))
+}
 
 /// Rows per parallel task of the bias gradient (fixed, so sums do not depend on threads).
 const BLOCK: usize = 64;
@@ -135,4 +209,134 @@ fn column_sums(block: &[f32], out: usize) -> Vec<f32> {
         }
     }
     sums
+}
+
+/// The kernel as an operation of burn's `flex` backend, and its backward step on
+/// `Autodiff<Flex>` (both products at once where both are tracked).
+#[cfg(feature = "flex")]
+mod flex_op {
+    use burn::backend::TensorMetadata;
+    use burn::backend::autodiff::checkpoint::base::Checkpointer;
+    use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+    use burn::backend::autodiff::grads::Gradients;
+    use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+    use burn::backend::flex::FlexTensor;
+    use burn::backend::tensor::FloatTensor;
+    use burn::backend::{Autodiff, Backend, Flex, backend_extension};
+    use burn::tensor::Shape;
+
+    use super::super::flex_tensors::{host, matrix, tensor};
+    use super::{BackwardProducts, Products, View};
+
+    #[backend_extension(Flex, Autodiff)]
+    pub trait LinearOps: Backend {
+        /// `x·w + b`, or `x·wᵀ + b` when `transposed` (`w` stored `[out, in]`).
+        fn fused_linear(
+            x: FloatTensor<Self>,
+            w: FloatTensor<Self>,
+            b: FloatTensor<Self>,
+            transposed: bool,
+            products: Products,
+        ) -> FloatTensor<Self>;
+    }
+
+    /// The `[in, out]` weight stored as `w` (`[out, in]` when `transposed`).
+    fn weight(w: &FlexTensor, transposed: bool) -> View {
+        if transposed { matrix(w).t() } else { matrix(w) }
+    }
+
+    impl LinearOps for Flex {
+        fn fused_linear(
+            x: FlexTensor,
+            w: FlexTensor,
+            b: FlexTensor,
+            transposed: bool,
+            products: Products,
+        ) -> FlexTensor {
+            let w = weight(&w, transposed);
+            let y = super::forward(matrix(&x), w, &host(&b), products);
+            tensor(y, Shape::new([x.shape()[0], w.cols]))
+        }
+    }
+
+    impl<C: CheckpointStrategy> LinearOps for Autodiff<Flex, C> {
+        fn fused_linear(
+            x: FloatTensor<Self>,
+            w: FloatTensor<Self>,
+            b: FloatTensor<Self>,
+            transposed: bool,
+            products: Products,
+        ) -> FloatTensor<Self> {
+            let guards = [x.node(), w.node(), b.node()];
+            let (x, w, b) = (x.into_primitive(), w.into_primitive(), b.into_primitive());
+            let y = Flex::fused_linear(x.clone(), w.clone(), b, transposed, products);
+            match Step.prepare::<C>(guards).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => {
+                    let state = State {
+                        x,
+                        w,
+                        transposed,
+                        products,
+                    };
+                    prep.finish(state, y)
+                }
+                OpsKind::UnTracked(prep) => prep.finish(y),
+            }
+        }
+    }
+
+    #[derive(Debug)]
+    struct Step;
+
+    /// What the backward pass reads: the input and the weight as stored.
+    #[derive(Clone, Debug)]
+    struct State {
+        x: FlexTensor,
+        w: FlexTensor,
+        transposed: bool,
+        products: Products,
+    }
+
+    impl Backward<Flex, 3> for Step {
+        type State = State;
+
+        fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let grad = grads.consume::<Flex>(&ops.node);
+            let grad = if grad.as_slice::<f32>().is_some() {
+                grad
+            } else {
+                grad.to_contiguous()
+            };
+            let s = ops.state;
+            let [node_x, node_w, node_b] = ops.parents;
+            let g = matrix(&grad);
+            // ∂x = G Wᵀ and ∂w in w's own layout: xᵀ G, or (xᵀ G)ᵀ = Gᵀ x for a transposed
+            // weight.
+            let w = weight(&s.w, s.transposed);
+            let pair = BackwardProducts::new(matrix(&s.x), g, w, s.transposed, s.products);
+            let (dx, dw) = match (node_x.is_some(), node_w.is_some()) {
+                // The same size: computed at once, on half the threads each.
+                (true, true) => {
+                    let (dx, dw) = super::grad_input_and_weight(pair);
+                    (Some(dx), Some(dw))
+                }
+                (dx, dw) => {
+                    let threads = rayon::current_num_threads();
+                    let dx = dx.then(|| super::grad_input(g, w, threads, s.products));
+                    (dx, dw.then(|| pair.grad_weight(threads)))
+                }
+            };
+            if let (Some(node), Some(dx)) = (node_x, dx) {
+                grads.register::<Flex>(node.id, tensor(dx, s.x.shape()));
+            }
+            if let (Some(node), Some(dw)) = (node_w, dw) {
+                grads.register::<Flex>(node.id, tensor(dw, s.w.shape()));
+            }
+            if let Some(node) = node_b {
+                let out = g.cols;
+                let db = super::grad_bias(&host(&grad), out);
+                grads.register::<Flex>(node.id, tensor(db, Shape::new([out])));
+            }
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! Calls into burn's backend extensions (our `FusedOps` on `flex`, `TorchOps` on LibTorch)
+//! Calls into burn's backend extensions (each operation's own trait on `flex` and on LibTorch)
 //! through its dispatch backend, compiled out in a build without the backend's feature.
 
 /// Calls operation `op` of the backend extension `ext` through burn's dispatch backend in a
@@ -16,18 +16,4 @@ macro_rules! extension_op {
             unreachable!(concat!("this operation needs cargo feature ", $feature))
         }
     }};
-}
-
-/// Calls a `FusedOps` operation (only reached where [`fused`](super::fused) holds).
-macro_rules! fused_op {
-    ($($call:tt)*) => {
-        extension_op!("flex", $crate::kernels::flex::FusedOps, $($call)*)
-    };
-}
-
-/// Calls a `TorchOps` operation (only reached where [`torch`](super::torch) holds).
-macro_rules! torch_op {
-    ($($call:tt)*) => {
-        extension_op!("tch", $crate::kernels::libtorch::TorchOps, $($call)*)
-    };
 }

@@ -9,7 +9,7 @@
 //! a dtype cast (`aten::_to_copy`) counts once. So it is a lower bound of the launches (an
 //! operation that launches its own kernel beside the calls inside it is missed). It is the
 //! same on LibTorch's CPU device as on a GPU except where LibTorch takes another route for the
-//! device (attention: CUDA's fused kernels, the CPU's composed one), so most of it can be
+//! device (the heads' products: CUDA's fused kernels, the CPU's composed one), so most of it can be
 //! measured without a GPU.
 
 use crate::{Error, Result};

@@ -19,6 +19,11 @@
 use burn::prelude::*;
 use burn::tensor::{DType, FloatDType};
 
+#[cfg(feature = "tch")]
+mod flat_casts;
+#[cfg(feature = "tch")]
+pub mod torch;
+
 /// Parameter `w` in `dtype` (f32 or bf16), its gradient cast back: on LibTorch devices its
 /// slice of one cast of the registered flat buffer it lies in, elsewhere (or for a tensor
 /// outside such a buffer) its own cast. `kernels::param_cast`.
@@ -31,19 +36,11 @@ pub fn cast<const D: usize>(w: Tensor<D>, dtype: FloatDType) -> Tensor<D> {
     if w.dtype() == DType::from(dtype) || !super::select::torch(&w.device()) {
         return w.cast(dtype);
     }
-    #[cfg(feature = "tch")]
-    {
-        use super::libtorch::TorchOps;
-        Tensor::from_dispatch(burn::backend::Dispatch::torch_param_cast(
-            w.into_dispatch(),
-            bf16,
-        ))
-    }
-    #[cfg(not(feature = "tch"))]
-    {
-        let _ = bf16;
-        unreachable!("only LibTorch devices take this path")
-    }
+    Tensor::from_dispatch(extension_op!(
+        "tch",
+        torch::TorchParamCast,
+        torch_param_cast(w.into_dispatch(), bf16)
+    ))
 }
 
 /// The owner of one registered flat buffer (an optimizer); dropping it unregisters it.
@@ -69,7 +66,7 @@ impl FlatParams {
     pub fn set(&self, flat: &Tensor<1>) {
         #[cfg(feature = "tch")]
         if let Some(t) = super::libtorch::tch_tensor(flat) {
-            super::libtorch::casts::set(self.id, t);
+            flat_casts::set(self.id, t);
         }
         #[cfg(not(feature = "tch"))]
         let _ = flat;
@@ -78,7 +75,7 @@ impl FlatParams {
     /// Unregisters this owner's buffer (its parameters no longer live in one).
     pub fn clear(&self) {
         #[cfg(feature = "tch")]
-        super::libtorch::casts::remove(self.id);
+        flat_casts::remove(self.id);
     }
 }
 
@@ -92,5 +89,5 @@ impl Drop for FlatParams {
 /// step replayed), so the next use casts them again.
 pub fn stale() {
     #[cfg(feature = "tch")]
-    super::libtorch::casts::stale();
+    flat_casts::stale();
 }

@@ -13,8 +13,8 @@
 //! generator's `softmax(z)` at temperature 1, as the official ELECTRA code samples them.
 //!
 //! On host devices each row is sampled by inverting its cumulative distribution
-//! ([`sample_rows`]), on the logits in place where the fused kernels run, seeded from the same
-//! per-call seeds as the dropout masks (so a resumed run draws the same tokens). Elsewhere (CUDA,
+//! ([`sample_rows`]), on the logits in place where the fused kernels run, seeded from the
+//! per-call seeds ([`seeds`](super::seeds): a resumed run draws the same tokens). Elsewhere (CUDA,
 //! LibTorch) the draw stays on the device, by Gumbel-max: `argmax_j z_j − ln(−ln u_j)` with
 //! `u_j ~ U(0, 1)` from burn's device RNG; the indices stay there too.
 
@@ -25,15 +25,40 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use super::fused;
+use super::seeds::next_call;
 use super::simd::{exp_non_positive, max_lanes, sum_map};
 
 /// Logits per block of the row's running sum.
 const BLOCK: usize = 64;
 
+/// One token id per row of `logits` `[rows, vocab]`, drawn from the row's softmax at
+/// temperature 1 (detached: sampling has no gradient), as an integer tensor on the logits'
+/// device: our kernel on the logits in place, the same kernel on a host copy, or Gumbel-max on
+/// the device.
+pub fn sample(logits: &Tensor<2>) -> Tensor<1, Int> {
+    let logits = logits.clone().detach();
+    if fused(&logits.device(), logits.dtype()) {
+        return fused_call(logits, next_call());
+    }
+    sample_copied_or_on_device(logits)
+}
+
+/// One draw per row of `logits` `[rows, vocab]` with the sampler's `seed`, the kernel reading
+/// the logits in place, as one burn operation. Only where [`fused`](super::fused) holds.
+pub fn fused_call(logits: Tensor<2>, seed: u64) -> Tensor<1, Int> {
+    let ids = logits.device().settings().int_dtype;
+    Tensor::from_dispatch(extension_op!(
+        "flex",
+        flex_op::SamplingOps,
+        fused_sample(logits.into_dispatch(), seed, ids)
+    ))
+}
+
 /// One token id per row of the detached `logits` `[rows, vocab]` where the fused kernels do not
 /// run: the kernel on a host copy of the logits (other dtypes, other host backends), or
-/// Gumbel-max on the device. [`kernels::sample`](super::sample) chooses.
-pub(super) fn sample_copied_or_on_device(logits: Tensor<2>) -> Tensor<1, Int> {
+/// Gumbel-max on the device.
+fn sample_copied_or_on_device(logits: Tensor<2>) -> Tensor<1, Int> {
     let device = logits.device();
     if super::host::on_host(&device) {
         let [rows, vocab] = logits.dims();
@@ -42,7 +67,7 @@ pub(super) fn sample_copied_or_on_device(logits: Tensor<2>) -> Tensor<1, Int> {
             .convert::<f32>()
             .try_into_vec::<f32>()
             .expect("f32 logits");
-        let ids = sample_rows(&z, vocab, super::dropout::next_call_seed());
+        let ids = sample_rows(&z, vocab, next_call());
         return super::host::device_ids(&ids, [rows], &device);
     }
     let u = logits.random_like(Distribution::Uniform(1e-9, 1.0));
@@ -121,4 +146,46 @@ fn argmax(row: &[f32]) -> usize {
             },
         )
         .0
+}
+
+/// The kernel as an operation of burn's `flex` backend (not differentiable: the autodiff
+/// backend's operation is the inner one's).
+#[cfg(feature = "flex")]
+mod flex_op {
+    use burn::backend::TensorMetadata;
+    use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+    use burn::backend::flex::FlexTensor;
+    use burn::backend::tensor::{FloatTensor, IntTensor};
+    use burn::backend::{Autodiff, Backend, Flex, backend_extension};
+    use burn::tensor::{DType, IntDType, TensorData};
+
+    use super::super::flex_tensors::host;
+
+    #[backend_extension(Flex, Autodiff)]
+    pub trait SamplingOps: Backend {
+        /// One draw per row of `logits` `[rows, vocab]` from the row's softmax, read in place:
+        /// ids `[rows]` of dtype `ids`.
+        fn fused_sample(logits: FloatTensor<Self>, seed: u64, ids: IntDType) -> IntTensor<Self>;
+    }
+
+    impl SamplingOps for Flex {
+        fn fused_sample(logits: FlexTensor, seed: u64, ids: IntDType) -> FlexTensor {
+            let shape = logits.shape();
+            assert_eq!(
+                shape.num_dims(),
+                2,
+                "sampling: logits are not [rows, vocab]"
+            );
+            let drawn = super::sample_rows(&host(&logits), shape[1], seed);
+            let drawn: Vec<i64> = drawn.into_iter().map(i64::from).collect();
+            let data = TensorData::new(drawn, [shape[0]]).convert_dtype(DType::from(ids));
+            FlexTensor::from_data(data)
+        }
+    }
+
+    impl<C: CheckpointStrategy> SamplingOps for Autodiff<Flex, C> {
+        fn fused_sample(logits: FloatTensor<Self>, seed: u64, ids: IntDType) -> IntTensor<Self> {
+            Flex::fused_sample(logits.into_primitive(), seed, ids)
+        }
+    }
 }

@@ -34,8 +34,8 @@ pub fn fused(device: &Device, dtype: DType) -> bool {
     }
 }
 
-/// Whether the biased products, attention, the normalisation, the activation, dropout and the MLM loss run as
-/// single LibTorch calls on `device` (any float dtype): the LibTorch backend's devices, in a
+/// Whether the operations with a LibTorch call (each module's `torch.rs`) run as single
+/// LibTorch calls on `device` (any float dtype): the LibTorch backend's devices, in a
 /// build with feature `tch`.
 pub fn torch(device: &Device) -> bool {
     #[cfg(feature = "tch")]

@@ -10,8 +10,8 @@ pub mod params;
 pub mod precision;
 pub mod step_heads;
 
-pub use crate::kernels::dropout::seed;
 pub(crate) use crate::kernels::host_ids;
+pub use crate::kernels::seeds::seed;
 pub use bert::BertMlm;
 pub use config::EncoderConfig;
 pub use electra::Electra;

@@ -228,7 +228,7 @@ fn rounded(v: Vec<f32>) -> Vec<f32> {
 fn the_linear_kernel_with_bf16_products_is_the_f32_one_on_rounded_operands() {
     // On every CPU: through `gemm_bf16` where it has AVX-512 BF16, the rounded operands
     // otherwise.
-    use trueneg::kernels::{Products, fused_ops};
+    use trueneg::kernels::{Products, linear};
     let device = Device::flex().autodiff();
     let d_in = 40;
     // A weight [in, out], and one stored [out, in] (the MLM decoder's tied embeddings).
@@ -248,9 +248,11 @@ fn the_linear_kernel_with_bf16_products_is_the_f32_one_on_rounded_operands() {
             let g = Tensor::<2>::from_data(TensorData::new(round(&gv), [rows, d_out]), &device);
             let y = match (bf16, as_rows) {
                 (true, true) => {
-                    fused_ops::linear_transposed(x.clone(), w.clone(), b.clone(), Products::Bf16)
+                    linear::fused_call(x.clone(), w.clone(), b.clone(), true, Products::Bf16)
                 }
-                (true, false) => fused_ops::linear(x.clone(), w.clone(), b.clone(), Products::Bf16),
+                (true, false) => {
+                    linear::fused_call(x.clone(), w.clone(), b.clone(), false, Products::Bf16)
+                }
                 (false, true) => {
                     x.clone().matmul(w.clone().transpose()) + b.clone().unsqueeze::<2>()
                 }

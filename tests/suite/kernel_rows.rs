@@ -19,7 +19,7 @@ fn case(fused: bool) -> (Vec<f32>, Vec<f32>) {
     let table = leaf(random(&[rows, width], 3), [rows, width], &device);
     let ids = Tensor::<1, Int>::from_data(TensorData::new(IDS.to_vec(), [IDS.len()]), &device);
     let picked = if fused {
-        kernels::fused_ops::select_rows(table.clone(), ids)
+        kernels::select_rows::fused_call(table.clone(), ids)
     } else {
         table.clone().select(0, ids)
     };
@@ -49,5 +49,5 @@ fn the_row_gradient_does_not_depend_on_the_thread_count() {
 #[test]
 #[should_panic(expected = "index 4 outside a table of 4 rows")]
 fn an_index_outside_the_table_is_refused() {
-    kernels::rows::forward(&[0.0; 8], 2, &[1, 4]);
+    kernels::select_rows::forward(&[0.0; 8], 2, &[1, 4]);
 }

@@ -171,7 +171,7 @@ fn attention_case(fused: Option<Products>, dropout: Option<DropMask>) -> Vec<Vec
         // The kernel takes the three packed on each row; their gradients come back through the
         // concatenation's backward.
         let qkv = Tensor::cat(vec![q.clone(), k.clone(), v.clone()], 2);
-        kernels::fused_ops::attention(qkv, bias, heads, dropout, products)
+        kernels::attention::fused_call(qkv, bias, heads, dropout, products)
     } else {
         let mask = dropout.map(|m| {
             let mut values = vec![0f32; b * heads * l * l];
@@ -240,7 +240,7 @@ fn fused_attention_without_autodiff_gives_the_same_values() {
     };
     let bias = padded_bias(b, l, &device);
     let qkv = Tensor::cat(vec![t(1), t(2), t(3)], 2);
-    let plain = vec_of(kernels::fused_ops::attention(
+    let plain = vec_of(kernels::attention::fused_call(
         qkv,
         bias.clone(),
         heads,
@@ -426,14 +426,15 @@ fn fused_linear_matches_the_composed_operations() {
                 &device,
             );
             let y = if fused && as_rows {
-                kernels::fused_ops::linear_transposed(
+                kernels::linear::fused_call(
                     x.clone(),
                     w0.clone(),
                     b.clone(),
+                    true,
                     kernels::Products::F32,
                 )
             } else if fused {
-                kernels::fused_ops::linear(x.clone(), w, b.clone(), kernels::Products::F32)
+                kernels::linear::fused_call(x.clone(), w, b.clone(), false, kernels::Products::F32)
             } else {
                 x.clone().matmul(w) + b.clone().unsqueeze::<2>()
             };

@@ -1,4 +1,4 @@
-//! The backward passes handed to LibTorch's autograd (attention, the normalisation): each call's
+//! The backward passes handed to LibTorch's autograd (the calls too large to write out): each call's
 //! gradient edges kept through `csrc/autograd.cpp`, and the burn backward step that runs
 //! LibTorch's engine from them (see the parent module's documentation).
 
@@ -98,8 +98,8 @@ pub(in crate::kernels) struct Graph {
 impl Graph {
     /// Runs `f` on leaves sharing `inputs`' memory, with LibTorch's gradient tracking on. The
     /// result for burn (detached) and the graph, which keeps a handle on the result only when
-    /// `output_saved` (the call's backward pass reads its output: attention's kernels do, the
-    /// normalisation's does not, so its output's memory is not held until the backward pass).
+    /// `output_saved` (the call's backward pass reads its output; where it does not, the
+    /// output's memory is not held until the backward pass).
     pub(in crate::kernels) fn record(
         inputs: &[&TchTensor],
         output_saved: bool,

@@ -1,5 +1,5 @@
-//! The flat buffers registered for the parameters' casts, and the casts made of them
-//! (`kernels::param_cast`).
+//! The flat buffers registered for the parameters' casts, and the casts made of them (see the
+//! parent module).
 
 #![allow(deprecated)] // burn marks its LibTorch backend deprecated; it is our fastest on GPUs.
 
