@@ -114,46 +114,19 @@ fn run(c: Command, outputs: &trueneg::io::outputs::Outputs) -> anyhow::Result<()
                     c.display()
                 )
             })?;
-        if m.shape[0] != tok.vocab_size() {
-            anyhow::bail!(
-                "{}: {} embedding rows, the tokenizer has {} tokens",
-                c.display(),
-                m.shape[0],
-                tok.vocab_size()
-            );
-        }
-        let stop = match &stop_words {
+        let stop_words = match &stop_words {
             Some(f) => trueneg::text::self_synonyms::read_stop_words(f)?,
             None => Default::default(),
         };
-        let build = trueneg::text::self_synonyms::SelfSynonyms {
+        let from = trueneg::text::embedding_synonyms::EmbeddingTable {
+            tokenizer: &tok,
             k: top_k,
-            threshold: min_cosine.unwrap_or(-1.0),
-            stop_words: stop,
+            min_cosine,
+            stop_words,
+            wordnet_dir: &super::wordnet_dir(&wordnet),
+            source: format!("checkpoint:{}", c.display()),
         };
-        let device = trueneg::device::host();
-        let e = burn::prelude::Tensor::<2>::from_data(
-            burn::prelude::TensorData::new(m.values.clone(), [m.shape[0], m.shape[1]]),
-            &device,
-        );
-        // WordNet's word list keeps words it does not know out, as in the run's self table.
-        let wn = trueneg::lexicon::wordnet::WordNet::open(&super::wordnet_dir(&wordnet))
-            .inspect_err(|e| {
-                eprintln!("note: every whole word is a candidate, WordNet unread: {e}")
-            })
-            .ok();
-        let candidates =
-            trueneg::text::self_synonyms::candidate_ids(&tok, &build.stop_words, wn.as_ref());
-        trueneg::memory::check(
-            trueneg::lexicon::embeddings::neighbours_bytes(candidates.len(), m.shape[1]),
-            &format!(
-                "the neighbour search over {} words of {} dimensions",
-                candidates.len(),
-                m.shape[1]
-            ),
-            "build it on a machine with more memory",
-        )?;
-        build.build(e, &candidates, &tok, &format!("checkpoint:{}", c.display()))
+        from.build(m.values, [m.shape[0], m.shape[1]])?
     } else {
         wordnet_table(&tok, &super::wordnet_dir(&wordnet))?
     };

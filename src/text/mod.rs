@@ -8,6 +8,7 @@ pub mod chunk_memo;
 pub mod columnar;
 pub mod corpus;
 pub mod default_corpus;
+pub mod embedding_synonyms;
 pub mod examples;
 pub mod marked_context;
 pub mod masking;

@@ -1,0 +1,146 @@
+"""The Python path equals trueneg's own step: the same positions dropped by Hard Correction and
+the same losses, on transformers' golden tiny BERT."""
+
+import numpy as np
+import pytest
+import torch
+
+import trueneg
+from trueneg import _core
+from conftest import table_that_acts
+
+
+def tensors(batch):
+    return {k: torch.from_numpy(v) for k, v in batch.items()}
+
+
+def masked(golden):
+    labels = golden["batch"]["labels"].reshape(-1)
+    index = np.flatnonzero(labels != -100)
+    logits = golden["logits"].reshape(-1, golden["logits"].shape[-1])[index]
+    return np.ascontiguousarray(logits), labels[index]
+
+
+def test_the_golden_sr_loss_is_transformers_own(golden):
+    from transformers import BertForMaskedLM
+
+    model = BertForMaskedLM.from_pretrained(golden["model_dir"]).eval()
+    b = tensors(golden["batch"])
+    labels = b.pop("labels")
+    logits = model(**b).logits
+    loss, stats = trueneg.true_negatives_loss(
+        logits, labels, "sr", embeddings=model.get_input_embeddings().weight
+    )
+    assert abs(stats["mlm_loss"] - golden["mlm_loss"]) < 1e-5
+    assert abs(stats["sr_loss"] - golden["reg_loss"]) < 1e-5
+    assert abs(float(loss.detach()) - golden["loss"]) < 1e-5
+
+
+def test_the_python_losses_equal_the_cores_on_the_same_logits(golden):
+    table = table_that_acts(golden)
+    logits = torch.from_numpy(golden["logits"])
+    labels = torch.from_numpy(golden["batch"]["labels"])
+    c = trueneg.hard_correction(logits, labels, table)
+    assert c.counts["corrected"] == 3, c.counts
+    assert c.counts["masked"] == int((labels != -100).sum())
+    loss, _ = trueneg.true_negatives_loss(logits, labels, "hc", table)
+    rows, gold = masked(golden)
+    keep = (~c.dropped[labels != -100]).numpy().astype(np.float32)
+    core = _core.masked_lm_loss(rows, gold, keep)
+    assert abs(float(loss) - core) < 1e-6
+    plain, _ = trueneg.true_negatives_loss(logits, labels, "baseline")
+    assert abs(float(plain) - _core.masked_lm_loss(rows, gold)) < 1e-6
+    assert float(loss) != pytest.approx(float(plain))
+
+
+def test_soft_regularization_value_and_gradient_are_the_cosine_distance(golden):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(7, 16, generator=g, requires_grad=True)
+    b = torch.randn(7, 16, generator=g, requires_grad=True)
+    ours = trueneg.soft_regularization(a, b)
+    ours.backward()
+    ga, gb = a.grad.clone(), b.grad.clone()
+    a.grad, b.grad = None, None
+    ref = (1 - torch.nn.functional.cosine_similarity(a, b, dim=1, eps=1e-8)).mean()
+    ref.backward()
+    assert abs(float(ours.detach()) - float(ref.detach())) < 1e-6
+    assert torch.allclose(ga, a.grad, atol=1e-6) and torch.allclose(gb, b.grad, atol=1e-6)
+    summed = trueneg.soft_regularization(a.detach().numpy(), b.detach().numpy(), "sum", 2)
+    assert summed == pytest.approx(float(ref.detach()) * 7 / 2, abs=1e-5)
+
+
+def test_hc_and_sr_equal_the_rust_step_on_the_golden_batch(golden):
+    from transformers import BertForMaskedLM
+
+    table = table_that_acts(golden)
+    model = BertForMaskedLM.from_pretrained(golden["model_dir"]).eval()
+    b = tensors(golden["batch"])
+    labels = b.pop("labels")
+    logits = model(**b).logits
+    loss, stats = trueneg.true_negatives_loss(
+        logits, labels, "hc+sr", table, model.get_input_embeddings().weight
+    )
+    rust = _core.bert_mlm_step(str(golden["model_dir"]), golden["batch"], table._core, 1.0)
+    c = trueneg.hard_correction(logits, labels, table)
+    assert np.array_equal(c.dropped.numpy(), rust["dropped"])
+    assert np.array_equal(c.predictions.numpy(), rust["predictions"])
+    assert stats["corrected"] == rust["counts"]["corrected"] == 3
+    assert abs(stats["mlm_loss"] - rust["mlm_loss"]) < 1e-6
+    assert abs(stats["sr_loss"] - rust["sr_loss"]) < 1e-6
+    assert abs(float(loss.detach()) - rust["loss"]) < 1e-6
+
+
+def test_twenty_steps_of_bert_with_hc_drop_what_the_rust_step_drops(golden, tmp_path):
+    from transformers import BertForMaskedLM
+
+    table = table_that_acts(golden)
+    model = BertForMaskedLM.from_pretrained(golden["model_dir"]).eval()
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    b = tensors(golden["batch"])
+    labels = b.pop("labels")
+    dropped_steps, worst = 0, 0.0
+    for step in range(20):
+        logits = model(**b).logits
+        loss, stats = trueneg.true_negatives_loss(logits, labels, "hc", table)
+        folder = tmp_path / "now"
+        model.save_pretrained(folder)
+        rust = _core.bert_mlm_step(str(folder), golden["batch"], table._core)
+        c = trueneg.hard_correction(logits, labels, table)
+        assert np.array_equal(c.dropped.numpy(), rust["dropped"]), f"step {step}"
+        assert stats["corrected"] == rust["counts"]["corrected"], f"step {step}"
+        worst = max(worst, abs(float(loss.detach()) - rust["loss"]))
+        dropped_steps += stats["corrected"] > 0
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert dropped_steps > 0, "Hard Correction never acted: the test would show nothing"
+    print(f"largest loss difference from the Rust step over 20 steps: {worst:.3g}")
+    assert worst < 1e-6, worst
+
+
+def test_sampled_predictions_come_from_the_cores_seeded_sampler(golden):
+    logits = golden["logits"]
+    labels = golden["batch"]["labels"]
+    table = table_that_acts(golden)
+    a = trueneg.hard_correction(logits, labels, table, rule="sampled", seed=5)
+    b = trueneg.hard_correction(logits, labels, table, rule="sampled", seed=5)
+    assert np.array_equal(a.predictions, b.predictions)
+    rows, _ = masked(golden)
+    assert np.array_equal(a.predictions[labels != -100], _core.sample_rows(rows, 5))
+
+
+def test_bad_arguments_are_one_clear_line(golden):
+    table = table_that_acts(golden)
+    labels = golden["batch"]["labels"]
+    with pytest.raises(ValueError, match="logits_or_predictions: 4 dimensions"):
+        trueneg.hard_correction(np.zeros((3, 20, 100, 1)), labels, table)
+    with pytest.raises(ValueError, match='rule: .*expected "argmax" or "sampled"'):
+        trueneg.hard_correction(golden["logits"], labels, table, rule="top")
+    with pytest.raises(ValueError, match="cline: the `trueneg pretrain` command"):
+        trueneg.true_negatives_loss(torch.zeros(1, 2, 3), torch.zeros(1, 2).long(), "hc+cline")
+    with pytest.raises(ValueError, match="table: objective \"hc\" needs a SynonymTable"):
+        trueneg.true_negatives_loss(torch.zeros(1, 2, 3), torch.zeros(1, 2).long(), "hc")
+    with pytest.raises(ValueError, match=r"gold_embeddings: shape \[2, 3\], expected"):
+        trueneg.soft_regularization(np.ones((2, 4)), np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"batch\[\"labels\"\]: missing"):
+        _core.bert_mlm_step(str(golden["model_dir"]), {"input_ids": labels})

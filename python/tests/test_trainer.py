@@ -1,0 +1,51 @@
+"""Trainer with Hard Correction: the loss is true_negatives_loss, and HC's statistics reach
+Trainer's logs."""
+
+import torch
+from torch.utils.data import Dataset
+
+from conftest import table_that_acts
+
+
+class Repeated(Dataset):
+    """The golden batch's rows, repeated."""
+
+    def __init__(self, batch, times):
+        self.rows = [{k: torch.from_numpy(v[i]) for k, v in batch.items()}
+                     for i in range(batch["input_ids"].shape[0])] * times
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+def test_the_trainer_logs_hard_corrections_statistics(golden, tmp_path):
+    from transformers import BertForMaskedLM, TrainerCallback, TrainingArguments
+
+    from trueneg.transformers import TrueNegativesTrainer
+
+    logs = []
+
+    class Keep(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            logs_seen.append(dict(logs or {}))
+
+    logs_seen = logs
+    args = TrainingArguments(
+        output_dir=str(tmp_path), max_steps=4, logging_steps=2, per_device_train_batch_size=3,
+        learning_rate=1e-3, report_to=[], use_cpu=True, save_strategy="no", seed=0,
+    )
+    model = BertForMaskedLM.from_pretrained(golden["model_dir"])
+    trainer = TrueNegativesTrainer(
+        model=model, args=args, train_dataset=Repeated(golden["batch"], 4),
+        table=table_that_acts(golden), objective="hc+sr", callbacks=[Keep()],
+    )
+    trainer.train()
+    windows = [l for l in logs if "hc_corrected_ratio" in l]
+    assert len(windows) == 2, logs
+    for w in windows:
+        assert 0 <= w["hc_corrected"] <= w["hc_mismatched"]
+        assert "mlm_loss" in w and "sr_loss" in w
+    assert windows[0]["hc_corrected"] > 0
