@@ -1,8 +1,11 @@
 //! trueneg's own masked-LM step on a transformers `BertForMaskedLM` folder and one batch, for
 //! checking the Python path against it: the crate's BERT (loaded from the folder as `finetune`
 //! and the golden tests load it), its MLM logits at the masked positions in eval mode (no
-//! dropout), the argmax prediction, Hard Correction's weights, the weighted masked-LM loss and
-//! word-level Soft Regularization: the functions the pre-training step calls.
+//! dropout), the argmax prediction, Hard Correction's decision as the step makes it on its
+//! device (`synonyms_on_device` over the padded table; the Python path uses the host rule,
+//! `correction_weights`, so the two implementations are checked against each other), the
+//! weighted masked-LM loss and word-level Soft Regularization: the functions the pre-training
+//! step calls.
 
 use burn::prelude::*;
 use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -13,9 +16,10 @@ use std::path::PathBuf;
 use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::{Loader, read_safetensors};
 use trueneg::model::{BertMlm, Inputs};
-use trueneg::objective::hard_correction::correction_weights;
+use trueneg::objective::hard_correction::synonyms_on_device;
 use trueneg::objective::masked_cross_entropy;
 use trueneg::objective::soft_regularization::cosine_distances;
+use trueneg::text::shared_table::padded_table;
 
 use crate::errors::{bad_argument, to_py};
 use crate::objectives::scalar;
@@ -118,16 +122,36 @@ pub fn bert_mlm_step<'py>(
         .into_iter()
         .map(|p| p as u32)
         .collect();
-    let rows: Vec<usize> = positions.iter().map(|&i| i / len).collect();
     let counts = PyDict::new(py);
-    let weights = match table {
+    let weights: Option<Vec<f32>> = match table {
         Some(t) => {
-            let (w, c) = correction_weights(&predicted, &gold, &rows, batch, &t.inner);
-            counts.set_item("masked", c.masked)?;
-            counts.set_item("mismatched", c.mismatched)?;
-            counts.set_item("corrected", c.corrected)?;
-            counts.set_item("sequences_corrected", c.sequences_corrected)?;
-            Some(w)
+            let vocab = model.embeddings.word_matrix().dims()[0];
+            let corrected = synonyms_on_device(
+                padded_table(&t.inner, vocab, &device),
+                gold_ids.clone(),
+                pred.clone(),
+            );
+            let corrected: Vec<bool> = corrected
+                .into_data()
+                .convert::<bool>()
+                .try_to_vec::<bool>()
+                .expect("bools");
+            let mismatched = (0..n).filter(|&k| predicted[k] != gold[k]).count();
+            let mut rows_hit: Vec<usize> = (0..n)
+                .filter(|&k| corrected[k])
+                .map(|k| positions[k] / len)
+                .collect();
+            rows_hit.dedup();
+            counts.set_item("masked", n)?;
+            counts.set_item("mismatched", mismatched)?;
+            counts.set_item("corrected", corrected.iter().filter(|&&c| c).count())?;
+            counts.set_item("sequences_corrected", rows_hit.len())?;
+            Some(
+                corrected
+                    .iter()
+                    .map(|&c| if c { 0.0 } else { 1.0 })
+                    .collect(),
+            )
         }
         None => None,
     };

@@ -69,6 +69,23 @@ def test_soft_regularization_value_and_gradient_are_the_cosine_distance(golden):
     assert summed == pytest.approx(float(ref.detach()) * 7 / 2, abs=1e-5)
 
 
+def test_bf16_tensors_under_autocast_take_the_same_rules(golden):
+    table = table_that_acts(golden)
+    logits = torch.from_numpy(golden["logits"])
+    labels = torch.from_numpy(golden["batch"]["labels"])
+    half = logits.to(torch.bfloat16)
+    c = trueneg.hard_correction(half, labels, table)
+    argmax = half.float().argmax(-1).where(labels != -100, -100)
+    assert np.array_equal(c.predictions.numpy(), argmax.numpy())
+    a = torch.randn(5, 8, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(5, 8, dtype=torch.bfloat16, requires_grad=True)
+    sr = trueneg.soft_regularization(a, b)
+    sr.backward()
+    assert sr.dtype == torch.bfloat16 and a.grad.dtype == torch.bfloat16
+    ref = (1 - torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=1)).mean()
+    assert abs(float(sr.detach()) - float(ref.detach())) < 1e-2
+
+
 def test_hc_and_sr_equal_the_rust_step_on_the_golden_batch(golden):
     from transformers import BertForMaskedLM
 

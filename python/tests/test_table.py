@@ -31,10 +31,13 @@ def ids(tok, *words):
     return [tok.convert_tokens_to_ids(w) for w in words]
 
 
-def test_a_wordnet_table_from_a_transformers_tokenizer_is_the_commands(tokenizer, command, tmp_path):
+def test_a_wordnet_table_from_a_transformers_tokenizer_is_the_commands(
+    tokenizer, command, tmp_path
+):
     tok, folder = tokenizer
     table = trueneg.SynonymTable.wordnet(tok)
-    big, large, main, primary, car, house = ids(tok, "big", "large", "main", "primary", "car", "house")
+    words = ids(tok, "big", "large", "main", "primary", "car", "house")
+    big, large, main, primary, car, house = words
     assert table.vocab_size == len(tok)
     assert table.are_synonyms(big, large) and table.are_synonyms(main, primary)
     assert not table.are_synonyms(car, house)
@@ -58,7 +61,8 @@ def test_a_saved_table_reads_back_whole(tokenizer, tmp_path):
     table = trueneg.SynonymTable.wordnet(folder)
     table.save(tmp_path / "t.safetensors")
     back = trueneg.SynonymTable.from_lexicon(tmp_path / "t.safetensors")
-    assert [back.synonyms(i) for i in range(len(tok))] == [table.synonyms(i) for i in range(len(tok))]
+    everyone = range(len(tok))
+    assert [back.synonyms(i) for i in everyone] == [table.synonyms(i) for i in everyone]
     with pytest.raises(FileNotFoundError, match="missing.safetensors"):
         trueneg.SynonymTable.from_lexicon(tmp_path / "missing.safetensors")
 

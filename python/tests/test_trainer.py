@@ -26,13 +26,12 @@ def test_the_trainer_logs_hard_corrections_statistics(golden, tmp_path):
 
     from trueneg.transformers import TrueNegativesTrainer
 
-    logs = []
+    seen = []
 
     class Keep(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            logs_seen.append(dict(logs or {}))
+            seen.append(dict(logs or {}))
 
-    logs_seen = logs
     args = TrainingArguments(
         output_dir=str(tmp_path), max_steps=4, logging_steps=2, per_device_train_batch_size=3,
         learning_rate=1e-3, report_to=[], use_cpu=True, save_strategy="no", seed=0,
@@ -43,8 +42,8 @@ def test_the_trainer_logs_hard_corrections_statistics(golden, tmp_path):
         table=table_that_acts(golden), objective="hc+sr", callbacks=[Keep()],
     )
     trainer.train()
-    windows = [l for l in logs if "hc_corrected_ratio" in l]
-    assert len(windows) == 2, logs
+    windows = [w for w in seen if "hc_corrected_ratio" in w]
+    assert len(windows) == 2, seen
     for w in windows:
         assert 0 <= w["hc_corrected"] <= w["hc_mismatched"]
         assert "mlm_loss" in w and "sr_loss" in w

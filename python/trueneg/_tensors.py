@@ -15,11 +15,17 @@ def is_torch(x):
 
 
 def to_numpy(x, dtype):
-    """``x`` as a contiguous numpy array of ``dtype`` (detached from autograd)."""
+    """``x`` as a contiguous numpy array of ``dtype`` (detached from autograd). A torch tensor
+    of another dtype (bf16 under autocast, which numpy lacks) is cast by torch first."""
     if is_torch(x):
         t = x.detach()
         if t.device.type != "cpu":
             t = t.cpu()
+        wanted = {np.dtype(np.float32): torch.float32, np.dtype(np.int64): torch.int64}.get(
+            np.dtype(dtype)
+        )
+        if wanted is not None and t.dtype != wanted:
+            t = t.to(wanted)
         t = t.contiguous()
         a = np.from_dlpack(t)
         return np.ascontiguousarray(a, dtype=dtype)
