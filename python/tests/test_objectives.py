@@ -161,3 +161,35 @@ def test_bad_arguments_are_one_clear_line(golden):
         trueneg.soft_regularization(np.ones((2, 4)), np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"batch\[\"labels\"\]: missing"):
         _core.bert_mlm_step(str(golden["model_dir"]), {"input_ids": labels})
+
+
+def test_an_electra_generators_loss_takes_hard_correction(golden):
+    """ELECTRA's generator (ElectraForMaskedLM): the baseline loss is transformers' own, and HC
+    drops exactly the mismatched positions whose argmax the table pairs with the gold token."""
+    from safetensors.numpy import load_file
+    from transformers import ElectraForMaskedLM
+
+    from conftest import GOLDEN
+
+    g = load_file(str(GOLDEN / "electra_golden.safetensors"))
+    model = ElectraForMaskedLM.from_pretrained(GOLDEN / "electra_generator").eval()
+    labels = torch.from_numpy(g["inputs.mlm_labels"].astype(np.int64))
+    logits = model(
+        input_ids=torch.from_numpy(g["inputs.masked_input_ids"].astype(np.int64)),
+        attention_mask=torch.from_numpy(g["inputs.attention_mask"].astype(np.int64)),
+        token_type_ids=torch.from_numpy(g["inputs.token_type_ids"].astype(np.int64)),
+    ).logits
+    plain, _ = trueneg.true_negatives_loss(logits, labels, "baseline")
+    assert abs(float(plain.detach()) - float(g["gen.loss"][0])) < 1e-5
+    argmax = g["gen.argmax"].reshape(-1)
+    flat = labels.numpy().reshape(-1)
+    wrong = [i for i in np.flatnonzero(flat != -100) if argmax[i] != flat[i]]
+    pairs = [(int(flat[i]), int(argmax[i])) for i in wrong[:2]]
+    table = trueneg.SynonymTable.from_pairs(100, pairs)
+    expected = np.zeros(flat.shape, dtype=bool)
+    for i in np.flatnonzero(flat != -100):
+        expected[i] = argmax[i] != flat[i] and table.are_synonyms(flat[i], argmax[i])
+    c = trueneg.hard_correction(logits, labels, table)
+    assert np.array_equal(c.dropped.numpy().reshape(-1), expected) and expected.sum() >= 2
+    hc, stats = trueneg.true_negatives_loss(logits, labels, "hc", table)
+    assert stats["corrected"] == expected.sum() and float(hc.detach()) != float(plain.detach())
