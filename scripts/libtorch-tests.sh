@@ -29,8 +29,8 @@
 #   TARGET_DIR      cargo's target folder (default target/tch; CI: target, where the crates
 #                   the `tch` feature does not change are shared with the default build)
 #   CLIPPY          set: also `cargo clippy --features tch` (warnings are errors), as CI does
-#   GPU_STANDIN     set (with PYTHON): also the fine-tuning GPU script with its CPU stand-in, as
-#                   CI does
+#   GPU_STANDIN     set (with PYTHON): also the GPU scripts with their CPU stand-in
+#                   (scripts/gpu/standin.sh), as CI does
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -100,18 +100,9 @@ fi
 cargo test --release --features tch --target-dir "$target" --test libtorch --test host_reads "$@"
 cargo test --release --features tch --target-dir "$target" --test suite "$@" -- \
   golden:: optimizer:: distributed:: fixed_step:: --skip finetune_golden::
-# The fine-tuning GPU script (scripts/gpu.sh finetune) run as written with its CPU stand-in
-# (LibTorch's CPU device, PyTorch on the CPU, tiny sizes): a lent GPU's minutes then go to
-# measuring, not to mending the script. It needs PYTHON's torch and transformers.
+# The GPU scripts a lent GPU runs first (scripts/gpu.sh quick and finetune), run as written with
+# their CPU stand-in (scripts/gpu/standin.sh): a lent GPU's minutes then go to measuring, not to
+# mending a script. They need PYTHON's torch and transformers.
 if [ -n "${GPU_STANDIN:-}" ] && [ -n "${PYTHON:-}" ]; then
-  standin=$(mktemp -d)
-  DEVICE=libtorch TORCH_DEVICE=cpu SIZES=tiny ROUNDS=1 EXAMPLES=64 BATCH=8 LEN=32 PYTHON=$PYTHON \
-    scripts/gpu.sh finetune "$target/release/trueneg" "$standin"
-  lines=$(grep -cv ' failed ' "$standin/finetune.txt" || true)
-  if grep -q ' failed ' "$standin/finetune.txt" || [ "$lines" -ne 5 ]; then
-    echo "libtorch-tests: the fine-tuning GPU script's CPU stand-in did not measure all five runs:" >&2
-    cat "$standin/finetune.txt" >&2
-    exit 1
-  fi
-  rm -rf "$standin"
+  PYTHON=$PYTHON scripts/gpu/standin.sh "$target/release/trueneg"
 fi

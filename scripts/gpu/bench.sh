@@ -13,13 +13,15 @@
 #              (TORCH_BENCH_PY = torch_electra_bench.py: generator + discriminator, both sides
 #              with Hard Correction unless HC=0)
 #   SIZES      "spec small" (default): spec = 4 layers × batch 16 (DESIGN.md's bench spec),
-#              small = 12 layers × batch 128 (ELECTRA-Small-sized)
+#              small = 12 layers × batch 128 (ELECTRA-Small-sized); tiny = 2 layers × batch 4
+#              (the CPU stand-in's, STANDIN=cpu: see scripts/gpu/common.sh)
 #   TRUENEG    variants, default "cuda:f32 cuda:bf16" (DEVICE:PRECISION[:KERNELS[:graph]],
 #              KERNELS fused (default) or composed: bench --kernels; graph: bench --cuda-graph)
 #   TORCH      references, default "eager-f32 eager-bf16-fused compile-bf16-fused"; also
 #              compile-f32, compile-ro-f32 and compile-ro-bf16-fused (torch.compile
 #              mode="reduce-overhead": CUDA graphs)
 set -uo pipefail
+. "$(dirname "$0")/common.sh"
 bin=$1
 torch_bench=$2
 rounds=${3:-1}
@@ -43,6 +45,7 @@ size_args() {
   case $1 in
     spec) echo "--layers 4 --batch 16" ;;
     small) echo "--layers 12 --batch 128" ;;
+    tiny) echo "--layers 2 --batch 4" ;;
     *) echo "unknown size $1" >&2; exit 2 ;;
   esac
 }
@@ -60,16 +63,19 @@ torch_args() {
   esac
 }
 
-used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
-
 # Runs "$@", prints its log tail, then the RESULT line.
 measure() {
   local size=$1 impl=$2
   shift 2
   local log sampler base peak ms alloc
   log=$(mktemp)
-  base=$(used_mib)
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 >"$log.mem" &
+  base=$(gpu_used_mib)
+  if [ "${STANDIN:-}" = cpu ]; then
+    echo 0 >"$log.mem"
+    sleep 0 &
+  else
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 >"$log.mem" &
+  fi
   sampler=$!
   "$@" >"$log" 2>&1
   local rc=$?
@@ -94,13 +100,14 @@ for round in $(seq 1 "$rounds"); do
       IFS=: read -r dev prec kernels graph <<<"$v"
       kernels=${kernels:-fused}
       graph_args=()
-      [ "${graph:-}" = graph ] && graph_args=(--cuda-graph)
+      # shellcheck disable=SC2206 # GRAPH_FLAG is one flag or none
+      [ "${graph:-}" = graph ] && graph_args=(${GRAPH_FLAG---cuda-graph})
       measure "$size" "trueneg-$dev-$prec-$kernels${graph:+-$graph}" "$bin" --quiet bench "${model_args[@]}" \
         --device "$dev" --precision "$prec" --kernels "$kernels" $(size_args "$size") --steps "$steps" \
         --warmup "$warmup" "${graph_args[@]}"
     done
     for t in $torch_variants; do
-      measure "$size" "torch-$t" "$python" "$torch_bench" --device cuda "${torch_model_args[@]}" \
+      measure "$size" "torch-$t" "$python" "$torch_bench" --device "${TORCH_DEVICE:-cuda}" "${torch_model_args[@]}" \
         $(torch_args "$t") $(size_args "$size") --steps "$steps" --warmup "$warmup"
     done
   done

@@ -1,10 +1,34 @@
-# Sourced by the one-call GPU scripts (scripts/gpu.sh's parts): makes the
-# output folder $1, puts the LibTorch libraries of python3's PyTorch (which the `tch` build was
-# built against) on the library path, and records which GPU the figures come from in $1/gpu.txt.
+# Sourced by the one-call GPU scripts (scripts/gpu.sh's parts): makes the output folder $1, puts
+# the LibTorch libraries of $PYTHON's (default python3's) PyTorch, which the `tch` build was
+# built against, on the library path, and records which GPU the figures come from in
+# $1/gpu.txt. It sets, for the scripts and the parts they call:
+#   GPU_DEVICE    trueneg's device: libtorch-cuda
+#   TORCH_DEVICE  PyTorch's: cuda
+#   GRAPH_FLAG    bench's flag of the recorded step: --cuda-graph
+#   GRAPH_ON      the value of pretrain's `train.cuda_graph` in a recorded run: true
+# STANDIN=cpu runs the scripts as written on the CPU instead, to check them without a GPU:
+# LibTorch's CPU device and PyTorch on the CPU, no GPU memory sampled (0), and in place of a
+# recorded run the same run unrecorded (no flag; `train.cuda_graph = false`), so that a
+# comparison of the two must find them identical.
 gpu_setup() {
   mkdir -p "$1"
   local torch_lib
-  torch_lib=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib
+  torch_lib=$("${PYTHON:-python3}" -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib
   export LD_LIBRARY_PATH=$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$1/gpu.txt"
+  if [ "${STANDIN:-}" = cpu ]; then
+    export GPU_DEVICE=libtorch TORCH_DEVICE=cpu GRAPH_FLAG= GRAPH_ON=false
+    echo "CPU stand-in:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)" | tee "$1/gpu.txt"
+  else
+    export GPU_DEVICE=libtorch-cuda TORCH_DEVICE=cuda GRAPH_FLAG=--cuda-graph GRAPH_ON=true
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$1/gpu.txt"
+  fi
+}
+
+# The GPU memory in use, MiB (0 for the CPU stand-in).
+gpu_used_mib() {
+  if [ "${STANDIN:-}" = cpu ]; then
+    echo 0
+  else
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1
+  fi
 }

@@ -13,6 +13,9 @@
 #      first two (PRESET_STEPS steps, default 60), and the model FLOP/s and MFU at ≈ 67 MFLOP per
 #      token against 989 TFLOP/s (H100 bf16 dense).
 # Everything it prints is also written under OUT_DIR (default $OUT, else /tmp/gpu-electra).
+# The CPU stand-in (STANDIN=cpu, scripts/gpu/common.sh) takes smaller sizes from ELECTRA_SIZE
+# (part 1, default small), LAYERS and OPS_BATCH (part 2, defaults 12 and 128) and PRESET (part 3,
+# default electra-small).
 #
 #   scripts/gpu.sh electra BIN SHARDS [ROUNDS] [PARTS]
 #     BIN     a `--features tch` build of trueneg
@@ -32,8 +35,8 @@ gpu_setup "$out"
 for part in $parts; do
   case $part in
     1)
-      MODEL=electra SIZES=small WARMUP=${WARMUP:-8} \
-        TRUENEG=${TRUENEG:-libtorch-cuda:f32 libtorch-cuda:bf16} \
+      MODEL=electra SIZES=${ELECTRA_SIZE:-small} WARMUP=${WARMUP:-8} \
+        TRUENEG=${TRUENEG:-$GPU_DEVICE:f32 $GPU_DEVICE:bf16} \
         TORCH=${TORCH:-eager-f32 eager-bf16-fused compile-bf16-fused compile-ro-bf16-fused} \
         scripts/gpu.sh bench "$bin" "$torch_bench" "$rounds" "${STEPS:-20}" 2>&1 | tee -a "$out/bench.txt"
       grep RESULT "$out/bench.txt" | tee "$out/results.txt"
@@ -42,15 +45,15 @@ for part in $parts; do
       for batch in ${PHASE_BATCHES-128 512}; do
         for prec in f32 bf16; do
           echo "== phases batch=$batch precision=$prec" | tee -a "$out/phases.txt"
-          "$bin" --quiet bench --model electra --hc --device libtorch-cuda --layers 12 \
+          "$bin" --quiet bench --model electra --hc --device "$GPU_DEVICE" --layers "${LAYERS:-12}" \
             --batch "$batch" --precision "$prec" --sync-phases --steps 10 --warmup 4 2>&1 \
             | grep -E '^# |ms_per_step' | tee -a "$out/phases.txt"
         done
       done
       for prec in f32 bf16; do
         echo "== operations precision=$prec" | tee -a "$out/phases.txt"
-        "$bin" --quiet bench --model electra --hc --device libtorch-cuda --layers 12 \
-          --batch 128 --precision "$prec" --count-ops --steps 2 --warmup 3 2>&1 \
+        "$bin" --quiet bench --model electra --hc --device "$GPU_DEVICE" --layers "${LAYERS:-12}" \
+          --batch "${OPS_BATCH:-128}" --precision "$prec" --count-ops --steps 2 --warmup 3 2>&1 \
           | grep -E 'calls into LibTorch|ops_per_step|calls_per_step' | tee -a "$out/phases.txt"
       done
       ;;
@@ -60,12 +63,12 @@ for part in $parts; do
           for mode in plain graph; do
             run=$out/preset/$prec-$mode-$round
             rm -rf "$run"
-            "$bin" --quiet pretrain --config electra-small --run "$run" \
-              --set "data.shards=$shards" --set model.vocab_size=0 --set train.device=libtorch-cuda \
+            "$bin" --quiet pretrain --config "${PRESET:-electra-small}" --run "$run" \
+              --set "data.shards=$shards" --set model.vocab_size=0 --set "train.device=$GPU_DEVICE" \
               --set "train.precision=$prec" --set "train.steps=${PRESET_STEPS:-60}" --set train.log_every=10 \
-              --set train.checkpoint_every=100000 --set "train.cuda_graph=$([ $mode = graph ] && echo true || echo false)" \
+              --set train.checkpoint_every=100000 --set "train.cuda_graph=$([ $mode = graph ] && echo "$GRAPH_ON" || echo false)" \
               >"$out/preset-$prec-$mode-$round.log" 2>&1
-            echo "preset electra-small $prec $mode round $round rc=$?" | tee -a "$out/preset.txt"
+            echo "preset ${PRESET:-electra-small} $prec $mode round $round rc=$?" | tee -a "$out/preset.txt"
           done
         done
       done

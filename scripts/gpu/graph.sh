@@ -21,7 +21,8 @@
 #      line per step, f32 and bf16: every logged value of every step, same seeds (the first 3
 #      steps run unrecorded, the 4th is recorded, the rest are replays), and both runs resumed
 #      from their step-20 checkpoint must repeat their own curve. (CURVE_CONFIG, CURVE_DEVICE
-#      and CURVE_FLAG=train.static_shapes run the same comparison elsewhere, e.g. on the CPU.)
+#      and CURVE_FLAG run the same comparison with another preset, device or key; STANDIN=cpu
+#      runs it on the CPU, scripts/gpu/common.sh.)
 # Parts 2 and 3 compare unrecorded steps: their one-process runs set train.cuda_graph = false
 # (unset, one process on libtorch-cuda records; a world of several processes does not).
 # Everything it prints is also written under OUT (default $OUT, else /tmp/gpu-graph).
@@ -149,8 +150,8 @@ PY
           "$bin" --quiet pretrain --config "${CURVE_CONFIG:-electra-small}" --run "$run" --set "data.shards=$shards" \
             --set model.vocab_size=0 --set objective.kind=sr --set "train.steps=${CURVE_STEPS:-50}" \
             --set train.log_every=1 --set train.checkpoint_every=20 --set train.keep_checkpoints=10 \
-            --set "train.device=${CURVE_DEVICE:-libtorch-cuda}" --set "train.precision=$prec" \
-            --set train.static_shapes=true --set "${CURVE_FLAG:-train.cuda_graph}=$([ $mode = graph ] && echo true || echo false)" \
+            --set "train.device=${CURVE_DEVICE:-$GPU_DEVICE}" --set "train.precision=$prec" \
+            --set train.static_shapes=true --set "${CURVE_FLAG:-train.cuda_graph}=$([ $mode = graph ] && echo "${GRAPH_ON:-true}" || echo false)" \
             >"$run.log" 2>&1
           echo "curve $prec $mode rc=$?" | tee -a "$out/summary.txt"
           # Resumed from step 20: the checkpoints after it are removed, the metrics kept aside.

@@ -18,6 +18,8 @@
 #   scripts/gpu.sh quick BIN SHARDS     (SHARDS: prepared at 128 tokens, e.g. WikiText-2's test
 #                                        split with --train-vocab 8000)
 # TORCH_ELECTRA_BENCH names torch_electra_bench.py where ../shared/bench is not beside the checkout.
+# STANDIN=cpu runs it on the CPU to check it (scripts/gpu/common.sh), at the sizes ELECTRA_SIZE,
+# LAYERS, OPS_BATCH and PRESET say (scripts/gpu/electra.sh; PRESET also for part 4).
 set -uo pipefail
 bin=$(realpath "$1")
 shards=$(realpath "$2")
@@ -36,11 +38,11 @@ part() {
 }
 
 OUT_DIR=$out/launches PHASE_BATCHES= part launches 75 scripts/gpu.sh electra "$bin" "$shards" 1 2
-OUT_DIR=$out/step TRUENEG="libtorch-cuda:bf16:fused:graph libtorch-cuda:f32:fused:graph libtorch-cuda:bf16" \
+OUT_DIR=$out/step TRUENEG="$GPU_DEVICE:bf16:fused:graph $GPU_DEVICE:f32:fused:graph $GPU_DEVICE:bf16" \
   TORCH="eager-bf16-fused compile-ro-bf16-fused" STEPS=20 WARMUP=8 \
   part step 210 scripts/gpu.sh electra "$bin" "$shards" 1 1
 OUT_DIR=$out/preset PRESET_STEPS=${PRESET_STEPS:-40} \
   part preset 130 scripts/gpu.sh electra "$bin" "$shards" 1 3
-OUT_DIR=$out/curve W1_SHARDS=$shards CURVE_STEPS=${CURVE_STEPS:-30} \
+OUT_DIR=$out/curve W1_SHARDS=$shards CURVE_STEPS=${CURVE_STEPS:-30} CURVE_CONFIG=${PRESET:-electra-small} \
   part curve 150 scripts/gpu.sh graph "$bin" 4
 cat "$out/parts.txt"
