@@ -23,7 +23,12 @@ def _input_embeddings(model):
 
 def loss_function(table=None, objective="hc", sr_weight=1.0, sr_reduction="mean", model=None):
     """A ``compute_loss_func(outputs, labels, num_items_in_batch)`` for ``Trainer``; SR needs
-    the ``model`` (its input embeddings)."""
+    the ``model`` (its input embeddings).
+
+    Trainer takes such a loss as already scaled for gradient accumulation, so under it the
+    micro-batch's loss is weighted by its share of the accumulated masked positions
+    (``num_items_in_batch``): the accumulated step then averages over all of them, as one large
+    batch would (up to HC's normaliser, the kept positions of each micro-batch)."""
     parse_objective(objective)
 
     def compute(outputs, labels, num_items_in_batch=None):
@@ -31,6 +36,9 @@ def loss_function(table=None, objective="hc", sr_weight=1.0, sr_reduction="mean"
         loss, _ = true_negatives_loss(
             outputs.logits, labels, objective, table, embeddings, sr_weight, sr_reduction
         )
+        if num_items_in_batch is not None:
+            here = (labels != IGNORE_INDEX).sum()
+            loss = loss * here / num_items_in_batch
         return loss
 
     return compute
@@ -54,6 +62,10 @@ class TrueNegativesTrainer(Trainer):
     ):
         super().__init__(*args, **kwargs)
         parse_objective(objective)
+        # The loss is each micro-batch's mean (as trueneg's step computes it), not normalised by
+        # `num_items_in_batch`: Trainer divides it by the accumulation steps itself.
+        self.model_accepts_loss_kwargs = False
+        self.loss_is_scaled_for_ga = False
         self.true_negatives = dict(
             table=table,
             objective=objective,
