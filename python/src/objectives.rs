@@ -106,6 +106,14 @@ pub fn cosine_distances<'py>(
             format!("shape {gold_shape:?}, expected pred_embeddings' [{n}, {dim}]"),
         ));
     }
+    if n == 0 {
+        let empty = || {
+            PyArray1::from_slice(py, &[])
+                .reshape([0, dim])
+                .expect("no values")
+        };
+        return Ok((Vec::<f32>::new().into_pyarray(py), empty(), empty()));
+    }
     values.extend(gold);
     let device = trueneg::device::host().autodiff();
     let both =

@@ -86,6 +86,14 @@ def test_bf16_tensors_under_autocast_take_the_same_rules(golden):
     assert abs(float(sr.detach()) - float(ref.detach())) < 1e-2
 
 
+def test_a_batch_without_masked_positions_has_no_soft_regularization_term():
+    empty = torch.zeros(0, 4, requires_grad=True)
+    sr = trueneg.soft_regularization(empty, torch.zeros(0, 4))
+    sr.backward()
+    assert float(sr.detach()) == 0.0 and empty.grad.shape == (0, 4)
+    assert trueneg.soft_regularization(np.zeros((0, 4)), np.zeros((0, 4))) == 0.0
+
+
 def test_hc_and_sr_equal_the_rust_step_on_the_golden_batch(golden):
     from transformers import BertForMaskedLM
 

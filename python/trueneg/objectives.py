@@ -128,6 +128,8 @@ if torch is not None:
 
 
 def _reduce(d, reduction, num_sequences):
+    if d.shape[0] == 0:  # no masked position: no term (as trueneg's step, whose mean is 0 then)
+        return d.sum()
     if reduction == "mean":
         return d.mean()
     if num_sequences is None:
