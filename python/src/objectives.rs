@@ -147,8 +147,9 @@ pub fn cosine_distances<'py>(
     Ok((d.into_pyarray(py), as_matrix(gp), as_matrix(gg)))
 }
 
-/// The masked-LM loss of `logits` `[n, vocab]` at gold `labels` `[n]`: the mean cross-entropy,
-/// or with `weights` `[n]` (Hard Correction's `I_k`) `Σ I_k · nll_k / max(Σ I_k, 1)`.
+/// The masked-LM loss of `logits` `[n, vocab]` at gold `labels` `[n]`: the mean cross-entropy
+/// (NaN for no rows, as any mean of nothing), or with `weights` `[n]` (Hard Correction's `I_k`)
+/// `Σ I_k · nll_k / max(Σ I_k, 1)` (0 for no rows).
 #[pyfunction]
 #[pyo3(signature = (logits, labels, weights = None))]
 pub fn masked_lm_loss(
@@ -164,6 +165,10 @@ pub fn masked_lm_loss(
             "labels",
             format!("{bad} is outside the {vocab} logits"),
         ));
+    }
+    if n == 0 {
+        // No masked position: the mean of nothing, or a weighted sum over at least 1.
+        return Ok(if weights.is_some() { 0.0 } else { f64::NAN });
     }
     let device = trueneg::device::host();
     let logits = Tensor::<2>::from_data(TensorData::new(values, [n, vocab]), &device);
