@@ -13,7 +13,7 @@ use burn::prelude::*;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::fused;
+use super::select::fused;
 
 /// One AdamW update of parameter `p` with gradient `g` and moments `m`, `v` (plain tensors;
 /// the formulas above): the new `(p, m, v)`. Our fused kernel, or burn's operations (the

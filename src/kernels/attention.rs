@@ -6,7 +6,7 @@
 use burn::prelude::*;
 
 use super::gemm::Products;
-use super::{fused, torch};
+use super::select::{fused, torch};
 
 mod kernel;
 #[cfg(feature = "tch")]

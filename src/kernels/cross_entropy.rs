@@ -20,8 +20,8 @@ use std::mem::MaybeUninit;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use super::select::{fused, torch};
 use super::simd::{exp_non_positive, max_lanes, sum_map};
-use super::{fused, torch};
 
 #[cfg(feature = "tch")]
 pub mod torch;

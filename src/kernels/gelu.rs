@@ -26,8 +26,8 @@ use rayon::prelude::*;
 
 use burn::prelude::*;
 
+use super::select::{fused, torch};
 use super::simd::exp_non_positive;
-use super::{fused, torch};
 
 #[cfg(feature = "tch")]
 pub mod torch;

@@ -22,8 +22,8 @@ use rayon::prelude::*;
 
 use burn::prelude::*;
 
+use super::select::{fused, torch};
 use super::simd::sum_map;
-use super::{fused, torch};
 
 #[cfg(feature = "tch")]
 pub mod torch;

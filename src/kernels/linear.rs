@@ -22,7 +22,7 @@ use burn::tensor::FloatDType;
 use super::gemm::{
     Products, View, ViewMut, in_halves, product_into_on, product_new, product_onto_rows,
 };
-use super::{fused, torch};
+use super::select::{fused, torch};
 
 #[cfg(feature = "tch")]
 pub mod torch;

@@ -25,8 +25,8 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::fused;
 use super::seeds::next_call;
+use super::select::fused;
 use super::simd::{exp_non_positive, max_lanes, sum_map};
 
 /// Logits per block of the row's running sum.

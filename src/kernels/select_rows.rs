@@ -18,7 +18,7 @@ use std::mem::MaybeUninit;
 use burn::prelude::*;
 use rayon::prelude::*;
 
-use super::fused;
+use super::select::fused;
 
 /// Rows `ids` `[n]` of `table` `[rows, width]`, `[n, width]` (embedding lookups, gathers of
 /// positions): our kernel, whose backward pass builds the table's gradient on all threads, or

@@ -10,9 +10,9 @@ use std::path::Path;
 
 use burn::prelude::*;
 
-use super::WordPieceTokenizer;
 use super::self_synonyms::{SelfSynonyms, agreement, candidate_ids};
 use super::synonym_table::{SynonymTable, wordnet_table_from};
+use super::tokenizer::WordPieceTokenizer;
 use crate::{Error, Result};
 
 /// How the table is built from a matrix.

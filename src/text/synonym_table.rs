@@ -9,7 +9,7 @@ use std::path::Path;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use serde::Serialize;
 
-use super::WordPieceTokenizer;
+use super::tokenizer::WordPieceTokenizer;
 use crate::{Error, Result};
 
 /// The file of a checkpoint that holds the synonym table its run trained with at that step,
