@@ -12,7 +12,9 @@ use numpy::{
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use trueneg::objective::hard_correction::correction_weights as rust_correction_weights;
+use trueneg::objective::hard_correction::{
+    CorrectionCounts, correction_weights as rust_correction_weights,
+};
 use trueneg::objective::soft_regularization::cosine_distances as rust_cosine_distances;
 
 use crate::errors::bad_argument;
@@ -67,17 +69,29 @@ pub fn correction_weights<'py>(
         .collect::<PyResult<_>>()?;
     same_length("rows", rows.len(), gold.len())?;
     let (weights, c) = rust_correction_weights(&predicted, &gold, &rows, batch, &table.inner);
+    Ok((weights.into_pyarray(py), counts_dict(py, &c)?))
+}
+
+/// Hard Correction's counts as the dict Python reads (`masked`, `mismatched`, `corrected`,
+/// `sequences`, `sequences_corrected`).
+pub(crate) fn counts_dict<'py>(
+    py: Python<'py>,
+    c: &CorrectionCounts,
+) -> PyResult<Bound<'py, PyDict>> {
     let counts = PyDict::new(py);
     counts.set_item("masked", c.masked)?;
     counts.set_item("mismatched", c.mismatched)?;
     counts.set_item("corrected", c.corrected)?;
     counts.set_item("sequences", c.sequences)?;
     counts.set_item("sequences_corrected", c.sequences_corrected)?;
-    Ok((weights.into_pyarray(py), counts))
+    Ok(counts)
 }
 
 /// A row-major `[rows, cols]` matrix's values.
-fn matrix(name: &str, m: &PyReadonlyArray2<'_, f32>) -> PyResult<(Vec<f32>, [usize; 2])> {
+pub(crate) fn matrix(
+    name: &str,
+    m: &PyReadonlyArray2<'_, f32>,
+) -> PyResult<(Vec<f32>, [usize; 2])> {
     let shape = m.shape();
     if shape[1] == 0 {
         return Err(bad_argument(name, "rows of width 0"));

@@ -16,13 +16,13 @@ use std::path::PathBuf;
 use trueneg::interop::read_hf_config;
 use trueneg::interop::tensors::{Loader, read_safetensors};
 use trueneg::model::{BertMlm, Inputs};
-use trueneg::objective::hard_correction::synonyms_on_device;
+use trueneg::objective::hard_correction::{CorrectionCounts, synonyms_on_device};
 use trueneg::objective::masked_cross_entropy;
 use trueneg::objective::soft_regularization::cosine_distances;
 use trueneg::text::shared_table::padded_table;
 
 use crate::errors::{bad_argument, to_py};
-use crate::objectives::scalar;
+use crate::objectives::{counts_dict, scalar};
 use crate::table::SynonymTable;
 
 /// The label of positions outside the loss, as transformers writes it.
@@ -122,7 +122,7 @@ pub fn bert_mlm_step<'py>(
         .into_iter()
         .map(|p| p as u32)
         .collect();
-    let counts = PyDict::new(py);
+    let mut counts = None;
     let weights: Option<Vec<f32>> = match table {
         Some(t) => {
             let vocab = model.embeddings.word_matrix().dims()[0];
@@ -142,10 +142,13 @@ pub fn bert_mlm_step<'py>(
                 .map(|k| positions[k] / len)
                 .collect();
             rows_hit.dedup();
-            counts.set_item("masked", n)?;
-            counts.set_item("mismatched", mismatched)?;
-            counts.set_item("corrected", corrected.iter().filter(|&&c| c).count())?;
-            counts.set_item("sequences_corrected", rows_hit.len())?;
+            counts = Some(CorrectionCounts {
+                masked: n,
+                mismatched,
+                corrected: corrected.iter().filter(|&&c| c).count(),
+                sequences: batch,
+                sequences_corrected: rows_hit.len(),
+            });
             Some(
                 corrected
                     .iter()
@@ -179,6 +182,10 @@ pub fn bert_mlm_step<'py>(
     out.set_item("mlm_loss", mlm)?;
     out.set_item("sr_loss", sr)?;
     out.set_item("loss", mlm + sr_weight * sr)?;
+    let counts = match counts {
+        Some(c) => counts_dict(py, &c)?,
+        None => PyDict::new(py),
+    };
     out.set_item("counts", counts)?;
     Ok(out)
 }

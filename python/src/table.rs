@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use numpy::{PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::PyReadonlyArray2;
 use pyo3::prelude::*;
 
 use trueneg::text::WordPieceTokenizer;
@@ -82,9 +82,7 @@ impl SynonymTable {
         wordnet_dir: Option<PathBuf>,
         source: String,
     ) -> PyResult<Self> {
-        let shape = matrix.shape();
-        let (rows, dim) = (shape[0], shape[1]);
-        let values = matrix.as_array().iter().copied().collect();
+        let (values, shape) = crate::objectives::matrix("matrix", &matrix)?;
         let tok = self::tokenizer(&tokenizer)?;
         let wordnet_dir = wordnet(wordnet_dir);
         let from = EmbeddingTable {
@@ -95,7 +93,7 @@ impl SynonymTable {
             wordnet_dir: &wordnet_dir,
             source,
         };
-        Ok(wrap(from.build(values, [rows, dim]).map_err(to_py)?))
+        Ok(wrap(from.build(values, shape).map_err(to_py)?))
     }
 
     /// Token ids the table is made for.

@@ -156,6 +156,11 @@ def soft_regularization(pred_embeddings, gold_embeddings, reduction="mean", num_
     return float(_reduce(d.astype(np.float64), reduction, num_sequences))
 
 
+def _sequences(labels):
+    """The sequences of a batch of labels (a 1-D ``labels`` is one)."""
+    return labels.shape[0] if labels.dim() > 1 else 1
+
+
 def soft_regularization_from_logits(
     logits, labels, embeddings, reduction="mean", ignore_index=IGNORE_INDEX
 ):
@@ -165,8 +170,7 @@ def soft_regularization_from_logits(
     mask = labels != ignore_index
     pred = logits.detach()[mask].argmax(-1)
     gold = labels[mask]
-    rows = labels.shape[0] if labels.dim() > 1 else 1
-    return soft_regularization(embeddings[pred], embeddings[gold], reduction, rows)
+    return soft_regularization(embeddings[pred], embeddings[gold], reduction, _sequences(labels))
 
 
 def parse_objective(objective):
@@ -213,12 +217,20 @@ def true_negatives_loss(
         raise ValueError('embeddings: objective "sr" needs the input embedding matrix')
     mask = labels != ignore_index
     gold = labels[mask]
+    rows = logits[mask]
+    # The argmax at the masked positions, once for HC (its default rule) and SR.
+    argmax = rows.detach().argmax(-1)
     nll = torch.nn.functional.cross_entropy(
-        logits[mask].float(), gold, reduction="none", ignore_index=ignore_index
+        rows.float(), gold, reduction="none", ignore_index=ignore_index
     )
     stats = {}
     if "hc" in parts:
-        c = hard_correction(logits, labels, table, hc_rule, seed, ignore_index)
+        if hc_rule == "argmax":
+            predicted = torch.full_like(labels, ignore_index)
+            predicted[mask] = argmax
+            c = hard_correction(predicted, labels, table, ignore_index=ignore_index)
+        else:
+            c = hard_correction(logits, labels, table, hc_rule, seed, ignore_index)
         keep = (~c.dropped[mask]).to(nll.dtype)
         mlm = (nll * keep).sum() / keep.sum().clamp_min(1.0)
         stats.update(c.counts)
@@ -227,7 +239,9 @@ def true_negatives_loss(
     loss = mlm
     stats["mlm_loss"] = float(mlm.detach())
     if "sr" in parts:
-        sr = soft_regularization_from_logits(logits, labels, embeddings, sr_reduction, ignore_index)
+        sr = soft_regularization(
+            embeddings[argmax], embeddings[gold], sr_reduction, _sequences(labels)
+        )
         loss = loss + sr_weight * sr
         stats["sr_loss"] = float(sr.detach())
     return loss, stats
