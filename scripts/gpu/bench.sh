@@ -70,17 +70,19 @@ measure() {
   local log sampler base peak ms alloc
   log=$(mktemp)
   base=$(gpu_used_mib)
+  sampler=
   if [ "${STANDIN:-}" = cpu ]; then
     echo 0 >"$log.mem"
-    sleep 0 &
   else
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 >"$log.mem" &
+    sampler=$!
   fi
-  sampler=$!
   "$@" >"$log" 2>&1
   local rc=$?
-  kill "$sampler" 2>/dev/null
-  wait "$sampler" 2>/dev/null
+  if [ -n "$sampler" ]; then
+    kill "$sampler" 2>/dev/null
+    wait "$sampler" 2>/dev/null
+  fi
   peak=$(sort -n "$log.mem" | tail -1)
   ms=$(grep -o 'ms_per_step=[0-9.]*' "$log" | tail -1 | cut -d= -f2)
   alloc=$(grep -o 'peak_gpu_mib=[0-9]*' "$log" | tail -1 | cut -d= -f2)
