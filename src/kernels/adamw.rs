@@ -116,7 +116,7 @@ pub fn update(p: &[f32], g: &[f32], m: &mut [f32], v: &mut [f32], s: &AdamWStep)
 
 /// The update of one chunk; `c` = `[β1, β2, (1−β1)·f, (1−β2)·f², √(1−β2^t), ε, lr / (1−β1^t)]`,
 /// `keep` = `1 − lr·wd` when weight decay applies.
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn update_chunk(
     out: &mut [MaybeUninit<f32>],
     p: &[f32],

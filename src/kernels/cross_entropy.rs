@@ -91,14 +91,14 @@ pub fn backward(grad: &[f32], z: &[f32], labels: &[usize], lse: &[f32], vocab: u
 }
 
 /// `max(z) + ln Σ_j e^{z_j − max(z)}` of one row.
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn log_sum_exp(row: &[f32]) -> f32 {
     let max = max_lanes(row);
     max + sum_map(row, |x| exp_non_positive(x - max)).ln()
 }
 
 /// `d_j = g · e^{z_j − lse}` of one row.
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn scaled_probabilities(d: &mut [MaybeUninit<f32>], row: &[f32], lse: f32, g: f32) {
     for (d, &x) in d.iter_mut().zip(row) {
         d.write(g * exp_non_positive(x - lse));

@@ -3,8 +3,9 @@
 //!
 //! burn's own `Dropout` draws the mask element by element from one host RNG on a single thread
 //! and then multiplies twice (by the mask, then by 1 / (1 − p)). Here, on CPU devices, the mask already holds 0 or
-//! 1 / (1 − p), is filled in parallel (fixed chunks, each a ChaCha8 stream of one per-call seed,
-//! so the result does not depend on the thread count) and applied with one multiply. On
+//! 1 / (1 − p), is filled in parallel (fixed chunks, each a Philox stream of one per-call seed
+//! ([`philox`]), so the result does not depend on the thread count) and applied with one
+//! multiply. On
 //! LibTorch devices it is LibTorch's `native_dropout` (one kernel, a one-byte mask kept for the
 //! backward pass; its generator is the one [`seed`](super::seeds::seed) seeds; [`torch`]).
 //! burn's CUDA backend keeps burn's on-device draws, which cost no host transfer.
@@ -14,13 +15,13 @@ use std::mem::MaybeUninit;
 
 use burn::nn::Dropout;
 use burn::prelude::*;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::host::on_host;
 use super::seeds::next_call;
 
+pub mod philox;
 #[cfg(feature = "tch")]
 pub mod torch;
 
@@ -77,7 +78,7 @@ pub fn mask_values(n: usize, p: f64, call_seed: u64) -> Vec<f32> {
 }
 
 /// Fills `out` with mask values (0 with probability `p`, else 1 / (1 − p)) from stream `stream`
-/// of the ChaCha8 generator seeded with `call_seed`: the same arguments give the same values.
+/// of the Philox generator keyed with `call_seed`: the same arguments give the same values.
 pub fn fill_mask(out: &mut [f32], p: f64, call_seed: u64, stream: u64) {
     // SAFETY: `f32` and `MaybeUninit<f32>` have one layout, and only `f32` values are written.
     let out = unsafe { &mut *(out as *mut [f32] as *mut [MaybeUninit<f32>]) };
@@ -85,17 +86,14 @@ pub fn fill_mask(out: &mut [f32], p: f64, call_seed: u64, stream: u64) {
 }
 
 /// [`fill_mask`] into a buffer that may be uninitialised: every element of `out` is written.
+/// Element `i` is dropped when word `i` of the stream falls below p · 2³².
+#[multiversion(targets = "simd")]
 fn fill_mask_into(out: &mut [MaybeUninit<f32>], p: f64, call_seed: u64, stream: u64) {
     let scale = (1.0 / (1.0 - p)) as f32;
-    // Drop when a uniform u32 falls below p · 2³².
     let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
-    let mut rng = ChaCha8Rng::seed_from_u64(call_seed);
-    rng.set_stream(stream);
-    // The same words `next_u32` would return, drawn in blocks so that the comparison vectorises.
-    let mut words = [0u32; 256];
-    for chunk in out.chunks_mut(words.len()) {
-        let words = &mut words[..chunk.len()];
-        rng.fill(words);
+    for (batch, chunk) in out.chunks_mut(philox::BATCH).enumerate() {
+        let first_block = (batch * philox::BATCH / 4) as u64;
+        let words = philox::words(call_seed, stream, first_block);
         for (v, &w) in chunk.iter_mut().zip(words.iter()) {
             v.write(if w < threshold { 0.0 } else { scale });
         }

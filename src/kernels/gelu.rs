@@ -80,7 +80,7 @@ pub fn backward(grad: &[f32], derivative: &[f32]) -> Vec<f32> {
 }
 
 /// `out = g ⊙ d`.
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn product(out: &mut [MaybeUninit<f32>], g: &[f32], d: &[f32]) {
     for ((o, g), d) in out.iter_mut().zip(g).zip(d) {
         o.write(g * d);
@@ -114,7 +114,7 @@ pub fn forward(x: &[f32], derivative: bool) -> (Vec<f32>, Vec<f32>) {
     }
 }
 
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn values_and_derivatives(y: &mut [MaybeUninit<f32>], d: &mut [MaybeUninit<f32>], x: &[f32]) {
     for ((y, d), &x) in y.iter_mut().zip(d.iter_mut()).zip(x) {
         let (value, derivative) = gelu_and_derivative(x);
@@ -123,7 +123,7 @@ fn values_and_derivatives(y: &mut [MaybeUninit<f32>], d: &mut [MaybeUninit<f32>]
     }
 }
 
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn values(y: &mut [MaybeUninit<f32>], x: &[f32]) {
     for (y, &x) in y.iter_mut().zip(x) {
         y.write(gelu_and_derivative(x).0);

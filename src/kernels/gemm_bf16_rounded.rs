@@ -107,7 +107,7 @@ unsafe fn round_line(from: *const f32, step: isize, out: &mut [MaybeUninit<f32>]
 }
 
 /// `out[j]` = `line[j]` rounded to bf16 (a loop the compiler vectorises).
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn round_contiguous(line: &[f32], out: &mut [MaybeUninit<f32>]) {
     for (o, &x) in out.iter_mut().zip(line) {
         o.write(from_bf16(to_bf16(x)));

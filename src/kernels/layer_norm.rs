@@ -123,7 +123,7 @@ pub fn forward(x: &[f32], gamma: &[f32], beta: &[f32], eps: f64, keep: bool) -> 
 }
 
 /// `y` of a block of rows, and, when `keep` holds buffers, their `x̂` and `r`.
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn normalize_rows(
     x: &[f32],
     y: &mut [MaybeUninit<f32>],
@@ -189,7 +189,7 @@ pub fn backward(grad: &[f32], saved: &Saved, gamma: &[f32]) -> (Vec<f32>, Vec<f3
 }
 
 /// `∂x` of a block of rows, and the block's partial sums of `∂γ` then `∂β`.
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn backward_rows(
     dx: &mut [MaybeUninit<f32>],
     g: &[f32],

@@ -200,7 +200,7 @@ pub fn grad_bias(g: &[f32], out: usize) -> Vec<f32> {
 }
 
 /// Sums of the columns of a contiguous block of rows `out` wide.
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn column_sums(block: &[f32], out: usize) -> Vec<f32> {
     let mut sums = vec![0f32; out];
     for row in block.chunks_exact(out) {

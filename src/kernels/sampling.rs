@@ -93,7 +93,7 @@ pub fn sample_rows(z: &[f32], vocab: usize, seed: u64) -> Vec<u32> {
 }
 
 /// The first index whose running weight exceeds `u · W` (see the module doc).
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn draw(row: &[f32], u: f64) -> usize {
     let max = max_lanes(row);
     // Written out at each use (not one closure), so that the block sums inline and vectorise.

@@ -217,7 +217,7 @@ pub fn forward(
 }
 
 /// `P = softmax(S + b)` in place, row by row.
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn softmax_rows(s: &mut [f32], bias: &[f32]) {
     for row in s.chunks_exact_mut(bias.len()) {
         for (x, &b) in row.iter_mut().zip(bias) {
@@ -306,7 +306,7 @@ pub fn backward(
 
 /// `∂S` in place from `∂P` in `ds` (times the dropout `mask`, if any) and `P`, row by row:
 /// `∂S_ij = P_ij · (∂P_ij − Σ_k ∂P_ik · P_ik)`.
-#[multiversion(targets("x86_64+avx2+fma"))]
+#[multiversion(targets = "simd")]
 fn softmax_backward_rows(ds: &mut [f32], p: &[f32], mask: Option<&[f32]>, l: usize) {
     for (i, (row, p)) in ds.chunks_exact_mut(l).zip(p.chunks_exact(l)).enumerate() {
         if let Some(mask) = mask {
