@@ -9,9 +9,12 @@
 //! burn's backward zeroes a `[rows, width]` gradient on one thread, copies it once more into an
 //! aligned buffer, and adds the `∂y` rows one after another: for the word embeddings (the whole
 //! vocabulary; a run with Soft Regularization looks them up twice a step) two single-threaded
-//! passes over the table while the other threads wait. Here every thread takes a block of the table's
-//! rows, zeroes it and adds the `∂y` rows that fall in it, in increasing k: the same additions
-//! in the same order, so the same values.
+//! passes over the table while the other threads wait, and then a third and fourth when the
+//! table's gradient from its other use (the tied MLM decoder's `∂E`) is added to it. Here every
+//! thread takes a block of the table's rows and adds the `∂y` rows that fall in it, in
+//! increasing k: onto the gradient already registered for the table where there is one (so
+//! `∂E` is added to as it stands, and nothing of the vocabulary's size is zeroed or added),
+//! and onto zeros otherwise, which gives burn's values bit for bit.
 
 use std::mem::MaybeUninit;
 
@@ -63,16 +66,31 @@ pub fn forward(table: &[f32], width: usize, ids: &[usize]) -> Vec<f32> {
 
 /// `∂T` `[rows, width]` from `∂y` `[ids.len(), width]`.
 pub fn backward(grad: &[f32], width: usize, ids: &[usize], rows: usize) -> Vec<f32> {
+    // SAFETY: `add_rows` zeroes each block first, and the blocks cover the buffer.
+    let (dt, ()) = unsafe {
+        super::buffers::filled_by(rows * width, |dt| {
+            dt.par_chunks_mut(BLOCK_ROWS * width.max(1))
+                .for_each(|out| out.fill(MaybeUninit::new(0.0)));
+            // SAFETY: just initialised, and `f32` has the layout of `MaybeUninit<f32>`.
+            let dt = &mut *(dt as *mut [MaybeUninit<f32>] as *mut [f32]);
+            add_rows(grad, width, ids, dt);
+        })
+    };
+    dt
+}
+
+/// Adds `∂y` `[ids.len(), width]` onto `dt`, a table's gradient `[rows, width]` that another
+/// use of the table has already registered (the tied MLM decoder's `∂E`): the table's rows
+/// are summed in place instead of into a zeroed table added to it afterwards. Each row gets
+/// its `∂y` rows in increasing k.
+pub fn add_rows(grad: &[f32], width: usize, ids: &[usize], dt: &mut [f32]) {
     assert_eq!(grad.len(), ids.len() * width, "rows: gradient shape");
-    check(rows * width, width, ids);
+    check(dt.len(), width, ids);
     // The positions by row, each row's in increasing k (a stable sort).
     let mut order: Vec<usize> = (0..ids.len()).collect();
     order.sort_by_key(|&k| ids[k]);
     let block = BLOCK_ROWS * width.max(1);
-    let zero_and_add = |b: usize, out: &mut [MaybeUninit<f32>]| {
-        out.fill(MaybeUninit::new(0.0));
-        // SAFETY: just initialised, and `f32` has the layout of `MaybeUninit<f32>`.
-        let out = unsafe { &mut *(out as *mut [MaybeUninit<f32>] as *mut [f32]) };
+    dt.par_chunks_mut(block).enumerate().for_each(|(b, out)| {
         let first = b * BLOCK_ROWS;
         let end = first + out.len() / width.max(1);
         let start = order.partition_point(|&k| ids[k] < first);
@@ -82,17 +100,7 @@ pub fn backward(grad: &[f32], width: usize, ids: &[usize], rows: usize) -> Vec<f
                 *d += g;
             }
         }
-    };
-    // SAFETY: `zero_and_add` writes every element of its block, and the blocks cover the
-    // buffer.
-    let (dt, ()) = unsafe {
-        super::buffers::filled_by(rows * width, |dt| {
-            dt.par_chunks_mut(block)
-                .enumerate()
-                .for_each(|(b, out)| zero_and_add(b, out))
-        })
-    };
-    dt
+    });
 }
 
 fn check(table_len: usize, width: usize, ids: &[usize]) {
@@ -114,12 +122,15 @@ mod flex_op {
     use burn::backend::autodiff::grads::Gradients;
     use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
     use burn::backend::flex::FlexTensor;
+    use burn::backend::ops::FloatTensorOps;
     use burn::backend::tensor::{FloatTensor, IntTensor};
     use burn::backend::{Autodiff, Backend, Flex, backend_extension};
     use burn::tensor::Shape;
 
-    use super::super::flex_tensors::{host, indices, tensor};
-    use super::{backward, forward};
+    use burn::tensor::DType;
+
+    use super::super::flex_tensors::{host, host_mut, indices, tensor};
+    use super::{add_rows, backward, forward};
 
     #[backend_extension(Flex, Autodiff)]
     pub trait RowsOps: Backend {
@@ -145,6 +156,7 @@ mod flex_op {
     impl<C: CheckpointStrategy> RowsOps for Autodiff<Flex, C> {
         fn fused_rows(table: FloatTensor<Self>, ids: IntTensor<Self>) -> FloatTensor<Self> {
             let guards = [table.node()];
+            let tracked = table.clone();
             let table = table.into_primitive();
             let (ids, width) = (indices(&ids), table_width(&table));
             let y = tensor(
@@ -155,7 +167,7 @@ mod flex_op {
                 OpsKind::Tracked(prep) => {
                     let state = State {
                         ids: Arc::new(ids),
-                        table: table.shape(),
+                        table: tracked,
                     };
                     prep.finish(state, y)
                 }
@@ -170,20 +182,39 @@ mod flex_op {
     #[derive(Clone, Debug)]
     struct State {
         ids: Arc<Vec<usize>>,
-        /// The table's shape `[rows, width]`.
-        table: Shape,
+        /// The table as the graph holds it: its shape, and the key of a gradient another use
+        /// of it has already registered.
+        table: FloatTensor<Autodiff<Flex>>,
     }
 
     impl Backward<Flex, 1> for Step {
         type State = State;
 
+        /// Where the table already has a gradient (the tied decoder's, registered first on the
+        /// way back), the rows are added onto it in place; otherwise into a zeroed table. burn
+        /// would add a zeroed table's worth of rows onto the earlier gradient: two more passes
+        /// over the whole vocabulary.
         fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
             let grad = grads.consume::<Flex>(&ops.node);
             let [parent] = ops.parents;
             if let Some(node) = parent {
                 let s = ops.state;
-                let dt = backward(&host(&grad), s.table[1], &s.ids, s.table[0]);
-                grads.register::<Flex>(node.id, tensor(dt, s.table));
+                let shape = s.table.shape();
+                let width = shape[1];
+                let dt = match grads.remove::<Flex>(&s.table) {
+                    Some(mut dt) if dt.dtype() == DType::F32 && dt.shape() == shape => {
+                        add_rows(&host(&grad), width, &s.ids, host_mut(&mut dt));
+                        dt
+                    }
+                    earlier => {
+                        let dt = tensor(backward(&host(&grad), width, &s.ids, shape[0]), shape);
+                        match earlier {
+                            Some(earlier) => Flex::float_add(dt, earlier),
+                            None => dt,
+                        }
+                    }
+                };
+                grads.register::<Flex>(node.id, dt);
             }
         }
     }

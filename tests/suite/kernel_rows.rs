@@ -51,3 +51,74 @@ fn the_row_gradient_does_not_depend_on_the_thread_count() {
 fn an_index_outside_the_table_is_refused() {
     kernels::select_rows::forward(&[0.0; 8], 2, &[1, 4]);
 }
+
+/// The whole use's weights (its gradient for the table): thirds of `random`'s values, whose
+/// 24 significant bits make the order of additions show (`random`'s own lie on a grid of
+/// 2⁻²¹, on which sums of a few are exact).
+fn whole_weights() -> Vec<f32> {
+    random(&[1100, 5], 5).iter().map(|x| x / 3.0).collect()
+}
+
+/// The table's gradient when it is also used whole (as the tied MLM decoder uses the word
+/// embeddings), the whole use recorded after the lookup (its gradient is registered first on
+/// the way back, and the lookup's rows are added onto it) or before it.
+fn shared_case(fused: bool, whole_use_last: bool) -> Vec<f32> {
+    let device = Device::flex().autodiff();
+    let (rows, width) = (1100, 5);
+    let table = leaf(random(&[rows, width], 3), [rows, width], &device);
+    let v = Tensor::<2>::from_data(TensorData::new(whole_weights(), [rows, width]), &device);
+    let whole = || (table.clone() * v.clone()).sum();
+    let first = (!whole_use_last).then(whole);
+    let ids = Tensor::<1, Int>::from_data(TensorData::new(IDS.to_vec(), [IDS.len()]), &device);
+    let picked = if fused {
+        kernels::select_rows::fused_call(table.clone(), ids)
+    } else {
+        table.clone().select(0, ids)
+    };
+    let w = Tensor::<2>::from_data(
+        TensorData::new(random(&[IDS.len(), width], 4), [IDS.len(), width]),
+        &device,
+    );
+    let looked_up = (picked * w).sum();
+    let loss = match first {
+        Some(first) => first + looked_up,
+        None => looked_up + whole(),
+    };
+    vec_of(table.grad(&loss.backward()).unwrap())
+}
+
+#[test]
+fn rows_are_added_onto_a_gradient_the_table_already_has() {
+    for whole_use_last in [true, false] {
+        let (fused, composed) = (
+            shared_case(true, whole_use_last),
+            shared_case(false, whole_use_last),
+        );
+        // The same sums; a row looked up several times may differ in its last bit (its rows are
+        // added onto the whole use's gradient one by one instead of summed first).
+        common::assert_close("table gradient", &fused, &composed, 1e-6);
+        let v = whole_weights();
+        // Rows 7 and 512, each looked up three times: onto the whole use's gradient one by one
+        // where that was registered first, else summed and then added (burn's order).
+        let w = random(&[IDS.len(), 5], 4);
+        let mut orders_differ = false;
+        for row in [7, 512] {
+            let at: Vec<usize> = (0..IDS.len()).filter(|&k| IDS[k] == row).collect();
+            let row = row as usize;
+            for j in 0..5 {
+                let g: Vec<f32> = at.iter().map(|&k| w[k * 5 + j]).collect();
+                let base = v[row * 5 + j];
+                let one_by_one = g.iter().fold(base, |acc, &x| acc + x);
+                let summed = base + g.iter().fold(0.0, |acc, &x| acc + x);
+                let want = if whole_use_last { one_by_one } else { summed };
+                assert_eq!(fused[row * 5 + j], want, "row {row}, column {j}");
+                orders_differ |= one_by_one != summed;
+            }
+        }
+        assert!(orders_differ, "the data cannot tell the two orders apart");
+        let untouched = (0..1100).filter(|r| !IDS.contains(&(*r as i64)));
+        for r in untouched {
+            assert_eq!(fused[r * 5..(r + 1) * 5], v[r * 5..(r + 1) * 5], "row {r}");
+        }
+    }
+}
