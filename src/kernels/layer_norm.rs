@@ -23,7 +23,7 @@ use rayon::prelude::*;
 use burn::prelude::*;
 
 use super::select::{fused, torch};
-use super::simd::sum_map;
+use super::simd::{sum_map, two_dots};
 
 #[cfg(feature = "tch")]
 pub mod torch;
@@ -206,11 +206,8 @@ fn backward_rows(
         .zip(xn.chunks_exact(h))
         .zip(r)
     {
-        let (mut m1, mut m2) = (0f32, 0f32);
+        let (m1, m2) = two_dots(g, gamma, xn);
         for j in 0..h {
-            let gh = g[j] * gamma[j];
-            m1 += gh;
-            m2 += gh * xn[j];
             dgamma[j] += g[j] * xn[j];
             dbeta[j] += g[j];
         }

@@ -31,6 +31,51 @@ pub(crate) fn sum_map(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     acc.iter().sum::<f32>() + rest
 }
 
+/// `Σ a·b` over two slices of one length, in [`LANES`] partial sums (a fixed order).
+#[inline(always)]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let rest: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..LANES {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f32>() + rest
+}
+
+/// `(Σ a·b, Σ a·b·c)` over three slices of one length, each in [`LANES`] partial sums (a
+/// fixed order), so that the loop vectorises where two running sums would stay scalar.
+#[inline(always)]
+pub(crate) fn two_dots(a: &[f32], b: &[f32], c: &[f32]) -> (f32, f32) {
+    let (mut s1, mut s2) = ([0f32; LANES], [0f32; LANES]);
+    let whole = a.len() - a.len() % LANES;
+    for ((a, b), c) in a[..whole]
+        .chunks_exact(LANES)
+        .zip(b.chunks_exact(LANES))
+        .zip(c.chunks_exact(LANES))
+    {
+        for k in 0..LANES {
+            let ab = a[k] * b[k];
+            s1[k] += ab;
+            s2[k] += ab * c[k];
+        }
+    }
+    let (mut r1, mut r2) = (0f32, 0f32);
+    for j in whole..a.len() {
+        let ab = a[j] * b[j];
+        r1 += ab;
+        r2 += ab * c[j];
+    }
+    (s1.iter().sum::<f32>() + r1, s2.iter().sum::<f32>() + r2)
+}
+
 /// `max(xs)` (`f32::MIN` when empty), in [`LANES`] partial maxima.
 #[inline(always)]
 pub(crate) fn max_lanes(xs: &[f32]) -> f32 {

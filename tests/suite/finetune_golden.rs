@@ -317,8 +317,10 @@ fn gradient_accumulation_gives_the_whole_batchs_gradients() {
             let scale = b.values.iter().fold(0.0f32, |m, v| m.max(v.abs()));
             let thrice: Vec<f32> = b.values.iter().map(|v| 3.0 * v).collect();
             let diff = max_abs(&a.values, &thrice);
+            // Three times the tolerance above, its float-noise floor included (the key bias's
+            // exactly-zero gradient is noise of three times the size here).
             assert!(
-                diff <= 3e-4 * scale + 1e-8,
+                diff <= 3e-4 * scale + 3e-8,
                 "sum, {slices} slices, {name}: {diff} of {scale}"
             );
         }

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 
 use super::super::dropout::fill_mask;
 use super::super::gemm::{Products, View, ViewMut, product_as};
-use super::super::simd::{exp_non_positive, max_lanes, sum_map};
+use super::super::simd::{dot, exp_non_positive, max_lanes, sum_map};
 
 /// The sizes of one attention call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,23 +319,4 @@ fn softmax_backward_rows(ds: &mut [f32], p: &[f32], mask: Option<&[f32]>, l: usi
             *x = p * (*x - r);
         }
     }
-}
-
-/// `Σ a·b` in lanes (see `kernels::sum_map`).
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let rest: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    acc.iter().sum::<f32>() + rest
 }
