@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+mod arrays;
 mod errors;
 mod objectives;
 mod reference_step;

@@ -5,10 +5,7 @@
 //! prediction (`kernels::sampling::sample_rows`).
 
 use burn::prelude::*;
-use numpy::{
-    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
-    PyUntypedArrayMethods,
-};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -17,6 +14,7 @@ use trueneg::objective::hard_correction::{
 };
 use trueneg::objective::soft_regularization::cosine_distances as rust_cosine_distances;
 
+use crate::arrays::matrix;
 use crate::errors::bad_argument;
 use crate::table::SynonymTable;
 
@@ -85,18 +83,6 @@ pub(crate) fn counts_dict<'py>(
     counts.set_item("sequences", c.sequences)?;
     counts.set_item("sequences_corrected", c.sequences_corrected)?;
     Ok(counts)
-}
-
-/// A row-major `[rows, cols]` matrix's values.
-pub(crate) fn matrix(
-    name: &str,
-    m: &PyReadonlyArray2<'_, f32>,
-) -> PyResult<(Vec<f32>, [usize; 2])> {
-    let shape = m.shape();
-    if shape[1] == 0 {
-        return Err(bad_argument(name, "rows of width 0"));
-    }
-    Ok((m.as_array().iter().copied().collect(), [shape[0], shape[1]]))
 }
 
 /// `1 − cos(pred_k, gold_k)` for each row k of `pred` and `gold` `[n, dim]`, and the gradient

@@ -82,7 +82,7 @@ impl SynonymTable {
         wordnet_dir: Option<PathBuf>,
         source: String,
     ) -> PyResult<Self> {
-        let (values, shape) = crate::objectives::matrix("matrix", &matrix)?;
+        let (values, shape) = crate::arrays::matrix("matrix", &matrix)?;
         let tok = self::tokenizer(&tokenizer)?;
         let wordnet_dir = wordnet(wordnet_dir);
         let from = EmbeddingTable {
