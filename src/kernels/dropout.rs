@@ -2,12 +2,12 @@
 //! `torch.nn.Dropout` (active only while training on an autodiff device).
 //!
 //! burn's own `Dropout` draws the mask element by element from one host RNG on a single thread
-//! and then multiplies twice (by the mask, then by 1 / (1 − p)). Here, on CPU devices, the mask already holds 0 or
-//! 1 / (1 − p), is filled in parallel (fixed chunks, each a Philox stream of one per-call seed
-//! ([`philox`]), so the result does not depend on the thread count) and applied with one
-//! multiply. On
-//! LibTorch devices it is LibTorch's `native_dropout` (one kernel, a one-byte mask kept for the
-//! backward pass; its generator is the one [`seed`](super::seeds::seed) seeds; [`torch`]).
+//! and then multiplies twice (by the mask, then by 1 / (1 − p)). Here, on CPU devices, the mask
+//! already holds 0 or 1 / (1 − p), is filled in parallel (fixed chunks, each a Philox stream of
+//! one per-call seed ([`philox`]), so the result does not depend on the thread count) and
+//! applied with one multiply. On LibTorch devices it is LibTorch's `native_dropout` (one
+//! kernel, a one-byte mask kept for the backward pass; its generator is the one
+//! [`seed`](super::seeds::seed) seeds; [`torch`]).
 //! burn's CUDA backend keeps burn's on-device draws, which cost no host transfer.
 //! Each mask's seed is the next per-call seed ([`seeds`](super::seeds)).
 

@@ -66,7 +66,7 @@ pub fn forward(table: &[f32], width: usize, ids: &[usize]) -> Vec<f32> {
 
 /// `∂T` `[rows, width]` from `∂y` `[ids.len(), width]`.
 pub fn backward(grad: &[f32], width: usize, ids: &[usize], rows: usize) -> Vec<f32> {
-    // SAFETY: `add_rows` zeroes each block first, and the blocks cover the buffer.
+    // SAFETY: every block is zeroed before `add_rows` reads it, and the blocks cover the buffer.
     let (dt, ()) = unsafe {
         super::buffers::filled_by(rows * width, |dt| {
             dt.par_chunks_mut(BLOCK_ROWS * width.max(1))
