@@ -92,7 +92,7 @@ fn fill_mask_into(out: &mut [MaybeUninit<f32>], p: f64, call_seed: u64, stream: 
     let scale = (1.0 / (1.0 - p)) as f32;
     let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
     for (batch, chunk) in out.chunks_mut(philox::BATCH).enumerate() {
-        let first_block = (batch * philox::BATCH / 4) as u64;
+        let first_block = (batch * philox::LANES) as u64;
         let words = philox::words(call_seed, stream, first_block);
         for (v, &w) in chunk.iter_mut().zip(words.iter()) {
             v.write(if w < threshold { 0.0 } else { scale });

@@ -683,60 +683,68 @@ fn a_linear_backward_pair_shares_the_weight_gradients_columns_without_changing_t
     }
 }
 
+/// Block `l` of a batch: its four words.
+fn philox_block(batch: &[u32], l: usize) -> [u32; 4] {
+    use trueneg::kernels::dropout::philox::LANES;
+    [0, 1, 2, 3].map(|j| batch[j * LANES + l])
+}
+
 #[test]
 fn philox_blocks_match_the_reference_known_answers() {
-    use trueneg::kernels::dropout::philox::block;
-    // Random123's known-answer vectors for Philox4x32-10.
-    assert_eq!(
-        block([0; 4], [0; 2]),
-        [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]
-    );
-    assert_eq!(
-        block([u32::MAX; 4], [u32::MAX; 2]),
-        [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd]
-    );
-    assert_eq!(
-        block(
-            [0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344],
-            [0xa409_3822, 0x299f_31d0]
+    use trueneg::kernels::dropout::philox::words;
+    // Random123's known-answer vectors for Philox4x32-10, as (key, stream, block): the
+    // counter's halves are [block, block >> 32, stream, stream >> 32], the key's [key, key >> 32].
+    let known = [
+        (
+            (0, 0, 0),
+            [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8],
         ),
-        [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1]
-    );
+        (
+            (u64::MAX, u64::MAX, u64::MAX),
+            [0x408f_276d, 0x41c8_3b0e, 0xa20b_c7c6, 0x6d54_51fd],
+        ),
+        (
+            (
+                0x299f_31d0_a409_3822,
+                0x0370_7344_1319_8a2e,
+                0x85a3_08d3_243f_6a88,
+            ),
+            [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1],
+        ),
+    ];
+    for ((key, stream, block), want) in known {
+        assert_eq!(philox_block(&words(key, stream, block), 0), want);
+    }
 }
 
 #[test]
 fn philox_batches_are_the_words_of_consecutive_counters_lane_by_lane() {
-    use trueneg::kernels::dropout::philox::{BATCH, block, words};
+    use trueneg::kernels::dropout::philox::{LANES, words};
     let (key, stream) = (0x0123_4567_89ab_cdef_u64, (7u64 << 32) | 3);
-    // A batch that crosses a carry into the counter's high word.
+    // A batch that crosses a carry into the counter's high word: its lane l is lane 0 of the
+    // batch that starts l blocks later.
     let first = u64::from(u32::MAX) - 5;
     let batch = words(key, stream, first);
-    let lanes = BATCH / 4;
-    for l in 0..lanes {
-        let b = first + l as u64;
-        let counter = [
-            b as u32,
-            (b >> 32) as u32,
-            stream as u32,
-            (stream >> 32) as u32,
-        ];
-        let block = block(counter, [key as u32, (key >> 32) as u32]);
-        let lane: Vec<u32> = (0..4).map(|j| batch[j * lanes + l]).collect();
-        assert_eq!(lane, block, "block {l}");
+    for l in 0..LANES {
+        let alone = words(key, stream, first + l as u64);
+        assert_eq!(
+            philox_block(&batch, l),
+            philox_block(&alone, 0),
+            "block {l}"
+        );
     }
-    assert_eq!(batch.len(), BATCH);
 }
 
 #[test]
 fn dropout_mask_chunks_are_the_stream_words_against_the_threshold() {
-    use trueneg::kernels::dropout::philox::{BATCH, words};
+    use trueneg::kernels::dropout::philox::{BATCH, LANES, words};
     // A length that ends inside a batch: the words are taken in order, batch after batch.
     let n = 3 * BATCH + 17;
     let mut mask = vec![f32::NAN; n];
     fill_mask(&mut mask, 0.25, 99, 4);
     let threshold = (0.25 * 4_294_967_296.0) as u32;
     for (i, &m) in mask.iter().enumerate() {
-        let w = words(99, 4, (i / BATCH * BATCH / 4) as u64)[i % BATCH];
+        let w = words(99, 4, (i / BATCH * LANES) as u64)[i % BATCH];
         let want = if w < threshold { 0.0 } else { 1.0 / 0.75 };
         assert_eq!(m, want, "element {i}");
     }

@@ -18,33 +18,11 @@ pub const LANES: usize = 16;
 /// Words of one call of [`words`]: four per block.
 pub const BATCH: usize = 4 * LANES;
 
-/// The high and low halves of `a · b`.
-#[inline(always)]
-fn mul_hi_lo(a: u32, b: u32) -> (u32, u32) {
-    let p = u64::from(a) * u64::from(b);
-    ((p >> 32) as u32, p as u32)
-}
-
-/// One block: the four words for `counter` under `key`.
-pub fn block(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
-    let [mut c0, mut c1, mut c2, mut c3] = counter;
-    let [mut k0, mut k1] = key;
-    for round in 0..ROUNDS {
-        if round > 0 {
-            k0 = k0.wrapping_add(W0);
-            k1 = k1.wrapping_add(W1);
-        }
-        let (hi0, lo0) = mul_hi_lo(M0, c0);
-        let (hi1, lo1) = mul_hi_lo(M1, c2);
-        [c0, c1, c2, c3] = [hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0];
-    }
-    [c0, c1, c2, c3]
-}
-
 /// [`BATCH`] words of stream `stream` under `key`, from the [`LANES`] blocks that start at
 /// `first_block`: block `b` has counter `[b, b >> 32, stream, stream >> 32]` (low halves
 /// first), and word `i` of the batch is word `i / LANES` of block `first_block + i % LANES`
-/// (the blocks' first words, then their second words, …, so that no lanes are shuffled).
+/// (the blocks' first words, then their second words, …, so that no lanes are shuffled). Key
+/// and counter halves are Random123's: its known answers are lane 0's four words.
 #[inline(always)]
 pub fn words(key: u64, stream: u64, first_block: u64) -> [u32; BATCH] {
     // Each word in the low half of a u64 lane: the products are then one widening multiply
