@@ -67,22 +67,11 @@ torch_args() {
 measure() {
   local size=$1 impl=$2
   shift 2
-  local log sampler base peak ms alloc
+  local log base peak ms alloc
   log=$(mktemp)
   base=$(gpu_used_mib)
-  sampler=
-  if [ "${STANDIN:-}" = cpu ]; then
-    echo 0 >"$log.mem"
-  else
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 >"$log.mem" &
-    sampler=$!
-  fi
-  "$@" >"$log" 2>&1
+  with_gpu_memory "$log.mem" "$@" >"$log" 2>&1
   local rc=$?
-  if [ -n "$sampler" ]; then
-    kill "$sampler" 2>/dev/null
-    wait "$sampler" 2>/dev/null
-  fi
   peak=$(sort -n "$log.mem" | tail -1)
   ms=$(grep -o 'ms_per_step=[0-9.]*' "$log" | tail -1 | cut -d= -f2)
   alloc=$(grep -o 'peak_gpu_mib=[0-9]*' "$log" | tail -1 | cut -d= -f2)

@@ -32,3 +32,22 @@ gpu_used_mib() {
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1
   fi
 }
+
+# Runs "$@" while sampling the GPU memory in use every 50 ms into $1, one MiB figure a line (a
+# single 0 for the CPU stand-in); returns the command's status.
+with_gpu_memory() {
+  local file=$1 sampler rc
+  shift
+  if [ "${STANDIN:-}" = cpu ]; then
+    echo 0 >"$file"
+    "$@"
+    return
+  fi
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 >"$file" &
+  sampler=$!
+  "$@"
+  rc=$?
+  kill "$sampler" 2>/dev/null
+  wait "$sampler" 2>/dev/null
+  return $rc
+}
