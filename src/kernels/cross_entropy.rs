@@ -10,7 +10,9 @@
 //!
 //! One parallel pass per direction over the `[n, vocab]` logits (the MLM head's are
 //! 304 × 30522 in the bench); only `lse` is kept for the backward pass, which recomputes the
-//! probabilities from the logits.
+//! probabilities from the logits. The forward pass also gives each row's argmax (the masked
+//! LM's prediction, for its accuracy and the objectives), found beside the row's maximum, so
+//! that the logits are not read once more for it.
 
 use burn::prelude::*;
 use burn::tensor::IndexingUpdateOp;
@@ -31,7 +33,7 @@ pub mod torch;
 /// [`composed`].
 pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
     if fused(&logits.device(), logits.dtype()) {
-        fused_call(logits, labels)
+        fused_call(logits, labels).nll
     } else if torch(&logits.device()) {
         torch_call(logits, labels)
     } else {
@@ -39,13 +41,38 @@ pub fn cross_entropy(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
     }
 }
 
+/// A cross-entropy's per-row values and each row's prediction.
+pub struct Scored {
+    /// `lse(z) − z[y]` `[n]`, differentiable.
+    pub nll: Tensor<1>,
+    /// The index of each row's first maximum `[n]`, as `argmax` gives it (no gradient).
+    pub argmax: Tensor<1, Int>,
+}
+
+/// [`cross_entropy`] and each row's argmax: from the fused kernel's one pass over the logits,
+/// else by `argmax` beside the cross-entropy.
+pub fn cross_entropy_and_argmax(logits: Tensor<2>, labels: Tensor<1, Int>) -> Scored {
+    if fused(&logits.device(), logits.dtype()) {
+        return fused_call(logits, labels);
+    }
+    let argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
+    Scored {
+        nll: cross_entropy(logits, labels),
+        argmax,
+    }
+}
+
 /// Our fused kernel as one burn operation. Only where [`fused`](super::fused) holds.
-pub fn fused_call(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
-    Tensor::from_dispatch(extension_op!(
+pub fn fused_call(logits: Tensor<2>, labels: Tensor<1, Int>) -> Scored {
+    let (nll, argmax) = extension_op!(
         "flex",
         flex_op::CrossEntropyOps,
         fused_cross_entropy(logits.into_dispatch(), labels.into_dispatch())
-    ))
+    );
+    Scored {
+        nll: Tensor::from_dispatch(nll),
+        argmax: Tensor::from_dispatch(argmax),
+    }
 }
 
 /// LibTorch's `log_softmax` and the label's entry, in f32, as one burn operation. Only where
@@ -58,16 +85,43 @@ pub fn torch_call(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
     ))
 }
 
-/// Per row: `(nll, lse)`.
-pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> (Vec<f32>, Vec<f32>) {
+/// What the forward pass gives for each row.
+pub struct Rows {
+    /// `lse − z[y]`.
+    pub nll: Vec<f32>,
+    /// `lse`, which the backward pass reads.
+    pub lse: Vec<f32>,
+    /// The index of the row's first maximum.
+    pub argmax: Vec<usize>,
+}
+
+/// One row's results, before they are gathered into [`Rows`].
+struct Row {
+    nll: f32,
+    lse: f32,
+    argmax: usize,
+}
+
+/// Per row: `nll`, `lse` and the argmax.
+pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> Rows {
     check(z, labels, vocab);
-    z.par_chunks(vocab)
+    let rows: Vec<Row> = z
+        .par_chunks(vocab)
         .zip(labels.par_iter())
         .map(|(row, &y)| {
-            let lse = log_sum_exp(row);
-            (lse - row[y], lse)
+            let (lse, argmax) = lse_and_argmax(row);
+            Row {
+                nll: lse - row[y],
+                lse,
+                argmax,
+            }
         })
-        .unzip()
+        .collect();
+    Rows {
+        nll: rows.iter().map(|r| r.nll).collect(),
+        lse: rows.iter().map(|r| r.lse).collect(),
+        argmax: rows.iter().map(|r| r.argmax).collect(),
+    }
 }
 
 /// `∂z` from the per-row output gradient `grad`.
@@ -90,11 +144,28 @@ pub fn backward(grad: &[f32], z: &[f32], labels: &[usize], lse: &[f32], vocab: u
     dz
 }
 
-/// `max(z) + ln Σ_j e^{z_j − max(z)}` of one row.
+/// `max(z) + ln Σ_j e^{z_j − max(z)}` of one row, and the index of its first maximum (of its
+/// first NaN, if one comes before: burn's `argmax`'s rule). The row is read from memory once;
+/// the two passes after the maximum's find it in the cache.
 #[multiversion(targets = "simd")]
-fn log_sum_exp(row: &[f32]) -> f32 {
+fn lse_and_argmax(row: &[f32]) -> (f32, usize) {
     let max = max_lanes(row);
-    max + sum_map(row, |x| exp_non_positive(x - max)).ln()
+    let lse = max + sum_map(row, |x| exp_non_positive(x - max)).ln();
+    (lse, first_at(row, max))
+}
+
+/// The index of the first element of `row` that equals `max` or is NaN (0 when none does).
+/// Blocks are tested whole, a test that vectorises, and only the block that holds it is
+/// searched element by element.
+#[inline(always)]
+fn first_at(row: &[f32], max: f32) -> usize {
+    const BLOCK: usize = 64;
+    let hit = |v: f32| v == max || v.is_nan();
+    row.chunks(BLOCK)
+        .enumerate()
+        .find(|(_, block)| block.iter().fold(false, |found, &v| found | hit(v)))
+        .and_then(|(b, block)| block.iter().position(|&v| hit(v)).map(|i| b * BLOCK + i))
+        .unwrap_or(0)
 }
 
 /// `d_j = g · e^{z_j − lse}` of one row.
@@ -143,23 +214,28 @@ mod flex_op {
     use burn::backend::{Autodiff, Backend, Flex, backend_extension};
     use burn::tensor::Shape;
 
-    use super::super::flex_tensors::{host, indices, tensor};
+    use super::super::flex_tensors::{host, index_tensor, indices, tensor};
     use super::{backward, forward};
 
     #[backend_extension(Flex, Autodiff)]
     pub trait CrossEntropyOps: Backend {
+        /// Per row: `lse(z) − z[y]`, and the argmax (not differentiable).
         fn fused_cross_entropy(
             logits: FloatTensor<Self>,
             labels: IntTensor<Self>,
-        ) -> FloatTensor<Self>;
+        ) -> (FloatTensor<Self>, IntTensor<Self>);
     }
 
     impl CrossEntropyOps for Flex {
-        fn fused_cross_entropy(logits: FlexTensor, labels: FlexTensor) -> FlexTensor {
+        fn fused_cross_entropy(logits: FlexTensor, labels: FlexTensor) -> (FlexTensor, FlexTensor) {
             let n = labels.shape().num_elements();
             let vocab = logits.shape().num_elements() / n.max(1);
-            let (nll, _) = forward(&host(&logits), &indices(&labels), vocab);
-            tensor(nll, Shape::new([n]))
+            let rows = forward(&host(&logits), &indices(&labels), vocab);
+            let shape = Shape::new([n]);
+            (
+                tensor(rows.nll, shape.clone()),
+                index_tensor(rows.argmax, shape, labels.dtype()),
+            )
         }
     }
 
@@ -167,25 +243,29 @@ mod flex_op {
         fn fused_cross_entropy(
             logits: FloatTensor<Self>,
             labels: IntTensor<Self>,
-        ) -> FloatTensor<Self> {
+        ) -> (FloatTensor<Self>, IntTensor<Self>) {
             let guards = [logits.node()];
             let logits = logits.into_primitive();
+            let dtype = labels.dtype();
             let labels = indices(&labels);
             let n = labels.len();
             let vocab = logits.shape().num_elements() / n.max(1);
-            let (nll, lse) = forward(&host(&logits), &labels, vocab);
-            let nll = tensor(nll, Shape::new([n]));
-            match Step.prepare::<C>(guards).compute_bound().stateful() {
+            let rows = forward(&host(&logits), &labels, vocab);
+            let shape = Shape::new([n]);
+            let nll = tensor(rows.nll, shape.clone());
+            let argmax = index_tensor(rows.argmax, shape, dtype);
+            let nll = match Step.prepare::<C>(guards).compute_bound().stateful() {
                 OpsKind::Tracked(prep) => {
                     let state = State {
                         logits,
                         labels: std::sync::Arc::new(labels),
-                        lse: std::sync::Arc::new(lse),
+                        lse: std::sync::Arc::new(rows.lse),
                     };
                     prep.finish(state, nll)
                 }
                 OpsKind::UnTracked(prep) => prep.finish(nll),
-            }
+            };
+            (nll, argmax)
         }
     }
 

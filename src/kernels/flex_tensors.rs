@@ -72,3 +72,18 @@ pub(in crate::kernels) fn host(t: &FlexTensor) -> Cow<'_, [f32]> {
 pub(in crate::kernels) fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
 }
+
+/// Indices as an integer tensor of `dtype` (i64 or i32, as [`indices`] reads them): that of
+/// the indices they go with, the device's integer dtype, which burn's `argmax` gives too.
+pub(in crate::kernels) fn index_tensor(
+    values: Vec<usize>,
+    shape: Shape,
+    dtype: DType,
+) -> FlexTensor {
+    let data = match dtype {
+        DType::I64 => TensorData::new(values.into_iter().map(|i| i as i64).collect(), shape),
+        DType::I32 => TensorData::new(values.into_iter().map(|i| i as i32).collect(), shape),
+        other => panic!("fused kernels: indices of dtype {other:?}"),
+    };
+    FlexTensor::from_data(data)
+}

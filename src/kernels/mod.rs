@@ -60,7 +60,7 @@ pub mod views;
 
 pub use adamw::{AdamWStep, adamw};
 pub use attention::{Dims, DropMask, attention};
-pub use cross_entropy::cross_entropy;
+pub use cross_entropy::{cross_entropy, cross_entropy_and_argmax};
 pub use gelu::gelu;
 pub use gemm::Products;
 pub use host::host_reads;

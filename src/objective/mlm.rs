@@ -40,7 +40,13 @@ pub fn masked_cross_entropy(
     labels: Tensor<1, Int>,
     weights: Option<Tensor<1>>,
 ) -> Tensor<1> {
-    let nll = kernels::cross_entropy(logits, labels);
+    weighted_mean(kernels::cross_entropy(logits, labels), weights)
+}
+
+/// The mean of per-position losses `nll` `[n]` over the positions `weights` keeps (`None`:
+/// all), as a `[1]` tensor; 0 when every weight is 0. [`masked_cross_entropy`] from
+/// `kernels::cross_entropy`'s (or `cross_entropy_and_argmax`'s) per-position values.
+pub fn weighted_mean(nll: Tensor<1>, weights: Option<Tensor<1>>) -> Tensor<1> {
     match weights {
         None => nll.mean(),
         Some(w) => {

@@ -28,7 +28,7 @@ parts! {
 pub use between::{Between, BetweenSteps, Record};
 pub use contrastive::{ClineContrast, ClineLossConfig, ClineOri, ClineRtd, ClineWeights};
 pub use kind::ObjectiveKind;
-pub use mlm::masked_cross_entropy;
+pub use mlm::{masked_cross_entropy, weighted_mean};
 pub use part_registry::{BadValue, PartConfig};
 pub use rtd::replaced_token_loss;
 pub use terms::{Count, Counters, DeviceCounters, Logged, StepLoss, Term};

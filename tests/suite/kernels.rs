@@ -373,7 +373,7 @@ fn fused_cross_entropy_matches_log_softmax() {
     let case = |fused: bool| {
         let z = leaf(values.clone(), [n, vocab], &device);
         let nll = if fused {
-            kernels::cross_entropy::fused_call(z.clone(), labels.clone())
+            kernels::cross_entropy::fused_call(z.clone(), labels.clone()).nll
         } else {
             burn::tensor::activation::log_softmax(z.clone(), 1)
                 .gather(1, labels.clone().reshape([n, 1]))
@@ -386,6 +386,31 @@ fn fused_cross_entropy_matches_log_softmax() {
     let (fused, composed) = (case(true), case(false));
     assert_close("nll", &fused[0], &composed[0], 1e-5);
     assert_close("dz", &fused[1], &composed[1], 1e-5);
+}
+
+#[test]
+fn the_fused_cross_entropys_argmax_is_each_rows_first_maximum_as_argmax_gives_it() {
+    let device = Device::flex().autodiff();
+    let vocab = 300;
+    let mut values = random(&[6, vocab], 31);
+    let mut set = |row: usize, col: usize, v: f32| values[row * vocab + col] = v;
+    // A tie (the first one wins), the maximum at either end, in the last partial block of the
+    // search, and twice within one block.
+    set(0, 70, 5.0);
+    set(0, 130, 5.0);
+    set(1, 0, 5.0);
+    set(2, vocab - 1, 5.0);
+    set(3, 290, 5.0);
+    set(3, 257, 5.0);
+    set(4, 10, 5.0);
+    set(4, 11, 5.0);
+    let labels = Tensor::<1, Int>::from_data(TensorData::new(vec![3i64; 6], [6]), &device);
+    let z = leaf(values, [6, vocab], &device);
+    let scored = kernels::cross_entropy::fused_call(z.clone(), labels);
+    let ids = |t: Tensor<1, Int>| t.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    let expected = ids(z.clone().argmax(1).squeeze_dim::<1>(1));
+    assert_eq!(&expected[..5], &[70, 0, vocab as i64 - 1, 257, 10]);
+    assert_eq!(ids(scored.argmax), expected);
 }
 
 #[test]

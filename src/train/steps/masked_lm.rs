@@ -21,7 +21,7 @@ use crate::model::Inputs;
 use crate::objective::terms::add_device_counters;
 use crate::objective::{
     Between, BetweenSteps, Counters, DeviceCounters, Logged, MlmStep, Objective, Predictions,
-    Setup, StepLoss, Term, masked_cross_entropy, replaced_token_loss,
+    Setup, StepLoss, Term, replaced_token_loss, weighted_mean,
 };
 use crate::text::batches::Batch;
 use crate::text::masking::{Masked, MaskingConfig, mask_batch};
@@ -280,7 +280,9 @@ impl MaskedLmStep {
                 e.embeddings.word_matrix(),
             ),
         };
-        let mut argmax = logits.clone().detach().argmax(1).squeeze_dim::<1>(1);
+        // The per-position loss and the top prediction from one pass over the logits.
+        let scored = crate::kernels::cross_entropy_and_argmax(logits.clone(), labels.clone());
+        let mut argmax = scored.argmax;
         // ELECTRA's `masked_lm_accuracy`: the top prediction is the gold token.
         let hits = argmax.clone().equal(labels.clone()).float();
         let mlm_hits = match &valid {
@@ -325,12 +327,9 @@ impl MaskedLmStep {
         let mlm = match weights {
             Some(w) => {
                 let kept = w.clone().sum();
-                Term::counted(masked_cross_entropy(logits, labels, Some(w)), kept)
+                Term::counted(weighted_mean(scored.nll, Some(w)), kept)
             }
-            None => Term::new(
-                masked_cross_entropy(logits, labels, None),
-                m.positions.len(),
-            ),
+            None => Term::new(weighted_mean(scored.nll, None), m.positions.len()),
         };
         let mut loss = StepLoss::new(crate::objective::mlm::LOSS, mlm);
         loss.counters = counters;
