@@ -124,6 +124,18 @@ pub fn forward(z: &[f32], labels: &[usize], vocab: usize) -> Rows {
     }
 }
 
+/// [`backward`] written over the logits, which become `∂z`: no second `[n, vocab]` buffer
+/// (the backward pass's, where nothing else holds the logits any more).
+pub fn backward_in_place(grad: &[f32], z: &mut [f32], labels: &[usize], lse: &[f32], vocab: usize) {
+    check(z, labels, vocab);
+    z.par_chunks_mut(vocab)
+        .zip(labels.par_iter().zip(lse).zip(grad))
+        .for_each(|(row, ((&y, &lse), &g))| {
+            scaled_probabilities_in_place(row, lse, g);
+            row[y] -= g;
+        });
+}
+
 /// `∂z` from the per-row output gradient `grad`.
 pub fn backward(grad: &[f32], z: &[f32], labels: &[usize], lse: &[f32], vocab: usize) -> Vec<f32> {
     check(z, labels, vocab);
@@ -176,6 +188,14 @@ fn scaled_probabilities(d: &mut [MaybeUninit<f32>], row: &[f32], lse: f32, g: f3
     }
 }
 
+/// [`scaled_probabilities`] written over the row.
+#[multiversion(targets = "simd")]
+fn scaled_probabilities_in_place(row: &mut [f32], lse: f32, g: f32) {
+    for x in row.iter_mut() {
+        *x = g * exp_non_positive(*x - lse);
+    }
+}
+
 fn check(z: &[f32], labels: &[usize], vocab: usize) {
     assert_eq!(z.len(), labels.len() * vocab, "cross-entropy: logits shape");
     if let Some(&bad) = labels.iter().find(|&&y| y >= vocab) {
@@ -214,8 +234,8 @@ mod flex_op {
     use burn::backend::{Autodiff, Backend, Flex, backend_extension};
     use burn::tensor::Shape;
 
-    use super::super::flex_tensors::{host, index_tensor, indices, tensor};
-    use super::{backward, forward};
+    use super::super::flex_tensors::{host, host_mut, index_tensor, indices, tensor};
+    use super::{backward, backward_in_place, forward};
 
     #[backend_extension(Flex, Autodiff)]
     pub trait CrossEntropyOps: Backend {
@@ -290,8 +310,16 @@ mod flex_op {
                 let s = ops.state;
                 let shape = s.logits.shape();
                 let vocab = shape.num_elements() / s.labels.len().max(1);
-                let dz = backward(&host(&grad), &host(&s.logits), &s.labels, &s.lse, vocab);
-                grads.register::<Flex>(node.id, tensor(dz, shape));
+                let grad = host(&grad);
+                let dz = if s.logits.is_unique() {
+                    let mut z = s.logits;
+                    backward_in_place(&grad, host_mut(&mut z), &s.labels, &s.lse, vocab);
+                    z
+                } else {
+                    let dz = backward(&grad, &host(&s.logits), &s.labels, &s.lse, vocab);
+                    tensor(dz, shape)
+                };
+                grads.register::<Flex>(node.id, dz);
             }
         }
     }

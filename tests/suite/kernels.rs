@@ -389,6 +389,43 @@ fn fused_cross_entropy_matches_log_softmax() {
 }
 
 #[test]
+fn the_cross_entropys_gradient_written_over_the_logits_is_the_same_as_into_a_new_buffer() {
+    use kernels::cross_entropy::{backward, backward_in_place, forward};
+    let (n, vocab) = (5, 300);
+    let z: Vec<f32> = random(&[n, vocab], 43).iter().map(|x| x * 20.0).collect();
+    let labels = [0usize, 17, 299, 150, 17];
+    let grad = [1.0f32, -0.5, 0.25, 3.0, 0.0];
+    let lse = forward(&z, &labels, vocab).lse;
+    let fresh = backward(&grad, &z, &labels, &lse, vocab);
+    let mut over = z.clone();
+    backward_in_place(&grad, &mut over, &labels, &lse, vocab);
+    assert!(
+        fresh
+            .iter()
+            .zip(&over)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    );
+    assert!(fresh.iter().any(|&d| d != 0.0) && fresh != z);
+    // Through the operation: logits that only the cross-entropy holds (an operation's output)
+    // take the in-place path, logits the caller still holds the other; the gradients agree.
+    let device = Device::flex().autodiff();
+    let labels_t = Tensor::<1, Int>::from_data(
+        TensorData::new(labels.iter().map(|&y| y as i64).collect::<Vec<_>>(), [n]),
+        &device,
+    );
+    let w = Tensor::<1>::from_data(TensorData::new(grad.to_vec(), [n]), &device);
+    let grad_of = |unshared: bool| {
+        let z = leaf(z.clone(), [n, vocab], &device);
+        let logits = if unshared { z.clone() * 1.0 } else { z.clone() };
+        let nll = kernels::cross_entropy(logits, labels_t.clone());
+        let grads = (nll * w.clone()).sum().backward();
+        vec_of(z.grad(&grads).unwrap())
+    };
+    assert_eq!(grad_of(true), grad_of(false));
+    assert_eq!(grad_of(true), fresh);
+}
+
+#[test]
 fn the_fused_cross_entropys_argmax_is_each_rows_first_maximum_as_argmax_gives_it() {
     let device = Device::flex().autodiff();
     let vocab = 300;
