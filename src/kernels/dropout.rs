@@ -22,11 +22,36 @@ use super::host::on_host;
 use super::seeds::next_call;
 
 pub mod philox;
+pub mod residual;
 #[cfg(feature = "tch")]
 pub mod torch;
 
+pub use residual::dropout_add;
+
 /// Elements per independently seeded chunk of a mask.
 const CHUNK: usize = 1 << 14;
+
+/// How a word of the generator decides an element: dropped when it falls below p · 2³²; a kept
+/// element is scaled by 1 / (1 − p).
+#[derive(Clone, Copy, Debug)]
+struct MaskRule {
+    scale: f32,
+    threshold: u32,
+}
+
+impl MaskRule {
+    fn new(p: f64) -> Self {
+        MaskRule {
+            scale: (1.0 / (1.0 - p)) as f32,
+            threshold: (p * 4_294_967_296.0).min(u32::MAX as f64) as u32,
+        }
+    }
+
+    #[inline(always)]
+    fn keeps(self, word: u32) -> bool {
+        word >= self.threshold
+    }
+}
 
 /// Applies `d` (its probability and its training flag) to `x`.
 pub fn dropout<const D: usize>(d: &Dropout, x: Tensor<D>) -> Tensor<D> {
@@ -86,16 +111,15 @@ pub fn fill_mask(out: &mut [f32], p: f64, call_seed: u64, stream: u64) {
 }
 
 /// [`fill_mask`] into a buffer that may be uninitialised: every element of `out` is written.
-/// Element `i` is dropped when word `i` of the stream falls below p · 2³².
+/// Word `i` of the stream decides element `i` ([`MaskRule`]).
 #[multiversion(targets = "simd")]
 fn fill_mask_into(out: &mut [MaybeUninit<f32>], p: f64, call_seed: u64, stream: u64) {
-    let scale = (1.0 / (1.0 - p)) as f32;
-    let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
+    let rule = MaskRule::new(p);
     for (batch, chunk) in out.chunks_mut(philox::BATCH).enumerate() {
         let first_block = (batch * philox::LANES) as u64;
         let words = philox::words(call_seed, stream, first_block);
         for (v, &w) in chunk.iter_mut().zip(words.iter()) {
-            v.write(if w < threshold { 0.0 } else { scale });
+            v.write(if rule.keeps(w) { rule.scale } else { 0.0 });
         }
     }
 }

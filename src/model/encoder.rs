@@ -12,7 +12,7 @@ use burn::prelude::*;
 use super::EncoderConfig;
 use super::precision::{Precision, full};
 use crate::kernels;
-use crate::kernels::dropout::dropout;
+use crate::kernels::dropout::{dropout, dropout_add};
 use crate::model::params::{ParamWalker, walk_layer_norm, walk_linear};
 
 /// BERT's initialiser: N(0, 0.02) for every weight matrix; biases are set to zero afterwards.
@@ -173,11 +173,12 @@ impl Layer {
     pub fn forward(&self, x: Tensor<3>, mask_bias: Option<&Tensor<4>>) -> Tensor<3> {
         let p = self.precision;
         let ctx = self.attention(&x, mask_bias);
-        let attn = dropout(&self.hidden_dropout, p.linear(&self.attention_out, ctx));
-        let a = kernels::layer_norm(&self.attention_norm, self.eps, full(attn) + x);
+        let drop = &self.hidden_dropout;
+        let attn = dropout_add(drop, p.linear(&self.attention_out, ctx), x);
+        let a = kernels::layer_norm(&self.attention_norm, self.eps, attn);
         let inter = kernels::gelu(p.linear(&self.intermediate, a.clone()));
-        let out = dropout(&self.hidden_dropout, p.linear(&self.output, inter));
-        kernels::layer_norm(&self.output_norm, self.eps, full(out) + a)
+        let out = dropout_add(drop, p.linear(&self.output, inter), a);
+        kernels::layer_norm(&self.output_norm, self.eps, out)
     }
 
     /// Self-attention's context: the three projections as one product against

@@ -43,6 +43,7 @@ mod hub_layout;
 mod input_consistency;
 mod input_formats;
 mod inspect;
+mod kernel_dropout_add;
 mod kernel_rows;
 mod kernels;
 mod kernels_by_operation;
