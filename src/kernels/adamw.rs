@@ -7,8 +7,6 @@
 //! `m ← β1·m + ((1−β1)·f)·g`, `v ← β2·v + ((1−β2)·f²)·g²` (f: the gradient scale factor),
 //! `p ← p·(1 − lr·wd)`, `p ← p − (m / (√v / √(1−β2^t) + ε)) · (lr / (1−β1^t))`.
 
-use std::mem::MaybeUninit;
-
 use burn::prelude::*;
 use multiversion::multiversion;
 use rayon::prelude::*;
@@ -83,8 +81,8 @@ pub struct AdamWStep {
 
 const CHUNK: usize = 1 << 14;
 
-/// Updates `m` and `v` in place and returns the new parameter values.
-pub fn update(p: &[f32], g: &[f32], m: &mut [f32], v: &mut [f32], s: &AdamWStep) -> Vec<f32> {
+/// Updates `p`, `m` and `v` in place.
+pub fn update(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], s: &AdamWStep) {
     let n = p.len();
     assert!(
         g.len() == n && m.len() == n && v.len() == n,
@@ -98,28 +96,19 @@ pub fn update(p: &[f32], g: &[f32], m: &mut [f32], v: &mut [f32], s: &AdamWStep)
     );
     let keep = (s.weight_decay != 0.0).then_some((1.0 - s.lr * s.weight_decay) as f32);
     let (bc2, eps, step) = (s.bc2_sqrt as f32, s.eps as f32, (s.lr / s.bc1) as f32);
-    // SAFETY: the chunks cover the buffer, and `update_chunk` writes every element of its
-    // chunk (all five buffers are `n` long, so the zipped chunks have the same lengths).
-    let (out, ()) = unsafe {
-        super::buffers::filled_by(n, |out| {
-            out.par_chunks_mut(CHUNK)
-                .zip(p.par_chunks(CHUNK))
-                .zip(g.par_chunks(CHUNK))
-                .zip(m.par_chunks_mut(CHUNK).zip(v.par_chunks_mut(CHUNK)))
-                .for_each(|(((out, p), g), (m, v))| {
-                    update_chunk(out, p, g, m, v, [b1, b2, g1, g2, bc2, eps, step], keep)
-                })
-        })
-    };
-    out
+    p.par_chunks_mut(CHUNK)
+        .zip(g.par_chunks(CHUNK))
+        .zip(m.par_chunks_mut(CHUNK).zip(v.par_chunks_mut(CHUNK)))
+        .for_each(|((p, g), (m, v))| {
+            update_chunk(p, g, m, v, [b1, b2, g1, g2, bc2, eps, step], keep)
+        });
 }
 
 /// The update of one chunk; `c` = `[β1, β2, (1−β1)·f, (1−β2)·f², √(1−β2^t), ε, lr / (1−β1^t)]`,
 /// `keep` = `1 − lr·wd` when weight decay applies.
 #[multiversion(targets = "simd")]
 fn update_chunk(
-    out: &mut [MaybeUninit<f32>],
-    p: &[f32],
+    p: &mut [f32],
     g: &[f32],
     m: &mut [f32],
     v: &mut [f32],
@@ -127,11 +116,11 @@ fn update_chunk(
     keep: Option<f32>,
 ) {
     let [b1, b2, g1, g2, bc2, eps, step] = c;
-    for ((((o, &p), &g), m), v) in out.iter_mut().zip(p).zip(g).zip(m).zip(v) {
+    for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m).zip(v) {
         *m = *m * b1 + g * g1;
         *v = *v * b2 + g * g * g2;
-        let p = keep.map_or(p, |k| p * k);
-        o.write(p - (*m / (v.sqrt() / bc2 + eps)) * step);
+        let decayed = keep.map_or(*p, |k| *p * k);
+        *p = decayed - (*m / (v.sqrt() / bc2 + eps)) * step;
     }
 }
 
@@ -139,13 +128,12 @@ fn update_chunk(
 /// updates the parameters' inner tensors).
 #[cfg(feature = "flex")]
 mod flex_op {
-    use burn::backend::TensorMetadata;
     use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
     use burn::backend::flex::FlexTensor;
     use burn::backend::tensor::FloatTensor;
     use burn::backend::{Autodiff, Backend, Flex, backend_extension};
 
-    use super::super::flex_tensors::{host, host_mut, tensor};
+    use super::super::flex_tensors::{host, host_mut};
     use super::{AdamWStep, update};
 
     #[backend_extension(Flex, Autodiff)]
@@ -161,21 +149,23 @@ mod flex_op {
     }
 
     impl AdamWOps for Flex {
+        /// All three written in place where unique (the optimizer hands the parameter over
+        /// alone), else copied first (`host_mut`).
         fn fused_adamw(
-            param: FlexTensor,
+            mut param: FlexTensor,
             grad: FlexTensor,
             mut m: FlexTensor,
             mut v: FlexTensor,
             step: AdamWStep,
         ) -> (FlexTensor, FlexTensor, FlexTensor) {
-            let p = update(
-                &host(&param),
+            update(
+                host_mut(&mut param),
                 &host(&grad),
                 host_mut(&mut m),
                 host_mut(&mut v),
                 &step,
             );
-            (tensor(p, param.shape()), m, v)
+            (param, m, v)
         }
     }
 

@@ -47,10 +47,14 @@ pub(in crate::kernels) fn indices(t: &FlexTensor) -> Vec<usize> {
     }
 }
 
-/// The elements of `t`, writable in place (copied first when shared or strided).
+/// The elements of `t`, writable in place: copied first into a buffer of their own when `t`
+/// shares its buffer (another tensor holds it, or `t` is a view of part of it) or is strided.
 pub(in crate::kernels) fn host_mut(t: &mut FlexTensor) -> &mut [f32] {
-    if t.as_slice::<f32>().is_none() || !t.is_unique() {
-        *t = t.to_contiguous();
+    let whole = t
+        .as_slice::<f32>()
+        .is_some_and(|s| s.len() == t.storage::<f32>().len());
+    if !whole || !t.is_unique() {
+        *t = FlexTensor::from_data(t.to_contiguous().into_data());
     }
     t.try_storage_mut::<f32>()
         .expect("a contiguous tensor of one owner")

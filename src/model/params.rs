@@ -5,7 +5,7 @@
 //! Loading and exporting safetensors, the optimizer step, gradient norms and checkpoints are all
 //! walkers, so the name table lives in one place.
 
-use burn::module::Param;
+use burn::module::{Param, ParamId};
 use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
 
@@ -45,15 +45,51 @@ pub fn walk_layer_norm(w: &mut dyn ParamWalker, prefix: &str, n: &mut LayerNorm)
 /// Replaces a parameter's value, keeping its id and its autodiff / require-grad state.
 pub fn replace<const D: usize>(param: &mut Param<Tensor<D>>, value: Tensor<D>) {
     let (id, old, mapper) = param.clone().consume();
-    let require_grad = old.is_require_grad();
-    let mut value = value.inner().autodiff();
-    if !old.is_autodiff() {
-        value = value.inner();
-    }
-    if require_grad {
-        value = value.require_grad();
-    }
+    let value = Tracking::of(&old).apply(value);
     *param = Param::from_mapped_value(id, value, mapper);
+}
+
+/// Sets a parameter to `update` of its plain value, which the parameter no longer holds while
+/// `update` runs: where nothing else holds it either, its buffer may be written in place (the
+/// optimizer's update). Keeps the id and the autodiff / require-grad state, as [`replace`].
+pub fn update_value<const D: usize>(
+    param: &mut Param<Tensor<D>>,
+    update: impl FnOnce(Tensor<D>) -> Tensor<D>,
+) {
+    let device = param.val().device();
+    let empty = Param::initialized(ParamId::new(), Tensor::<D>::empty([0; D], &device));
+    let (id, old, mapper) = std::mem::replace(param, empty).consume();
+    let tracking = Tracking::of(&old);
+    let value = tracking.apply(update(old.inner()));
+    *param = Param::from_mapped_value(id, value, mapper);
+}
+
+/// How a parameter's value is tracked by autodiff.
+#[derive(Clone, Copy)]
+struct Tracking {
+    autodiff: bool,
+    require_grad: bool,
+}
+
+impl Tracking {
+    fn of<const D: usize>(value: &Tensor<D>) -> Self {
+        Tracking {
+            autodiff: value.is_autodiff(),
+            require_grad: value.is_require_grad(),
+        }
+    }
+
+    /// `value` tracked this way.
+    fn apply<const D: usize>(self, value: Tensor<D>) -> Tensor<D> {
+        let mut value = value.inner().autodiff();
+        if !self.autodiff {
+            value = value.inner();
+        }
+        if self.require_grad {
+            value = value.require_grad();
+        }
+        value
+    }
 }
 
 /// Collects every parameter's name and shape (used for listings and shape checks).

@@ -27,7 +27,7 @@ use burn::prelude::*;
 
 use crate::interop::tensors::HostTensor;
 use crate::kernels::{self, AdamWStep};
-use crate::model::params::{Matrix, ParamWalker, replace};
+use crate::model::params::{Matrix, ParamWalker, replace, update_value};
 use crate::{Error, Result};
 
 pub use super::adamw_config::{AdamWConfig, MultiTensor};
@@ -475,8 +475,9 @@ struct Stepper<'a> {
 }
 
 impl Stepper<'_> {
-    fn new_value(&mut self, name: &str, p: Tensor<1>) -> Option<Tensor<1>> {
-        let g = &self.grads.entries.get(name)?.grad;
+    /// The parameter's new value; `name` has a gradient.
+    fn new_value(&mut self, name: &str, p: Tensor<1>) -> Tensor<1> {
+        let g = &self.grads.entries[name].grad;
         let lr = self.lr * (self.lr_scale)(name);
         let c = &self.c;
         let (m, v) = self
@@ -505,22 +506,26 @@ impl Stepper<'_> {
         let g = self.grads.clipped(g.clone().inner());
         let (p, m, v) = kernels::adamw(p, g, m.inner(), v.inner(), step);
         self.opt.moments.insert(name.to_string(), (m, v));
-        Some(p)
+        p
     }
 }
 
+// The value is handed to the update alone (`update_value`), so that the fused kernel writes
+// it in place where nothing else holds it.
 impl ParamWalker for Stepper<'_> {
     fn matrix(&mut self, name: &str, _kind: Matrix, param: &mut Param<Tensor<2>>) {
-        let p = param.val().inner();
-        let dims = p.dims();
-        if let Some(new) = self.new_value(name, p.reshape([dims[0] * dims[1]])) {
-            replace(param, new.reshape(dims));
+        if !self.grads.entries.contains_key(name) {
+            return;
         }
+        update_value(param, |p| {
+            let dims = p.dims();
+            self.new_value(name, p.reshape([dims[0] * dims[1]]))
+                .reshape(dims)
+        });
     }
     fn vector(&mut self, name: &str, param: &mut Param<Tensor<1>>) {
-        let p = param.val().inner();
-        if let Some(new) = self.new_value(name, p) {
-            replace(param, new);
+        if self.grads.entries.contains_key(name) {
+            update_value(param, |p| self.new_value(name, p));
         }
     }
 }
