@@ -53,6 +53,14 @@ impl MaskRule {
     }
 }
 
+/// Words `batch · BATCH ..` of a chunk's stream, the ones that decide its elements from
+/// `batch · BATCH` on (element `i` of a chunk takes word `i` of its stream): the batch's blocks
+/// of the Philox stream start at `batch · LANES`.
+#[inline(always)]
+fn batch_words(call_seed: u64, stream: u64, batch: usize) -> [u32; philox::BATCH] {
+    philox::words(call_seed, stream, (batch * philox::LANES) as u64)
+}
+
 /// Applies `d` (its probability and its training flag) to `x`.
 pub fn dropout<const D: usize>(d: &Dropout, x: Tensor<D>) -> Tensor<D> {
     let device = x.device();
@@ -116,8 +124,7 @@ pub fn fill_mask(out: &mut [f32], p: f64, call_seed: u64, stream: u64) {
 fn fill_mask_into(out: &mut [MaybeUninit<f32>], p: f64, call_seed: u64, stream: u64) {
     let rule = MaskRule::new(p);
     for (batch, chunk) in out.chunks_mut(philox::BATCH).enumerate() {
-        let first_block = (batch * philox::LANES) as u64;
-        let words = philox::words(call_seed, stream, first_block);
+        let words = batch_words(call_seed, stream, batch);
         for (v, &w) in chunk.iter_mut().zip(words.iter()) {
             v.write(if rule.keeps(w) { rule.scale } else { 0.0 });
         }

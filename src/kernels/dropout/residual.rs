@@ -8,7 +8,8 @@
 //! one byte per element (kept or dropped); the backward pass reads those bytes. The mask is the
 //! one [`mask_values`](super::mask_values) draws for the same seed (the same chunks, streams
 //! and rule), and each element is computed with the same f32 operations as the composed
-//! `h · m + r`, so the values are the composed ones bit for bit (`tests/suite/kernels.rs`).
+//! `h · m + r`, so the values are the composed ones bit for bit
+//! (`tests/suite/kernel_dropout_add.rs`).
 
 use std::mem::MaybeUninit;
 
@@ -20,7 +21,7 @@ use rayon::prelude::*;
 
 use super::super::seeds::next_call;
 use super::super::select::fused;
-use super::{CHUNK, MaskRule, active, dropout, philox};
+use super::{CHUNK, MaskRule, active, batch_words, dropout, philox};
 
 /// `residual + dropout(d, h)`, the sum in f32 (the residual stream's dtype): our fused kernel
 /// where it serves (training, f32 tensors of one shape on the `flex` backend), else the
@@ -96,7 +97,7 @@ pub fn backward(g: &[f32], kept: &[u8], p: f64) -> Vec<f32> {
 }
 
 /// One chunk of [`forward`]: stream `stream` of the Philox generator keyed with `call_seed`,
-/// word `i` deciding element `i` as [`MaskRule`] says.
+/// word `i` deciding element `i` as [`MaskRule`] says ([`batch_words`]).
 #[multiversion(targets = "simd")]
 fn sum_chunk(
     out: &mut [MaybeUninit<f32>],
@@ -112,7 +113,7 @@ fn sum_chunk(
         .zip(kept.chunks_mut(philox::BATCH))
         .zip(h.chunks(philox::BATCH).zip(r.chunks(philox::BATCH)));
     for (batch, ((out, kept), (h, r))) in batches.enumerate() {
-        let words = philox::words(call_seed, stream, (batch * philox::LANES) as u64);
+        let words = batch_words(call_seed, stream, batch);
         for ((((o, k), &h), &r), &w) in out.iter_mut().zip(kept).zip(h).zip(r).zip(&words) {
             let keep = rule.keeps(w);
             o.write(h * if keep { rule.scale } else { 0.0 } + r);
