@@ -4,7 +4,7 @@
 //! `gemm` crate burn's CPU backend uses, or `faer`'s own x86 kernels.
 
 use super::gemm_f32::call;
-pub use super::gemm_f32::{FAER_MIN_ROWS, FAER_MIN_ROWS_TRANSPOSED};
+pub use super::gemm_f32::{F32Crate, FAER_MIN_ROWS, FAER_MIN_ROWS_TRANSPOSED};
 pub use super::views::{View, ViewMut};
 
 /// How a product multiplies: in f32, or with its operands rounded to bf16 and f32 sums
@@ -25,6 +25,35 @@ impl Products {
     }
 }
 
+/// The kernels that multiply a product, chosen once from its whole left operand and how it
+/// multiplies ([`Route::new`]): a part of the product (rows or columns of `dst` that another
+/// thread takes) runs on the whole product's kernels, so its sums are the whole product's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// The f32 crates.
+    F32(F32Crate),
+    /// `kernels::gemm_bf16`, on CPUs with AVX-512 BF16.
+    Bf16,
+    /// The f32 crates on operands rounded to bf16 (`kernels::gemm_bf16_rounded`).
+    Bf16Rounded(F32Crate),
+}
+
+impl Route {
+    /// The route of a product of left operand `a`, multiplied as `products` says: the one
+    /// place that picks the bf16 kernel ([`Products::in_bf16`]; where the CPU has no AVX-512
+    /// BF16, the f32 crates on operands rounded to bf16) or the f32 crates.
+    pub fn new(a: &View, products: Products) -> Self {
+        let krate = F32Crate::for_left(a);
+        if !products.in_bf16(a) {
+            Route::F32(krate)
+        } else if super::gemm_bf16::available() {
+            Route::Bf16
+        } else {
+            Route::Bf16Rounded(krate)
+        }
+    }
+}
+
 /// `dst = a · b` (`accumulate`: `dst += a · b`), on all of rayon's threads, multiplied as
 /// `products` says: for the large products of a layer's weights (the split is over rows and
 /// columns of `dst`, never over the inner dimension, so the result does not depend on the
@@ -39,8 +68,7 @@ pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool, pro
 }
 
 /// `dst = [dst +] scale · a · b` on `threads` of rayon's threads, multiplied as `products`
-/// says: the one place that picks the bf16 kernel ([`Products::in_bf16`]; where the CPU has
-/// no AVX-512 BF16, the f32 crates on operands rounded to bf16) or the f32 crates ([`call`]).
+/// says (by [`Route::new`]).
 ///
 /// # Safety
 /// As [`product`].
@@ -53,17 +81,45 @@ unsafe fn multiply(
     threads: usize,
     products: Products,
 ) {
-    if !products.in_bf16(&a) {
-        // SAFETY: the caller's.
-        return unsafe { call(dst, a, b, accumulate, scale, threads) };
+    let route = Route::new(&a, products);
+    // SAFETY: the caller's.
+    unsafe { multiply_on(dst, a, b, accumulate, scale, threads, route) }
+}
+
+/// `dst = [dst +] scale · a · b` on `threads` of rayon's threads, through `route`'s kernels.
+///
+/// # Safety
+/// As [`product`].
+unsafe fn multiply_on(
+    dst: ViewMut,
+    a: View,
+    b: View,
+    accumulate: bool,
+    scale: f32,
+    threads: usize,
+    route: Route,
+) {
+    // SAFETY: the caller's; `Route::Bf16` only where the CPU has the instructions.
+    unsafe {
+        match route {
+            Route::F32(krate) => call(dst, a, b, accumulate, scale, threads, krate),
+            Route::Bf16 => super::gemm_bf16::product(dst, a, b, accumulate, scale, threads),
+            Route::Bf16Rounded(krate) => super::gemm_bf16_rounded::product_through(
+                dst, a, b, accumulate, scale, threads, krate,
+            ),
+        }
     }
-    if super::gemm_bf16::available() {
-        // SAFETY: the caller's; the CPU has the instructions.
-        unsafe { super::gemm_bf16::product(dst, a, b, accumulate, scale, threads) }
-    } else {
-        // SAFETY: the caller's.
-        unsafe { super::gemm_bf16_rounded::product(dst, a, b, accumulate, scale, threads) }
-    }
+}
+
+/// `dst = a · b` on `threads` of rayon's threads, `dst` not read: a part of a product (rows or
+/// columns of its `dst`, with the operands' matching rows or columns) multiplied through the
+/// whole product's `route`.
+///
+/// # Safety
+/// As [`product`].
+pub unsafe fn part_into_on(dst: ViewMut, a: View, b: View, threads: usize, route: Route) {
+    // SAFETY: the caller's.
+    unsafe { multiply_on(dst, a, b, false, 1.0, threads, route) }
 }
 
 /// `dst = a · b` on `threads` of rayon's threads (one: the calling thread), multiplied as
@@ -109,7 +165,7 @@ pub unsafe fn product_onto_rows(a: View, b: View, bias: &[f32], products: Produc
     let (rows, cols) = (a.rows, b.cols);
     assert_eq!(bias.len(), cols, "bias width");
     let threads = rayon::current_num_threads();
-    if products.in_bf16(&a) && super::gemm_bf16::available() {
+    if Route::new(&a, products) == Route::Bf16 {
         // SAFETY: the bf16 kernel writes every element of a product onto a bias row (the
         // buffer is not read); the CPU has the instructions.
         let (v, ()) = unsafe {
@@ -168,5 +224,6 @@ pub unsafe fn product_as(dst: ViewMut, a: View, b: View, scale: f32, products: P
 /// Every view must point at memory valid for its extent, and `dst` must not overlap `a` or `b`
 /// nor be written by another thread meanwhile.
 pub unsafe fn product(dst: ViewMut, a: View, b: View, scale: f32) {
-    unsafe { call(dst, a, b, false, scale, 1) }
+    let krate = F32Crate::for_left(&a);
+    unsafe { call(dst, a, b, false, scale, 1, krate) }
 }

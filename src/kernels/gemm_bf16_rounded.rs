@@ -1,6 +1,6 @@
 //! bf16 products on CPUs without AVX-512 BF16: each operand rounded to bf16 (round to nearest
 //! even, kept as the f32 value of the bf16) into a compact copy, which the f32 crates then
-//! multiply (`gemm_f32::call`, by the shape's crate).
+//! multiply (`gemm_f32::call`, by the crate chosen for the product's shape).
 //!
 //! The product of two bf16 values is exact in f32, so this is the arithmetic of
 //! `kernels::gemm_bf16` — bf16 operands, f32 sums — up to the order of the sums: a run with
@@ -14,10 +14,12 @@ use rayon::prelude::*;
 
 use super::bf16_pack::{from_bf16, to_bf16};
 use super::buffers::{PARALLEL_FILL, filled_by};
+use super::gemm_f32::F32Crate;
 use super::views::{View, ViewMut};
 
 /// `dst = [dst +] scale · a · b` with `a` and `b` rounded to bf16 and f32 sums, on `threads` of
-/// rayon's threads: `kernels::gemm_bf16::product`'s arithmetic on any CPU.
+/// rayon's threads, through the f32 crate chosen for `a`: `kernels::gemm_bf16::product`'s
+/// arithmetic on any CPU.
 ///
 /// # Safety
 /// Every view points at memory valid for its extent, and `dst` overlaps neither `a` nor `b`
@@ -30,11 +32,31 @@ pub unsafe fn product(
     scale: f32,
     threads: usize,
 ) {
+    let krate = F32Crate::for_left(&a);
+    // SAFETY: the caller's.
+    unsafe { product_through(dst, a, b, accumulate, scale, threads, krate) }
+}
+
+/// As [`product`], through `krate`'s kernels (a part of a product multiplies through the
+/// whole's: `gemm::Route`). The rounded copies keep the operands' layouts (row- or
+/// column-major), so the crate chosen for `a` is the one chosen for its copy.
+///
+/// # Safety
+/// As [`product`].
+pub unsafe fn product_through(
+    dst: ViewMut,
+    a: View,
+    b: View,
+    accumulate: bool,
+    scale: f32,
+    threads: usize,
+    krate: F32Crate,
+) {
     // SAFETY: the caller's; the rounded copies live through the product.
     unsafe {
         with_rounded(&a, threads, |a| {
             with_rounded(&b, threads, |b| {
-                super::gemm_f32::call(dst, a, b, accumulate, scale, threads)
+                super::gemm_f32::call(dst, a, b, accumulate, scale, threads, krate)
             })
         })
     }

@@ -20,7 +20,7 @@ use burn::prelude::*;
 use burn::tensor::FloatDType;
 
 use super::gemm::{
-    Products, View, ViewMut, in_halves, product_into_on, product_new, product_onto_rows,
+    Products, Route, View, ViewMut, in_halves, part_into_on, product_new, product_onto_rows,
 };
 use super::select::{fused, torch};
 
@@ -141,26 +141,28 @@ impl BackwardProducts {
 }
 
 /// `(∂x, ∂W)` at once, each on half of rayon's threads (`gemm::in_halves`), with the last
-/// eighth of `∂W`'s columns (a multiple of [`SHARED_COLUMNS_STEP`]) left to whichever half
-/// finishes first: the two products have the same work but not the same rate (Zen 3: the
-/// weight gradients' shapes run 20–30 % slower single-threaded than `G Wᵀ`), and the half that
-/// waited would idle. A product's sums do not depend on how `dst`'s columns are split (every
-/// kernel splits over tiles of `dst`, never the inner dimension; `tests/suite/kernels.rs` checks the
-/// pair bit for bit against the two products whole).
+/// eighth of `∂W` (a multiple of [`SHARED_STEP`] of its rows or columns: [`Share`]) left to
+/// whichever half finishes first: the two products have the same work but not the same rate
+/// (Zen 3: the weight gradients' shapes run 20–30 % slower single-threaded than `G Wᵀ`), and the
+/// half that waited would idle. A product's sums do not depend on how `dst` is split (every
+/// kernel splits over tiles of `dst`, never the inner dimension, and both parts run on the
+/// whole product's kernels, `gemm::Route`; `tests/suite/kernels.rs` checks the pair bit for bit
+/// against the two products whole).
 pub fn grad_input_and_weight(p: BackwardProducts) -> (Vec<f32>, Vec<f32>) {
     let (rows, cols) = (p.a.rows, p.b.cols);
-    let shared = cols / 8 / SHARED_COLUMNS_STEP * SHARED_COLUMNS_STEP;
-    let own = cols - shared;
+    let share = Share::of(rows, cols);
+    let route = Route::new(&p.a, p.products);
     let taken = AtomicBool::new(false);
-    // SAFETY (the products): the operands are the caller's views, only read; the two column
-    // ranges of the fresh `dst` are disjoint, each written whole by one product, once.
+    // SAFETY (the products): the operands are the caller's views, only read; the two parts of
+    // the fresh `dst` are disjoint, each written whole by one product, once.
     let (dw, dx) = unsafe {
         super::buffers::filled_by(rows * cols, |dst| {
             let dst = ViewMut::uninit(dst, rows, cols);
+            let own = share.part(dst, p.a, p.b, false);
+            let shared = share.part(dst, p.a, p.b, true);
             let shared_part = |threads| {
-                if shared > 0 && !taken.swap(true, Ordering::AcqRel) {
-                    let (d, b) = (dst.columns(own, shared), p.b.columns(own, shared));
-                    product_into_on(d, p.a, b, threads, p.products);
+                if share.shared > 0 && !taken.swap(true, Ordering::AcqRel) {
+                    shared.run(threads, route);
                 }
             };
             let (dx, ()) = in_halves(
@@ -170,8 +172,7 @@ pub fn grad_input_and_weight(p: BackwardProducts) -> (Vec<f32>, Vec<f32>) {
                     dx
                 },
                 |threads| {
-                    let (d, b) = (dst.columns(0, own), p.b.columns(0, own));
-                    product_into_on(d, p.a, b, threads, p.products);
+                    own.run(threads, route);
                     shared_part(threads);
                 },
             );
@@ -181,8 +182,76 @@ pub fn grad_input_and_weight(p: BackwardProducts) -> (Vec<f32>, Vec<f32>) {
     (dx, dw)
 }
 
-/// The columns of `∂W` left to either half come in multiples of this many.
-pub const SHARED_COLUMNS_STEP: usize = 16;
+/// The part of `∂W` left to either half: its last rows where its left operand is the larger
+/// (more rows than columns: the MLM decoder's `∂E = Gᵀ·x`, 30522 rows, and the FFN's second
+/// weight, 1024 rows against 256 columns), else its last columns. A part reads all of the other
+/// operand again, and the smaller one costs least: a share of `∂E`'s columns would pack all of
+/// `Gᵀ` (the logits' gradient, 37 MB in the bench) a second time.
+#[derive(Clone, Copy)]
+struct Share {
+    by_rows: bool,
+    own: usize,
+    shared: usize,
+}
+
+impl Share {
+    /// The share of a `[rows, cols]` `∂W`: an eighth of the longer side, in whole
+    /// [`SHARED_STEP`]s.
+    fn of(rows: usize, cols: usize) -> Self {
+        let by_rows = rows > cols;
+        let length = if by_rows { rows } else { cols };
+        let shared = length / 8 / SHARED_STEP * SHARED_STEP;
+        Self {
+            by_rows,
+            own: length - shared,
+            shared,
+        }
+    }
+
+    /// The own part (`shared`: the shared part) of the product `dst = a · b`.
+    fn part(self, dst: ViewMut, a: View, b: View, shared: bool) -> Part {
+        let (start, len) = if shared {
+            (self.own, self.shared)
+        } else {
+            (0, self.own)
+        };
+        if self.by_rows {
+            Part {
+                dst: dst.row_range(start, len),
+                a: a.row_range(start, len),
+                b,
+            }
+        } else {
+            Part {
+                dst: dst.columns(start, len),
+                a,
+                b: b.columns(start, len),
+            }
+        }
+    }
+}
+
+/// Rows or columns of a product's `dst` with the operands that make them.
+#[derive(Clone, Copy)]
+struct Part {
+    dst: ViewMut,
+    a: View,
+    b: View,
+}
+
+impl Part {
+    /// `dst = a · b` on `threads` threads through the whole product's `route`.
+    ///
+    /// # Safety
+    /// The views are valid for their extents; nothing else writes `dst` meanwhile.
+    unsafe fn run(self, threads: usize, route: Route) {
+        // SAFETY: the caller's.
+        unsafe { part_into_on(self.dst, self.a, self.b, threads, route) }
+    }
+}
+
+/// The rows or columns of `∂W` left to either half come in multiples of this many.
+pub const SHARED_STEP: usize = 16;
 
 /// `Σ_rows G` `[out]` of a contiguous `[rows, out]` gradient.
 pub fn grad_bias(g: &[f32], out: usize) -> Vec<f32> {

@@ -37,6 +37,16 @@ impl View {
         }
     }
 
+    /// Rows `r0 .. r0 + rows` (inside the view), without moving anything.
+    pub fn row_range(self, r0: usize, rows: usize) -> Self {
+        let View { ptr, cols, .. } = self.t().columns(r0, rows);
+        Self {
+            ptr,
+            rows: cols,
+            ..self
+        }
+    }
+
     /// The transpose, without moving anything.
     pub fn t(self) -> Self {
         Self {
@@ -99,6 +109,16 @@ impl ViewMut {
         Self {
             ptr: ptr.cast_mut(),
             cols,
+            ..self
+        }
+    }
+
+    /// As [`View::row_range`].
+    pub fn row_range(self, r0: usize, rows: usize) -> Self {
+        let View { ptr, rows, .. } = self.read_only().row_range(r0, rows);
+        Self {
+            ptr: ptr.cast_mut(),
+            rows,
             ..self
         }
     }

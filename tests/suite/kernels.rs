@@ -707,14 +707,22 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
 }
 
 #[test]
-fn a_linear_backward_pair_shares_the_weight_gradients_columns_without_changing_their_sums() {
-    // The last eighth of ∂W's columns goes to whichever half finishes first: the pair must be
-    // the two products whole, bit for bit, through each kernel (the gemm crate's weight
-    // gradients; faer's for a transposed weight of 4100 rows, as the MLM decoder's), in f32
-    // and in bf16, on 2 and 3 threads.
+fn a_linear_backward_pair_shares_part_of_the_weight_gradient_without_changing_its_sums() {
+    // The last eighth of ∂W (its rows where it has more rows than columns, else its columns)
+    // goes to whichever half finishes first: the pair must be the two products whole, bit for
+    // bit, through each kernel, in f32 and in bf16, on 2 and 3 threads. The shapes: the gemm
+    // crate's weight gradients cut by columns (64 × 256) and by rows (256 × 64); a transposed
+    // weight of 4100 rows, as the MLM decoder's, whose whole product goes to faer while either
+    // part alone would go to the gemm crate (`gemm::Route` keeps them on faer): with 600 rows
+    // of `x` as the inner dimension, the two crates' sums differ.
     use kernels::gemm::View;
-    use kernels::linear::{self, BackwardProducts, SHARED_COLUMNS_STEP};
-    for (rows, inp, out, transposed) in [(300, 64, 256, false), (70, 160, 4100, true)] {
+    use kernels::linear::{self, BackwardProducts, SHARED_STEP};
+    let shapes = [
+        (300, 64, 256, false),
+        (300, 256, 64, false),
+        (600, 160, 4100, true),
+    ];
+    for (rows, inp, out, transposed) in shapes {
         let x = random(&[rows, inp], 11);
         let g = random(&[rows, out], 12);
         let w = random(&[inp, out], 13);
@@ -728,9 +736,8 @@ fn a_linear_backward_pair_shares_the_weight_gradients_columns_without_changing_t
         } else {
             View::rows(&w, 0, inp, out, out)
         };
-        // ∂W's columns: `out`, or `inp` for a weight stored `[out, inp]`.
-        let dw_cols = if transposed { inp } else { out };
-        assert!(dw_cols / 8 >= SHARED_COLUMNS_STEP, "a share to hand over");
+        // ∂W's longer side: it is cut across that one.
+        assert!(inp.max(out) / 8 >= SHARED_STEP, "a share to hand over");
         for products in [Products::F32, Products::Bf16] {
             let pair = BackwardProducts::new(xv, gv, wv, transposed, products);
             for threads in [2, 3] {
