@@ -14,7 +14,7 @@
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn::prelude::*;
 use burn::tensor::FloatDType;
@@ -140,40 +140,43 @@ impl BackwardProducts {
     }
 }
 
-/// `(∂x, ∂W)` at once, each on half of rayon's threads (`gemm::in_halves`), with the last
-/// eighth of `∂W` (a multiple of [`SHARED_STEP`] of its rows or columns: [`Share`]) left to
-/// whichever half finishes first: the two products have the same work but not the same rate
-/// (Zen 3: the weight gradients' shapes run 20–30 % slower single-threaded than `G Wᵀ`), and the
-/// half that waited would idle. A product's sums do not depend on how `dst` is split (every
-/// kernel splits over tiles of `dst`, never the inner dimension, and both parts run on the
-/// whole product's kernels, `gemm::Route`; `tests/suite/kernels.rs` checks the pair bit for bit
-/// against the two products whole).
+/// `(∂x, ∂W)` at once, each on half of rayon's threads (`gemm::in_halves`). `∂W` is cut into
+/// parts ([`Parts`]): its half starts with the first, the larger; the rest go one at a time to
+/// whichever half is free, so the two halves end within about one part of each other. The two
+/// products have the same work but not the same rate (Zen 3: the weight gradients' shapes run
+/// 20–30 % slower single-threaded than `G Wᵀ`; the MLM decoder's `∂E = Gᵀ·x` from half to two
+/// thirds of `G·E`'s rate, from one run to the next), and the half that waited would idle. A
+/// product's sums do not depend on how `dst` is cut (every kernel splits over tiles of `dst`,
+/// never the inner dimension, and every part runs on the whole product's kernels,
+/// `gemm::Route`; `tests/suite/kernels.rs` checks the pair bit for bit against the two
+/// products whole).
 pub fn grad_input_and_weight(p: BackwardProducts) -> (Vec<f32>, Vec<f32>) {
     let (rows, cols) = (p.a.rows, p.b.cols);
-    let share = Share::of(rows, cols);
+    let parts = Parts::of(rows, cols);
     let route = Route::new(&p.a, p.products);
-    let taken = AtomicBool::new(false);
-    // SAFETY (the products): the operands are the caller's views, only read; the two parts of
-    // the fresh `dst` are disjoint, each written whole by one product, once.
+    // The next part to take; the first is the ∂W half's own.
+    let next = AtomicUsize::new(1);
+    // SAFETY (the products): the operands are the caller's views, only read; the parts of the
+    // fresh `dst` are disjoint, each written whole by one product, once.
     let (dw, dx) = unsafe {
         super::buffers::filled_by(rows * cols, |dst| {
             let dst = ViewMut::uninit(dst, rows, cols);
-            let own = share.part(dst, p.a, p.b, false);
-            let shared = share.part(dst, p.a, p.b, true);
-            let shared_part = |threads| {
-                if share.shared > 0 && !taken.swap(true, Ordering::AcqRel) {
-                    shared.run(threads, route);
+            let take_parts = |threads| loop {
+                let i = next.fetch_add(1, Ordering::AcqRel);
+                if i >= parts.count() {
+                    break;
                 }
+                parts.part(i, dst, p.a, p.b).run(threads, route);
             };
             let (dx, ()) = in_halves(
                 |threads| {
                     let dx = grad_input(p.g, p.w, threads, p.products);
-                    shared_part(threads);
+                    take_parts(threads);
                     dx
                 },
                 |threads| {
-                    own.run(threads, route);
-                    shared_part(threads);
+                    parts.part(0, dst, p.a, p.b).run(threads, route);
+                    take_parts(threads);
                 },
             );
             dx
@@ -182,38 +185,46 @@ pub fn grad_input_and_weight(p: BackwardProducts) -> (Vec<f32>, Vec<f32>) {
     (dx, dw)
 }
 
-/// The part of `∂W` left to either half: its last rows where its left operand is the larger
-/// (more rows than columns: the MLM decoder's `∂E = Gᵀ·x`, 30522 rows, and the FFN's second
-/// weight, 1024 rows against 256 columns), else its last columns. A part reads all of the other
-/// operand again, and the smaller one costs least: a share of `∂E`'s columns would pack all of
-/// `Gᵀ` (the logits' gradient, 37 MB in the bench) a second time.
+/// How `∂W` is cut for the pair: across its rows where its left operand is the larger (more
+/// rows than columns: the MLM decoder's `∂E = Gᵀ·x`, 30522 rows, and the FFN's second weight,
+/// 1024 rows against 256 columns), else across its columns; a part reads all of the other
+/// operand again, and the smaller one costs least (a part of `∂E`'s columns would pack all of
+/// `Gᵀ`, the logits' gradient, 37 MB in the bench, again). The first part is half of that side;
+/// the rest are eighths, in whole [`SHARED_STEP`]s.
 #[derive(Clone, Copy)]
-struct Share {
+struct Parts {
     by_rows: bool,
-    own: usize,
-    shared: usize,
+    length: usize,
+    first: usize,
+    step: usize,
 }
 
-impl Share {
-    /// The share of a `[rows, cols]` `∂W`: an eighth of the longer side, in whole
-    /// [`SHARED_STEP`]s.
+impl Parts {
+    /// The parts of a `[rows, cols]` `∂W`.
     fn of(rows: usize, cols: usize) -> Self {
         let by_rows = rows > cols;
         let length = if by_rows { rows } else { cols };
-        let shared = length / 8 / SHARED_STEP * SHARED_STEP;
+        let whole_steps = |n: usize| (n / SHARED_STEP * SHARED_STEP).max(SHARED_STEP);
         Self {
             by_rows,
-            own: length - shared,
-            shared,
+            length,
+            first: whole_steps(length / 2).min(length),
+            step: whole_steps(length / 8),
         }
     }
 
-    /// The own part (`shared`: the shared part) of the product `dst = a · b`.
-    fn part(self, dst: ViewMut, a: View, b: View, shared: bool) -> Part {
-        let (start, len) = if shared {
-            (self.own, self.shared)
+    /// How many parts.
+    fn count(self) -> usize {
+        1 + (self.length - self.first).div_ceil(self.step)
+    }
+
+    /// Part `i` of the product `dst = a · b`.
+    fn part(self, i: usize, dst: ViewMut, a: View, b: View) -> Part {
+        let (start, len) = if i == 0 {
+            (0, self.first)
         } else {
-            (0, self.own)
+            let start = self.first + (i - 1) * self.step;
+            (start, self.step.min(self.length - start))
         };
         if self.by_rows {
             Part {
@@ -250,7 +261,7 @@ impl Part {
     }
 }
 
-/// The rows or columns of `∂W` left to either half come in multiples of this many.
+/// The parts of `∂W` past the first come in multiples of this many rows or columns.
 pub const SHARED_STEP: usize = 16;
 
 /// `Σ_rows G` `[out]` of a contiguous `[rows, out]` gradient.
