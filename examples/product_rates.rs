@@ -66,8 +66,7 @@ fn main() {
 /// `∂W = xᵀ·G`, or `Gᵀ·x` for a `transposed` weight stored `[out, inp]`) for `x` `[rows, inp]`:
 /// in turn on all threads (`kernels::linear::grad_input`, `BackwardProducts::grad_weight`), and
 /// at once as the kernel's backward runs them (`kernels::linear::grad_input_and_weight`: half
-/// the threads each, the last eighth of `∂W`'s columns to whichever finishes first). Best of
-/// `REPEATS`.
+/// the threads each, `∂W` in parts that whichever half is free takes). Best of `REPEATS`.
 fn backward_pair(name: &str, rows: usize, inp: usize, out: usize, transposed: bool) {
     let x: Vec<f32> = (0..rows * inp).map(|i| (i % 7) as f32 * 0.1).collect();
     let g: Vec<f32> = (0..rows * out).map(|i| (i % 5) as f32 * 0.1).collect();

@@ -708,9 +708,9 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
 
 #[test]
 fn a_linear_backward_pair_shares_part_of_the_weight_gradient_without_changing_its_sums() {
-    // The last eighth of ∂W (its rows where it has more rows than columns, else its columns)
-    // goes to whichever half finishes first: the pair must be the two products whole, bit for
-    // bit, through each kernel, in f32 and in bf16, on 2 and 3 threads. The shapes: the gemm
+    // ∂W is cut into parts (across its rows where it has more rows than columns, else across
+    // its columns), the first its half's own and the rest taken by whichever half is free: the
+    // pair must be the two products whole, bit for bit, through each kernel, in f32 and in bf16, on 2 and 3 threads. The shapes: the gemm
     // crate's weight gradients cut by columns (64 × 256) and by rows (256 × 64); a transposed
     // weight of 4100 rows, as the MLM decoder's, whose whole product goes to faer while either
     // part alone would go to the gemm crate (`gemm::Route` keeps them on faer): with 600 rows
