@@ -147,53 +147,54 @@ pub fn forward(
     dims.check("qkv", qkv, dims.packed());
     let l = dims.len;
     assert_eq!(key_bias.len(), dims.batch * l, "attention: key bias shape");
-    // A head's scores go to its task's own buffer, which stays in cache between heads; the
-    // softmax writes the probabilities from them (into `P` when kept): a product storing
-    // straight into a cold `P` block ran at a third of its rate in the bench step.
-    let head_pass = |out: &Output, head: usize, p: &mut [MaybeUninit<f32>], task: &mut Task| {
-        let kt = dims.projection(qkv, head, 1).t();
-        task.scores.resize(l * l, 0.0);
-        // Safety: the scores are this task's own buffer; Q and K are read only.
-        unsafe {
-            product_as(
-                ViewMut::rows(&mut task.scores, 0, l, l, l),
-                dims.projection(qkv, head, 0),
-                kt,
-                dims.scale(),
-                products,
-            )
-        };
-        let b = head / dims.heads;
-        let p = softmax_rows(&mut task.scores, &key_bias[b * l..(b + 1) * l], p);
-        let weights: &[f32] = match dropout {
-            Some(mask) => {
-                task.dropped.resize(l * l, 0.0);
-                mask.fill(head, &mut task.dropped);
-                for (m, &p) in task.dropped.iter_mut().zip(p.iter()) {
-                    *m *= p;
+    let head_pass =
+        |out: &Output, head: usize, p: &mut [MaybeUninit<f32>], dropped: &mut Vec<f32>| {
+            let kt = dims.projection(qkv, head, 1).t();
+            // Safety: `p` is this task's own `L × L` buffer, which the product writes whole
+            // without reading it (`gemm::product_new`); Q and K are read only.
+            let p = unsafe {
+                product_as(
+                    ViewMut::uninit(p, l, l),
+                    dims.projection(qkv, head, 0),
+                    kt,
+                    dims.scale(),
+                    products,
+                );
+                &mut *(p as *mut [MaybeUninit<f32>] as *mut [f32])
+            };
+            let b = head / dims.heads;
+            softmax_rows(p, &key_bias[b * l..(b + 1) * l]);
+            let weights: &[f32] = match dropout {
+                Some(mask) => {
+                    dropped.resize(l * l, 0.0);
+                    mask.fill(head, dropped);
+                    for (m, &p) in dropped.iter_mut().zip(p.iter()) {
+                        *m *= p;
+                    }
+                    dropped
                 }
-                &task.dropped
-            }
-            None => p,
+                None => p,
+            };
+            // Safety: each head writes its own column block of the context.
+            unsafe {
+                product_as(
+                    out.head(head, 0),
+                    View::rows(weights, 0, l, l, l),
+                    dims.projection(qkv, head, 2),
+                    1.0,
+                    products,
+                )
+            };
         };
-        // Safety: each head writes its own column block of the context.
-        unsafe {
-            product_as(
-                out.head(head, 0),
-                View::rows(weights, 0, l, l, l),
-                dims.projection(qkv, head, 2),
-                1.0,
-                products,
-            )
-        };
-    };
     let heads = dims.batch * dims.heads;
     let write = |ctx: &mut [MaybeUninit<f32>]| {
         let out = Output::new(ctx, dims, dims.hidden());
         if !keep {
             (0..heads).into_par_iter().for_each_init(
-                || (Vec::with_capacity(l * l), Task::default()),
-                |(p, task), head| head_pass(&out, head, &mut p.spare_capacity_mut()[..l * l], task),
+                || (Vec::with_capacity(l * l), Vec::new()),
+                |(p, dropped), head| {
+                    head_pass(&out, head, &mut p.spare_capacity_mut()[..l * l], dropped)
+                },
             );
             return Vec::new();
         }
@@ -201,8 +202,8 @@ pub fn forward(
             probs
                 .par_chunks_mut(l * l)
                 .enumerate()
-                .for_each_init(Task::default, |task, (head, p)| {
-                    head_pass(&out, head, p, task)
+                .for_each_init(Vec::new, |dropped, (head, p)| {
+                    head_pass(&out, head, p, dropped)
                 })
         };
         // Safety: each head writes its own `L × L` block of the probabilities whole.
@@ -215,23 +216,10 @@ pub fn forward(
     (ctx, probs)
 }
 
-/// A forward task's own buffers, reused from head to head: the scores, and the probabilities
-/// times the dropout mask.
-#[derive(Default)]
-struct Task {
-    scores: Vec<f32>,
-    dropped: Vec<f32>,
-}
-
-/// `P = softmax(S + b)` by rows into `p` (every element written), from the scores `s`, which
-/// it overwrites.
+/// `P = softmax(S + b)` in place, row by row.
 #[multiversion(targets = "simd")]
-fn softmax_rows<'p>(s: &mut [f32], bias: &[f32], p: &'p mut [MaybeUninit<f32>]) -> &'p mut [f32] {
-    assert_eq!(s.len(), p.len(), "attention: scores and probabilities");
-    for (row, out) in s
-        .chunks_exact_mut(bias.len())
-        .zip(p.chunks_exact_mut(bias.len()))
-    {
+fn softmax_rows(s: &mut [f32], bias: &[f32]) {
+    for row in s.chunks_exact_mut(bias.len()) {
         for (x, &b) in row.iter_mut().zip(bias) {
             *x += b;
         }
@@ -240,13 +228,10 @@ fn softmax_rows<'p>(s: &mut [f32], bias: &[f32], p: &'p mut [MaybeUninit<f32>]) 
             *x = exp_non_positive(*x - max);
         }
         let inv = 1.0 / sum_map(row, |x| x);
-        for (o, &x) in out.iter_mut().zip(row.iter()) {
-            o.write(x * inv);
+        for x in row.iter_mut() {
+            *x *= inv;
         }
     }
-    // Safety: every element of `p` was written above (the rows cover it: `s` and `p` have the
-    // same length, a multiple of the row length as the product made it).
-    unsafe { &mut *(p as *mut [MaybeUninit<f32>] as *mut [f32]) }
 }
 
 /// The gradient of the packed projections `[batch, len, 3 · hidden]` (`∂Q`, `∂K`, `∂V` on each
