@@ -14,18 +14,17 @@
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use burn::prelude::*;
 use burn::tensor::FloatDType;
 
-use super::gemm::{
-    Products, Route, View, ViewMut, in_halves, part_into_on, product_new, product_onto_rows,
-};
+use super::gemm::{Products, View, product_new, product_onto_rows};
 use super::select::{fused, torch};
 
+mod pair;
 #[cfg(feature = "tch")]
 pub mod torch;
+
+pub use pair::{SHARED_STEP, grad_input_and_weight};
 
 /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]`, in the operands' dtype (the caller casts
 /// them): our fused kernel (its products multiplied as `products` says), LibTorch's `addmm`, or
@@ -139,130 +138,6 @@ impl BackwardProducts {
         unsafe { product_new(self.a, self.b, threads, self.products) }
     }
 }
-
-/// `(∂x, ∂W)` at once, each on half of rayon's threads (`gemm::in_halves`). `∂W` is cut into
-/// parts ([`Parts`]): its half starts with the first, the larger; the rest go one at a time to
-/// whichever half is free, so the two halves end within about one part of each other. The two
-/// products have the same work but not the same rate (Zen 3: the weight gradients' shapes run
-/// 20–30 % slower single-threaded than `G Wᵀ`; the MLM decoder's `∂E = Gᵀ·x` from half to two
-/// thirds of `G·E`'s rate, from one run to the next), and the half that waited would idle. A
-/// product's sums do not depend on how `dst` is cut (every kernel splits over tiles of `dst`,
-/// never the inner dimension, and every part runs on the whole product's kernels,
-/// `gemm::Route`; `tests/suite/kernels.rs` checks the pair bit for bit against the two
-/// products whole).
-pub fn grad_input_and_weight(p: BackwardProducts) -> (Vec<f32>, Vec<f32>) {
-    let (rows, cols) = (p.a.rows, p.b.cols);
-    let parts = Parts::of(rows, cols);
-    let route = Route::new(&p.a, p.products);
-    // The next part to take; the first is the ∂W half's own.
-    let next = AtomicUsize::new(1);
-    // SAFETY (the products): the operands are the caller's views, only read; the parts of the
-    // fresh `dst` are disjoint, each written whole by one product, once.
-    let (dw, dx) = unsafe {
-        super::buffers::filled_by(rows * cols, |dst| {
-            let dst = ViewMut::uninit(dst, rows, cols);
-            let take_parts = |threads| loop {
-                let i = next.fetch_add(1, Ordering::AcqRel);
-                if i >= parts.count() {
-                    break;
-                }
-                parts.part(i, dst, p.a, p.b).run(threads, route);
-            };
-            let (dx, ()) = in_halves(
-                |threads| {
-                    let dx = grad_input(p.g, p.w, threads, p.products);
-                    take_parts(threads);
-                    dx
-                },
-                |threads| {
-                    parts.part(0, dst, p.a, p.b).run(threads, route);
-                    take_parts(threads);
-                },
-            );
-            dx
-        })
-    };
-    (dx, dw)
-}
-
-/// How `∂W` is cut for the pair: across its rows where its left operand is the larger (more
-/// rows than columns: the MLM decoder's `∂E = Gᵀ·x`, 30522 rows, and the FFN's second weight,
-/// 1024 rows against 256 columns), else across its columns; a part reads all of the other
-/// operand again, and the smaller one costs least (a part of `∂E`'s columns would pack all of
-/// `Gᵀ`, the logits' gradient, 37 MB in the bench, again). The first part is half of that side;
-/// the rest are eighths, in whole [`SHARED_STEP`]s.
-#[derive(Clone, Copy)]
-struct Parts {
-    by_rows: bool,
-    length: usize,
-    first: usize,
-    step: usize,
-}
-
-impl Parts {
-    /// The parts of a `[rows, cols]` `∂W`.
-    fn of(rows: usize, cols: usize) -> Self {
-        let by_rows = rows > cols;
-        let length = if by_rows { rows } else { cols };
-        let whole_steps = |n: usize| (n / SHARED_STEP * SHARED_STEP).max(SHARED_STEP);
-        Self {
-            by_rows,
-            length,
-            first: whole_steps(length / 2).min(length),
-            step: whole_steps(length / 8),
-        }
-    }
-
-    /// How many parts.
-    fn count(self) -> usize {
-        1 + (self.length - self.first).div_ceil(self.step)
-    }
-
-    /// Part `i` of the product `dst = a · b`.
-    fn part(self, i: usize, dst: ViewMut, a: View, b: View) -> Part {
-        let (start, len) = if i == 0 {
-            (0, self.first)
-        } else {
-            let start = self.first + (i - 1) * self.step;
-            (start, self.step.min(self.length - start))
-        };
-        if self.by_rows {
-            Part {
-                dst: dst.row_range(start, len),
-                a: a.row_range(start, len),
-                b,
-            }
-        } else {
-            Part {
-                dst: dst.columns(start, len),
-                a,
-                b: b.columns(start, len),
-            }
-        }
-    }
-}
-
-/// Rows or columns of a product's `dst` with the operands that make them.
-#[derive(Clone, Copy)]
-struct Part {
-    dst: ViewMut,
-    a: View,
-    b: View,
-}
-
-impl Part {
-    /// `dst = a · b` on `threads` threads through the whole product's `route`.
-    ///
-    /// # Safety
-    /// The views are valid for their extents; nothing else writes `dst` meanwhile.
-    unsafe fn run(self, threads: usize, route: Route) {
-        // SAFETY: the caller's.
-        unsafe { part_into_on(self.dst, self.a, self.b, threads, route) }
-    }
-}
-
-/// The parts of `∂W` past the first come in multiples of this many rows or columns.
-pub const SHARED_STEP: usize = 16;
 
 /// `Σ_rows G` `[out]` of a contiguous `[rows, out]` gradient.
 pub fn grad_bias(g: &[f32], out: usize) -> Vec<f32> {

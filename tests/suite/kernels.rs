@@ -707,19 +707,22 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
 }
 
 #[test]
-fn a_linear_backward_pair_shares_part_of_the_weight_gradient_without_changing_its_sums() {
+fn a_linear_backward_pair_cut_into_parts_keeps_each_products_sums() {
     // ∂W is cut into parts (across its rows where it has more rows than columns, else across
-    // its columns), the first its half's own and the rest taken by whichever half is free: the
-    // pair must be the two products whole, bit for bit, through each kernel, in f32 and in bf16, on 2 and 3 threads. The shapes: the gemm
-    // crate's weight gradients cut by columns (64 × 256) and by rows (256 × 64); a transposed
-    // weight of 4100 rows, as the MLM decoder's, whose whole product goes to faer while either
-    // part alone would go to the gemm crate (`gemm::Route` keeps them on faer): with 600 rows
-    // of `x` as the inner dimension, the two crates' sums differ.
+    // its columns) that two halves of the threads take, one half computing ∂x first: the pair
+    // must be the two products whole, bit for bit, through each kernel, in f32 and in bf16, on
+    // 2 and 3 threads. The shapes: the gemm crate's weight gradients cut by columns (64 × 256,
+    // 64 × 700) and by rows (256 × 64), with inner dimensions of 700 and 1100, past the 512 at
+    // which the crate blocks a product of at most 64 × 64 otherwise than a larger one; a
+    // transposed weight of 4100 rows, as the MLM decoder's, whose whole product goes to faer
+    // while its parts alone would go to the gemm crate (`gemm::Route` keeps them on faer), with
+    // 600 rows of `x` as the inner dimension, where the two crates' sums differ.
     use kernels::gemm::View;
     use kernels::linear::{self, BackwardProducts, SHARED_STEP};
     let shapes = [
-        (300, 64, 256, false),
+        (700, 64, 256, false),
         (300, 256, 64, false),
+        (1100, 64, 700, false),
         (600, 160, 4100, true),
     ];
     for (rows, inp, out, transposed) in shapes {
@@ -737,7 +740,7 @@ fn a_linear_backward_pair_shares_part_of_the_weight_gradient_without_changing_it
             View::rows(&w, 0, inp, out, out)
         };
         // ∂W's longer side: it is cut across that one.
-        assert!(inp.max(out) / 8 >= SHARED_STEP, "a share to hand over");
+        assert!(inp.max(out) / 8 >= SHARED_STEP, "parts to hand over");
         for products in [Products::F32, Products::Bf16] {
             let pair = BackwardProducts::new(xv, gv, wv, transposed, products);
             for threads in [2, 3] {
