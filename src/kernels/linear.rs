@@ -24,7 +24,7 @@ mod pair;
 #[cfg(feature = "tch")]
 pub mod torch;
 
-pub use pair::{SHARED_STEP, grad_input_and_weight};
+pub use pair::{SHARED_STEP, grad_input_and_weight, grad_input_weight_and_bias};
 
 /// `x W + b` for rows `x` `[rows, in]`, `W` `[in, out]`, in the operands' dtype (the caller casts
 /// them): our fused kernel (its products multiplied as `products` says), LibTorch's `addmm`, or
@@ -145,8 +145,23 @@ pub fn grad_bias(g: &[f32], out: usize) -> Vec<f32> {
         .par_chunks(BLOCK * out)
         .map(|block| column_sums(block, out))
         .collect();
+    sum_blocks(&partials, out)
+}
+
+/// [`grad_bias`] on the calling thread alone: the same blocks, summed in the same order, so
+/// the same values.
+fn grad_bias_here(g: &[f32], out: usize) -> Vec<f32> {
+    let partials: Vec<Vec<f32>> = g
+        .chunks(BLOCK * out)
+        .map(|block| column_sums(block, out))
+        .collect();
+    sum_blocks(&partials, out)
+}
+
+/// The blocks' column sums added in order.
+fn sum_blocks(partials: &[Vec<f32>], out: usize) -> Vec<f32> {
     let mut db = vec![0f32; out];
-    for sums in &partials {
+    for sums in partials {
         for (d, s) in db.iter_mut().zip(sums) {
             *d += s;
         }
@@ -269,16 +284,23 @@ mod flex_op {
             // weight.
             let w = weight(&s.w, s.transposed);
             let pair = BackwardProducts::new(matrix(&s.x), g, w, s.transposed, s.products);
-            let (dx, dw) = match (node_x.is_some(), node_w.is_some()) {
-                // The same size: computed at once, on half the threads each.
-                (true, true) => {
-                    let (dx, dw) = super::grad_input_and_weight(pair);
-                    (Some(dx), Some(dw))
+            let out = g.cols;
+            let (dx, dw, db) = match (node_x.is_some(), node_w.is_some(), node_b.is_some()) {
+                // The same size: computed at once, on half the threads each, the bias's sums
+                // by the half that ends first.
+                (true, true, true) => {
+                    let (dx, dw, db) = super::grad_input_weight_and_bias(pair, &host(&grad));
+                    (Some(dx), Some(dw), Some(db))
                 }
-                (dx, dw) => {
+                (true, true, false) => {
+                    let (dx, dw) = super::grad_input_and_weight(pair);
+                    (Some(dx), Some(dw), None)
+                }
+                (dx, dw, db) => {
                     let threads = rayon::current_num_threads();
                     let dx = dx.then(|| super::grad_input(g, w, threads, s.products));
-                    (dx, dw.then(|| pair.grad_weight(threads)))
+                    let dw = dw.then(|| pair.grad_weight(threads));
+                    (dx, dw, db.then(|| super::grad_bias(&host(&grad), out)))
                 }
             };
             if let (Some(node), Some(dx)) = (node_x, dx) {
@@ -287,9 +309,7 @@ mod flex_op {
             if let (Some(node), Some(dw)) = (node_w, dw) {
                 grads.register::<Flex>(node.id, tensor(dw, s.w.shape()));
             }
-            if let Some(node) = node_b {
-                let out = g.cols;
-                let db = super::grad_bias(&host(&grad), out);
+            if let (Some(node), Some(db)) = (node_b, db) {
                 grads.register::<Flex>(node.id, tensor(db, Shape::new([out])));
             }
         }

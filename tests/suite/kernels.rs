@@ -709,8 +709,9 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
 #[test]
 fn a_linear_backward_pair_cut_into_parts_keeps_each_products_sums() {
     // ∂W is cut into parts (across its rows where it has more rows than columns, else across
-    // its columns) that two halves of the threads take, one half computing ∂x first: the pair
-    // must be the two products whole, bit for bit, through each kernel, in f32 and in bf16, on
+    // its columns) that two halves of the threads take, one half computing ∂x first, and the
+    // bias's column sums go to the half that ends first: the pair must be the two products
+    // whole, and the sums the bias's own pass, bit for bit, through each kernel, in f32 and in bf16, on
     // 2 and 3 threads. The shapes: the gemm crate's weight gradients cut by columns (64 × 256,
     // 64 × 700) and by rows (256 × 64), with inner dimensions of 700 and 1100, past the 512 at
     // which the crate blocks a product of at most 64 × 64 otherwise than a larger one; a
@@ -750,6 +751,16 @@ fn a_linear_backward_pair_cut_into_parts_keeps_each_products_sums() {
                 let name = format!("{rows}x{inp}x{out} {transposed} {products:?} {threads}");
                 assert!(dx == whole_dx, "{name}: ∂x");
                 assert!(dw == whole_dw, "{name}: ∂W");
+                // With the bias's sums taken by the half that ends first: the same pair, and
+                // the sums of the bias's own pass.
+                let (dx, dw, db) =
+                    on_threads(threads, || linear::grad_input_weight_and_bias(pair, &g));
+                let whole_db = on_threads(threads, || linear::grad_bias(&g, out));
+                assert!(
+                    dx == whole_dx && dw == whole_dw,
+                    "{name}: the pair beside ∂b"
+                );
+                assert!(db == whole_db, "{name}: ∂b");
             }
         }
     }
