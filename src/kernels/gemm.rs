@@ -64,33 +64,24 @@ impl Route {
 pub unsafe fn product_into(dst: ViewMut, a: View, b: View, accumulate: bool, products: Products) {
     let threads = rayon::current_num_threads();
     // SAFETY: the caller's.
-    unsafe { multiply(dst, a, b, accumulate, 1.0, threads, products) }
-}
-
-/// `dst = [dst +] scale · a · b` on `threads` of rayon's threads, multiplied as `products`
-/// says (by [`Route::new`]).
-///
-/// # Safety
-/// As [`product`].
-unsafe fn multiply(
-    dst: ViewMut,
-    a: View,
-    b: View,
-    accumulate: bool,
-    scale: f32,
-    threads: usize,
-    products: Products,
-) {
-    let route = Route::new(&a, products);
-    // SAFETY: the caller's.
-    unsafe { multiply_on(dst, a, b, accumulate, scale, threads, route) }
+    unsafe {
+        multiply(
+            dst,
+            a,
+            b,
+            accumulate,
+            1.0,
+            threads,
+            Route::new(&a, products),
+        )
+    }
 }
 
 /// `dst = [dst +] scale · a · b` on `threads` of rayon's threads, through `route`'s kernels.
 ///
 /// # Safety
 /// As [`product`].
-unsafe fn multiply_on(
+unsafe fn multiply(
     dst: ViewMut,
     a: View,
     b: View,
@@ -104,32 +95,23 @@ unsafe fn multiply_on(
         match route {
             Route::F32(krate) => call(dst, a, b, accumulate, scale, threads, krate),
             Route::Bf16 => super::gemm_bf16::product(dst, a, b, accumulate, scale, threads),
-            Route::Bf16Rounded(krate) => super::gemm_bf16_rounded::product_through(
-                dst, a, b, accumulate, scale, threads, krate,
-            ),
+            Route::Bf16Rounded(krate) => {
+                super::gemm_bf16_rounded::product(dst, a, b, accumulate, scale, threads, krate)
+            }
         }
     }
 }
 
-/// `dst = a · b` on `threads` of rayon's threads, `dst` not read: a part of a product (rows or
-/// columns of its `dst`, with the operands' matching rows or columns) multiplied through the
-/// whole product's `route`.
+/// `dst = a · b` on `threads` of rayon's threads (one: the calling thread), through `route`'s
+/// kernels; `dst` is not read. A part of a product (rows or columns of its `dst`, with the
+/// operands' matching rows or columns) takes the whole product's route, `Route::new` of the
+/// whole left operand, so that its sums are the whole product's.
 ///
 /// # Safety
 /// As [`product`].
-pub unsafe fn part_into_on(dst: ViewMut, a: View, b: View, threads: usize, route: Route) {
+pub unsafe fn product_into_on(dst: ViewMut, a: View, b: View, threads: usize, route: Route) {
     // SAFETY: the caller's.
-    unsafe { multiply_on(dst, a, b, false, 1.0, threads, route) }
-}
-
-/// `dst = a · b` on `threads` of rayon's threads (one: the calling thread), multiplied as
-/// `products` says; `dst` is not read.
-///
-/// # Safety
-/// As [`product`].
-pub unsafe fn product_into_on(dst: ViewMut, a: View, b: View, threads: usize, products: Products) {
-    // SAFETY: the caller's.
-    unsafe { multiply(dst, a, b, false, 1.0, threads, products) }
+    unsafe { multiply(dst, a, b, false, 1.0, threads, route) }
 }
 
 /// `a · b` as a fresh row-major `[a.rows, b.cols]` buffer, on `threads` threads, multiplied as
@@ -148,7 +130,7 @@ pub unsafe fn product_new(a: View, b: View, threads: usize, products: Products) 
     let (v, ()) = unsafe {
         super::buffers::filled_by(rows * cols, |dst| {
             let dst = ViewMut::uninit(dst, rows, cols);
-            multiply(dst, a, b, false, 1.0, threads, products)
+            multiply(dst, a, b, false, 1.0, threads, Route::new(&a, products))
         })
     };
     v
@@ -165,7 +147,8 @@ pub unsafe fn product_onto_rows(a: View, b: View, bias: &[f32], products: Produc
     let (rows, cols) = (a.rows, b.cols);
     assert_eq!(bias.len(), cols, "bias width");
     let threads = rayon::current_num_threads();
-    if Route::new(&a, products) == Route::Bf16 {
+    let route = Route::new(&a, products);
+    if route == Route::Bf16 {
         // SAFETY: the bf16 kernel writes every element of a product onto a bias row (the
         // buffer is not read); the CPU has the instructions.
         let (v, ()) = unsafe {
@@ -177,16 +160,9 @@ pub unsafe fn product_onto_rows(a: View, b: View, bias: &[f32], products: Produc
         return v;
     }
     let mut y = super::buffers::repeated_rows(bias, rows);
+    let dst = ViewMut::rows(&mut y, 0, rows, cols, cols);
     // SAFETY: the caller's; `y` holds rows × cols elements and is only this call's.
-    unsafe {
-        product_into(
-            ViewMut::rows(&mut y, 0, rows, cols, cols),
-            a,
-            b,
-            true,
-            products,
-        )
-    };
+    unsafe { multiply(dst, a, b, true, 1.0, threads, route) };
     y
 }
 
@@ -215,7 +191,7 @@ pub fn in_halves<A: Send, B: Send>(
 /// As [`product`].
 pub unsafe fn product_as(dst: ViewMut, a: View, b: View, scale: f32, products: Products) {
     // SAFETY: the caller's.
-    unsafe { multiply(dst, a, b, false, scale, 1, products) }
+    unsafe { multiply(dst, a, b, false, scale, 1, Route::new(&a, products)) }
 }
 
 /// `dst = scale · a · b`, single-threaded.

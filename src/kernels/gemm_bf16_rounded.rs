@@ -18,32 +18,15 @@ use super::gemm_f32::F32Crate;
 use super::views::{View, ViewMut};
 
 /// `dst = [dst +] scale · a · b` with `a` and `b` rounded to bf16 and f32 sums, on `threads` of
-/// rayon's threads, through the f32 crate chosen for `a`: `kernels::gemm_bf16::product`'s
-/// arithmetic on any CPU.
+/// rayon's threads through `krate`'s kernels: `kernels::gemm_bf16::product`'s arithmetic on any
+/// CPU. `gemm::Route` gives the crate chosen for the whole product (a part of it multiplies
+/// through the whole's); the rounded copies keep the operands' layouts (row- or column-major),
+/// so the crate chosen for `a` is the one chosen for its copy.
 ///
 /// # Safety
 /// Every view points at memory valid for its extent, and `dst` overlaps neither `a` nor `b`
 /// and is not written by another thread meanwhile.
 pub unsafe fn product(
-    dst: ViewMut,
-    a: View,
-    b: View,
-    accumulate: bool,
-    scale: f32,
-    threads: usize,
-) {
-    let krate = F32Crate::for_left(&a);
-    // SAFETY: the caller's.
-    unsafe { product_through(dst, a, b, accumulate, scale, threads, krate) }
-}
-
-/// As [`product`], through `krate`'s kernels (a part of a product multiplies through the
-/// whole's: `gemm::Route`). The rounded copies keep the operands' layouts (row- or
-/// column-major), so the crate chosen for `a` is the one chosen for its copy.
-///
-/// # Safety
-/// As [`product`].
-pub unsafe fn product_through(
     dst: ViewMut,
     a: View,
     b: View,

@@ -5,7 +5,7 @@
 //! Rapids and later; elsewhere the tests say so and skip it), and `kernels::gemm_bf16_rounded`
 //! (the f32 crates on rounded operands) on every CPU.
 
-use trueneg::kernels::gemm::{View, ViewMut};
+use trueneg::kernels::gemm::{F32Crate, View, ViewMut};
 use trueneg::kernels::gemm_bf16::{available, from_bf16, product_onto_rows, to_bf16};
 use trueneg::kernels::{gemm_bf16, gemm_bf16_rounded};
 
@@ -14,7 +14,14 @@ type Product = unsafe fn(ViewMut, View, View, bool, f32, usize);
 
 /// The bf16 kernels this CPU runs, by name.
 fn kernels() -> Vec<(&'static str, Product)> {
-    let mut all: Vec<(&'static str, Product)> = vec![("rounded", gemm_bf16_rounded::product)];
+    // `gemm_bf16_rounded::product` through the f32 crate chosen for `a`, as `gemm::Route`
+    // gives it for a whole product.
+    let rounded: Product = |dst, a, b, accumulate, scale, threads| {
+        let krate = F32Crate::for_left(&a);
+        // SAFETY: the caller's.
+        unsafe { gemm_bf16_rounded::product(dst, a, b, accumulate, scale, threads, krate) }
+    };
+    let mut all: Vec<(&'static str, Product)> = vec![("rounded", rounded)];
     if available() {
         all.push(("avx512-bf16", gemm_bf16::product));
     } else {

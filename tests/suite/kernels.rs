@@ -636,7 +636,7 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
     // small and large blocks, an empty inner dimension, either operand transposed, one thread
     // or several; faer for the row-major `a` of `gemm::FAER_MIN_ROWS` rows or more, and any
     // `a` of `gemm::FAER_MIN_ROWS_TRANSPOSED`).
-    use kernels::gemm::{View, ViewMut, product_into_on};
+    use kernels::gemm::{Route, View, ViewMut, product_into_on};
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(3)
         .build()
@@ -686,13 +686,14 @@ fn products_that_do_not_accumulate_never_read_their_destination() {
                 .collect();
             for threads in [1, 3] {
                 let mut dst = vec![f32::NAN; m * n];
+                let left = view(&sa, m, k, at);
                 pool.install(|| unsafe {
                     product_into_on(
                         ViewMut::rows(&mut dst, 0, m, n, n),
-                        view(&sa, m, k, at),
+                        left,
                         view(&sb, k, n, bt),
                         threads,
-                        Products::F32,
+                        Route::new(&left, Products::F32),
                     )
                 });
                 assert_close(

@@ -1,17 +1,15 @@
 //! A `Linear`'s two backward products at once, `∂x = G Wᵀ` and `∂W`, on two halves of rayon's
 //! threads, `∂W` cut into parts that either half takes when it is free; and the bias's column
-//! sums, taken by the half that ends first, rather than a parallel pass of their own after the
-//! pair (alternating step by step in one process, a linear's backward took 7–11 % less a call:
-//! 8.5–9.0 ms against 9.4–10.1, 4 runs, Emerald Rapids).
+//! sums, taken by the half that ends first, in time it would otherwise idle, rather than a
+//! parallel pass of their own after the pair (BENCHMARKS.md has the timings).
 //!
-//! The two products have the same work but not the same rate: on Zen 3 the weight gradients'
-//! shapes run 20–30 % slower single-threaded than `G Wᵀ`, and on an Emerald Rapids the MLM
-//! decoder's `∂E = Gᵀ·x` ran at half to two thirds of `G·E`'s rate, from one run to the next.
-//! The `∂W` half starts with the first part (half of `∂W`); the other parts go one at a time to
-//! whichever half is free, so a half that ends its product early takes `∂W`'s parts instead of
-//! idling. (`∂x` cut into parts too, each half then helping with the other's product, idled
-//! less but took 2–9 % longer a call: its parts pack the weight again, and faer multiplies a
-//! part of `G`'s rows more slowly than all of them.)
+//! The two products have the same work but not the same rate: the weight gradients' shapes
+//! run slower single-threaded than `G Wᵀ` on some CPUs, faster on others, and the MLM decoder's
+//! `∂E = Gᵀ·x` varies from one run to the next. The `∂W` half starts with the first part (half
+//! of `∂W`); the other parts go one at a time to whichever half is free, so a half that ends
+//! its product early takes `∂W`'s parts instead of idling. `∂x` stays whole: its parts would
+//! pack the weight again, and faer multiplies a part of `G`'s rows more slowly than all of them
+//! (measured and not kept, in BENCHMARKS.md).
 //!
 //! A product's sums do not depend on how its `dst` is cut: every kernel splits over tiles of
 //! `dst`, never the inner dimension, and every part runs on the whole product's kernels
@@ -20,11 +18,11 @@
 //! sums against the bias's own pass.
 
 use std::mem::MaybeUninit;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::super::buffers::filled_by;
-use super::super::gemm::{Route, View, ViewMut, in_halves, part_into_on};
+use super::super::gemm::{Route, View, ViewMut, in_halves, product_into_on};
 use super::{BackwardProducts, grad_input};
 
 /// `(∂x, ∂W)` of `p` at once, on two halves of rayon's threads (see the module's doc).
@@ -54,11 +52,14 @@ struct Grads {
 /// The pair, and the column sums of `bias_of` when given, on two halves of the threads.
 fn pair(p: BackwardProducts, bias_of: Option<&[f32]>) -> Grads {
     let dw = Product::new(p.a, p.b, p.products);
-    let bias = BiasJob {
-        g: bias_of,
-        out: p.g.cols,
-        taken: AtomicBool::new(false),
-        db: Mutex::new(None),
+    let out = p.g.cols;
+    // The bias's sums, by the first half to get there (the other waits for them, if it comes
+    // while they are summed).
+    let db = OnceLock::new();
+    let sum_bias = || {
+        if let Some(g) = bias_of {
+            db.get_or_init(|| super::grad_bias_here(g, out));
+        }
     };
     // SAFETY: the operands are the caller's views, only read; the parts of the fresh `dst` are
     // disjoint and cover it, and each is written whole by one product that does not read it,
@@ -70,37 +71,21 @@ fn pair(p: BackwardProducts, bias_of: Option<&[f32]>) -> Grads {
                 |threads| {
                     let dx = grad_input(p.g, p.w, threads, p.products);
                     work.run(threads);
-                    bias.run();
+                    sum_bias();
                     dx
                 },
                 |threads| {
                     work.run(threads);
-                    bias.run();
+                    sum_bias();
                 },
             );
             dx
         })
     };
-    let db = bias.db.into_inner().expect("no half panicked");
-    Grads { dx, dw, db }
-}
-
-/// The bias's column sums, taken once by whichever half gets there first.
-struct BiasJob<'g> {
-    g: Option<&'g [f32]>,
-    out: usize,
-    taken: AtomicBool,
-    db: Mutex<Option<Vec<f32>>>,
-}
-
-impl BiasJob<'_> {
-    fn run(&self) {
-        if let Some(g) = self.g
-            && !self.taken.swap(true, Ordering::AcqRel)
-        {
-            let db = super::grad_bias_here(g, self.out);
-            *self.db.lock().expect("no half panicked") = Some(db);
-        }
+    Grads {
+        dx,
+        dw,
+        db: db.into_inner(),
     }
 }
 
@@ -161,7 +146,7 @@ impl Work {
             let part = self.parts.cut(i, self.dst, self.product);
             // SAFETY: the caller's; part `i` is this call's alone (the counter hands each out
             // once).
-            unsafe { part_into_on(part.dst, part.a, part.b, threads, self.product.route) }
+            unsafe { product_into_on(part.dst, part.a, part.b, threads, self.product.route) }
         }
     }
 }
