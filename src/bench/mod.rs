@@ -16,6 +16,7 @@
 //! reading the loss.
 
 pub mod efficiency;
+pub mod occupancy;
 
 use std::time::Instant;
 
@@ -97,6 +98,9 @@ pub struct BenchReport {
     /// The device's product rate at the encoder's shapes, timed after each timed step
     /// ([`efficiency::MatmulProbe`]; with several objectives, after each round of their steps).
     pub probe_gflop_per_s: Vec<f64>,
+    /// Each timed step's threads on a CPU, waiting for one, idle ([`occupancy`]; empty where
+    /// the scheduler's statistics cannot be read).
+    pub occupancy: Vec<occupancy::Occupancy>,
 }
 
 /// The `[model]` section of the bench's model: BERT (vocab 30522, hidden 256, `spec.layers`
@@ -235,6 +239,7 @@ pub fn run_bench(
             if graph.is_some() {
                 opt.stage(5e-4, device);
             }
+            let mark = occupancy::Mark::now();
             let t0 = Instant::now();
             let (mut t_fwd, mut t_bwd) = (t0.elapsed(), t0.elapsed());
             let run = || {
@@ -266,6 +271,7 @@ pub fn run_bench(
             };
             let value = loss.into_scalar::<f32>() as f64;
             let total = t0.elapsed();
+            let end = occupancy::Mark::now();
             let ms = total.as_secs_f64() * 1e3;
             let parts = [
                 t_fwd.as_secs_f64() * 1e3,
@@ -275,6 +281,10 @@ pub fn run_bench(
             on_step(j, step, value, ms, parts);
             if step >= warmup {
                 timings[j].push(ms, value, parts);
+                if let (Some(start), Some(end)) = (mark, end) {
+                    let threads = rayon::current_num_threads();
+                    timings[j].occupancy.push(start.until(end, threads));
+                }
             }
         }
         if step >= warmup {
@@ -295,6 +305,7 @@ struct Timings {
     /// The phases' sums over the steps.
     phase_sums: [f64; 3],
     ops: Option<OpCounts>,
+    occupancy: Vec<occupancy::Occupancy>,
 }
 
 impl Timings {
@@ -316,6 +327,7 @@ impl Timings {
             losses: self.losses,
             ops: self.ops,
             probe_gflop_per_s: probe_gflop_per_s.to_vec(),
+            occupancy: self.occupancy,
         }
     }
 }

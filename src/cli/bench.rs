@@ -180,6 +180,17 @@ fn print_efficiency(
     println!("gflop_per_s={achieved:.2}");
     println!("matmul_gflop_per_s={matmul:.2}");
     println!("efficiency={efficiency:.4}");
+    if let Some(o) = trueneg::bench::occupancy::Occupancy::median(&report.occupancy) {
+        println!(
+            "# the step's threads (median over the steps): {:.1} % on a CPU, {:.1} % waiting for one the machine gave elsewhere, {:.1} % idle",
+            100.0 * o.on_cpu,
+            100.0 * o.waiting,
+            100.0 * o.idle
+        );
+        println!("threads_on_cpu={:.4}", o.on_cpu);
+        println!("threads_waiting={:.4}", o.waiting);
+        println!("threads_idle={:.4}", o.idle);
+    }
 }
 
 /// What the timed steps came to: each objective's phases and operations, the memory peaks,

@@ -60,8 +60,8 @@ fn printed(out: &str, key: &str) -> f64 {
 
 /// The bench reports its efficiency: the step's GFLOP as the shapes give it (here BERT with 1
 /// layer, batch 2 × 128, written out independently), the rate at the median step, the
-/// device's product rate and the CPU's name. `--precision auto` is resolved before the step
-/// and its efficiency line are built.
+/// device's product rate and the CPU's name, and where the step's threads spent its time.
+/// `--precision auto` is resolved before the step and its efficiency line are built.
 #[test]
 fn bench_reports_the_steps_work_and_the_machines_product_rate() {
     let out = ok(bin()
@@ -92,6 +92,15 @@ fn bench_reports_the_steps_work_and_the_machines_product_rate() {
         out.contains("GFLOP per step") && out.contains(" on "),
         "{out}"
     );
+    // Linux's scheduler statistics: the step's threads' time split three ways.
+    if cfg!(target_os = "linux") {
+        let shares =
+            ["threads_on_cpu", "threads_waiting", "threads_idle"].map(|k| printed(&out, k));
+        assert!(shares.iter().all(|s| (0.0..=1.0).contains(s)), "{out}");
+        assert!(shares[0] > 0.0, "{out}");
+        let sum: f64 = shares.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-3 || shares[2] == 0.0, "{out}");
+    }
 }
 
 /// The efficiency sets each step's rate against the product rate timed beside it: a machine

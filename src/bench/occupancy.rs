@@ -1,0 +1,82 @@
+//! How much of a step's wall time the process's threads spent on a CPU, how much runnable but
+//! waiting for one (the machine's other load: a shared VM's neighbours), and the rest, idle
+//! (a thread asleep while another works: a serial stretch, a parallel loop's tail, a wake-up's
+//! latency). Read from Linux's per-thread scheduler statistics
+//! (`/proc/self/task/*/schedstat`: nanoseconds on a CPU, nanoseconds runnable), so it separates
+//! a step that idles from a machine that is busy elsewhere, which the step's time alone cannot.
+//! Where the file is missing (not Linux), there is nothing to report.
+
+use std::time::Instant;
+
+/// The process's threads' scheduler totals at one instant.
+#[derive(Clone, Copy)]
+pub struct Mark {
+    at: Instant,
+    on_cpu_ns: u64,
+    runnable_ns: u64,
+}
+
+impl Mark {
+    /// The totals now, or `None` where the statistics cannot be read.
+    pub fn now() -> Option<Self> {
+        let mut on_cpu_ns = 0;
+        let mut runnable_ns = 0;
+        for task in std::fs::read_dir("/proc/self/task").ok()? {
+            let path = task.ok()?.path().join("schedstat");
+            // A thread that ended since the listing has no file: it has nothing more to add.
+            let Ok(text) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+            on_cpu_ns += fields.next()??;
+            runnable_ns += fields.next()??;
+        }
+        Some(Self {
+            at: Instant::now(),
+            on_cpu_ns,
+            runnable_ns,
+        })
+    }
+
+    /// The shares of `threads` threads' time from `self` to `later`.
+    pub fn until(self, later: Self, threads: usize) -> Occupancy {
+        let capacity = later.at.duration_since(self.at).as_nanos() as f64 * threads.max(1) as f64;
+        let share = |ns: u64| ns as f64 / capacity;
+        let on_cpu = share(later.on_cpu_ns.saturating_sub(self.on_cpu_ns));
+        let waiting = share(later.runnable_ns.saturating_sub(self.runnable_ns));
+        Occupancy {
+            on_cpu,
+            waiting,
+            idle: (1.0 - on_cpu - waiting).max(0.0),
+        }
+    }
+}
+
+/// Shares of the threads' time over a stretch (each 0–1; they sum to about 1).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Occupancy {
+    /// On a CPU (a spinning wait counts here).
+    pub on_cpu: f64,
+    /// Runnable, waiting for a CPU the machine gave to something else.
+    pub waiting: f64,
+    /// Asleep: nothing to do.
+    pub idle: f64,
+}
+
+impl Occupancy {
+    /// The median of each share over `stretches`.
+    pub fn median(stretches: &[Occupancy]) -> Option<Occupancy> {
+        if stretches.is_empty() {
+            return None;
+        }
+        let of = |f: fn(&Occupancy) -> f64| {
+            let values: Vec<f64> = stretches.iter().map(f).collect();
+            super::median(&values)
+        };
+        Some(Occupancy {
+            on_cpu: of(|o| o.on_cpu),
+            waiting: of(|o| o.waiting),
+            idle: of(|o| o.idle),
+        })
+    }
+}
