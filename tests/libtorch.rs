@@ -499,6 +499,7 @@ fn the_operation_counter_sees_each_libtorch_call() {
             sync_phases: false,
             cuda_graph: false,
             count_ops: true,
+            trial: false,
         };
         let kinds = [trueneg::objective::ObjectiveKind::parse("hc").unwrap()];
         let r = trueneg::bench::run_bench(&d, &spec, 1, 1, &kinds, |_, _, _, _, _| {});

@@ -71,6 +71,8 @@ pub struct BenchSpec {
     pub cuda_graph: bool,
     /// Count the LibTorch operations of the first timed step (`kernels::op_count`).
     pub count_ops: bool,
+    /// The second objective's steps run with `kernels::trial::on()` set (`bench --trial`).
+    pub trial: bool,
 }
 
 /// A synonym table shaped like WordNet's on a BERT vocabulary (about a third of the regular
@@ -199,7 +201,9 @@ fn bench_graph(
 /// Runs `warmup` untimed and `steps` timed steps of each objective on `device` (an autodiff
 /// device): the training step `pretrain` runs ([`MaskedLmStep`]), on one fixed batch. With several
 /// objectives, each has its own model and optimizer (same initial weights) and their steps are
-/// interleaved, so slow drifts of the machine hit all alike.
+/// interleaved, in turn forward and backward from one step to the next, so that slow drifts of
+/// the machine and the order within a step hit all alike; each draws the same random masks at
+/// a step. With `spec.trial`, the second objective's steps run with `kernels::trial::on()` set.
 pub fn run_bench(
     device: &Device,
     spec: &BenchSpec,
@@ -225,12 +229,18 @@ pub fn run_bench(
             // Peaks of the timed steps only (and the recording), as torch_electra_bench.py's.
             crate::kernels::cuda_graph::memory_peaks(device, true);
         }
-        for (j, r) in runners.iter_mut().enumerate() {
+        for j in step_order(runners.len(), step) {
             let Runner {
                 step: train,
                 model,
                 opt,
-            } = r;
+            } = &mut runners[j];
+            // Every runner draws the same masks at a step, as the pre-training loop reseeds at
+            // each (a recorded step replays the draws it recorded).
+            if graph.is_none() {
+                crate::model::seed(device, step as u64);
+            }
+            crate::kernels::trial::set(spec.trial && j == 1);
             let sync = || {
                 if spec.sync_phases {
                     device.sync().expect("device sync");
@@ -278,6 +288,7 @@ pub fn run_bench(
                 (t_bwd - t_fwd).as_secs_f64() * 1e3,
                 (total - t_bwd).as_secs_f64() * 1e3,
             ];
+            crate::kernels::trial::set(false);
             on_step(j, step, value, ms, parts);
             if step >= warmup {
                 timings[j].push(ms, value, parts);
@@ -295,6 +306,16 @@ pub fn run_bench(
         .into_iter()
         .map(|t| t.report(&probe_rates))
         .collect())
+}
+
+/// The order in which `runners` runners take step `step`: forward on even steps, backward on
+/// odd ones, so that none always runs first.
+pub fn step_order(runners: usize, step: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..runners).collect();
+    if step % 2 == 1 {
+        order.reverse();
+    }
+    order
 }
 
 /// One objective's timed steps, gathered as they run.

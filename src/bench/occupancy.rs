@@ -40,15 +40,12 @@ impl Mark {
 
     /// The shares of `threads` threads' time from `self` to `later`.
     pub fn until(self, later: Self, threads: usize) -> Occupancy {
-        let capacity = later.at.duration_since(self.at).as_nanos() as f64 * threads.max(1) as f64;
-        let share = |ns: u64| ns as f64 / capacity;
-        let on_cpu = share(later.on_cpu_ns.saturating_sub(self.on_cpu_ns));
-        let waiting = share(later.runnable_ns.saturating_sub(self.runnable_ns));
-        Occupancy {
-            on_cpu,
-            waiting,
-            idle: (1.0 - on_cpu - waiting).max(0.0),
-        }
+        let wall_ns = later.at.duration_since(self.at).as_nanos() as f64;
+        Occupancy::of(
+            wall_ns * threads.max(1) as f64,
+            later.on_cpu_ns.saturating_sub(self.on_cpu_ns),
+            later.runnable_ns.saturating_sub(self.runnable_ns),
+        )
     }
 }
 
@@ -64,6 +61,19 @@ pub struct Occupancy {
 }
 
 impl Occupancy {
+    /// The shares of `capacity_ns` (a stretch's wall time × its threads) spent on a CPU and
+    /// runnable; idle is what remains (none where the two fill it: the process's other
+    /// threads can add a little over the threads counted).
+    pub fn of(capacity_ns: f64, on_cpu_ns: u64, runnable_ns: u64) -> Occupancy {
+        let share = |ns: u64| ns as f64 / capacity_ns;
+        let (on_cpu, waiting) = (share(on_cpu_ns), share(runnable_ns));
+        Occupancy {
+            on_cpu,
+            waiting,
+            idle: (1.0 - on_cpu - waiting).max(0.0),
+        }
+    }
+
     /// The median of each share over `stretches`.
     pub fn median(stretches: &[Occupancy]) -> Option<Occupancy> {
         if stretches.is_empty() {

@@ -52,6 +52,13 @@ pub struct Args {
     /// burn's composed operations everywhere (what those bring).
     #[arg(long, default_value = "fused", value_parser = ["fused", "composed"])]
     kernels: String,
+    /// Times a variant of the code against the code as built, in one process: the objective
+    /// runs twice (same initial weights), step by step in turn, the second time with
+    /// `kernels::trial::on()` set, which code under test reads; prints their paired ratio. Code
+    /// that reads nothing of it gives the two the same work: the ratio's spread is the
+    /// measurement's noise.
+    #[arg(long, conflicts_with = "cuda_graph")]
+    trial: bool,
 }
 
 fn parse_model(s: &str) -> Result<trueneg::train::config::ModelKind, String> {
@@ -88,6 +95,7 @@ fn run(a: Args) -> anyhow::Result<()> {
         cuda_graph,
         count_ops,
         kernels,
+        trial,
     } = a;
     if layers == 0 || batch == 0 {
         anyhow::bail!("--layers and --batch must be > 0");
@@ -115,6 +123,15 @@ fn run(a: Args) -> anyhow::Result<()> {
         sync_phases,
         cuda_graph,
         count_ops,
+        trial,
+    };
+    if trial && objective.contains(',') {
+        anyhow::bail!("--trial runs one objective twice: give --objective a single kind");
+    }
+    let objective = if trial {
+        format!("{objective},{objective}")
+    } else {
+        objective
     };
     let kinds = objective
         .split(',')
@@ -126,7 +143,11 @@ fn run(a: Args) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--objective {e}"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let names: Vec<&str> = objective.split(',').map(str::trim).collect();
+    let mut names: Vec<String> = objective.split(',').map(|n| n.trim().to_string()).collect();
+    if trial {
+        names[1] += "+trial";
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let device = trueneg::device::open(&backend)?.autodiff();
     println!(
         "# trueneg bench: model={model:?} device={backend} threads={} layers={layers} batch={batch}x{} masked={} precision={precision:?} kernels={kernels} objective={objective} cuda_graph={cuda_graph}",

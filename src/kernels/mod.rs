@@ -56,6 +56,7 @@ pub mod seeds;
 mod select;
 pub mod select_rows;
 mod simd;
+pub mod trial;
 pub mod views;
 
 pub use adamw::{AdamWStep, adamw};

@@ -92,15 +92,36 @@ fn bench_reports_the_steps_work_and_the_machines_product_rate() {
         out.contains("GFLOP per step") && out.contains(" on "),
         "{out}"
     );
-    // Linux's scheduler statistics: the step's threads' time split three ways.
+    // Linux's scheduler statistics: the step's threads' time split three ways (each share's
+    // median over the steps).
     if cfg!(target_os = "linux") {
         let shares =
             ["threads_on_cpu", "threads_waiting", "threads_idle"].map(|k| printed(&out, k));
-        assert!(shares.iter().all(|s| (0.0..=1.0).contains(s)), "{out}");
+        assert!(shares.iter().all(|s| (0.0..=1.5).contains(s)), "{out}");
         assert!(shares[0] > 0.0, "{out}");
-        let sum: f64 = shares.iter().sum();
-        assert!((sum - 1.0).abs() < 1e-3 || shares[2] == 0.0, "{out}");
     }
+}
+
+/// A stretch's threads' time splits into on a CPU, runnable and waiting, and idle, each over
+/// the stretch's wall time times its threads; what the process's other threads add past the
+/// capacity leaves no idle rather than a negative one.
+#[test]
+fn occupancy_splits_the_threads_time_into_on_cpu_waiting_and_idle() {
+    use trueneg::bench::occupancy::Occupancy;
+    // 100 ms on 2 threads: 150 ms on a CPU, 10 ms runnable, 40 ms asleep.
+    let o = Occupancy::of(200e6, 150_000_000, 10_000_000);
+    assert!((o.on_cpu - 0.75).abs() < 1e-12, "{o:?}");
+    assert!((o.waiting - 0.05).abs() < 1e-12, "{o:?}");
+    assert!((o.idle - 0.20).abs() < 1e-12, "{o:?}");
+    let full = Occupancy::of(200e6, 205_000_000, 1_000_000);
+    assert_eq!(full.idle, 0.0, "{full:?}");
+    // Each share's median over the stretches, apart.
+    let m = Occupancy::median(&[o, full, Occupancy::of(200e6, 100_000_000, 0)]).unwrap();
+    assert!(
+        (m.on_cpu - 0.75).abs() < 1e-12 && (m.idle - 0.2).abs() < 1e-12,
+        "{m:?}"
+    );
+    assert!(Occupancy::median(&[]).is_none());
 }
 
 /// The efficiency sets each step's rate against the product rate timed beside it: a machine
@@ -121,4 +142,47 @@ fn efficiency_pairs_each_step_with_the_product_rate_timed_beside_it() {
     let e = paired_efficiency(9.0, &[100.0, 100.0, 100.0], &[90.0, 112.5, 100.0]).unwrap();
     assert!((e - 0.9).abs() < 1e-12, "{e}");
     assert_eq!(paired_efficiency(9.0, &[], &[]), None);
+}
+
+/// `--trial` runs the objective twice from the same weights, batch and masks, step by step in
+/// turn, each first on every other step: with nothing reading `kernels::trial::on()`, the two
+/// compute the same losses, and the second is reported beside the first.
+#[test]
+fn bench_trial_runs_the_objective_twice_in_turn_on_the_same_values() {
+    let args = [
+        "bench", "--layers", "1", "--batch", "2", "--steps", "3", "--warmup", "0",
+    ];
+    let out = ok(bin().args(args).arg("--trial").output().unwrap());
+    // `step N name loss=… ms=…`, in the order the runners took the step.
+    let steps: Vec<(usize, &str, &str)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("step"))
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            let step = words.next().unwrap().parse().unwrap();
+            let name = words.next().unwrap();
+            (step, name, words.next().unwrap())
+        })
+        .collect();
+    assert_eq!(steps.len(), 6, "{out}");
+    for (i, pair) in steps.chunks(2).enumerate() {
+        assert_eq!((pair[0].0, pair[1].0), (i, i), "{out}");
+        let first = if i % 2 == 0 { "sr" } else { "sr+trial" };
+        assert_eq!(pair[0].1, first, "step {i} runs {first} first: {out}");
+        assert_eq!(pair[0].2, pair[1].2, "step {i}'s losses: {out}");
+    }
+    assert!(out.contains("ms_per_step[sr+trial]="), "{out}");
+    assert!(out.contains("paired_ratio="), "{out}");
+
+    let err = fails(
+        bin()
+            .args(args)
+            .args(["--trial", "--objective", "sr,hc"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        err.contains("--trial") && err.contains("--objective"),
+        "{err}"
+    );
 }
