@@ -174,7 +174,7 @@ pub fn paired_efficiency(gflop: f64, step_ms: &[f64], probe_gflop_per_s: &[f64])
         .zip(probe_gflop_per_s)
         .map(|(ms, probe)| gflop / (ms / 1e3) / probe)
         .collect();
-    (!ratios.is_empty()).then(|| super::median(&ratios))
+    (!ratios.is_empty()).then(|| super::stats::median(&ratios))
 }
 
 /// The CPU's name and `/proc/cpuinfo` family / model ("AMD EPYC 9R14 (family 25 model

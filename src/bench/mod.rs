@@ -17,6 +17,9 @@
 
 pub mod efficiency;
 pub mod occupancy;
+mod stats;
+
+pub use stats::median;
 
 use std::time::Instant;
 
@@ -448,17 +451,6 @@ pub fn paired_ratio(report: &BenchReport, base: &BenchReport) -> f64 {
         .map(|(a, b)| a / b)
         .collect();
     median(&ratios)
-}
-
-/// The median of `v` (the mean of the middle two for an even count; NaN when empty).
-pub fn median(v: &[f64]) -> f64 {
-    let mut sorted = v.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
 }
 
 /// Peak resident memory of this process (Linux `VmHWM`), in KiB.

@@ -81,7 +81,7 @@ impl Occupancy {
         }
         let of = |f: fn(&Occupancy) -> f64| {
             let values: Vec<f64> = stretches.iter().map(f).collect();
-            super::median(&values)
+            super::stats::median(&values)
         };
         Some(Occupancy {
             on_cpu: of(|o| o.on_cpu),
