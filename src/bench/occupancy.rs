@@ -21,10 +21,10 @@ impl Mark {
     pub fn now() -> Option<Self> {
         let mut on_cpu_ns = 0;
         let mut runnable_ns = 0;
-        for task in std::fs::read_dir("/proc/self/task").ok()? {
-            let path = task.ok()?.path().join("schedstat");
+        use crate::io::{limit, read};
+        for task in read::list(std::path::Path::new("/proc/self/task")).ok()? {
             // A thread that ended since the listing has no file: it has nothing more to add.
-            let Ok(text) = std::fs::read_to_string(path) else {
+            let Ok(text) = read::read_text(&task.join("schedstat"), limit::SMALL) else {
                 continue;
             };
             let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
