@@ -313,7 +313,7 @@ pub fn run_bench(
 
 /// The order in which `runners` runners take step `step`: forward on even steps, backward on
 /// odd ones, so that none always runs first.
-pub fn step_order(runners: usize, step: usize) -> Vec<usize> {
+fn step_order(runners: usize, step: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..runners).collect();
     if step % 2 == 1 {
         order.reverse();
