@@ -206,7 +206,8 @@ fn bench_graph(
 /// objectives, each has its own model and optimizer (same initial weights) and their steps are
 /// interleaved, in turn forward and backward from one step to the next, so that slow drifts of
 /// the machine and the order within a step hit all alike; each draws the same random masks at
-/// a step. With `spec.trial`, the second objective's steps run with `kernels::trial::on()` set.
+/// a step. With `spec.trial`, the one objective runs twice, the second runner's steps with
+/// `kernels::trial::on()` set (its report second).
 pub fn run_bench(
     device: &Device,
     spec: &BenchSpec,
@@ -215,6 +216,7 @@ pub fn run_bench(
     objectives: &[ObjectiveKind],
     mut on_step: impl FnMut(usize, usize, f64, f64, [f64; 3]),
 ) -> crate::Result<Vec<BenchReport>> {
+    let objectives = &runs_of(spec, objectives)?;
     let graph = bench_graph(device, spec, objectives.len())?;
     let mut rng = ChaCha8Rng::seed_from_u64(1234);
     let (batch, masked) = fixed_batch(spec, &mut rng);
@@ -309,6 +311,18 @@ pub fn run_bench(
         .into_iter()
         .map(|t| t.report(&probe_rates))
         .collect())
+}
+
+/// The objectives the bench's runners step: `objectives`, or with `spec.trial` its one
+/// objective twice (as built, then the trial).
+fn runs_of(spec: &BenchSpec, objectives: &[ObjectiveKind]) -> crate::Result<Vec<ObjectiveKind>> {
+    match (spec.trial, objectives) {
+        (false, _) => Ok(objectives.to_vec()),
+        (true, &[kind]) => Ok(vec![kind, kind]),
+        (true, _) => Err(crate::Error::Config(
+            "bench --trial runs one objective twice: give --objective a single kind".into(),
+        )),
+    }
 }
 
 /// The order in which `runners` runners take step `step`: forward on even steps, backward on

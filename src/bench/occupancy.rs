@@ -6,7 +6,10 @@
 //! a step that idles from a machine that is busy elsewhere, which the step's time alone cannot.
 //! Where the file is missing (not Linux), there is nothing to report.
 
+use std::path::Path;
 use std::time::Instant;
+
+use crate::io::{limit, read};
 
 /// The process's threads' scheduler totals at one instant.
 #[derive(Clone, Copy)]
@@ -21,8 +24,7 @@ impl Mark {
     pub fn now() -> Option<Self> {
         let mut on_cpu_ns = 0;
         let mut runnable_ns = 0;
-        use crate::io::{limit, read};
-        for task in read::list(std::path::Path::new("/proc/self/task")).ok()? {
+        for task in read::list(Path::new("/proc/self/task")).ok()? {
             // A thread that ended since the listing has no file: it has nothing more to add.
             let Ok(text) = read::read_text(&task.join("schedstat"), limit::SMALL) else {
                 continue;
