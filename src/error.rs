@@ -12,6 +12,10 @@ pub enum Error {
     /// Malformed input data; the message names the file (and line / field where known).
     #[error("{0}")]
     Input(String),
+    /// A file or folder the work needs is not there; the message names it and how to provide
+    /// it ([`Error::missing`]).
+    #[error("{0}")]
+    Missing(String),
     /// A configuration value is missing, unknown or out of range.
     #[error("{0}")]
     Config(String),
@@ -33,6 +37,14 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// `path` is not there: "PATH: ADVICE", where `advice` says what the file is and how to
+    /// provide it.
+    pub fn missing(path: &std::path::Path, advice: &str) -> Self {
+        Error::Missing(format!("{}: {advice}", path.display()))
+    }
+}
 
 /// The longest error line printed; a longer one keeps its start and its end around "…".
 pub const MAX_LINE: usize = 500;

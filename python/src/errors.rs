@@ -8,9 +8,7 @@ use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
 pub fn to_py(e: trueneg::Error) -> PyErr {
     let line = e.to_string();
     match e {
-        trueneg::Error::Input(_) if line.contains("not found") => {
-            PyFileNotFoundError::new_err(line)
-        }
+        trueneg::Error::Missing(_) => PyFileNotFoundError::new_err(line),
         trueneg::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             PyFileNotFoundError::new_err(line)
         }

@@ -67,6 +67,18 @@ def test_a_saved_table_reads_back_whole(tokenizer, tmp_path):
         trueneg.SynonymTable.from_lexicon(tmp_path / "missing.safetensors")
 
 
+def test_a_missing_tokenizer_or_wordnet_folder_is_a_file_not_found_error(tokenizer, tmp_path):
+    _, folder = tokenizer
+    with pytest.raises(FileNotFoundError, match="nowhere.json: tokenizer file not found"):
+        trueneg.SynonymTable.wordnet(tmp_path / "nowhere.json")
+    with pytest.raises(FileNotFoundError, match="no-wordnet/.*WordNet file not found"):
+        trueneg.SynonymTable.wordnet(folder, tmp_path / "no-wordnet")
+    # A malformed file that is there stays a ValueError.
+    (tmp_path / "vocab.txt").write_text("")
+    with pytest.raises(ValueError):
+        trueneg.SynonymTable.wordnet(tmp_path / "vocab.txt")
+
+
 def embeddings_with_pairs(tok, pairs, dim=32, seed=0):
     """Random rows, except that each pair's two rows are nearly one vector."""
     g = np.random.default_rng(seed)

@@ -163,7 +163,7 @@ impl AblationSpec {
             for t in &self.tasks {
                 let f = t.train_file(&g.join(t.dir_name()));
                 if !f.is_present() {
-                    return Err(Error::Input(format!("{}: no such file", f.display())));
+                    return Err(Error::missing(&f, "no such file"));
                 }
             }
         }

@@ -61,7 +61,7 @@ fn snapshot_in(cache: &Path, id: &str) -> Result<PathBuf> {
     let snapshot =
         crate::io::place::inside(&repo.join("snapshots"), commit.trim(), &refs, "commit")?;
     if !snapshot.join("config.json").is_present() {
-        return Err(Error::Input(format!(
+        return Err(Error::Missing(format!(
             "{id}: the Hugging Face cache's snapshot {} has no config.json",
             snapshot.display()
         )));

@@ -21,10 +21,10 @@ pub struct Database {
 }
 
 pub fn missing(path: &Path) -> Error {
-    Error::Input(format!(
-        "{}: WordNet file not found; install Debian's `wordnet-base` (apt-get install -y wordnet-base) or pass the folder holding data.noun etc. (`--wordnet DIR`)",
-        path.display()
-    ))
+    Error::missing(
+        path,
+        "WordNet file not found; install Debian's `wordnet-base` (apt-get install -y wordnet-base) or pass the folder holding data.noun etc. (`--wordnet DIR`)",
+    )
 }
 
 /// The part of speech index of a pointer's target (`n`, `v`, `a`/`s`, `r`).

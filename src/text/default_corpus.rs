@@ -16,10 +16,10 @@ pub fn write_wordnet_glosses(wordnet: &Path, out: &Path) -> Result<usize> {
     for pos in ["noun", "verb", "adj", "adv"] {
         let path = wordnet.join(format!("data.{pos}"));
         if !path.is_present() {
-            return Err(Error::Input(format!(
-                "{}: WordNet not found; install Debian's `wordnet-base` (apt-get install -y wordnet-base), point `--wordnet DIR` at a WordNet 3.0 dict folder, or set data.shards",
-                path.display()
-            )));
+            return Err(Error::missing(
+                &path,
+                "WordNet not found; install Debian's `wordnet-base` (apt-get install -y wordnet-base), point `--wordnet DIR` at a WordNet 3.0 dict folder, or set data.shards",
+            ));
         }
         let bytes = crate::io::read::read(&path, crate::io::limit::DATA)?;
         for line in String::from_utf8_lossy(&bytes).lines() {

@@ -515,10 +515,10 @@ impl ShardSet {
 fn check_tokenizer(dir: &Path, manifest: &Manifest) -> Result<()> {
     let path = dir.join("tokenizer.json");
     if !path.is_present() {
-        return Err(Error::Input(format!(
-            "{}: missing; a prepared folder keeps the tokenizer its shards were made with",
-            path.display()
-        )));
+        return Err(Error::missing(
+            &path,
+            "missing; a prepared folder keeps the tokenizer its shards were made with",
+        ));
     }
     let tokenizer = crate::text::WordPieceTokenizer::load(&path)?;
     let found = tokenizer.fingerprint();

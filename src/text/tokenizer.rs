@@ -60,10 +60,7 @@ impl WordPieceTokenizer {
     /// Loads `tokenizer.json` (any file ending in `.json`) or a WordPiece `vocab.txt`.
     pub fn load(path: &Path) -> Result<Self> {
         if !crate::io::read::exists(path) {
-            return Err(Error::Input(format!(
-                "{}: tokenizer file not found",
-                path.display()
-            )));
+            return Err(Error::missing(path, "tokenizer file not found"));
         }
         let bytes = crate::io::read::read(path, crate::io::limit::TOKENIZER)?;
         let inner = if path.extension().is_some_and(|e| e == "json") {

@@ -551,3 +551,29 @@ fn a_text_file_of_one_long_line_is_read_in_bounded_pieces() {
         .collect();
     assert_eq!(back, words, "every word once, none cut");
 }
+
+#[test]
+fn a_missing_input_file_is_its_own_kind_of_error_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokenizer = dir.path().join("nowhere.json");
+    let missing = |r: trueneg::Error, path: &Path| match r {
+        trueneg::Error::Missing(line) => {
+            assert!(line.starts_with(&path.display().to_string()), "{line}")
+        }
+        other => panic!("not Error::Missing: {other:?}"),
+    };
+    let e = trueneg::text::WordPieceTokenizer::load(&tokenizer)
+        .err()
+        .unwrap();
+    missing(e, &tokenizer);
+    let wordnet = dir.path().join("no-wordnet");
+    let e = trueneg::lexicon::WordNet::open(&wordnet).err().unwrap();
+    missing(e, &wordnet);
+    // A file that is there but malformed is bad input, not a missing file.
+    let empty = dir.path().join("vocab.txt");
+    std::fs::write(&empty, "").unwrap();
+    let e = trueneg::text::WordPieceTokenizer::load(&empty)
+        .err()
+        .unwrap();
+    assert!(matches!(e, trueneg::Error::Input(_)), "{e:?}");
+}
