@@ -177,6 +177,17 @@ pub fn paired_efficiency(gflop: f64, step_ms: &[f64], probe_gflop_per_s: &[f64])
     (!ratios.is_empty()).then(|| super::stats::median(&ratios))
 }
 
+/// The products' rates of the forward and backward phases, GFLOP/s: a third of the step's
+/// `gflop` in the forward (+ loss) phase's `forward_ms`, two thirds in the backward's
+/// `backward_ms` (the count is the forward's times three, [`step_gflop`]). Where the two differ,
+/// the slower phase is where the step loses against its products.
+pub fn phase_rates(gflop: f64, forward_ms: f64, backward_ms: f64) -> [f64; 2] {
+    [
+        gflop / 3.0 / (forward_ms / 1e3),
+        2.0 * gflop / 3.0 / (backward_ms / 1e3),
+    ]
+}
+
 /// The CPU's name and `/proc/cpuinfo` family / model ("AMD EPYC 9R14 (family 25 model
 /// 17)"), when the file is there.
 pub fn cpu_name() -> Option<String> {

@@ -163,20 +163,24 @@ fn run(a: Args) -> anyhow::Result<()> {
         },
     )?;
     print_summary(&names, &reports, &device);
-    print_efficiency(&spec, &reports[0], &backend.to_string());
+    // A GPU's phases are the host's queueing unless each is waited for.
+    let true_phases = !backend.kind.is_gpu() || spec.sync_phases;
+    print_efficiency(&spec, &reports[0], &backend.to_string(), true_phases);
     Ok(())
 }
 
 /// The first objective's step against the machine: its GFLOP counted from the shapes, the
 /// rate at the median step, the device's matrix-product rate at the encoder's shapes timed
 /// after each step (the median), the steps' median ratio to it (`bench::efficiency`), and the
-/// CPU's name; `scripts/torch_product_rates.py` gives PyTorch's rate on the same shapes.
+/// CPU's name; `scripts/torch_product_rates.py` gives PyTorch's rate on the same shapes. Where
+/// the phases' times are true (`true_phases`), each phase's products' rate as well.
 fn print_efficiency(
     spec: &trueneg::bench::BenchSpec,
     report: &trueneg::bench::BenchReport,
     backend: &str,
+    true_phases: bool,
 ) {
-    use trueneg::bench::efficiency::{cpu_name, paired_efficiency, step_gflop};
+    use trueneg::bench::efficiency::{cpu_name, paired_efficiency, phase_rates, step_gflop};
     let gflop = step_gflop(spec);
     let achieved = gflop / (report.median_ms / 1e3);
     let matmul = trueneg::bench::median(&report.probe_gflop_per_s);
@@ -194,6 +198,15 @@ fn print_efficiency(
     println!("gflop_per_s={achieved:.2}");
     println!("matmul_gflop_per_s={matmul:.2}");
     println!("efficiency={efficiency:.4}");
+    if true_phases {
+        let [f, b, _] = report.phase_ms;
+        let [forward, backward] = phase_rates(gflop, f, b);
+        println!(
+            "# by phase (mean times): forward + loss {forward:.1} GFLOP/s (a third of the products in {f:.1} ms), backward {backward:.1} GFLOP/s (two thirds in {b:.1} ms)"
+        );
+        println!("forward_gflop_per_s={forward:.2}");
+        println!("backward_gflop_per_s={backward:.2}");
+    }
     if let Some(o) = trueneg::bench::occupancy::Occupancy::median(&report.occupancy) {
         println!(
             "# the step's threads (median over the steps): {:.1} % on a CPU, {:.1} % waiting for one the machine gave elsewhere, {:.1} % idle",

@@ -92,6 +92,32 @@ fn bench_reports_the_steps_work_and_the_machines_product_rate() {
         out.contains("GFLOP per step") && out.contains(" on "),
         "{out}"
     );
+    // Each phase's products' rate: a third of the work forward, two thirds backward, in the
+    // phases' mean times as the summary line prints them.
+    let phase = |name: &str| -> f64 {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("# sr: mean ms"))
+            .expect("phases");
+        let at = line.find(name).unwrap() + name.len() + 1;
+        line[at..]
+            .split([',', ' '])
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (forward_ms, backward_ms) = (phase("forward+loss"), phase("backward"));
+    let forward = printed(&out, "forward_gflop_per_s");
+    let backward = printed(&out, "backward_gflop_per_s");
+    assert!(
+        (forward * forward_ms / 1e3 - gflop / 3.0).abs() < 0.01 * gflop,
+        "{out}"
+    );
+    assert!(
+        (backward * backward_ms / 1e3 - 2.0 * gflop / 3.0).abs() < 0.01 * gflop,
+        "{out}"
+    );
     // Linux's scheduler statistics: the step's threads' time split three ways (each share's
     // median over the steps).
     if cfg!(target_os = "linux") {
