@@ -62,6 +62,7 @@ mod precision;
 mod pretrain;
 mod readme_commands;
 mod readme_keys;
+mod seeded_draws;
 mod self_synonyms;
 mod self_synonyms_training;
 mod squad_decoding;
