@@ -161,12 +161,12 @@ pub fn classify(path: &Path, flag: &str, kind: InputKind) -> Result<()> {
         return Ok(());
     }
     if !exists {
-        return Err(Error::Input(format!(
-            "{}: no such file or folder; {flag} takes {}{}",
-            path.display(),
+        let advice = format!(
+            "no such file or folder; {flag} takes {}{}",
             kind.describe(),
             missing_hint(path, kind)
-        )));
+        );
+        return Err(Error::missing(path, &advice));
     }
     let folder = crate::io::read::is_folder(path);
     let wanted = kind.describe();

@@ -569,6 +569,12 @@ fn a_missing_input_file_is_its_own_kind_of_error_naming_the_path() {
     let wordnet = dir.path().join("no-wordnet");
     let e = trueneg::lexicon::WordNet::open(&wordnet).err().unwrap();
     missing(e, &wordnet);
+    // The frame's check of every command's input paths says the same.
+    let e =
+        trueneg::frame::inputs::classify(&wordnet, "--wordnet", trueneg::frame::InputKind::WordNet)
+            .err()
+            .unwrap();
+    missing(e, &wordnet);
     // A file that is there but malformed is bad input, not a missing file.
     let empty = dir.path().join("vocab.txt");
     std::fs::write(&empty, "").unwrap();
